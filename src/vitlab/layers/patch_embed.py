@@ -1,0 +1,77 @@
+"""Patch embedding: a linear map on flattened patches, computed as a stride-P convolution.
+
+The two are one function. A ``Conv2d(C, D, kernel_size=P, stride=P)`` with weight ``w`` of
+shape ``(D, C, P, P)`` equals ``patchify(x) @ W.T + b`` with the linear weight
+
+    W = w.permute(0, 2, 3, 1).reshape(D, P*P*C)     # (D, P*P*C): row, column, channel
+
+because :func:`vitlab.patchify` flattens each patch row, column, channel. The module keeps the
+convolution's parameters (``proj.weight``, ``proj.bias``) and can run either way.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..ops.patches import check_divisible, pad_to_multiple, patchify
+
+
+def conv_weight_to_linear(weight: torch.Tensor) -> torch.Tensor:
+    """``(D, C, P, P)`` convolution kernel -> ``(D, P*P*C)`` linear weight on patchified tokens."""
+    d = weight.shape[0]
+    return weight.permute(0, 2, 3, 1).reshape(d, -1)
+
+
+def linear_weight_to_conv(weight: torch.Tensor, patch_size: int, in_chans: int) -> torch.Tensor:
+    """``(D, P*P*C)`` linear weight -> ``(D, C, P, P)`` convolution kernel (inverse of the above)."""
+    d = weight.shape[0]
+    if weight.shape[1] != patch_size * patch_size * in_chans:
+        raise ValueError(f"linear weight has {weight.shape[1]} inputs, expected "
+                         f"P*P*C = {patch_size}*{patch_size}*{in_chans} = {patch_size ** 2 * in_chans}")
+    return weight.reshape(d, patch_size, patch_size, in_chans).permute(0, 3, 1, 2)
+
+
+class PatchEmbedding(nn.Module):
+    """Images ``(B, C, H, W)`` -> patch tokens ``(B, N, D)`` in raster order.
+
+    Args:
+        patch_size: side ``P`` of the square patch.
+        in_chans: channels ``C`` the model expects.
+        embed_dim: token width ``D``.
+        method: ``"conv"`` (a stride-P convolution, the fast path) or ``"linear"``
+            (``patchify`` then a matrix product); both use the same parameters.
+        pad: zero-pad images whose sides are not multiples of ``P``.
+    """
+
+    def __init__(self, patch_size: int = 16, in_chans: int = 3, embed_dim: int = 768,
+                 method: str = "conv", pad: bool = False, bias: bool = True) -> None:
+        super().__init__()
+        if method not in ("conv", "linear"):
+            raise ValueError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
+        self.patch_size, self.in_chans, self.embed_dim = patch_size, in_chans, embed_dim
+        self.method, self.pad = method, pad
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size, bias=bias)
+
+    def grid_size(self, height: int, width: int) -> tuple[int, int]:
+        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding)."""
+        if self.pad:
+            return -(-height // self.patch_size), -(-width // self.patch_size)
+        return check_divisible(height, width, self.patch_size)
+
+    def linear_weight(self) -> torch.Tensor:
+        """The projection as a ``(D, P*P*C)`` matrix on patchified tokens."""
+        return conv_weight_to_linear(self.proj.weight)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.ndim != 4 or images.shape[1] != self.in_chans:
+            raise ValueError(
+                f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
+                + ("convert them to the model's channel count or build the model with "
+                   f"in_chans={images.shape[1]}" if images.ndim == 4 else "add a batch axis"))
+        if self.method == "linear":
+            return F.linear(patchify(images, self.patch_size, pad=self.pad), self.linear_weight(), self.proj.bias)
+        self.grid_size(*images.shape[-2:])                 # clear error before the convolution
+        if self.pad:
+            images = pad_to_multiple(images, self.patch_size)
+        return self.proj(images).flatten(2).transpose(1, 2)

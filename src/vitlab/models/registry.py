@@ -1,0 +1,58 @@
+"""Named model configurations and ``create_model``.
+
+Each entry maps a name to a config dataclass instance (``ViTConfig`` or ``CNNConfig``); the
+config's class decides which model is built.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any, Callable
+
+from torch import nn
+
+_REGISTRY: dict[str, tuple[Any, str]] = {}
+_BUILDERS: dict[type, Callable[[Any], nn.Module]] = {}
+
+
+def register_builder(config_cls: type, builder: Callable[[Any], nn.Module]) -> None:
+    """Tell the registry how to build a model from a config of ``config_cls``."""
+    _BUILDERS[config_cls] = builder
+
+
+def register_model(name: str, config: Any, description: str = "") -> None:
+    """Register ``config`` under ``name`` (the config's class must have a builder)."""
+    _REGISTRY[name] = (config, description)
+
+
+def list_models(pattern: str = "") -> list[str]:
+    """Registered model names containing ``pattern``, sorted."""
+    return sorted(n for n in _REGISTRY if pattern in n)
+
+
+def describe_model(name: str) -> str:
+    """The one-line description registered with ``name``."""
+    get_config(name)
+    return _REGISTRY[name][1]
+
+
+def get_config(name: str, **overrides: Any) -> Any:
+    """The config registered under ``name`` with ``overrides`` applied (a fresh copy)."""
+    if name not in _REGISTRY:
+        close = [n for n in _REGISTRY if name.split("-")[0] in n] or list_models()
+        raise ValueError(f"unknown model {name!r}; registered models include: {', '.join(close)}")
+    config = _REGISTRY[name][0]
+    known = {f.name for f in fields(config)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"{name} has no option {', '.join(map(repr, unknown))}; "
+                         f"its options are: {', '.join(sorted(known))}")
+    return replace(config, **overrides)
+
+
+def create_model(name: str, **overrides: Any) -> nn.Module:
+    """Build the model registered as ``name``, with config fields replaced by ``overrides``.
+
+    >>> model = create_model("vit-seed", num_classes=5)
+    """
+    config = get_config(name, **overrides)
+    return _BUILDERS[type(config)](config)

@@ -1,0 +1,223 @@
+"""The Vision Transformer.
+
+    images (B, C, H, W)
+      -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P)
+      -> + positions               (learned, sinusoidal, row+column; or rotary inside attention)
+      -> [class token, registers]  (B, R + N, D)
+      -> depth x Block             pre-norm transformer blocks
+      -> norm -> pool              class token or mean over patch tokens -> (B, D)
+      -> fc_norm -> head           logits (B, num_classes)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..layers.block import Block, PostNormBlock
+from ..layers.patch_embed import PatchEmbedding
+from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, build_position
+from ..ops.patches import _pair
+
+POOLS = ("token", "mean", "max")
+
+
+@dataclass
+class ViTConfig:
+    """Everything that defines a :class:`VisionTransformer`.
+
+    ``fc_norm=None`` follows timm: a LayerNorm after pooling for ``mean``/``max`` pooling, on
+    every token before pooling for ``token`` pooling. ``fc_norm=False`` with ``pool="mean"``
+    normalises every token, then averages (the textbook's Keras model).
+    """
+    img_size: int | tuple[int, int] = 224
+    patch_size: int = 16
+    in_chans: int = 3
+    num_classes: int = 1000
+    embed_dim: int = 768
+    depth: int = 12
+    num_heads: int = 12
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    qk_norm: bool = False
+    pos_embed: str = "learned"
+    pool: str = "token"
+    class_token: bool = True
+    reg_tokens: int = 0
+    pre_norm: bool = False
+    final_norm: bool = True
+    fc_norm: bool | None = None
+    block: str = "prenorm"
+    layer_scale: float | None = None
+    patch_embed: str = "conv"
+    pad: bool = False
+    dynamic_img_size: bool = False
+    norm_eps: float = 1e-6
+    drop_rate: float = 0.0
+    pos_drop_rate: float = 0.0
+    attn_drop_rate: float = 0.0
+    drop_path_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.img_size = _pair(self.img_size, "img_size")
+        if self.pool not in POOLS:
+            raise ValueError(f"pool must be one of {POOLS}, got {self.pool!r}")
+        if self.pool == "token" and not self.class_token:
+            raise ValueError("pool='token' reads the class token, but class_token=False: "
+                             "set class_token=True or pool='mean'")
+        if self.pos_embed not in POSITION_KINDS:
+            raise ValueError(f"pos_embed must be one of {POSITION_KINDS}, got {self.pos_embed!r}")
+        if self.block not in ("prenorm", "postnorm"):
+            raise ValueError(f"block must be 'prenorm' or 'postnorm', got {self.block!r}")
+        if self.embed_dim % self.num_heads:
+            raise ValueError(f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
+                             f"choose a head count that divides it")
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        h, w = self.img_size
+        p = self.patch_size
+        return (-(-h // p), -(-w // p)) if self.pad else (h // p, w // p)
+
+    @property
+    def num_prefix_tokens(self) -> int:
+        return int(self.class_token) + self.reg_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["img_size"] = list(self.img_size)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ViTConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: (tuple(v) if k == "img_size" else v) for k, v in d.items() if k in known})
+
+
+class VisionTransformer(nn.Module):
+    """A ViT classifier: images ``(B, C, H, W)`` -> logits ``(B, num_classes)``.
+
+    ``forward_features`` returns all tokens after the final norm, ``(B, R + N, D)`` with the
+    ``R`` prefix tokens (class token, registers) first; ``forward_head`` pools and classifies.
+    """
+
+    def __init__(self, config: ViTConfig | None = None, **overrides: Any) -> None:
+        super().__init__()
+        cfg = config or ViTConfig()
+        if overrides:
+            cfg = ViTConfig.from_dict({**cfg.to_dict(), **overrides})
+        self.config = cfg
+        dim = cfg.embed_dim
+        self.num_prefix_tokens = cfg.num_prefix_tokens
+        self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
+        self.pos_embed = build_position(cfg.pos_embed, cfg.grid, dim)
+        self.rope = (Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens)
+                     if cfg.pos_embed == "rope" else None)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
+        self.reg_token = nn.Parameter(torch.zeros(1, cfg.reg_tokens, dim)) if cfg.reg_tokens else None
+        self.pos_drop = nn.Dropout(cfg.pos_drop_rate) if cfg.pos_drop_rate > 0 else nn.Identity()
+        self.norm_pre = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.pre_norm else nn.Identity()
+        block = PostNormBlock if cfg.block == "postnorm" else Block
+        rates = torch.linspace(0, cfg.drop_path_rate, cfg.depth).tolist()
+        self.blocks = nn.ModuleList([
+            block(dim, cfg.num_heads, cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
+                  dropout=cfg.drop_rate, attn_drop=cfg.attn_drop_rate, drop_path=rate,
+                  layer_scale=cfg.layer_scale, norm_eps=cfg.norm_eps)
+            for rate in rates])
+        use_fc_norm = cfg.pool in ("mean", "max") if cfg.fc_norm is None else cfg.fc_norm
+        self.norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and not use_fc_norm else nn.Identity()
+        self.fc_norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and use_fc_norm else nn.Identity()
+        self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
+        self.head = nn.Linear(dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """timm's ViT initialisation: truncated normal (std 0.02) for linear layers, zero biases."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        for token in (self.class_token, self.reg_token):
+            if token is not None:
+                nn.init.normal_(token, std=1e-6)
+
+    @property
+    def embed_dim(self) -> int:
+        return self.config.embed_dim
+
+    @property
+    def num_classes(self) -> int:
+        return self.config.num_classes
+
+    def grid_size(self, height: int, width: int) -> tuple[int, int]:
+        """The patch grid for an image ``height x width``; raises a clear error if it cannot run."""
+        if (height, width) != self.config.img_size and not self.config.dynamic_img_size:
+            h, w = self.config.img_size
+            raise ValueError(f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
+                             f"build the model with img_size=({height}, {width}) (model.set_image_size "
+                             f"resamples learned positions), or with dynamic_img_size=True")
+        return self.patch_embed.grid_size(height, width)
+
+    def set_image_size(self, img_size: int | tuple[int, int]) -> None:
+        """Run at a new image size from now on, resampling a learned position table bicubically."""
+        size = _pair(img_size, "img_size")
+        grid = self.patch_embed.grid_size(*size)
+        if isinstance(self.pos_embed, LearnedPosition):
+            self.pos_embed.resample_(grid)
+        self.config.img_size = size
+        self.pos_embed.grid = grid
+        if self.rope is not None:
+            self.rope = Rotary2d(grid, self.rope.head_dim, self.rope.num_prefix).to(self.rope.sin.device)
+
+    def prefix_tokens(self, batch: int) -> list[torch.Tensor]:
+        """The class token and register tokens, each expanded to the batch: ``(B, 1|R, D)``."""
+        return [t.expand(batch, -1, -1) for t in (self.class_token, self.reg_token) if t is not None]
+
+    def embed(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        """Patch tokens with positions and prefix tokens: ``(B, R + N, D)``, and the grid."""
+        grid = self.grid_size(*images.shape[-2:])
+        x = self.pos_embed(self.patch_embed(images), grid)
+        x = torch.cat(self.prefix_tokens(x.shape[0]) + [x], dim=1)
+        return self.norm_pre(self.pos_drop(x)), grid
+
+    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> encoded tokens ``(B, R + N, D)`` after the final norm."""
+        x, grid = self.embed(images)
+        rope = self.rope(grid) if self.rope is not None else None
+        for block in self.blocks:
+            x = block(x, rope)
+        return self.norm(x)
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``(B, R + N, D) -> (B, D)``: the class token, or the mean / max over patch tokens."""
+        if self.config.pool == "token":
+            return tokens[:, 0]
+        patches = tokens[:, self.num_prefix_tokens:]
+        return patches.mean(dim=1) if self.config.pool == "mean" else patches.amax(dim=1)
+
+    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Encoded tokens ``(B, R + N, D)`` -> logits ``(B, num_classes)`` (or pooled ``(B, D)``)."""
+        x = self.head_drop(self.fc_norm(self.pool(tokens)))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(images))
+
+    def reset_classifier(self, num_classes: int, pool: str | None = None) -> None:
+        """Replace the head with a fresh one for ``num_classes`` (0 removes it), optionally re-pool."""
+        if pool is not None:
+            if pool not in POOLS or (pool == "token" and self.class_token is None):
+                raise ValueError(f"cannot pool by {pool!r} here: choose one of {POOLS} "
+                                 "('token' needs a class token)")
+            self.config.pool = pool
+        self.config.num_classes = num_classes
+        device = next(self.parameters()).device
+        self.head = nn.Linear(self.embed_dim, num_classes).to(device) if num_classes > 0 else nn.Identity()
+
+    def no_weight_decay(self) -> set[str]:
+        """Names of parameters that weight decay should skip beyond norms and biases."""
+        names = {"class_token", "reg_token"}
+        return {n for n, _ in self.named_parameters() if n.split(".")[0] in names or n.startswith("pos_embed.")}

@@ -1,0 +1,134 @@
+"""Images to patch tokens and back: pure tensor functions.
+
+A patch is flattened row by row, column by column, channel last, and patches follow raster
+order (left to right, then top to bottom), exactly as the textbook's NumPy listing does::
+
+    images (B, C, H, W)  torch     ->  tokens (B, N, P*P*C),  N = (H/P) * (W/P)
+    images (B, H, W, C)  NumPy     ->  tokens (B, N, P*P*C)
+
+Both functions are reshapes and transposes only, so ``unpatchify(patchify(x))`` is exact.
+"""
+from __future__ import annotations
+
+import math
+from typing import Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Array = Union[torch.Tensor, np.ndarray]
+
+
+def _pair(value: int | tuple[int, int], name: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(int(v) != v or v < 1 for v in pair):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def divisibility_error(height: int, width: int, patch_size: int) -> ValueError:
+    """The error for an image whose sides are not multiples of the patch size."""
+    common = math.gcd(height, width)
+    divisors = [p for p in range(2, min(common, 32) + 1) if common % p == 0]
+    hint = f" (patches dividing {height}x{width}: {', '.join(map(str, divisors))})" if divisors else ""
+    return ValueError(
+        f"image {height}x{width} is not divisible by patch {patch_size}: crop it, "
+        f"pad it (pad=True zero-pads bottom and right to "
+        f"{-(-height // patch_size) * patch_size}x{-(-width // patch_size) * patch_size}), "
+        f"or choose a patch that divides it{hint}"
+    )
+
+
+def check_divisible(height: int, width: int, patch_size: int) -> tuple[int, int]:
+    """Return the patch grid ``(H/P, W/P)`` or raise the error that names the way out."""
+    if patch_size < 1:
+        raise ValueError(f"patch_size must be >= 1, got {patch_size}")
+    if height % patch_size or width % patch_size:
+        raise divisibility_error(height, width, patch_size)
+    return height // patch_size, width // patch_size
+
+
+def num_tokens(height: int, width: int, patch_size: int, class_token: bool = False,
+               pad: bool = False) -> int:
+    """Sequence length of an ``height x width`` image cut into ``patch_size`` patches.
+
+    ``224, 224, 16 -> 196`` (197 with ``class_token=True``). With ``pad=True`` a partial patch
+    at the bottom or right counts as a whole one (the image is zero-padded).
+    """
+    if pad:
+        gh, gw = -(-height // patch_size), -(-width // patch_size)
+    else:
+        gh, gw = check_divisible(height, width, patch_size)
+    return gh * gw + int(class_token)
+
+
+def pad_to_multiple(images: Array, patch_size: int) -> Array:
+    """Zero-pad the bottom and right edges so both sides are multiples of ``patch_size``.
+
+    torch ``(B, C, H, W)`` or NumPy ``(B, H, W, C)``; returns the same layout and type.
+    """
+    torch_input = isinstance(images, torch.Tensor)
+    height, width = (images.shape[-2:] if torch_input else images.shape[1:3])
+    pad_h, pad_w = (-height) % patch_size, (-width) % patch_size
+    if pad_h == 0 and pad_w == 0:
+        return images
+    if torch_input:
+        return F.pad(images, (0, pad_w, 0, pad_h))
+    return np.pad(images, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
+
+
+def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
+    """Cut images into flattened patches.
+
+    Args:
+        images: torch ``(B, C, H, W)`` or NumPy ``(B, H, W, C)``.
+        patch_size: side ``P`` of the square patch.
+        pad: zero-pad bottom and right to a multiple of ``P`` instead of raising.
+
+    Returns:
+        ``(B, N, P*P*C)`` of the input's type; token ``n = r * (W/P) + c`` is the patch at grid
+        row ``r``, column ``c``; inside it, index ``(i * P + j) * C + k`` is pixel ``(i, j)``,
+        channel ``k``.
+    """
+    if images.ndim != 4:
+        layout = "(B, C, H, W)" if isinstance(images, torch.Tensor) else "(B, H, W, C)"
+        raise ValueError(f"patchify expects a batch of images {layout}, got shape "
+                         f"{tuple(images.shape)}; add a batch axis with images[None]")
+    if pad:
+        images = pad_to_multiple(images, patch_size)
+    if isinstance(images, torch.Tensor):
+        b, c, h, w = images.shape
+        gh, gw = check_divisible(h, w, patch_size)
+        x = images.reshape(b, c, gh, patch_size, gw, patch_size)
+        return x.permute(0, 2, 4, 3, 5, 1).reshape(b, gh * gw, patch_size * patch_size * c)
+    b, h, w, c = images.shape
+    gh, gw = check_divisible(h, w, patch_size)
+    x = images.reshape(b, gh, patch_size, gw, patch_size, c)
+    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * gw, patch_size * patch_size * c)
+
+
+def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> Array:
+    """Invert :func:`patchify` exactly.
+
+    Args:
+        tokens: ``(B, N, P*P*C)`` with ``N = gh * gw``.
+        grid: ``(gh, gw)``, the patch grid (an int for a square grid).
+
+    Returns:
+        torch ``(B, C, gh*P, gw*P)`` or NumPy ``(B, gh*P, gw*P, C)``.
+    """
+    gh, gw = _pair(grid, "grid")
+    b, n, d = tokens.shape
+    if n != gh * gw:
+        raise ValueError(f"{n} tokens do not fill a {gh}x{gw} grid ({gh * gw} tokens); "
+                         f"pass the grid the tokens came from")
+    if d % (patch_size * patch_size):
+        raise ValueError(f"token width {d} is not a multiple of P*P = {patch_size ** 2}: "
+                         f"is patch_size={patch_size} the one used to patchify?")
+    c = d // (patch_size * patch_size)
+    if isinstance(tokens, torch.Tensor):
+        x = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
+        return x.permute(0, 5, 1, 3, 2, 4).reshape(b, c, gh * patch_size, gw * patch_size)
+    x = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
+    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * patch_size, gw * patch_size, c)
