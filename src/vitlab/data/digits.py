@@ -15,4 +15,4 @@ def load_digits_splits(seed: int = 0, fractions: tuple[float, float, float] = (0
     labels = torch.tensor(raw.target, dtype=torch.long)
     full = ImageDataset(images, labels, [str(c) for c in range(10)])
     train, val, test = (full.subset(i) for i in stratified_split(raw.target, fractions, seed))
-    return DataSplits("digits", train, val, test)
+    return DataSplits("digits", train, val, test, hflip_ok=False)

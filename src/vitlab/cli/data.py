@@ -1,0 +1,58 @@
+"""``vitlab data``: list datasets, describe one's splits, download official files."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..data import describe_dataset, download, list_datasets, load_dataset
+from ..data.fetch import DownloadError
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for name in list_datasets():
+        print(f"{name:14s} {describe_dataset(name)}")
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows)
+    sizes = {"train": len(splits.train), "val": len(splits.val),
+             "test": len(splits.test) if splits.test is not None else None}
+    print(f"dataset  {splits.name}")
+    print("splits   " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in sizes.items()))
+    print(f"shape    {splits.image_shape} (C, H, W)")
+    print(f"classes  {splits.num_classes}: {', '.join(splits.train.classes)}")
+    print("mean     " + ", ".join(f"{m:.4f}" for m in splits.mean))
+    print("std      " + ", ".join(f"{s:.4f}" for s in splits.std))
+    print(f"hflip    {'ok' if splits.hflip_ok else 'no (changes the class)'}")
+    return 0
+
+
+def run_download(args: argparse.Namespace) -> int:
+    try:
+        paths = download(args.name, args.to, mirror=args.mirror)
+    except DownloadError as err:
+        print(f"vitlab data: error: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"ok  {path}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="list, describe and download datasets")
+    data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    q = data_sub.add_parser("list", help="the dataset names")
+    q.set_defaults(func=run_list)
+    q = data_sub.add_parser("info", help="split sizes, image shape, classes and statistics of a dataset")
+    q.add_argument("name", help="dataset name (see `vitlab data list`)")
+    q.add_argument("--data-dir", default=None, help="directory with the dataset's files")
+    q.add_argument("--seed", type=int, default=0, help="split seed")
+    q.add_argument("--rows", type=int, default=None, help="keep only this many training images")
+    q.set_defaults(func=run_info)
+    q = data_sub.add_parser("download", help="fetch a dataset's official files and verify their checksums")
+    q.add_argument("name", help="mnist, fashion-mnist or cifar10")
+    q.add_argument("--to", required=True, help="target directory (later: --data-dir)")
+    q.add_argument("--mirror", default=None, help="base URL serving the same file names "
+                   "(default: $VITLAB_DATA_MIRROR, else the official site)")
+    q.set_defaults(func=run_download)

@@ -1,0 +1,194 @@
+"""Batched augmentation on in-memory tensors, and normalisation.
+
+Everything works on a whole batch ``(B, C, H, W)`` float in ``[0, 1]`` at once, with per-sample
+randomness: random crop with padding (one padded tensor, per-sample offsets gathered in one index),
+horizontal flips by a per-sample mask, random erasing by per-sample rectangle masks. RandAugment and
+TrivialAugment are torchvision's ``transforms.v2`` on uint8, applied to groups of ``auto_group``
+images (a torchvision call draws one set of ops for all images it gets; per image is ~6x slower).
+MixUp and CutMix are torchvision's, one draw per batch as in timm's default "batch" mode.
+
+All randomness comes from the augmenter's own generator: torchvision's transforms run under
+:func:`torch.random.fork_rng` with a seed drawn from it, so a ``BatchAugment`` is deterministic given
+its seed and leaves the global random state untouched.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torchvision.transforms import v2
+
+AUTO_AUGMENTS = ("randaugment", "trivialaugment")
+PRESETS = ("none", "light", "strong")
+
+
+@dataclass
+class AugmentConfig:
+    """What to apply to each training batch, in this order: crop, flip, auto-augment, erasing, mixing.
+
+    crop_padding: pad each side by this many zero pixels, then crop back to the original size at a
+        random offset per image (0 = off).
+    hflip: mirror each image left-right with probability 0.5 (only where a flip keeps the class).
+    auto: "randaugment" (``auto_ops`` ops of magnitude ``auto_magnitude``) or "trivialaugment"; None = off.
+    auto_group: images that share one draw of auto-augment ops.
+    erasing: probability per image of replacing a random rectangle (2-33% of the area, aspect 0.3-3.3,
+        as torchvision's RandomErasing) by uniform noise in [0, 1].
+    mixup_alpha / cutmix_alpha: Beta parameters (0 = off). With mixing on, targets are soft.
+    mix_prob: probability per batch of mixing; switch_prob: probability of CutMix when both are on.
+    """
+    crop_padding: int = 0
+    hflip: bool = False
+    auto: str | None = None
+    auto_ops: int = 2
+    auto_magnitude: int = 9
+    auto_group: int = 8
+    erasing: float = 0.0
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    mix_prob: float = 1.0
+    switch_prob: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.crop_padding < 0:
+            raise ValueError(f"crop_padding must be >= 0, got {self.crop_padding}")
+        if self.auto is not None and self.auto not in AUTO_AUGMENTS:
+            raise ValueError(f"auto must be one of {AUTO_AUGMENTS} or None, got {self.auto!r}")
+        if self.auto_group < 1:
+            raise ValueError(f"auto_group must be >= 1, got {self.auto_group}")
+        if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
+            raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0, got {self.mixup_alpha}, "
+                             f"{self.cutmix_alpha}")
+        for name in ("erasing", "mix_prob", "switch_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} is a probability in [0, 1], got {getattr(self, name)}")
+
+    @property
+    def mixing(self) -> bool:
+        """True when MixUp or CutMix is on, so targets are soft ``(B, num_classes)``."""
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0
+
+    @classmethod
+    def preset(cls, name: str, *, image_size: int = 32, hflip_ok: bool = True, **overrides) -> "AugmentConfig":
+        """A named recipe: "none"; "light" = crop with padding ``image_size // 8`` (at least 1) plus flips
+        if ``hflip_ok`` (pass ``DataSplits.hflip_ok``: never for digits); "strong" = light + RandAugment
+        (2 ops, magnitude 9), random erasing 0.25, MixUp 0.8 / CutMix 1.0 (DeiT's recipe).
+        ``overrides`` replace single fields."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown augmentation preset {name!r}; choose one of {PRESETS}")
+        config = cls()
+        if name in ("light", "strong"):
+            config = replace(config, crop_padding=max(1, image_size // 8), hflip=hflip_ok)
+        if name == "strong":
+            config = replace(config, auto="randaugment", erasing=0.25, mixup_alpha=0.8, cutmix_alpha=1.0)
+        return replace(config, **overrides)
+
+
+class BatchAugment:
+    """``(images (B, C, H, W) in [0, 1], labels (B,) int64) -> (images (B, C, H, W) in [0, 1], targets)``.
+
+    ``targets`` is ``labels`` unchanged when the config has no mixing, else soft targets
+    ``(B, num_classes)`` float whose rows sum to 1 (one-hot for batches that mix_prob leaves unmixed).
+    Deterministic given ``generator_seed``; runs on the images' device.
+    """
+
+    def __init__(self, config: AugmentConfig, num_classes: int, generator_seed: int = 0) -> None:
+        self.config = config
+        self.num_classes = num_classes
+        self.generator = torch.Generator().manual_seed(generator_seed)
+        self.auto: Callable | None = None
+        if config.auto == "randaugment":
+            self.auto = v2.RandAugment(num_ops=config.auto_ops, magnitude=config.auto_magnitude)
+        elif config.auto == "trivialaugment":
+            self.auto = v2.TrivialAugmentWide()
+        self.mixup = v2.MixUp(alpha=config.mixup_alpha, num_classes=num_classes) if config.mixup_alpha > 0 else None
+        self.cutmix = v2.CutMix(alpha=config.cutmix_alpha, num_classes=num_classes) if config.cutmix_alpha > 0 else None
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if images.ndim != 4 or labels.shape != images.shape[:1]:
+            raise ValueError(f"expected images (B, C, H, W) and labels (B,), got {tuple(images.shape)} and "
+                             f"{tuple(labels.shape)}")
+        c = self.config
+        if c.crop_padding:
+            images = self.random_crop(images, c.crop_padding)
+        if c.hflip:
+            images = torch.where(self._rand(len(images), like=images).view(-1, 1, 1, 1) < 0.5,
+                                 images.flip(-1), images)
+        if self.auto is not None:
+            images = self._auto_augment(images)
+        if c.erasing:
+            images = self.random_erase(images, c.erasing)
+        if not c.mixing:
+            return images, labels
+        if float(self._rand(1)) >= c.mix_prob:
+            return images, F.one_hot(labels, self.num_classes).to(images.dtype)
+        use_cutmix = self.cutmix is not None and (self.mixup is None or float(self._rand(1)) < c.switch_prob)
+        return self._torchvision(self.cutmix if use_cutmix else self.mixup, images, labels)
+
+    def random_crop(self, images: torch.Tensor, padding: int) -> torch.Tensor:
+        """Zero-pad ``(B, C, H, W)`` by ``padding`` on each side and crop ``H x W`` at a random offset per image."""
+        b, _, h, w = images.shape
+        padded = F.pad(images, (padding,) * 4).permute(0, 2, 3, 1)  # (B, H + 2p, W + 2p, C)
+        dy, dx = (torch.randint(0, 2 * padding + 1, (2, b), generator=self.generator)
+                  .to(images.device))
+        rows = dy[:, None] + torch.arange(h, device=images.device)   # (B, H)
+        cols = dx[:, None] + torch.arange(w, device=images.device)   # (B, W)
+        batch = torch.arange(b, device=images.device)[:, None, None]
+        return padded[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2).contiguous()
+
+    def random_erase(self, images: torch.Tensor, p: float) -> torch.Tensor:
+        """With probability ``p`` per image, fill one random rectangle of ``(B, C, H, W)`` with uniform noise."""
+        b, _, h, w = images.shape
+        area = self._rand(b) * (0.33 - 0.02) + 0.02
+        aspect = torch.exp(self._rand(b) * (math.log(3.3) - math.log(0.3)) + math.log(0.3))
+        eh = torch.sqrt(area * h * w * aspect).round().clamp(1, h)
+        ew = torch.sqrt(area * h * w / aspect).round().clamp(1, w)
+        top = (self._rand(b) * (h - eh + 1)).floor()
+        left = (self._rand(b) * (w - ew + 1)).floor()
+        ys, xs = torch.arange(h)[None, :], torch.arange(w)[None, :]
+        inside_y = (ys >= top[:, None]) & (ys < (top + eh)[:, None])       # (B, H)
+        inside_x = (xs >= left[:, None]) & (xs < (left + ew)[:, None])     # (B, W)
+        mask = inside_y[:, :, None] & inside_x[:, None, :] & (self._rand(b) < p)[:, None, None]
+        noise = self._rand(*images.shape, like=images)
+        return torch.where(mask[:, None].to(images.device), noise, images)
+
+    def _auto_augment(self, images: torch.Tensor) -> torch.Tensor:
+        as_uint8 = (images * 255).round().to(torch.uint8)
+        groups = [self._torchvision(self.auto, group) for group in as_uint8.split(self.config.auto_group)]
+        return torch.cat(groups).to(images.dtype) / 255
+
+    def _torchvision(self, transform: Callable, *inputs: torch.Tensor):
+        """Run a torchvision transform on the global CPU generator, seeded from ours and restored after."""
+        seed = int(torch.randint(2**62, (1,), generator=self.generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(seed)
+            return transform(*inputs)
+
+    def _rand(self, *shape: int, like: torch.Tensor | None = None) -> torch.Tensor:
+        out = torch.rand(shape, generator=self.generator)
+        return out if like is None else out.to(device=like.device, dtype=like.dtype)
+
+
+def normalize(images: torch.Tensor, mean: Sequence[float] | torch.Tensor,
+              std: Sequence[float] | torch.Tensor) -> torch.Tensor:
+    """``(images - mean) / std`` per channel; images ``(B, C, H, W)``, mean and std of length C."""
+    if images.ndim != 4 or len(mean) != images.shape[1] or len(std) != images.shape[1]:
+        raise ValueError(f"need images (B, C, H, W) and C means and stds; got images {tuple(images.shape)}, "
+                         f"{len(mean)} means, {len(std)} stds")
+    shape = (1, -1, 1, 1)
+    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
+    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
+    return (images - mean_t) / std_t
+
+
+@dataclass
+class Normalize:
+    """Callable form of :func:`normalize`, e.g. ``Normalize(splits.mean, splits.std)(images)``."""
+    mean: Sequence[float]
+    std: Sequence[float]
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        return normalize(images, self.mean, self.std)

@@ -1,0 +1,83 @@
+"""load_dataset: the digits and synthetic splits, rows, and option checking."""
+import numpy as np
+import pytest
+import torch
+
+from vitlab.data import list_datasets, load_dataset, stratified_order
+from vitlab.data.synthetic import make_synthetic
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits", seed=0)
+
+
+def test_list_datasets():
+    assert set(list_datasets()) == {"digits", "mnist", "fashion-mnist", "cifar10", "folder", "synthetic"}
+
+
+def test_digits_split_is_disjoint_complete_stratified_and_seeded(digits):
+    from sklearn.datasets import load_digits
+    raw = load_digits()
+    parts = [digits.train, digits.val, digits.test]
+    assert [len(p) for p in parts] == [1258, 270, 269] and sum(map(len, parts)) == 1797
+    # every real image appears in exactly one split (rows of the flattened images identify them)
+    all_rows = np.concatenate([(p.images.reshape(len(p), -1) * 16).round().numpy() for p in parts])
+    assert sorted(map(bytes, all_rows.astype(np.uint8))) == sorted(map(bytes, raw.data.astype(np.uint8)))
+    full = np.bincount(raw.target) / len(raw.target)
+    for part in parts:
+        assert np.abs(np.bincount(part.labels.numpy(), minlength=10) / len(part) - full).max() < 0.01
+    again, other = load_dataset("digits", seed=0), load_dataset("digits", seed=1)
+    assert torch.equal(again.train.images, digits.train.images)
+    assert not torch.equal(other.train.labels, digits.train.labels)
+    assert digits.image_shape == (1, 8, 8) and not digits.hflip_ok
+    assert digits.mean[0] == pytest.approx(float(digits.train.images.mean()), rel=1e-5)
+
+
+def test_digits_rows_is_a_stratified_nested_subset(digits):
+    small, large = load_dataset("digits", rows=50), load_dataset("digits", rows=200)
+    assert len(small.train) == 50 and len(large.train) == 200
+    assert np.bincount(small.train.labels.numpy(), minlength=10).tolist() == [5] * 10
+    train_rows = {bytes(r) for r in (digits.train.images.reshape(len(digits.train), -1) * 16).byte().numpy()}
+    small_rows = {bytes(r) for r in (small.train.images.reshape(50, -1) * 16).byte().numpy()}
+    large_rows = {bytes(r) for r in (large.train.images.reshape(200, -1) * 16).byte().numpy()}
+    assert small_rows <= large_rows <= train_rows
+    assert torch.equal(small.val.images, digits.val.images)
+    assert small.mean[0] == pytest.approx(float(small.train.images.mean()), rel=1e-5)
+    with pytest.raises(ValueError, match=r"rows=1259 but the digits training pool has 1258"):
+        load_dataset("digits", rows=1259)
+
+
+@pytest.mark.parametrize("n", [1, 7, 10, 99])
+def test_stratified_order_prefixes_keep_proportions(n):
+    labels = np.repeat([0, 1, 2], [60, 30, 10])
+    prefix = labels[stratified_order(labels, seed=3)[:n]]
+    expected = n * np.array([0.6, 0.3, 0.1])
+    assert np.abs(np.bincount(prefix, minlength=3) - expected).max() <= 1
+    assert sorted(stratified_order(labels, seed=3)) == list(range(100))
+
+
+def test_bad_names_and_options():
+    with pytest.raises(ValueError, match=r"unknown dataset 'mnits'; choose one of"):
+        load_dataset("mnits")
+    with pytest.raises(ValueError, match=r"no option\(s\) \['image_sise'\]; it accepts .*image_size"):
+        load_dataset("synthetic", image_sise=8)
+
+
+def test_synthetic_is_seeded_balanced_and_in_range():
+    splits = load_dataset("synthetic", num_images=300, image_size=12, channels=3, seed=5)
+    assert splits.image_shape == (3, 12, 12) and splits.num_classes == 10
+    assert sum(len(p) for p in (splits.train, splits.val, splits.test)) == 300
+    assert splits.train.labels.bincount().tolist() == [21] * 10
+    a, b = make_synthetic(50, seed=1), make_synthetic(50, seed=1)
+    assert torch.equal(a.images, b.images) and not torch.equal(a.images, make_synthetic(50, seed=2).images)
+    assert 0 <= float(a.images.min()) and float(a.images.max()) <= 1
+
+
+def test_synthetic_classes_are_learnable():
+    """A nearest-class-mean classifier on flattened pixels must beat chance (10%) by far."""
+    splits = load_dataset("synthetic", num_images=1000, image_size=16)
+    x, y = splits.train.images.flatten(1), splits.train.labels
+    means = torch.stack([x[y == c].mean(0) for c in range(10)])
+    pred = torch.cdist(splits.test.images.flatten(1), means).argmin(1)
+    assert (pred == splits.test.labels).float().mean() > 0.3
