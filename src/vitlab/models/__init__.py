@@ -23,3 +23,13 @@ for _size, (_dim, _heads) in {"tiny": (192, 3), "small": (384, 6), "base": (768,
 
 __all__ = ["create_model", "describe_model", "get_config", "list_models", "register_builder",
            "register_model", "ViTConfig", "VisionTransformer"]
+
+# CNN baselines (issue #2): plain conv3x3-BN-ReLU stages sized to match the ViTs they are compared with.
+from .cnn import CNNConfig, SimpleCNN, cnn_for_budget, count_params  # noqa: E402
+
+register_builder(CNNConfig, SimpleCNN)
+register_model("cnn-seed", CNNConfig(img_size=28, in_chans=1, num_classes=10, widths=(32, 64, 80)),
+               "a three-stage convnet for 28x28 greyscale, sized to compare with vit-seed")
+register_model("cnn-digits", CNNConfig(img_size=8, in_chans=1, num_classes=10, widths=(40, 80, 160)),
+               "a three-stage convnet for 8x8 digits, sized to compare with vit-digits")
+__all__ += ["CNNConfig", "SimpleCNN", "cnn_for_budget", "count_params"]

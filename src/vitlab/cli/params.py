@@ -1,0 +1,58 @@
+"""``vitlab params MODEL``: the parameter count by component, with totals."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..models import count_params, create_model
+from ..models.summary import parameter_table, trainable_position_params
+
+# Registered models whose count with fixed positions is the total the textbook prints for them.
+TEXTBOOK_TOTALS = {"vit-seed": "the total the textbook prints for its Keras version of this model"}
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["depth=4", "pos_embed=sincos2d", "widths=[16,32]"]`` -> config overrides: JSON values
+    where they parse (numbers, true/false/null, lists), the text otherwise — as ``vitlab train``."""
+    overrides = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects key=value, got {item!r}: e.g. --set depth=4")
+        try:
+            overrides[key] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[key] = text
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = parse_overrides(args.set)
+    model = create_model(args.model, **overrides)
+    rows = parameter_table(model)
+    total, trainable = count_params(model, trainable_only=False), count_params(model)
+    width = max(len("non-trainable"), *(len(r.component) for r in rows)) + 2
+    size_width = max(len("size"), *(len(r.size) for r in rows)) + 2
+    print(f"{args.model} ({type(model).__name__})")
+    print(f"{'component':{width}}{'size':{size_width}}{'params':>12}")
+    for r in rows:
+        print(f"{r.component:{width}}{r.size:{size_width}}{r.params:>12,}")
+    for label, count in (("total", total), ("trainable", trainable), ("non-trainable", total - trainable)):
+        print(f"{label:{width + size_width}}{count:>12,}")
+    positions = trainable_position_params(model)
+    if positions:
+        fixed = total - positions
+        print(f"\nnote: {positions:,} of these are the learned position table. With fixed positions\n"
+              f"(--set pos_embed=sincos2d) the same model has {total:,} - {positions:,} = {fixed:,} parameters.")
+        if args.model in TEXTBOOK_TOTALS and not overrides:
+            print(f"{fixed:,} is {TEXTBOOK_TOTALS[args.model]}: it counts the positions as not trainable.")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("params", help="count a model's parameters by component")
+    p.add_argument("model", help="a registered model name (see `vitlab models`)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set depth=4 (repeatable)")
+    p.set_defaults(func=run)

@@ -1,0 +1,31 @@
+"""``vitlab shapes``: tensor shapes through one ViT block, read from a real forward pass."""
+from __future__ import annotations
+
+import argparse
+
+from ..models.summary import SHAPE_LAYOUT, trace_shapes
+
+
+def run(args: argparse.Namespace) -> int:
+    shapes = trace_shapes(image=args.image, patch=args.patch, dim=args.dim, heads=args.heads,
+                          class_token=args.class_token, channels=args.channels, depth=args.depth)
+    patches, tokens, head_dim = shapes["X_patch"][1], shapes["block input"][1], shapes["Q"][-1]
+    print(f"image {args.image}x{args.image}x{args.channels}, patch P={args.patch}, D={args.dim}, "
+          f"H={args.heads} heads of d={head_dim}, depth {args.depth}, batch B=1")
+    print(f"N={patches} patches, T={tokens} tokens" + (" (N + class token)" if args.class_token else ""))
+    width = max(map(len, shapes)) + 2
+    for name, shape in shapes.items():
+        print(f"{name:{width}}{SHAPE_LAYOUT[name]:16}{shape}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("shapes", help="shapes of patches, Q/K/V, scores and outputs in a ViT block")
+    p.add_argument("--image", type=int, default=224, help="image side in pixels (default 224)")
+    p.add_argument("--patch", type=int, default=16, help="patch side P (default 16)")
+    p.add_argument("--dim", type=int, default=768, help="token width D (default 768)")
+    p.add_argument("--heads", type=int, default=12, help="attention heads H (default 12)")
+    p.add_argument("--channels", type=int, default=3, help="image channels C (default 3)")
+    p.add_argument("--depth", type=int, default=1, help="blocks to run (default 1)")
+    p.add_argument("--class-token", action="store_true", help="prepend a class token")
+    p.set_defaults(func=run)

@@ -1,0 +1,198 @@
+"""A plain convolutional baseline to compare against the ViT.
+
+    images (B, C, H, W)
+      -> stage 1: convs_per_stage x [conv3x3 -> BatchNorm -> ReLU]         (B, w1, H, W)
+      -> stage 2: maxpool 2x2, then the same                              (B, w2, H/2, W/2)
+      -> ...                                                              (pooling stops at 1x1)
+      -> global average pool -> dropout -> linear head                    logits (B, num_classes)
+
+The interface mirrors :class:`~vitlab.models.vit.VisionTransformer` (``forward_features``,
+``forward_head``, ``reset_classifier``, ``num_classes``, ``embed_dim``) so trainers and
+comparisons treat both alike.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..ops.patches import _pair
+
+NORMS = ("batch", "none")
+
+
+@dataclass
+class CNNConfig:
+    """Everything that defines a :class:`SimpleCNN`.
+
+    ``widths`` gives the channels of each stage; a 2x2 max-pool sits between consecutive stages
+    unless the feature map is already 1 pixel high or wide.
+    """
+    img_size: int | tuple[int, int] = 28
+    in_chans: int = 1
+    num_classes: int = 10
+    widths: tuple[int, ...] = (32, 64, 80)
+    convs_per_stage: int = 1
+    norm: str = "batch"
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.img_size = _pair(self.img_size, "img_size")
+        self.widths = (self.widths,) if isinstance(self.widths, int) else tuple(self.widths)
+        if not self.widths or any(int(w) != w or w < 1 for w in self.widths):
+            raise ValueError(f"widths must be positive channel counts, one per stage, got {self.widths!r}")
+        if self.convs_per_stage < 1:
+            raise ValueError(f"convs_per_stage must be >= 1, got {self.convs_per_stage}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def pools(self) -> tuple[bool, ...]:
+        """Whether each stage starts with a 2x2 max-pool: never the first, nor once a side is 1."""
+        side, flags = min(self.img_size), []
+        for i in range(len(self.widths)):
+            flags.append(i > 0 and side >= 2)
+            side = side // 2 if flags[-1] else side
+        return tuple(flags)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["img_size"], d["widths"] = list(self.img_size), list(self.widths)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CNNConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: (tuple(v) if k in ("img_size", "widths") else v) for k, v in d.items() if k in known})
+
+
+class ConvNormAct(nn.Module):
+    """``(B, C_in, h, w) -> (B, C_out, h, w)``: 3x3 convolution (padding 1), BatchNorm, ReLU.
+
+    The convolution has no bias when BatchNorm follows (its shift would be redundant).
+    """
+
+    def __init__(self, in_chans: int, out_chans: int, norm: str = "batch") -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_chans, out_chans, kernel_size=3, padding=1, bias=norm == "none")
+        self.norm = nn.BatchNorm2d(out_chans) if norm == "batch" else nn.Identity()
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.norm(self.conv(x)))
+
+
+class Stage(nn.Module):
+    """An optional 2x2 max-pool followed by ``depth`` :class:`ConvNormAct` blocks."""
+
+    def __init__(self, in_chans: int, out_chans: int, depth: int, norm: str, pool: bool) -> None:
+        super().__init__()
+        self.pool = nn.MaxPool2d(2) if pool else nn.Identity()
+        self.blocks = nn.ModuleList([ConvNormAct(in_chans if i == 0 else out_chans, out_chans, norm)
+                                     for i in range(depth)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class SimpleCNN(nn.Module):
+    """A CNN classifier: images ``(B, C, H, W)`` -> logits ``(B, num_classes)``.
+
+    ``forward_features`` returns the last stage's map ``(B, widths[-1], h, w)``;
+    ``forward_head`` pools it globally and classifies.
+    """
+
+    def __init__(self, config: CNNConfig | None = None, **overrides: Any) -> None:
+        super().__init__()
+        cfg = config or CNNConfig()
+        if overrides:
+            cfg = CNNConfig.from_dict({**cfg.to_dict(), **overrides})
+        self.config = cfg
+        chans = (cfg.in_chans,) + cfg.widths
+        self.stages = nn.ModuleList([Stage(chans[i], chans[i + 1], cfg.convs_per_stage, cfg.norm, pool)
+                                     for i, pool in enumerate(cfg.pools)])
+        self.head_drop = nn.Dropout(cfg.dropout) if cfg.dropout > 0 else nn.Identity()
+        self.head = nn.Linear(self.embed_dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the pooled feature vector (the last stage's channels)."""
+        return self.config.widths[-1]
+
+    @property
+    def num_classes(self) -> int:
+        return self.config.num_classes
+
+    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> feature map ``(B, widths[-1], h, w)``."""
+        if images.ndim != 4 or images.shape[1] != self.config.in_chans:
+            raise ValueError(f"expected images (B, {self.config.in_chans}, H, W), got shape "
+                             f"{tuple(images.shape)}: convert them or build the model with the right in_chans")
+        x = images
+        for stage in self.stages:
+            x = stage(x)
+        return x
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Feature map ``(B, C, h, w)`` -> logits ``(B, num_classes)`` (or pooled ``(B, C)``)."""
+        x = self.head_drop(features.mean(dim=(-2, -1)))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(images))
+
+    def reset_classifier(self, num_classes: int) -> None:
+        """Replace the head with a fresh one for ``num_classes`` (0 removes it)."""
+        self.config.num_classes = num_classes
+        device = next(self.parameters()).device
+        self.head = nn.Linear(self.embed_dim, num_classes).to(device) if num_classes > 0 else nn.Identity()
+
+
+def count_params(model: nn.Module, trainable_only: bool = True) -> int:
+    """Number of parameter entries (buffers such as BatchNorm statistics never count)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def cnn_widths(multiplier: float, stages: int = 3, growth: float = 2.0) -> tuple[int, ...]:
+    """Stage widths ``round(multiplier * growth**i)`` (at least 1): nondecreasing in ``multiplier``."""
+    return tuple(max(1, round(multiplier * growth ** i)) for i in range(stages))
+
+
+def cnn_for_budget(params: int, img_size: int | tuple[int, int] = 28, in_chans: int = 1,
+                   num_classes: int = 10, stages: int = 3, growth: float = 2.0,
+                   **config: Any) -> CNNConfig:
+    """The :class:`CNNConfig` of the ``widths = cnn_widths(m, stages, growth)`` family whose
+    trainable parameter count is closest to ``params``.
+
+    ``config`` passes further fields (``convs_per_stage``, ``norm``, ``dropout``). Counting builds
+    models on the meta device, so no memory is spent on weights.
+    """
+    base = CNNConfig(img_size=img_size, in_chans=in_chans, num_classes=num_classes,
+                     widths=cnn_widths(1.0, stages, growth), **config)
+
+    def config_at(multiplier: float) -> tuple[CNNConfig, int]:
+        cfg = replace(base, widths=cnn_widths(multiplier, stages, growth))
+        with torch.device("meta"):
+            return cfg, count_params(SimpleCNN(cfg))
+
+    smallest = config_at(0.0)
+    if params <= smallest[1]:
+        if params < smallest[1]:
+            raise ValueError(f"a budget of {params:,} parameters is below the smallest {stages}-stage CNN "
+                             f"({smallest[1]:,}, all widths 1): raise the budget or use fewer stages")
+        return smallest[0]
+    low, high = 0.0, 1.0
+    while config_at(high)[1] < params:
+        low, high = high, high * 2
+    for _ in range(40):                       # bisect to the jump across the budget
+        middle = (low + high) / 2
+        low, high = (middle, high) if config_at(middle)[1] < params else (low, middle)
+    below, above = config_at(low), config_at(high)
+    return min(below, above, key=lambda pair: abs(pair[1] - params))[0]

@@ -1,0 +1,204 @@
+"""What a model is made of: parameters by component, and tensor shapes through a real forward pass.
+
+``parameter_table`` groups a model's parameters into the components a reader thinks in (patch
+projection, position embedding, each block's attention and MLP, ...); every parameter lands in
+exactly one row, so the rows always sum to ``count_params(model, trainable_only=False)``.
+Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters and never count.
+
+``trace_shapes`` runs a small ViT once and reports the shape of every named intermediate.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+
+from ..ops.patches import patchify
+from .cnn import SimpleCNN
+from .vit import ViTConfig, VisionTransformer
+
+Group = tuple[str, str, list[nn.Parameter]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One component: its name, its size in words (``"49 -> 64"``), and its parameter counts."""
+    component: str
+    size: str
+    params: int
+    trainable: int
+
+
+def _shape_text(params: Iterable[nn.Parameter]) -> str:
+    """``(1, 16, 64) -> "16 x 64"``: shapes without the leading batch axis of token tables."""
+    shapes = [p.shape[1:] if p.ndim == 3 and p.shape[0] == 1 else p.shape for p in params]
+    return " + ".join(" x ".join(map(str, s)) for s in shapes)
+
+
+def _norm_text(modules: Iterable[nn.Module]) -> str:
+    """``"2 x LayerNorm(64)"``: how many normalisation layers of each kind and width."""
+    widths = ((m, m.normalized_shape[0] if isinstance(m, nn.LayerNorm) else m.num_features) for m in modules)
+    kinds = Counter(f"{type(m).__name__}({width})" for m, width in widths)
+    return " + ".join(kind if n == 1 else f"{n} x {kind}" for kind, n in kinds.items())
+
+
+def _norms(module: nn.Module) -> list[nn.Module]:
+    return [m for m in module.modules() if isinstance(m, (nn.LayerNorm, nn.BatchNorm2d))]
+
+
+def _chain_text(linears: list[nn.Linear]) -> str:
+    """``"64 -> 128 -> 64"`` for a chain of linear layers."""
+    return " -> ".join(str(n) for n in [linears[0].in_features] + [m.out_features for m in linears])
+
+
+def _attention_text(attn: nn.Module) -> str:
+    """``"4 x (64x64 + 64)"``: the Q, K, V and output projections of one attention layer, then
+    the names of any parameters of its own (e.g. a learned ``temperature``)."""
+    dim = attn.proj.in_features
+    mats = attn.qkv.out_features // dim + 1
+    text = f"{mats} x {dim}x{dim} + {dim}" if attn.qkv.bias is None else f"{mats} x ({dim}x{dim} + {dim})"
+    return " + ".join([text] + [name for name, _ in attn.named_parameters(recurse=False)])
+
+
+def _patch_text(embed: nn.Module) -> str:
+    """``"49 -> 64"``: flattened patch values to token width, then any norms (``+ LayerNorm(245)``)."""
+    proj = embed.proj
+    if isinstance(proj, nn.Conv2d):
+        inputs, outputs = proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1], proj.out_channels
+    else:
+        inputs, outputs = proj.in_features, proj.out_features
+    norms = _norms(embed)
+    return f"{inputs} -> {outputs}" + (f" + {_norm_text(norms)}" if norms else "")
+
+
+def _present(*params: nn.Parameter | None) -> list[nn.Parameter]:
+    return [p for p in params if p is not None]
+
+
+def _vit_groups(model: VisionTransformer) -> list[Group]:
+    groups: list[Group] = [
+        ("patch projection", _patch_text(model.patch_embed), list(model.patch_embed.parameters())),
+        ("position embedding", _shape_text(model.pos_embed.parameters()), list(model.pos_embed.parameters())),
+        ("class token", _shape_text(_present(model.class_token)), _present(model.class_token)),
+        ("register tokens", _shape_text(_present(model.reg_token)), _present(model.reg_token)),
+        ("pre-norm", _norm_text(_norms(model.norm_pre)), list(model.norm_pre.parameters())),
+    ]
+    for i, block in enumerate(model.blocks, start=1):
+        norms = [q for m in _norms(block) for q in m.parameters()]
+        groups += [
+            (f"block {i} attention (Q, K, V, out)", _attention_text(block.attn),
+             [q for q in block.attn.parameters() if all(q is not n for n in norms)]),
+            (f"block {i} MLP", _chain_text([block.mlp.fc1, block.mlp.fc2]), list(block.mlp.parameters())),
+            (f"block {i} norms", _norm_text(_norms(block)), norms),
+            (f"block {i} layer scale", _shape_text([*block.ls1.parameters(), *block.ls2.parameters()]),
+             [*block.ls1.parameters(), *block.ls2.parameters()]),
+        ]
+    groups += [
+        ("final norm", _norm_text(_norms(model.norm)), list(model.norm.parameters())),
+        ("pooled norm", _norm_text(_norms(model.fc_norm)), list(model.fc_norm.parameters())),
+    ]
+    return groups
+
+
+def _cnn_groups(model: SimpleCNN) -> list[Group]:
+    groups: list[Group] = []
+    for i, stage in enumerate(model.stages, start=1):
+        convs = [block.conv for block in stage.blocks]
+        chain = " -> ".join(str(n) for n in [convs[0].in_channels] + [m.out_channels for m in convs])
+        norms = _norms(stage)
+        size = f"conv3x3 {chain}" + (f" + {_norm_text(norms)}" if norms else "")
+        groups.append((f"stage {i}", size, list(stage.parameters())))
+    return groups
+
+
+def parameter_table(model: nn.Module) -> list[Row]:
+    """The model's parameters grouped by component, in forward order; empty groups are left out.
+
+    Knows the parts of :class:`VisionTransformer` and :class:`SimpleCNN`; any other model gets
+    one row per top-level child. A linear ``head`` follows the parts, and parameters no group
+    claims fall into a final ``other`` row, so ``sum(row.params) == sum(p.numel())``.
+    """
+    if isinstance(model, VisionTransformer):
+        groups = _vit_groups(model)
+    elif isinstance(model, SimpleCNN):
+        groups = _cnn_groups(model)
+    else:
+        groups = [(name, "", list(child.parameters())) for name, child in model.named_children() if name != "head"]
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Linear):
+        groups.append(("head", _chain_text([head]), list(head.parameters())))
+    claimed = {id(q) for _, _, params in groups for q in params}
+    groups.append(("other", "", [q for q in model.parameters() if id(q) not in claimed]))
+    return [Row(name, size, sum(q.numel() for q in params), sum(q.numel() for q in params if q.requires_grad))
+            for name, size, params in groups if params]
+
+
+def trainable_position_params(model: nn.Module) -> int:
+    """Trainable entries of a ViT's absolute position embedding (0 for fixed or no positions)."""
+    if not isinstance(model, VisionTransformer):
+        return 0
+    return sum(p.numel() for p in model.pos_embed.parameters() if p.requires_grad)
+
+
+# The layout of each shape ``trace_shapes`` reports. N patches, R prefix tokens, T = R + N.
+SHAPE_LAYOUT = {
+    "images": "(B, C, H, W)",
+    "X_patch": "(B, N, P*P*C)",
+    "patch tokens": "(B, N, D)",
+    "block input": "(B, T, D)",
+    "Q": "(B, H, T, d)",
+    "K": "(B, H, T, d)",
+    "V": "(B, H, T, d)",
+    "QK^T": "(B, H, T, T)",
+    "attention weights": "(B, H, T, T)",
+    "attention output": "(B, T, D)",
+    "block output": "(B, T, D)",
+}
+
+
+@torch.no_grad()
+def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int = 768, heads: int = 12,
+                 class_token: bool = False, channels: int = 3, depth: int = 1,
+                 max_entries: int = 2 ** 28) -> dict[str, tuple[int, ...]]:
+    """Shapes of the tensors inside a ViT with these sizes, read from one forward pass at batch 1.
+
+    Builds a ``depth``-block :class:`VisionTransformer` (no head), runs a random image through
+    it with hooks on the patch embedding, the first block's attention and the last block, and
+    forms ``Q, K, V``, ``QK^T`` and the attention weights from the attention layer's real input.
+    Refuses sizes whose ``H x T x T`` scores exceed ``max_entries`` (1 GiB at fp32 by default).
+
+    Returns:
+        ``{name: shape}`` in forward order, with the names and layouts of :data:`SHAPE_LAYOUT`.
+    """
+    config = ViTConfig(img_size=image, patch_size=patch, in_chans=channels, num_classes=0, embed_dim=dim,
+                       depth=depth, num_heads=heads, class_token=class_token,
+                       pool="token" if class_token else "mean")
+    tokens = config.grid[0] * config.grid[1] + int(class_token)
+    if heads * tokens * tokens > max_entries:
+        raise ValueError(f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
+                         f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
+                         f"it without running it (vitlab cost)")
+    model = VisionTransformer(config).eval()
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name: str, pre: bool) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple, output: torch.Tensor | None = None) -> None:
+            seen[name] = args[0] if pre else output
+        return hook
+
+    attn = model.blocks[0].attn                 # the model is ours alone, so its hooks can stay
+    model.patch_embed.register_forward_pre_hook(keep("images", pre=True))
+    model.patch_embed.register_forward_hook(keep("patch tokens", pre=False))
+    model.blocks[0].register_forward_pre_hook(keep("block input", pre=True))
+    attn.register_forward_pre_hook(keep("attention input", pre=True))
+    attn.register_forward_hook(keep("attention output", pre=False))
+    model.blocks[-1].register_forward_hook(keep("block output", pre=False))
+    model(torch.randn(1, channels, *config.img_size))
+    q, k, v = attn.qkv_heads(seen["attention input"])
+    _, weights = attn.forward_with_weights(seen["attention input"])
+    seen.update({"X_patch": patchify(seen["images"], patch), "Q": q, "K": k, "V": v,
+                 "QK^T": q @ k.transpose(-2, -1), "attention weights": weights})
+    return {name: tuple(seen[name].shape) for name in SHAPE_LAYOUT}

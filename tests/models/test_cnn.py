@@ -1,0 +1,123 @@
+"""The CNN baseline: shapes, parameter arithmetic, sizing against the ViTs, and the budget helper."""
+import pytest
+import torch
+from torch import nn
+
+from vitlab.models import CNNConfig, SimpleCNN, cnn_for_budget, count_params, create_model
+from vitlab.models.cnn import cnn_widths
+
+
+def conv_stack_params(in_chans: int, widths: tuple[int, ...], convs: int, classes: int, batch_norm: bool) -> int:
+    """Independent arithmetic: 3x3 kernels, plus BN's scale and shift (or a conv bias), plus the head."""
+    total, chans = 0, in_chans
+    for width in widths:
+        for _ in range(convs):
+            total += 9 * chans * width + (2 * width if batch_norm else width)
+            chans = width
+    return total + chans * classes + classes
+
+
+@pytest.mark.parametrize("name, side, feature_side", [("cnn-seed", 28, 7), ("cnn-digits", 8, 2)])
+def test_registered_cnns_run_and_pool_between_stages(name, side, feature_side):
+    model = create_model(name).eval()
+    images = torch.randn(3, 1, side, side)
+    features = model.forward_features(images)
+    assert features.shape == (3, model.embed_dim, feature_side, feature_side)
+    assert model(images).shape == (3, model.num_classes)
+    assert model.forward_head(features, pre_logits=True).shape == (3, model.embed_dim)
+
+
+def test_pooling_stops_at_one_pixel():
+    model = SimpleCNN(CNNConfig(img_size=8, widths=(4,) * 6))
+    assert model.config.pools == (False, True, True, True, False, False)
+    assert model.forward_features(torch.randn(2, 1, 8, 8)).shape == (2, 4, 1, 1)
+
+
+@pytest.mark.parametrize("convs, norm", [(1, "batch"), (2, "batch"), (2, "none")])
+def test_param_count_matches_arithmetic(convs, norm):
+    cfg = CNNConfig(img_size=16, in_chans=3, num_classes=7, widths=(5, 9, 12), convs_per_stage=convs, norm=norm)
+    model = SimpleCNN(cfg)
+    expected = conv_stack_params(3, (5, 9, 12), convs, 7, norm == "batch")
+    assert count_params(model) == count_params(model, trainable_only=False) == expected
+
+
+def test_buffers_do_not_count_and_frozen_params_are_not_trainable():
+    model = create_model("cnn-seed")
+    assert any(b.numel() for b in model.buffers())                 # BatchNorm running statistics
+    total = sum(p.numel() for p in model.parameters())
+    model.stages[0].requires_grad_(False)
+    frozen = sum(p.numel() for p in model.stages[0].parameters())
+    assert count_params(model, trainable_only=False) == total
+    assert count_params(model) == total - frozen
+
+
+@pytest.mark.parametrize("cnn, vit", [("cnn-seed", "vit-seed"), ("cnn-digits", "vit-digits")])
+def test_baselines_are_comparable_in_size(cnn, vit):
+    ratio = count_params(create_model(cnn)) / count_params(create_model(vit))
+    assert 0.85 <= ratio <= 1.15
+
+
+def test_reset_classifier():
+    model = create_model("cnn-digits")
+    model.reset_classifier(3)
+    assert model.num_classes == 3 and model(torch.randn(2, 1, 8, 8)).shape == (2, 3)
+    model.reset_classifier(0)
+    assert isinstance(model.head, nn.Identity)
+    assert model(torch.randn(2, 1, 8, 8)).shape == (2, model.embed_dim)
+
+
+def test_overrides_and_dict_round_trip():
+    model = create_model("cnn-seed", widths=(8, 16), dropout=0.1)
+    assert model.config.widths == (8, 16) and model.embed_dim == 16
+    assert CNNConfig.from_dict(model.config.to_dict()) == model.config
+
+
+@pytest.mark.parametrize("bad", [dict(norm="layer"), dict(widths=()), dict(widths=(8, 0)),
+                                 dict(convs_per_stage=0), dict(dropout=1.0)])
+def test_bad_config_raises(bad):
+    with pytest.raises(ValueError):
+        CNNConfig(**bad)
+
+
+def test_wrong_channels_raise_a_clear_error():
+    with pytest.raises(ValueError, match="in_chans"):
+        create_model("cnn-seed")(torch.randn(1, 3, 28, 28))
+
+
+@pytest.mark.parametrize("budget", [5_000, 30_000, 72_000, 250_000, 1_000_000])
+def test_budget_is_met_within_five_percent(budget):
+    cfg = cnn_for_budget(budget, img_size=28, in_chans=1, num_classes=10)
+    params = count_params(SimpleCNN(cfg))
+    assert abs(params - budget) <= 0.05 * budget
+    assert params == conv_stack_params(1, cfg.widths, 1, 10, True)
+
+
+def test_budget_picks_the_closer_neighbour():
+    budget = 40_000
+    cfg = cnn_for_budget(budget, img_size=8, in_chans=1, num_classes=10)
+    chosen = count_params(SimpleCNN(cfg))
+    # every width family member on a fine grid is at least as far from the budget
+    for m in torch.linspace(1, 40, 400).tolist():
+        other = conv_stack_params(1, cnn_widths(m), 1, 10, True)
+        assert abs(chosen - budget) <= abs(other - budget)
+
+
+def test_width_family_is_monotone():
+    counts = []
+    for m in torch.linspace(0, 50, 80).tolist():
+        with torch.device("meta"):
+            counts.append(count_params(SimpleCNN(CNNConfig(widths=cnn_widths(m)))))
+    assert all(a <= b for a, b in zip(counts, counts[1:]))
+    assert counts[0] < counts[-1]
+
+
+def test_bigger_budgets_give_wider_stages():
+    widths = [cnn_for_budget(b, img_size=28, in_chans=1, num_classes=10).widths
+              for b in (10_000, 40_000, 160_000, 640_000)]
+    for small, large in zip(widths, widths[1:]):
+        assert all(s <= l for s, l in zip(small, large)) and small != large
+
+
+def test_budget_below_the_smallest_model_raises():
+    with pytest.raises(ValueError, match="below the smallest"):
+        cnn_for_budget(10, img_size=28, in_chans=1, num_classes=10)
