@@ -46,15 +46,26 @@ class SinCosPosition(nn.Module):
         self.grid, self.dim, self.two_d, self.temperature = tuple(grid), dim, two_d, temperature
         self.register_buffer("cached", self.table(grid), persistent=False)
 
-    def table(self, grid: tuple[int, int]) -> torch.Tensor:
+    def table(self, grid: tuple[int, int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Positions for ``grid``: ``(1, gh*gw, D)``."""
         if self.two_d:
-            return sincos_2d(grid, self.dim, self.temperature)[None]
-        return sincos_1d(grid[0] * grid[1], self.dim, self.temperature)[None]
+            return sincos_2d(grid, self.dim, self.temperature, dtype)[None]
+        return sincos_1d(grid[0] * grid[1], self.dim, self.temperature, dtype)[None]
 
     def forward(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        table = self.cached if tuple(grid) == self.grid else self.table(grid).to(x.device)
+        table = self.cached if tuple(grid) == self.grid else self.table(grid, x.dtype).to(x.device)
         return x + table.to(x.dtype)
+
+    def resample_(self, grid: tuple[int, int]) -> None:
+        """Cache the table of ``grid`` (for a new image size)."""
+        self.grid = tuple(grid)
+        self.cached = self.table(self.grid, self.cached.dtype).to(self.cached.device)
+
+    def _apply(self, fn, recurse: bool = True) -> "SinCosPosition":
+        # A cast (``.double()``) would keep the float32 rounding: recompute the table in the new dtype.
+        super()._apply(fn, recurse)
+        self.resample_(self.grid)
+        return self
 
 
 class RowColumnPosition(nn.Module):

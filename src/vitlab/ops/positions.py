@@ -9,10 +9,12 @@ import torch
 import torch.nn.functional as F
 
 
-def sincos_1d(positions: torch.Tensor | int, dim: int, temperature: float = 10000.0) -> torch.Tensor:
+def sincos_1d(positions: torch.Tensor | int, dim: int, temperature: float = 10000.0,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Transformer sinusoids: ``(N, dim)`` with ``sin`` in the first half, ``cos`` in the second.
 
-    Column ``i`` of each half has frequency ``temperature ** (-i / (dim/2))``.
+    Column ``i`` of each half has frequency ``temperature ** (-i / (dim/2))``. Computed in float64,
+    returned as ``dtype``.
     """
     if dim % 2:
         raise ValueError(f"a sinusoidal table needs an even width, got dim={dim}")
@@ -20,10 +22,11 @@ def sincos_1d(positions: torch.Tensor | int, dim: int, temperature: float = 1000
         positions = torch.arange(positions, dtype=torch.float64)
     omega = temperature ** (-torch.arange(dim // 2, dtype=torch.float64) / (dim // 2))
     angles = positions.to(torch.float64)[:, None] * omega[None, :]
-    return torch.cat([angles.sin(), angles.cos()], dim=1).float()
+    return torch.cat([angles.sin(), angles.cos()], dim=1).to(dtype)
 
 
-def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0) -> torch.Tensor:
+def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """2-D sinusoids for a ``(gh, gw)`` grid in raster order: ``(gh*gw, dim)``.
 
     The first half of the width encodes the row, the second half the column.
@@ -31,8 +34,8 @@ def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0) -> 
     if dim % 4:
         raise ValueError(f"a 2-D sinusoidal table needs a width divisible by 4, got dim={dim}")
     gh, gw = grid
-    rows = sincos_1d(gh, dim // 2, temperature)            # (gh, D/2)
-    cols = sincos_1d(gw, dim // 2, temperature)            # (gw, D/2)
+    rows = sincos_1d(gh, dim // 2, temperature, dtype)     # (gh, D/2)
+    cols = sincos_1d(gw, dim // 2, temperature, dtype)     # (gw, D/2)
     table = torch.cat([rows[:, None, :].expand(gh, gw, -1), cols[None, :, :].expand(gh, gw, -1)], dim=-1)
     return table.reshape(gh * gw, dim)
 
