@@ -1,0 +1,148 @@
+"""timm ``VisionTransformer`` <-> vitlab.
+
+:func:`from_timm` reads the module's attributes and ``state_dict``; it never imports timm.
+Supported: token / avg / max pooling, class and register tokens (``no_embed_class`` either
+way), learned or no positions, ``fc_norm``, ``final_norm``, ``pre_norm`` (patch embedding without
+bias), ``qk_norm``, layer scale, ``qkv_bias``, ``dynamic_img_size`` / ``dynamic_img_pad``,
+LayerNorm of any eps and exact GELU. Anything else (attention pooling ``map``/``prr``, ``avgmax``,
+other norms or activations, custom blocks) raises a ``ValueError`` naming it. Dropout rates are
+not carried over (they do not change the weights; set them on the config to fine-tune).
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from torch import nn
+
+from ..models.vit import ViTConfig, VisionTransformer
+from .keymaps import StateDict, timm_to_vitlab, vitlab_to_timm
+from .state import model_from_state
+
+_POOLS = {"token": "token", "avg": "mean", "max": "max"}
+_TIMM_KINDS = {"pos_embed": ("learned", "none"), "block": ("prenorm",), "attention": ("full",),
+               "patch_embed": ("conv", "linear")}     # config values a timm VisionTransformer can hold
+TIMM_LAYERNORM_EPS = 1e-6
+
+
+def _unsupported(what: str) -> ValueError:
+    return ValueError(f"timm VisionTransformer with {what} has no vitlab equivalent: vitlab converts pre-norm "
+                      f"LayerNorm/GELU ViTs with token, avg or max pooling")
+
+
+def _check_type(module: nn.Module, name: str, where: str) -> None:
+    if type(module).__name__ != name:
+        raise _unsupported(f"{where} of type {type(module).__name__} (expected timm's {name})")
+
+
+def _norm_eps(module: nn.Module, where: str) -> float | None:
+    """The eps of a LayerNorm with weight and bias, ``None`` for ``nn.Identity``."""
+    if isinstance(module, nn.Identity):
+        return None
+    if not isinstance(module, nn.LayerNorm) or module.weight is None or module.bias is None:
+        raise _unsupported(f"{where} = {type(module).__name__} (vitlab uses LayerNorm with weight and bias)")
+    return module.eps
+
+
+def timm_config(module: nn.Module) -> dict[str, Any]:
+    """The :class:`ViTConfig` fields of a timm ``VisionTransformer``, checking it is one vitlab can run."""
+    _check_type(module, "VisionTransformer", "a model")
+    pool = module.global_pool
+    if pool not in _POOLS or module.attn_pool is not None:
+        raise _unsupported(f"global_pool={pool!r}")
+    if module.pool_include_prefix:
+        raise _unsupported("pool_include_prefix=True")
+    embed = module.patch_embed
+    _check_type(embed, "PatchEmbed", "patch_embed")
+    if not isinstance(embed.norm, nn.Identity):
+        raise _unsupported("a norm inside patch_embed")
+    ph, pw = embed.patch_size
+    if ph != pw:
+        raise _unsupported(f"{ph}x{pw} patches")
+    first = module.blocks[0]
+    eps = {_norm_eps(m, n) for n, m in module.named_modules()
+           if n.rsplit(".", 1)[-1] in ("norm1", "norm2", "q_norm", "k_norm", "norm", "norm_pre", "fc_norm")} - {None}
+    if len(eps) > 1:
+        raise _unsupported(f"LayerNorms of several eps {sorted(eps)}")
+    for i, block in enumerate(module.blocks):
+        _check_type(block, "Block", f"blocks.{i}")
+        _check_type(block.attn, "Attention", f"blocks.{i}.attn")
+        _check_type(block.mlp, "Mlp", f"blocks.{i}.mlp")
+        if not isinstance(block.attn.norm, nn.Identity) or not isinstance(block.mlp.norm, nn.Identity):
+            raise _unsupported(f"scale_attn_norm / scale_mlp_norm in blocks.{i}")
+        if getattr(block.attn, "gate", None) is not None:
+            raise _unsupported(f"a gated attention in blocks.{i}")
+        if any(layer.bias is None for layer in (block.attn.proj, block.mlp.fc1, block.mlp.fc2)):
+            raise _unsupported(f"proj_bias=False in blocks.{i}")
+        act = block.mlp.act
+        if not isinstance(act, nn.GELU) or act.approximate != "none":
+            raise _unsupported(f"act_layer {act} in blocks.{i} (vitlab's MLP uses exact GELU)")
+    use_fc_norm = not isinstance(module.fc_norm, nn.Identity)
+    return dict(
+        img_size=tuple(embed.img_size), patch_size=ph, in_chans=embed.proj.in_channels,
+        num_classes=module.head.out_features if isinstance(module.head, nn.Linear) else 0,
+        embed_dim=module.embed_dim, depth=len(module.blocks), num_heads=first.attn.num_heads,
+        mlp_ratio=first.mlp.fc1.out_features / module.embed_dim, qkv_bias=first.attn.qkv.bias is not None,
+        qk_norm=not isinstance(first.attn.q_norm, nn.Identity),
+        pos_embed="none" if module.pos_embed is None else "learned", pool=_POOLS[pool],
+        class_token=module.cls_token is not None, reg_tokens=module.num_reg_tokens,
+        pre_norm=not isinstance(module.norm_pre, nn.Identity),
+        final_norm=use_fc_norm or not isinstance(module.norm, nn.Identity), fc_norm=use_fc_norm,
+        layer_scale=getattr(first.ls1, "init_values", 1e-5) if hasattr(first.ls1, "gamma") else None,
+        pad=embed.dynamic_img_pad, dynamic_img_size=module.dynamic_img_size,
+        norm_eps=eps.pop() if eps else TIMM_LAYERNORM_EPS)
+
+
+def from_timm(module: nn.Module, img_size: int | tuple[int, int] | None = None) -> VisionTransformer:
+    """A vitlab :class:`VisionTransformer` computing what the timm ``VisionTransformer`` computes.
+
+    Args:
+        module: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_tiny_patch16_224")``).
+        img_size: run at this image size instead, resampling the learned positions bicubically
+            as timm's ``resample_abs_pos_embed`` does.
+
+    Returns:
+        A float32 model in the module's train/eval mode; ``model(images (B, C, H, W))`` gives the
+        same logits ``(B, num_classes)``.
+    """
+    known = timm_config(module)
+    state = timm_to_vitlab(module.state_dict(), num_patches=module.patch_embed.num_patches)
+    model, _ = model_from_state(state, resize_to=img_size, **known)
+    return model.train(module.training)
+
+
+def to_timm_state_dict(model: VisionTransformer, no_embed_class: bool = False) -> StateDict:
+    """``model``'s weights in timm's names, for ``timm...VisionTransformer(**timm_kwargs(model.config))``.
+
+    Args:
+        no_embed_class: lay ``pos_embed`` out as timm's ``no_embed_class=True`` models do
+            (patch rows only); by default it has zero rows for the prefix tokens.
+    """
+    cfg = model.config
+    other = {k: getattr(cfg, k) for k, kinds in _TIMM_KINDS.items() if getattr(cfg, k) not in kinds}
+    if other:
+        raise ValueError(f"timm's VisionTransformer has no {', '.join(f'{k}={v!r}' for k, v in other.items())}; "
+                         f"it holds {', '.join(f'{k} in {v}' for k, v in _TIMM_KINDS.items())}")
+    state = vitlab_to_timm({k: v.detach() for k, v in model.state_dict().items()}, no_embed_class)
+    if cfg.pre_norm:
+        bias = state.pop("patch_embed.proj.bias")
+        if bias.any():
+            raise ValueError("timm's pre_norm ViT has no patch-embedding bias but this model's is non-zero: "
+                             "fold it into the patch tokens or build the timm model with pre_norm=False")
+    return state
+
+
+def timm_kwargs(config: ViTConfig, no_embed_class: bool = False) -> dict[str, Any]:
+    """Keyword arguments of timm's ``VisionTransformer`` for the model ``config`` describes."""
+    kwargs: dict[str, Any] = dict(
+        img_size=config.img_size, patch_size=config.patch_size, in_chans=config.in_chans,
+        num_classes=config.num_classes, global_pool={v: k for k, v in _POOLS.items()}[config.pool],
+        embed_dim=config.embed_dim, depth=config.depth, num_heads=config.num_heads, mlp_ratio=config.mlp_ratio,
+        qkv_bias=config.qkv_bias, qk_norm=config.qk_norm, init_values=config.layer_scale,
+        class_token=config.class_token, pos_embed="learn" if config.pos_embed == "learned" else "none",
+        no_embed_class=no_embed_class, reg_tokens=config.reg_tokens, pre_norm=config.pre_norm,
+        final_norm=config.final_norm, fc_norm=config.fc_norm, dynamic_img_size=config.dynamic_img_size,
+        dynamic_img_pad=config.pad)
+    if config.norm_eps != TIMM_LAYERNORM_EPS:
+        kwargs["norm_layer"] = partial(nn.LayerNorm, eps=config.norm_eps)
+    return kwargs
