@@ -1,0 +1,170 @@
+"""Explanation figures, rendered headless (matplotlib's Agg backend) to PNG.
+
+Every figure has a fixed size in inches saved at :data:`DPI` (no tight bounding box), so its pixel
+size is known in advance: ``width_in * DPI x height_in * DPI``. Maps over the patch grid are drawn
+over the image they explain, one patch per cell.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+DPI = 100
+PANEL = 2.0      # inches per image panel
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _show_image(ax: plt.Axes, image: torch.Tensor) -> tuple[int, int]:
+    """Draw an image ``(C, H, W)`` in [0, 1] (grey for one channel); returns ``(H, W)``."""
+    pixels = image.detach().float().cpu().clamp(0, 1)
+    if pixels.shape[0] == 1:
+        ax.imshow(pixels[0].numpy(), cmap="gray", vmin=0, vmax=1)
+    else:
+        ax.imshow(pixels[:3].permute(1, 2, 0).numpy())
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return tuple(pixels.shape[-2:])
+
+
+def _overlay(ax: plt.Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> None:
+    """The image with a map ``(gh, gw)`` drawn over it, one cell per ``patch``-pixel patch (default:
+    cells that cover the image)."""
+    h, w = _show_image(ax, image)
+    gh, gw = grid_map.shape
+    extent = (-0.5, gw * patch - 0.5, gh * patch - 0.5, -0.5) if patch else (-0.5, w - 0.5, h - 0.5, -0.5)
+    ax.imshow(grid_map.detach().float().cpu().numpy(), cmap="inferno", alpha=0.6, extent=extent,
+              interpolation="nearest")
+    ax.set_xlim(-0.5, w - 0.5)
+    ax.set_ylim(h - 0.5, -0.5)
+
+
+def plot_maps(image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str | Path, title: str = "",
+              patch: int | None = None) -> Path:
+    """The image ``(C, H, W)`` and each named map ``(gh, gw)`` over it, side by side.
+
+    Size: ``PANEL * (1 + len(maps))`` by ``PANEL + 0.6`` inches.
+    """
+    fig, axes = plt.subplots(1, 1 + len(maps), figsize=(PANEL * (1 + len(maps)), PANEL + 0.6), squeeze=False)
+    _show_image(axes[0, 0], image)
+    axes[0, 0].set_title("image", fontsize=8)
+    for ax, (name, grid_map) in zip(axes[0, 1:], maps.items()):
+        _overlay(ax, image, grid_map, patch)
+        ax.set_title(name, fontsize=8)
+    fig.suptitle(title, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_head_attention(image: torch.Tensor, maps: torch.Tensor, spreads: torch.Tensor, path: str | Path,
+                        title: str = "", patch: int | None = None) -> Path:
+    """Per-layer, per-head attention ``(L, H, gh, gw)`` over the image, each panel titled with its
+    head's spread (most minus least attended weight, ``spreads (L, H)``).
+
+    Size: ``PANEL * (1 + H)`` by ``PANEL * L + 0.6`` inches.
+    """
+    layers, heads = maps.shape[:2]
+    fig, axes = plt.subplots(layers, 1 + heads, figsize=(PANEL * (1 + heads), PANEL * layers + 0.6), squeeze=False)
+    for layer in range(layers):
+        _show_image(axes[layer, 0], image)
+        axes[layer, 0].set_ylabel(f"layer {layer if layers > 1 else 'last'}", fontsize=8)
+        for head in range(heads):
+            ax = axes[layer, 1 + head]
+            _overlay(ax, image, maps[layer, head], patch)
+            ax.set_title(f"head {head}: spread {float(spreads[layer, head]):.3f}", fontsize=7)
+    fig.suptitle(title, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str = "") -> Path:
+    """Mean deletion and insertion curves per ordering (``{name: {"deletion": [...], "insertion": [...]}}``)
+    against the fraction of patches removed or revealed. Size: 9 x 3.6 inches."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, kind in zip(axes, ("deletion", "insertion")):
+        for name, curve in curves.items():
+            ys = np.asarray(curve[kind])
+            ax.plot(np.linspace(0, 1, len(ys)), ys, label=name, linestyle="--" if name == "random" else "-")
+        ax.set(xlabel=f"fraction of patches {'removed' if kind == 'deletion' else 'revealed'}",
+               ylabel="predicted-class probability", title=kind, ylim=(0, 1))
+    axes[1].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_cascade(cascade: Mapping[str, Sequence[float | None]], stages: Sequence[str], path: str | Path,
+                 threshold: float | None = None) -> Path:
+    """Rank correlation with the trained model's map as the weights are randomised stage by stage,
+    head first. Size: 7 x 3.6 inches."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, values in cascade.items():
+        ax.plot(range(len(stages)), [np.nan if v is None else v for v in values], marker="o", label=name)
+    if threshold is not None:
+        ax.axhline(threshold, color="grey", linestyle=":", label="threshold")
+    ax.set_xticks(range(len(stages)), stages, rotation=45, ha="right", fontsize=7)
+    ax.set(ylabel="Spearman ρ with trained map", ylim=(-1, 1), title="cascading randomisation (head first)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int, int], path: str | Path) -> Path:
+    """For each named position table ``(gh*gw, D)``: the cosine similarity of every position with
+    every other, as a grid of small grids (panel ``(r, c)`` shows position ``(r, c)``'s similarity
+    to all positions). Size: ``3.2 * len(tables)`` by 3.6 inches."""
+    from .textbook import position_similarity
+
+    gh, gw = grid
+    fig, axes = plt.subplots(1, len(tables), figsize=(3.2 * len(tables), 3.6), squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        sim = position_similarity(table).reshape(gh, gw, gh, gw)
+        mosaic = np.full((gh * (gh + 1), gw * (gw + 1)), np.nan)
+        for r in range(gh):
+            for c in range(gw):
+                mosaic[r * (gh + 1):r * (gh + 1) + gh, c * (gw + 1):c * (gw + 1) + gw] = sim[r, c].numpy()
+        image = ax.imshow(mosaic, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="cosine similarity")
+    return _save(fig, path)
+
+
+def plot_matrices(matrices: Mapping[str, torch.Tensor], path: str | Path, title: str = "") -> Path:
+    """Named ``(N, N)`` attention matrices side by side (rows queries, columns keys).
+    Size: ``3 * len(matrices)`` by 3.4 inches."""
+    fig, axes = plt.subplots(1, len(matrices), figsize=(3 * len(matrices), 3.4), squeeze=False)
+    for ax, (name, matrix) in zip(axes[0], matrices.items()):
+        ax.imshow(matrix.detach().cpu().numpy(), cmap="viridis", interpolation="nearest")
+        ax.set(title=name, xlabel="key", ylabel="query")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_temperature_sweep(weights: torch.Tensor, temperatures: Sequence[float], path: str | Path) -> Path:
+    """One query's softmax weights ``(T, N)`` at each temperature, against the uniform ``1/N``.
+    Size: 7 x 3.6 inches."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    n = weights.shape[-1]
+    width = 0.8 / len(temperatures)
+    for i, (row, t) in enumerate(zip(weights, temperatures)):
+        ax.bar(np.arange(n) + (i - (len(temperatures) - 1) / 2) * width, row.cpu().numpy(), width,
+               label=f"T = {t:g}")
+    ax.axhline(1.0 / n, color="black", linestyle=":", label=f"uniform 1/N = {1.0 / n:.4f}")
+    ax.set(xlabel="key", ylabel="attention weight", title="softmax temperature: lower is sharper")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
