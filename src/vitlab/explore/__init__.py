@@ -1,0 +1,25 @@
+"""``vitlab explore``: the textbook's interactive figures on your own images, models and runs.
+
+A local web app (FastAPI, served by uvicorn on 127.0.0.1) with five pages — Tokens, Attention,
+Mechanics, Cost, Runs — whose every number comes from vitlab's functions on the server
+(:mod:`vitlab.explore.views`, :mod:`vitlab.explore.runs`); the offline front end in ``static/``
+only draws. It reads only the checkpoints, run folders and data folder it was started with.
+
+    from vitlab.explore import ExploreConfig, create_app
+    app = create_app(ExploreConfig(checkpoints=["runs/digits"], runs=["runs"]))
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .arrays import decode_array, encode_array
+
+__all__ = ["ExploreConfig", "create_app", "decode_array", "encode_array"]
+
+
+def __getattr__(name: str) -> Any:
+    # The web framework loads on first use, so `vitlab --help` and the other commands stay quick.
+    if name in ("ExploreConfig", "create_app"):
+        from . import app
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,200 @@
+"""The images the explorer may show: dataset samples and uploaded PNG / JPEG files.
+
+An image is named by a reference string: ``"digits:12"`` is image 12 of the digits' sample split
+(the test split, else validation), ``"upload:3f2a..."`` an uploaded file. Every image is a tensor
+``(1, C, H, W)`` float32 in [0, 1] with ``C`` 1 (greyscale) or 3 (RGB).
+
+Uploads are decoded by Pillow from memory, only as PNG or JPEG, after a byte limit and a pixel
+limit; anything else is refused with :class:`RequestError`. Decoded uploads live in memory (a
+bounded number of them); nothing is written to disk.
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image, UnidentifiedImageError
+
+from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
+from ..data.registry import DATASETS
+
+UPLOAD_FORMATS = ("PNG", "JPEG")
+UPLOAD_LIMIT = 8 * 2**20          # bytes of one uploaded file
+MAX_PIXELS = 40_000_000           # width x height of an upload before it is decoded
+MAX_SIDE = 224                    # uploads are shrunk (aspect kept) to at most this side
+KEEP_UPLOADS = 32                 # decoded uploads kept in memory, oldest dropped first
+KEEP_DATASETS = 2                 # sample splits kept in memory
+GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
+LUMA = (0.299, 0.587, 0.114)      # ITU-R 601 weights: RGB -> grey
+
+
+class RequestError(ValueError):
+    """A request the explorer refuses; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class LabeledImage:
+    """An image ``(1, C, H, W)`` in [0, 1], its reference, and its label where known."""
+    ref: str
+    image: torch.Tensor
+    label: str | None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready: reference, label, channels, height, width."""
+        _, c, h, w = self.image.shape
+        return {"ref": self.ref, "label": self.label, "channels": c, "height": h, "width": w}
+
+
+def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE) -> torch.Tensor:
+    """Decode a PNG or JPEG file held in memory: ``(1, C, H, W)`` in [0, 1], shrunk to ``max_side``.
+
+    Raises :class:`RequestError` (413 over ``limit`` bytes or :data:`MAX_PIXELS` pixels, 415 for
+    anything Pillow cannot read as PNG or JPEG).
+    """
+    if len(data) > limit:
+        raise RequestError(f"the file has {len(data):,} bytes, over the upload limit of {limit:,}: "
+                           f"send a smaller PNG or JPEG (or start `vitlab explore --upload-limit` higher)", 413)
+    if not data:
+        raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
+    try:
+        with Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS) as img:
+            if img.width * img.height > MAX_PIXELS:
+                raise RequestError(f"the image is {img.width}x{img.height} pixels, over the limit of "
+                                   f"{MAX_PIXELS:,}: shrink it first", 413)
+            img.load()
+            img = img.convert("L" if img.mode in GREY_MODES else "RGB")
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as err:
+        raise RequestError(f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
+                           f"export it as .png or .jpg and try again", 415) from err
+    if max(img.size) > max_side:
+        img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
+    return (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
+
+
+def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torch.Tensor:
+    """``image (1, C, H, W)`` with ``channels`` channels (grey repeated, or RGB by luma) and
+    resized (bilinear, antialiased) to ``size``; returned unchanged when it already fits."""
+    if image.shape[1] != channels:
+        if channels == 3 and image.shape[1] == 1:
+            image = image.expand(-1, 3, -1, -1)
+        elif channels == 1 and image.shape[1] == 3:
+            image = (image * torch.tensor(LUMA).view(1, 3, 1, 1)).sum(1, keepdim=True)
+        else:
+            raise RequestError(f"cannot turn a {image.shape[1]}-channel image into the {channels} channels "
+                               f"the model reads: choose a greyscale or RGB image")
+    if tuple(image.shape[-2:]) != tuple(size):
+        image = F.interpolate(image, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+    return image.clamp(0, 1).contiguous()
+
+
+def needs_files(name: str) -> bool:
+    """Whether dataset ``name`` reads files (so needs ``--data-dir``)."""
+    return "data_dir" in inspect.signature(DATASETS[name].loader).parameters
+
+
+class ImageBook:
+    """Resolves image references to images: samples of the registered datasets and uploads.
+
+    Every dataset registered in :mod:`vitlab.data` is a sample source (a new one, such as
+    ``shapes``, appears by registering it); those that read files are available only with
+    ``data_dir``. Thread-safe.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, upload_limit: int = UPLOAD_LIMIT,
+                 max_side: int = MAX_SIDE) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.upload_limit, self.max_side = upload_limit, max_side
+        self._splits: OrderedDict[str, ImageDataset] = OrderedDict()
+        self._uploads: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- samples ---------------------------------------------------------------------------------
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Every registered dataset: name, description, availability and, if unavailable, why."""
+        out = []
+        for name in list_datasets():
+            missing = needs_files(name) and self.data_dir is None
+            out.append({"name": name, "description": describe_dataset(name), "available": not missing,
+                        "reason": f"start `vitlab explore --data-dir DIR` with {name}'s files" if missing else None})
+        return out
+
+    def split(self, name: str) -> ImageDataset:
+        """The sample split of dataset ``name``: its test split, else its validation split."""
+        if name not in list_datasets():
+            raise RequestError(f"unknown sample source {name!r}: choose one of {list_datasets()} or upload a file",
+                               404)
+        with self._lock:
+            if name in self._splits:
+                self._splits.move_to_end(name)
+                return self._splits[name]
+        if needs_files(name) and self.data_dir is None:
+            raise RequestError(f"{name} reads files: start `vitlab explore --data-dir DIR` with them")
+        try:
+            splits = load_dataset(name, self.data_dir if needs_files(name) else None)
+        except FileNotFoundError as err:
+            raise RequestError(str(err), 404) from err
+        data = splits.test if splits.test is not None else splits.val
+        with self._lock:
+            self._splits[name] = data
+            while len(self._splits) > KEEP_DATASETS:
+                self._splits.popitem(last=False)
+        return data
+
+    def samples(self, name: str, start: int = 0, count: int = 24) -> dict[str, Any]:
+        """Images ``start .. start+count`` of the sample split, with labels, for the picker."""
+        data = self.split(name)
+        if not 0 <= start < len(data) or count < 1:
+            raise RequestError(f"{name} has {len(data)} sample images: ask for start in [0, {len(data)}) "
+                               f"and count >= 1, got start={start}, count={count}")
+        index = list(range(start, min(start + count, len(data))))
+        return {"source": name, "total": len(data), "start": start, "index": index,
+                "labels": [data.classes[int(data.labels[i])] for i in index],
+                "images": data.images[index]}
+
+    # -- uploads ---------------------------------------------------------------------------------
+
+    def add_upload(self, data: bytes) -> LabeledImage:
+        """Decode and keep an upload; returns it with its new reference ``upload:<id>``."""
+        image = decode_upload(data, self.upload_limit, self.max_side)
+        key = secrets.token_hex(8)
+        with self._lock:
+            self._uploads[key] = image
+            while len(self._uploads) > KEEP_UPLOADS:
+                self._uploads.popitem(last=False)
+        return LabeledImage(f"upload:{key}", image, None)
+
+    # -- references ------------------------------------------------------------------------------
+
+    def get(self, ref: str) -> LabeledImage:
+        """The image named by ``ref`` (``"<dataset>:<index>"`` or ``"upload:<id>"``)."""
+        source, sep, key = ref.partition(":")
+        if not sep or not key:
+            raise RequestError(f"image reference {ref!r} is not SOURCE:INDEX (e.g. digits:0) or upload:ID")
+        if source == "upload":
+            with self._lock:
+                image = self._uploads.get(key)
+            if image is None:
+                raise RequestError(f"no upload {key!r} (uploads are kept in memory, the latest {KEEP_UPLOADS}): "
+                                   f"upload the file again", 404)
+            return LabeledImage(ref, image, None)
+        if not key.isdigit():
+            raise RequestError(f"image index {key!r} in {ref!r} is not a non-negative integer")
+        data, index = self.split(source), int(key)
+        if index >= len(data):
+            raise RequestError(f"{source} has {len(data)} sample images (0..{len(data) - 1}), not {index}", 404)
+        return LabeledImage(ref, data.images[index:index + 1], data.classes[int(data.labels[index])])

@@ -1,0 +1,275 @@
+"""What each page shows, computed by vitlab's functions: JSON-ready dicts, tensors encoded.
+
+- :func:`tokens_view`: an image cut into patches (``patchify``, ``num_tokens``) and what the token
+  count costs (the cost model's full attention).
+- :func:`attention_view`, :func:`maps_view`: a checkpoint's attention from one query, per layer and
+  head, at a temperature; rollout, gradient and occlusion maps (:mod:`vitlab.explain`).
+- :func:`softmax_view`, :func:`mixing_view`, :func:`position_view`: the textbook's mechanics.
+- :func:`cost_view`: every attention kind in :data:`~vitlab.models.cost.ATTENTION_COSTS` against
+  resolution.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..explain.maps import (gradient_map, head_statistics, num_prefix_tokens, occlusion_map, query_rows,
+                            rollout_map, to_grid)
+from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
+from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
+from ..ops.attention import attention_weights
+from ..ops.patches import num_tokens, patchify
+from ..ops.positions import sincos_2d
+from .arrays import encode_array
+from .checkpoints import Analysis, LoadedModel
+from .images import RequestError
+
+Query = str | int
+POSITION_KINDS = ("sincos", "learned", "random")
+COST_METRICS = ("entries", "flops", "memory")
+# Image sides for the cost chart, in patches: doubling, with the 1.5x steps between.
+COST_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not (low <= value <= high) or math.isnan(value):
+        raise RequestError(f"{name} must lie in [{low}, {high}], got {value}")
+
+
+def _stats(rows: torch.Tensor) -> dict[str, Any]:
+    """:func:`~vitlab.explain.maps.head_statistics` of attention rows ``(..., N)``, encoded."""
+    return {name: encode_array(values) for name, values in head_statistics(rows).items()}
+
+
+# -- tokens -----------------------------------------------------------------------------------------
+
+
+def tokens_view(image: torch.Tensor, patch: int) -> dict[str, Any]:
+    """``image (1, C, H, W)`` cut into ``patch``-pixel patches (zero-padded bottom and right).
+
+    Returns the grid, the padded size, the token matrix ``(N, P*P*C)``, the token count ``N``,
+    full attention's entries ``N^2`` per head and layer, and their ratio to the textbook's
+    first row (28x28 at patch 7).
+    """
+    _, c, h, w = image.shape
+    _check_range("patch", patch, 1, min(h, w))
+    tokens = num_tokens(h, w, patch, pad=True)
+    grid = (-(-h // patch), -(-w // patch))
+    matrix = patchify(image, patch, pad=True)[0]
+    mix = full_attention(tokens, dim=matrix.shape[1], heads=1)
+    reference = cost_table(TEXTBOOK_PAIRS[:1])[0]
+    return {"patch": patch, "patch_range": [1, min(h, w)], "height": h, "width": w, "channels": c,
+            "grid": list(grid), "padded": [grid[0] * patch, grid[1] * patch], "tokens": tokens,
+            "token_width": matrix.shape[1], "matrix": encode_array(matrix), "entries": mix.entries,
+            "score_flops": mix.score_flops,
+            "reference": {"image": reference.image, "patch": reference.patch, "tokens": reference.tokens,
+                          "entries": reference.entries},
+            "ratio": mix.entries / reference.entries}
+
+
+# -- attention of a checkpoint -------------------------------------------------------------------
+
+
+def parse_query(text: str) -> Query:
+    """``"cls"``, ``"mean"`` or a patch index as text -> the query :mod:`vitlab.explain` takes."""
+    if text in ("cls", "mean"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise RequestError(f"query must be 'cls', 'mean' or a patch index, got {text!r}")
+
+
+def tempered(weights: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Attention weights ``(..., N)`` with their logits divided by ``temperature``.
+
+    ``log w`` equals the logits up to a constant per row, which softmax ignores, so
+    ``softmax(log w / T)`` is exactly ``softmax(logits / T)``. ``T = 1`` returns ``weights``.
+    """
+    if temperature == 1.0:
+        return weights
+    return torch.softmax(weights.double().log() / temperature, dim=-1).to(weights.dtype)
+
+
+def _grid(entry: LoadedModel) -> tuple[int, int]:
+    return entry.model.patch_embed.grid_size(*entry.image_size)
+
+
+def prediction(entry: LoadedModel, logits: torch.Tensor, top: int = 5) -> dict[str, Any]:
+    """The predicted class, its softmax confidence and the ``top`` classes with probabilities."""
+    probs = logits[0].softmax(-1)
+    values, index = probs.topk(min(top, probs.numel()))
+    return {"class": entry.classes[int(index[0])], "index": int(index[0]), "confidence": float(values[0]),
+            "top": [{"class": entry.classes[int(i)], "probability": float(v)} for v, i in zip(values, index)]}
+
+
+def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, temperature: float = 1.0
+                   ) -> dict[str, Any]:
+    """The query's attention in every layer and head, the logits divided by ``temperature``.
+
+    ``heat`` ``(L, H, gh, gw)`` are the weights on the patches, ``rows`` ``(L, H, N)`` on every
+    key (prefix tokens first), ``stats`` the per-head statistics of those rows and ``uniform``
+    the weight ``1/N`` of a head that ignores content.
+    """
+    if not analysis.weights:
+        raise RequestError(f"{entry.name} has no self-attention layers: see its gradient and occlusion maps")
+    _check_range("temperature", temperature, 0.01, 100.0)
+    prefix, grid = num_prefix_tokens(entry.model), _grid(entry)
+    weights = torch.stack([tempered(w, temperature) for w in analysis.weights], 1)   # (1, L, H, N, N)
+    try:
+        rows = query_rows(weights, query, prefix)[0]                                  # (L, H, N)
+    except ValueError as err:
+        raise RequestError(str(err)) from err
+    heat = to_grid(rows, prefix, grid)
+    return {"model": entry.index, "query": query, "temperature": temperature, "grid": list(grid),
+            "prefix": prefix, "keys": rows.shape[-1], "uniform": 1.0 / rows.shape[-1],
+            "heat": encode_array(heat), "heat_max": float(heat.max()), "rows": encode_array(rows),
+            "stats": _stats(rows),
+            "image": encode_array(analysis.image[0]), "prediction": prediction(entry, analysis.logits)}
+
+
+def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
+    """Rollout (attention models, from ``query``), gradient and occlusion maps ``(gh, gw)`` for the
+    predicted class, each with its value range; computed once per image (rollout once per query)
+    and cached."""
+    patch = entry.patch_size
+    if patch is None:
+        raise RequestError(f"{entry.name} has no patch size, so its maps have no patch grid")
+    target = analysis.logits.argmax(-1)
+    wanted: dict[str, tuple] = {"gradient": ("gradient",), "occlusion": ("occlusion",)}
+    if analysis.weights:
+        wanted = {"rollout": ("rollout", query), **wanted}
+    maps = {}
+    for method, key in wanted.items():
+        if key not in analysis.maps:
+            if method == "rollout":
+                try:
+                    value = rollout_map(analysis.weights, query, num_prefix_tokens(entry.model), _grid(entry))
+                except ValueError as err:
+                    raise RequestError(str(err)) from err
+            elif method == "gradient":
+                value = gradient_map(entry.model, analysis.inputs, target, patch)
+            else:
+                value = occlusion_map(entry.model, analysis.inputs, target, patch)
+            analysis.maps[key] = value[0].detach()
+        value = analysis.maps[key]
+        maps[method] = {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
+    return {"model": entry.index, "query": query, "target": entry.classes[int(target)], "maps": maps}
+
+
+# -- mechanics ----------------------------------------------------------------------------------------
+
+
+def softmax_view(temperature: float = 1.0, keys: int = 16, dim: int = 16, seed: int = 0) -> dict[str, Any]:
+    """One query against a row of ``keys`` random keys: scores ``q.k / sqrt(d)`` and the weights
+    ``softmax(scores / T)`` by :func:`vitlab.ops.attention.attention_weights`, with their statistics."""
+    _check_range("temperature", temperature, 0.01, 100.0)
+    _check_range("keys", keys, 2, 256)
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 1, 1, dim, generator=g)
+    k = torch.randn(1, 1, keys, dim, generator=g)
+    scores = (q @ k.transpose(-2, -1))[0, 0, 0] / math.sqrt(dim)
+    weights = attention_weights(q, k, scale=1.0 / (temperature * math.sqrt(dim)))[0, 0, 0]
+    return {"temperature": temperature, "keys": keys, "uniform": 1.0 / keys, "scores": encode_array(scores),
+            "weights": encode_array(weights), "stats": {k: float(v) for k, v in head_statistics(weights).items()}}
+
+
+def mixing_matrix(tokens: int, bandwidth: float) -> torch.Tensor:
+    """Row-stochastic ``(N, N)``: ``A_ij = softmax_j(-(i - j)^2 / (2 h^2))``, attention as a Gaussian
+    kernel smoother of bandwidth ``h`` over token positions (float64)."""
+    position = torch.arange(tokens, dtype=torch.float64)
+    return torch.softmax(-(position[:, None] - position[None, :]) ** 2 / (2 * bandwidth ** 2), dim=-1)
+
+
+def mixing_view(bandwidth: float = 1.5, tokens: int = 24, seed: int = 0) -> dict[str, Any]:
+    """Token mixing ``y = A v`` of a noisy step signal ``v`` by :func:`mixing_matrix`; ``reach`` is
+    ``exp(entropy)`` of each row, the number of tokens it effectively averages, and ``mean_reach``
+    its mean over rows."""
+    _check_range("bandwidth", bandwidth, 0.05, 1000.0)
+    _check_range("tokens", tokens, 2, 128)
+    mixing = mixing_matrix(tokens, bandwidth)
+    g = torch.Generator().manual_seed(seed)
+    step = (torch.arange(tokens) >= tokens // 2).double()
+    values = step + 0.3 * torch.randn(tokens, generator=g, dtype=torch.float64)
+    reach = head_statistics(mixing)["entropy"].exp()
+    return {"bandwidth": bandwidth, "tokens": tokens, "matrix": encode_array(mixing), "values": encode_array(values),
+            "matrix_max": float(mixing.max()), "mixed": encode_array(mixing @ values),
+            "row_sum_range": [float(mixing.sum(-1).min()), float(mixing.sum(-1).max())],
+            "reach": encode_array(reach), "mean_reach": float(reach.mean())}
+
+
+def position_table(kind: str, grid: tuple[int, int], dim: int, base: float = 10000.0, seed: int = 0,
+                   entry: LoadedModel | None = None) -> torch.Tensor:
+    """Position vectors ``(gh*gw, D)``: 2-D sinusoids of frequency ``base``, the checkpoint's own
+    table (``learned``; any absolute table the model has, at its grid), or seeded ``random`` ones."""
+    if kind == "sincos":
+        try:
+            return sincos_2d(grid, dim, temperature=base)
+        except ValueError as err:
+            raise RequestError(str(err)) from err
+    if kind == "random":
+        return torch.randn(grid[0] * grid[1], dim, generator=torch.Generator().manual_seed(seed))
+    if kind != "learned":
+        raise RequestError(f"position kind must be one of {POSITION_KINDS}, got {kind!r}")
+    if entry is None:
+        raise RequestError("learned positions come from a checkpoint: choose a model "
+                           "(start `vitlab explore --checkpoint RUN`)")
+    module = getattr(entry.model, "pos_embed", None)
+    if not isinstance(module, (LearnedPosition, RowColumnPosition, SinCosPosition)):
+        raise RequestError(f"{entry.name} adds no absolute position table (pos_embed="
+                           f"{getattr(entry.config, 'pos_embed', None)!r}): choose sincos or random")
+    with torch.no_grad():
+        return module.table(_grid(entry))[0].detach().float()
+
+
+def position_view(kind: str, grid: tuple[int, int] = (8, 8), dim: int = 64, base: float = 10000.0,
+                  seed: int = 0, reference: int = 0, entry: LoadedModel | None = None) -> dict[str, Any]:
+    """Cosine similarity ``(N, N)`` between the position vectors of :func:`position_table` and its
+    range, the reference patch's row on the grid, and the mean similarity of 4-neighbours and of
+    all pairs of distinct patches."""
+    if kind != "learned":
+        _check_range("grid side", min(grid), 1, 32)
+        _check_range("grid side", max(grid), 1, 32)
+        _check_range("dim", dim, 4, 1024)
+        _check_range("base", base, 1.0, 1e8)
+    table = position_table(kind, grid, dim, base, seed, entry)
+    if kind == "learned":
+        grid = _grid(entry)
+    n = table.shape[0]
+    _check_range("reference", reference, 0, n - 1)
+    unit = F.normalize(table.double(), dim=-1)
+    similarity = unit @ unit.T
+    rows, cols = torch.div(torch.arange(n), grid[1], rounding_mode="floor"), torch.arange(n) % grid[1]
+    adjacent = (rows[:, None] - rows[None]).abs() + (cols[:, None] - cols[None]).abs() == 1
+    off_diagonal = ~torch.eye(n, dtype=torch.bool)
+    return {"kind": kind, "grid": list(grid), "dim": table.shape[1], "base": base, "reference": reference,
+            "similarity": encode_array(similarity), "range": [float(similarity.min()), float(similarity.max())],
+            "reference_map": encode_array(similarity[reference].reshape(grid)),
+            "adjacent": float(similarity[adjacent].mean()) if adjacent.any() else None,
+            "all_pairs": float(similarity[off_diagonal].mean()) if n > 1 else None}
+
+
+# -- cost ------------------------------------------------------------------------------------------------
+
+
+def cost_view(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
+              ) -> dict[str, Any]:
+    """Every attention kind of :data:`ATTENTION_COSTS` at image sides ``patch * COST_STEPS`` up to
+    ``max_image``: tokens, entries per head and layer, forward FLOPs and score memory per layer."""
+    _check_range("patch", patch, 1, 64)
+    _check_range("max_image", max_image, patch, 16384)
+    sides = [patch * step for step in COST_STEPS if patch * step <= max_image]
+    try:
+        works = [Workload(image=side, patch=patch, dim=dim, heads=heads, depth=depth) for side in sides]
+    except ValueError as err:
+        raise RequestError(str(err)) from err
+    series = {}
+    for kind in ATTENTION_COSTS:
+        mixes = [attention_cost(work, kind) for work in works]
+        series[kind] = {"entries": [m.entries for m in mixes], "memory": [m.memory for m in mixes],
+                        "flops": [flops(work, kind)["total"] for work in works]}
+    return {"patch": patch, "dim": dim, "heads": heads, "depth": depth, "images": sides,
+            "tokens": [work.tokens for work in works], "kinds": list(ATTENTION_COSTS), "metrics": list(COST_METRICS),
+            "series": series}

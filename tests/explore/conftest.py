@@ -1,0 +1,47 @@
+"""Fixtures for the explorer: a real `vitlab train` run and a real `vitlab compare` study, made once.
+
+Both are tiny (a few dozen images, one or two epochs, one CPU thread), written by vitlab's own
+trainer and report writer, so the explorer is tested against the files those commands write.
+"""
+from pathlib import Path
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from vitlab.experiments import CompareConfig, run_compare
+from vitlab.explore import ExploreConfig, create_app
+from vitlab.train import TrainConfig, train
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory) -> Path:
+    """``runs/`` holding ``digits-vit`` (train, vit-digits) and ``study`` (compare, patch 2)."""
+    root = tmp_path_factory.mktemp("runs")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        train(TrainConfig(model="vit-digits", rows=96, epochs=3, batch_size=32, warmup_epochs=0.0, augment="none",
+                          device="cpu", out_dir=str(root / "digits-vit")))
+        run_compare(CompareConfig(name="study", rows=[48], patches=[2], augment=["none"], epochs=1, device="cpu",
+                                  out_dir=str(root / "study")))
+    finally:
+        torch.set_num_threads(threads)
+    return root
+
+
+@pytest.fixture(scope="session")
+def explore_config(runs_root: Path) -> ExploreConfig:
+    return ExploreConfig(checkpoints=[runs_root / "digits-vit"], runs=[runs_root])
+
+
+@pytest.fixture(scope="session")
+def app(explore_config: ExploreConfig):
+    return create_app(explore_config)
+
+
+@pytest.fixture(scope="session")
+def client(app) -> TestClient:
+    """A test client that talks to the app as the browser does, on the loopback address."""
+    return TestClient(app, base_url="http://127.0.0.1")
