@@ -1,0 +1,94 @@
+"""``vitlab compare``: a ViT against a CNN of the same size over rows x patches x augmentation x seeds."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..experiments import CompareConfig, RunPlan, RunRecord, run_compare
+from ..experiments.report import aggregate, results_table
+from ..train import RECIPES
+
+
+def _rows(text: str) -> list[int | None]:
+    """``300,full`` -> ``[300, None]``."""
+    try:
+        return [None if v.strip() == "full" else int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated image counts or 'full', e.g. 300,full; "
+                                         f"got {text!r}")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 2,4; got {text!r}")
+
+
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+class _Progress:
+    """Prints a line as each run starts and finishes."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __call__(self, index: int, total: int, run: RunPlan, record: RunRecord | None) -> None:
+        where = " ".join(f"{k}={'full' if k == 'rows' and v is None else v}" for k, v in run.axes.items())
+        name = run.model if run.kind == "vit" else f"{run.model} widths={'-'.join(map(str, run.overrides['widths']))}"
+        if record is None:
+            print(f"[{index}/{total}] {name} {where}: {run.params:,} params ...", flush=True)
+            return
+        test = f", test {record.test_acc:.4f}" if record.test_acc is not None else ""
+        print(f"[{index}/{total}] {name} {where}: best val {record.best_val_acc:.4f} (epoch {record.best_epoch}), "
+              f"train {record.final_train_acc:.4f}, gap {record.gap:+.4f}{test}, {record.seconds:.1f}s "
+              f"[{time.perf_counter() - self.started:.0f}s elapsed]", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    given = {k: getattr(args, k) for k in ("dataset", "data_dir", "rows", "patches", "augment", "seeds", "epochs",
+                                           "recipe", "vit", "cnn", "device") if getattr(args, k) is not None}
+    config = CompareConfig(name=args.name, out_dir=str(Path(args.out) / args.name), **given)
+    result = run_compare(config, progress=None if args.quiet else _Progress())
+    print("\n".join(results_table(aggregate(list(result.records.values())))))
+    print(f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
+          f"report: {result.files['report']}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare", help="a ViT against a CNN of the same size (the textbook's mini-project)",
+        description="Train a small ViT and a CNN of matching parameter count (within 15%) on the same data, seed, "
+        "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
+        "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
+        "OUT/NAME. Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, 40 epochs. "
+        "The textbook's protocol: --dataset mnist --data-dir DIR --rows 1000,4000 --patches 7 --epochs 15.")
+    p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
+    p.add_argument("--data-dir", help="folder holding the dataset's files")
+    p.add_argument("--rows", type=_rows, help="training-set sizes, comma-separated; 'full' = the whole pool")
+    p.add_argument("--patches", type=_ints, help="ViT patch sizes, comma-separated (each must divide the image)")
+    p.add_argument("--augment", type=_names,
+                   help="augmentation, comma-separated: presets none, light, strong, or 'recipe' (the recipe's own "
+                   "augmentation, described in the report); default none,recipe")
+    p.add_argument("--seeds", type=int, help="repeat each cell with seeds 0..K-1 (mean ± std); default 1")
+    p.add_argument("--epochs", type=int, help="epochs for every run; default 40")
+    p.add_argument("--recipe", choices=list(RECIPES), help="training settings shared by both models; default 'default'")
+    p.add_argument("--vit", help="registered ViT (default per dataset: vit-digits, else vit-seed)")
+    p.add_argument("--cnn", help="registered CNN family whose widths are matched (default cnn-digits / cnn-seed)")
+    p.add_argument("--device", help="auto (default), cpu, cuda, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: these small models train fastest single-threaded, and "
+                   "far faster than two threads on a busy machine); 0 keeps torch's default")
+    p.add_argument("--name", default="compare", help="study name: the report goes to OUT/NAME (default compare)")
+    p.add_argument("--out", default="runs", help="parent folder of the study's folder (default runs)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)

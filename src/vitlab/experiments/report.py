@@ -1,0 +1,443 @@
+"""A comparison's numbers and words: aggregates over seeds, who leads each cell, conclusion
+sentences generated from those numbers, and the files (``results.json``, ``report.md``, figures).
+
+Definitions used throughout:
+
+- **gap** = final training accuracy - best validation accuracy (see :class:`~.compare.RunRecord`).
+- **lead** of a cell = mean over seeds of (ViT best val acc - CNN best val acc), the two models of
+  each seed trained on the same split; positive means the ViT is ahead.
+- **spread** = the sample standard deviation (n - 1) of those per-seed differences; unknown with one
+  seed. A lead is "larger than the spread" when ``|lead| > spread``, else "within the spread".
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .. import __version__
+from ..data import AugmentConfig
+from ..models import get_config
+from ..models.cost import cost_table
+from ..train import TrainConfig
+from .figures import augment_words, plot_accuracy_vs_rows, plot_gap, plot_learning_curves
+
+if TYPE_CHECKING:
+    from .compare import CompareResult, RunRecord
+
+# Per-run metrics (fields of RunRecord), in the order the tables show them.
+METRICS = ("params", "best_val_acc", "final_train_acc", "gap", "val_ece", "test_acc", "seconds")
+
+FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png",
+           "gap": "gap.png"}
+
+
+@dataclass
+class Aggregate:
+    """One model in one cell, over its seeds: ``mean`` / ``std`` per metric of :data:`METRICS`
+    (``std`` is ``None`` with one seed, a metric's entries ``None`` where the runs have no value),
+    and the mean learning curves."""
+    kind: str
+    label: str
+    axes: dict[str, Any]
+    train_rows: int
+    seeds: int
+    mean: dict[str, float | None]
+    std: dict[str, float | None]
+    curves: dict[str, list[float]]
+
+
+@dataclass
+class Lead:
+    """A cell's ViT against its CNN: their aggregates' means, the lead in best validation accuracy,
+    its seed-to-seed ``spread`` (``None`` with one seed) and the number of ``seeds``."""
+    axes: dict[str, Any]
+    train_rows: int
+    vit_label: str
+    cnn_label: str
+    vit: dict[str, float | None]
+    cnn: dict[str, float | None]
+    lead: float
+    spread: float | None
+    seeds: int
+
+    @property
+    def leader(self) -> str:
+        """``"ViT"``, ``"CNN"`` or ``"tie"``."""
+        return "ViT" if self.lead > 0 else "CNN" if self.lead < 0 else "tie"
+
+    @property
+    def verdict(self) -> str:
+        """``"larger than the spread"``, ``"within the spread"`` or ``"spread unknown"``."""
+        if self.spread is None:
+            return "spread unknown"
+        return "larger than the spread" if abs(self.lead) > self.spread else "within the spread"
+
+
+def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    if any(v is None for v in values):
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def _without_seed(axes: dict[str, Any]) -> tuple:
+    return tuple((k, v) for k, v in axes.items() if k != "seed")
+
+
+def aggregate(records: Sequence[RunRecord]) -> list[Aggregate]:
+    """Group runs by model and cell (every axis but the seed) and average each metric over seeds;
+    ordered by setting of the shared axes (first seen first), ViTs before the CNN within each."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault((record.label, _without_seed(record.axes)), []).append(record)
+    out = []
+    for (label, axes), runs in groups.items():
+        stats = {metric: _mean_std([getattr(r, metric) for r in runs]) for metric in METRICS}
+        epochs = min(len(r.curves["val_acc"]) for r in runs)
+        curves = {name: [statistics.fmean(r.curves[name][e] for r in runs) for e in range(epochs)]
+                  for name in runs[0].curves}
+        out.append(Aggregate(runs[0].kind, label, dict(axes), runs[0].train_rows, len(runs),
+                             {m: s[0] for m, s in stats.items()}, {m: s[1] for m, s in stats.items()}, curves))
+    shared = {k for a in out if a.kind == "cnn" for k in a.axes}
+    settings: dict[tuple, int] = {}
+    for a in out:
+        settings.setdefault(tuple(v for k, v in a.axes.items() if k in shared), len(settings))
+    return sorted(out, key=lambda a: (settings[tuple(v for k, v in a.axes.items() if k in shared)], a.kind != "vit"))
+
+
+def compute_leads(result: CompareResult) -> list[Lead]:
+    """One :class:`Lead` per cell (seeds pooled), in grid order."""
+    by_cell: dict[tuple, list[tuple[RunRecord, RunRecord]]] = {}
+    for cell in result.plan.cells:
+        pair = (result.records[cell.vit], result.records[cell.cnn])
+        by_cell.setdefault(_without_seed(cell.axes), []).append(pair)
+    aggregates = {(a.label, _without_seed(a.axes)): a for a in aggregate(list(result.records.values()))}
+    leads = []
+    for axes, pairs in by_cell.items():
+        vit_run, cnn_run = pairs[0]
+        vit = aggregates[vit_run.label, _without_seed(vit_run.axes)]
+        cnn = aggregates[cnn_run.label, _without_seed(cnn_run.axes)]
+        lead, spread = _mean_std([v.best_val_acc - c.best_val_acc for v, c in pairs])
+        leads.append(Lead(dict(axes), vit_run.train_rows, vit.label, cnn.label, vit.mean, cnn.mean, lead, spread,
+                          len(pairs)))
+    return leads
+
+
+# -- conclusions ----------------------------------------------------------------------------------
+
+def _join(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    return f"{value:+.{digits}f}".replace("-", "−")
+
+
+def _phrase_axes(axes: dict[str, Any]) -> list[str]:
+    """Each axis but rows and seed in words, patch first: ``patch 2``, ``no augmentation``,
+    ``attention window``."""
+    parts = []
+    for name, value in sorted(axes.items(), key=lambda item: item[0] != "patch"):
+        if name in ("rows", "seed"):
+            continue
+        if name == "patch":
+            parts.append(f"patch {value}")
+        elif name == "augment":
+            parts.append(augment_words(value))
+        else:
+            parts.append(f"{name} {value}")
+    return parts
+
+
+def describe_cell(axes: dict[str, Any], train_rows: int) -> str:
+    """``At 300 rows with patch 2 and no augmentation``: a cell in words (seed ignored)."""
+    parts = _phrase_axes(axes)
+    rows = f"{train_rows:,} rows" + (" (the full pool)" if "rows" in axes and axes["rows"] is None else "")
+    return f"At {rows}" + (f" with {_join(parts)}" if parts else "")
+
+
+def lead_sentence(lead: Lead) -> str:
+    """The cell's verdict, e.g. ``At 300 rows with patch 2 and no augmentation the ViT leads the
+    CNN by 0.031 (spread 0.012 across 3 seeds): larger than the spread.``"""
+    where = describe_cell(lead.axes, lead.train_rows)
+    if lead.leader == "tie":
+        what = (f"the ViT and the CNN tie at {lead.vit['best_val_acc']:.3f} best validation accuracy")
+    else:
+        other = "CNN" if lead.leader == "ViT" else "ViT"
+        what = f"the {lead.leader} leads the {other} by {abs(lead.lead):.3f}"
+    if lead.spread is None:
+        return f"{where} {what}, from one seed: the seed-to-seed spread is unknown."
+    return f"{where} {what} (spread {lead.spread:.3f} across {lead.seeds} seeds): {lead.verdict}."
+
+
+def _cell_key(axes: dict[str, Any], drop: str) -> tuple:
+    return tuple((k, v) for k, v in axes.items() if k != drop)
+
+
+def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> list[str]:
+    """Sentences that follow from the cells' numbers, nothing written in advance: one per cell,
+    the tally, the trend with training rows, the train−val gaps, the effect of augmentation, the
+    ViT's best patch size (with its token count from ``tokens``, patch -> tokens) and calibration."""
+    if not leads:
+        return []
+    out = [lead_sentence(lead) for lead in leads]
+    vit_ahead = sum(lead.leader == "ViT" for lead in leads)
+    cnn_ahead = sum(lead.leader == "CNN" for lead in leads)
+    tally = f"Over the {len(leads)} cells the ViT leads in {vit_ahead} and the CNN in {cnn_ahead}"
+    ties = len(leads) - vit_ahead - cnn_ahead
+    tally += f" ({ties} tied)" if ties else ""
+    if all(lead.spread is None for lead in leads):
+        tally += ("; with one seed per cell no lead can be told apart from seed-to-seed noise "
+                  "(run with --seeds 3 or more).")
+    else:
+        clear = sum(lead.verdict == "larger than the spread" for lead in leads)
+        tally += f"; the lead is larger than the seed-to-seed spread in {clear} of them."
+    out.append(tally)
+    out += _rows_trend(leads)
+    out += _gap_sentences(leads)
+    out += _augment_sentences(leads)
+    out += _patch_sentences(leads, tokens or {})
+    vit_ece = statistics.fmean(lead.vit["val_ece"] for lead in leads)
+    cnn_ece = statistics.fmean(lead.cnn["val_ece"] for lead in leads)
+    better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
+    out.append(f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
+               f"CNN: {better} is the better calibrated.")
+    return out
+
+
+def _rows_trend(leads: Sequence[Lead]) -> list[str]:
+    """How the lead moves from the fewest to the most training rows, per combination of the other axes."""
+    series: dict[tuple, list[Lead]] = {}
+    for lead in leads:
+        series.setdefault(_cell_key(lead.axes, "rows"), []).append(lead)
+    out = []
+    for group in series.values():
+        if len(group) < 2:
+            continue
+        small, large = min(group, key=lambda x: x.train_rows), max(group, key=lambda x: x.train_rows)
+        change = large.lead - small.lead
+        trend = ("more data moves it towards the ViT" if change > 0 else
+                 "more data moves it towards the CNN" if change < 0 else "it does not move with more data")
+        parts = _phrase_axes(small.axes)
+        where = f"With {_join(parts)}, the" if parts else "The"
+        out.append(f"{where} ViT's margin (ViT − CNN) goes from {_signed(small.lead)} at "
+                   f"{small.train_rows:,} rows to {_signed(large.lead)} at {large.train_rows:,}: {trend}.")
+    return out
+
+
+def _gap_sentences(leads: Sequence[Lead]) -> list[str]:
+    vit_gap = statistics.fmean(lead.vit["gap"] for lead in leads)
+    cnn_gap = statistics.fmean(lead.cnn["gap"] for lead in leads)
+    larger = sum(lead.vit["gap"] > lead.cnn["gap"] for lead in leads)
+    if max(vit_gap, cnn_gap) <= 0:
+        who = "neither model overfits on average (training accuracy stays at or below validation accuracy)"
+    elif vit_gap == cnn_gap:
+        who = "on average they overfit alike"
+    else:
+        who = f"on average the {'ViT' if vit_gap > cnn_gap else 'CNN'} overfits more"
+    return [f"The train−val gap averages {_signed(vit_gap)} for the ViT and {_signed(cnn_gap)} for the CNN "
+            f"(the ViT's is the larger in {larger} of {len(leads)} cells): {who}."]
+
+
+def _augment_sentences(leads: Sequence[Lead]) -> list[str]:
+    """Per preset other than "none": the mean change in best val accuracy it brings each model,
+    over cells matched on every other axis."""
+    base = {_cell_key(lead.axes, "augment"): lead for lead in leads if lead.axes.get("augment") == "none"}
+    presets = sorted({lead.axes["augment"] for lead in leads if lead.axes.get("augment", "none") != "none"})
+    out = []
+    for preset in presets:
+        matched = [(base[k], lead) for lead in leads if lead.axes["augment"] == preset
+                   and (k := _cell_key(lead.axes, "augment")) in base]
+        if not matched:
+            continue
+        d_vit = statistics.fmean(a.vit["best_val_acc"] - b.vit["best_val_acc"] for b, a in matched)
+        d_cnn = statistics.fmean(a.cnn["best_val_acc"] - b.cnn["best_val_acc"] for b, a in matched)
+        words = augment_words(preset)
+        out.append(f"{words[0].upper() + words[1:]} changes best validation accuracy by {_signed(d_vit)} for "
+                   f"the ViT and {_signed(d_cnn)} for the CNN (mean over {len(matched)} matched cells).")
+    return out
+
+
+def _patch_sentences(leads: Sequence[Lead], tokens: dict[int, int]) -> list[str]:
+    by_patch: dict[int, list[float]] = {}
+    for lead in leads:
+        if "patch" in lead.axes:
+            by_patch.setdefault(lead.axes["patch"], []).append(lead.vit["best_val_acc"])
+    if len(by_patch) < 2:
+        return []
+    means = {patch: statistics.fmean(values) for patch, values in by_patch.items()}
+    best, worst = max(means, key=means.get), min(means, key=means.get)
+
+    def named(patch: int) -> str:
+        return f"patch {patch}" + (f" ({tokens[patch]} tokens)" if patch in tokens else "")
+    if means[best] == means[worst]:
+        return [f"The ViT's mean best validation accuracy is the same, {means[best]:.3f}, at every patch size."]
+    return [f"The ViT does best with {named(best)}, mean best validation accuracy {means[best]:.3f}, and worst "
+            f"with {named(worst)}, {means[worst]:.3f}."]
+
+
+# -- files ----------------------------------------------------------------------------------------
+
+def token_costs(result: CompareResult) -> list[dict[str, Any]]:
+    """The cost model's row per patch size for the study's ViT and image (square images only),
+    with the ViT's parameter count at that patch."""
+    chans, height, width = result.data["image_shape"]
+    if height != width:
+        return []
+    vit = get_config(result.config.vit)
+    rows = cost_table(tuple((height, p) for p in result.config.patches), dim=vit.embed_dim, depth=vit.depth,
+                      heads=vit.num_heads, mlp_ratio=vit.mlp_ratio, class_token=vit.class_token, in_chans=chans)
+    params = {r.axes["patch"]: r.params for r in result.records.values() if r.kind == "vit"}
+    return [{**row.to_dict(), "params": params.get(row.patch)} for row in rows]
+
+
+def _fmt(mean: float | None, std: float | None, digits: int = 4) -> str:
+    if mean is None:
+        return "–"
+    text = f"{mean:.{digits}f}"
+    return text if std is None else f"{text} ± {std:.{digits}f}"
+
+
+def _rows_text(axes: dict[str, Any], train_rows: int) -> str:
+    return f"{train_rows:,}" + (" (full)" if axes.get("rows", 0) is None else "")
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|",
+            *("| " + " | ".join(row) + " |" for row in body)]
+
+
+def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
+    """Markdown lines: the textbook's columns (Model, Rows, Parameters, Best val accuracy, Final
+    train accuracy, Seconds), then Patch, Augment, Gap, ECE and Test accuracy; mean ± std over seeds."""
+    extra = sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment"})
+    header = ["Model", "Rows", "Parameters", "Best val accuracy", "Final train accuracy", "Seconds", "Patch",
+              "Augment", *extra, "Gap", "ECE", "Test accuracy"]
+    body = []
+    for a in aggregates:
+        m, s = a.mean, a.std
+        body.append([a.label.split(" patch")[0], _rows_text(a.axes, a.train_rows), f"{m['params']:,.0f}",
+                     _fmt(m["best_val_acc"], s["best_val_acc"]), _fmt(m["final_train_acc"], s["final_train_acc"]),
+                     _fmt(m["seconds"], s["seconds"], 1), str(a.axes.get("patch", "–")),
+                     str(a.axes.get("augment", "–")), *(str(a.axes.get(k, "–")) for k in extra),
+                     _fmt(m["gap"], s["gap"]), _fmt(m["val_ece"], s["val_ece"]), _fmt(m["test_acc"], s["test_acc"])])
+    return _table(header, body)
+
+
+def leads_table(leads: Sequence[Lead]) -> list[str]:
+    """Markdown lines: per cell, both models' parameters and best val accuracy, the lead, its spread
+    and the verdict."""
+    names = [k for k in leads[0].axes if k != "rows"] if leads else []
+    header = ["Rows", *(n.capitalize() for n in names), "ViT params", "CNN params", "ViT best val", "CNN best val",
+              "Lead (ViT − CNN)", "Spread", "Leader", "Verdict"]
+    body = [[_rows_text(lead.axes, lead.train_rows), *(str(lead.axes[n]) for n in names),
+             f"{lead.vit['params']:,.0f}", f"{lead.cnn['params']:,.0f}", f"{lead.vit['best_val_acc']:.4f}",
+             f"{lead.cnn['best_val_acc']:.4f}", _signed(lead.lead, 4),
+             "–" if lead.spread is None else f"{lead.spread:.4f}", lead.leader, lead.verdict] for lead in leads]
+    return _table(header, body)
+
+
+def cost_lines(costs: Sequence[dict[str, Any]]) -> list[str]:
+    header = ["Patch", "Tokens", "Attention entries (per head, per layer)", "vs first", "Forward FLOPs per image",
+              "ViT parameters"]
+    body = [[str(c["patch"]), f"{c['tokens']:,}", f"{c['entries']:,}", f"{c['ratio']:,.2f}x", f"{c['flops']:,}",
+             f"{c['params']:,}" if c["params"] is not None else "–"] for c in costs]
+    return _table(header, body)
+
+
+def recipe_augment(augment: str | AugmentConfig) -> str:
+    """A recipe's augmentation in words: ``preset light``, ``erasing=0.25``, or ``none``."""
+    if isinstance(augment, str):
+        return f"preset {augment}"
+    default = AugmentConfig()
+    changed = [f"{f.name}={getattr(augment, f.name)}" for f in fields(AugmentConfig)
+               if getattr(augment, f.name) != getattr(default, f.name)]
+    return ", ".join(changed) or "none"
+
+
+def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], leads: Sequence[Lead],
+                    sentences: Sequence[str], costs: Sequence[dict[str, Any]]) -> str:
+    """The whole ``report.md``."""
+    cfg, data = result.config, result.data
+    recipe = TrainConfig.from_recipe(cfg.recipe)
+    chans, height, width = data["image_shape"]
+    test = f", {data['test']:,} test" if data["test"] is not None else ", no test split"
+    lines = [
+        f"# {cfg.name}: ViT against a CNN of the same size", "",
+        f"Dataset **{data['dataset']}** ({height}x{width}x{chans}, {data['num_classes']} classes): training pool "
+        f"{data['pool']:,} images, {data['val']:,} validation{test}. ViT `{cfg.vit}`; CNN `{cfg.cnn}` family with "
+        f"widths matched to the ViT's parameter count at each patch size (within ±{cfg.param_tolerance:.0%}). "
+        f"Both train with recipe `{cfg.recipe}` ({recipe.optimizer}, lr {recipe.lr:g}, {recipe.schedule} schedule, "
+        f"batch {recipe.batch_size}, weight decay {recipe.weight_decay:g}, label smoothing {recipe.label_smoothing:g}; "
+        f"its own augmentation, augment value `recipe`, is {recipe_augment(recipe.augment)}) for {cfg.epochs} "
+        f"epoch{'s' if cfg.epochs > 1 else ''}; each cell uses seeds 0..{cfg.seeds - 1} "
+        f"({cfg.seeds} per cell), the same seed giving both models the same split and batch order. "
+        f"{len(result.records)} runs in {result.seconds:,.1f} s ({result.cpu_seconds:,.1f} s of CPU time, "
+        f"{torch.get_num_threads()} thread(s)).", "",
+        "## Results", "", f"Mean ± standard deviation over {cfg.seeds} seed(s)"
+        + (" (one seed: no spread)." if cfg.seeds == 1 else "."), "",
+        *results_table(aggregates), "",
+        "## Who leads", "", *leads_table(leads), "",
+        "## Conclusions", "", *(f"- {s}" for s in sentences), "",
+    ]
+    if costs:
+        lines += ["## Token cost per patch size", "",
+                  f"From the cost model (`vitlab cost`) for `{cfg.vit}` on {height}x{width} images: attention "
+                  "compares every token with every other, so its entries grow with the square of the token count.",
+                  "", *cost_lines(costs), ""]
+    lines += [
+        "## Figures", "",
+        "![Best validation accuracy against training rows](accuracy_vs_rows.png)", "",
+        "![Validation accuracy per epoch](learning_curves.png)", "",
+        "![Train − validation gap](gap.png)", "",
+        "## Definitions", "",
+        "- **Best val accuracy**: the highest validation accuracy over the epochs (selected on the validation "
+        "set itself, so optimistic alike for both models).",
+        "- **Final train accuracy**: accuracy on the last epoch's training batches as trained on (augmented, "
+        "training mode).",
+        "- **Gap** = final train accuracy − best val accuracy; large and positive means memorising.",
+        "- **ECE**: expected calibration error on the validation set at the best epoch.",
+        "- **Test accuracy**: the final weights on the test split, where the dataset has one.",
+        "- **Seconds**: the training run's wall time, validation included.",
+        "- **Lead** = mean over seeds of (ViT − CNN best val accuracy), paired by seed; **spread** = the "
+        "sample standard deviation of those per-seed differences. A lead is *larger than the spread* when its "
+        "size exceeds the spread, otherwise *within the spread*; with one seed the spread is unknown.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``results.json``, ``report.md`` and the PNG figures into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    aggregates = aggregate(list(result.records.values()))
+    leads = compute_leads(result)
+    costs = token_costs(result)
+    sentences = conclusions(leads, {c["patch"]: c["tokens"] for c in costs})
+    files = {name: out / filename for name, filename in FIGURES.items()}
+    plot_accuracy_vs_rows(aggregates, files["accuracy_vs_rows"])
+    plot_learning_curves(aggregates, files["learning_curves"])
+    plot_gap(aggregates, files["gap"])
+    results = {
+        "config": result.config.to_dict(), "data": result.data, "seconds": result.seconds,
+        "cpu_seconds": result.cpu_seconds,
+        "environment": {"vitlab": __version__, "torch": torch.__version__, "python": platform.python_version(),
+                        "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()},
+        "axes": [asdict(axis) for axis in result.plan.axes],
+        "runs": [record.to_dict() for record in result.records.values()],
+        "aggregates": [asdict(a) for a in aggregates],
+        "leads": [{**asdict(lead), "leader": lead.leader, "verdict": lead.verdict} for lead in leads],
+        "conclusions": sentences, "token_cost": costs,
+    }
+    files["results"] = out / "results.json"
+    files["results"].write_text(json.dumps(results, indent=2) + "\n")
+    files["report"] = out / "report.md"
+    files["report"].write_text(render_markdown(result, aggregates, leads, sentences, costs))
+    return files
