@@ -1,0 +1,63 @@
+"""torchrun / DDP helpers; two gloo processes with batch 32 each match one process with batch 64."""
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from vitlab.data import load_dataset
+from vitlab.train import TrainConfig, build_model, train
+from vitlab.train.distributed import all_reduce_sum, resolve_device, setup
+from vitlab.train.trainer import seed_everything
+
+CONFIG = dict(model="vit-digits", model_overrides={"depth": 1, "embed_dim": 32, "num_heads": 2}, rows=256,
+              epochs=2, augment="none", warmup_epochs=1.0, device="cpu")   # 256 / 64 = 4 steps per epoch
+
+
+def worker(rank: int, world_size: int, port: int, out: str) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    result = train(TrainConfig(batch_size=32, **CONFIG))
+    if rank == 0:
+        torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_process_with_twice_the_batch(tmp_path):
+    out = str(tmp_path / "ddp.pt")
+    mp.spawn(worker, args=(2, free_port(), out), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=True)
+    single = train(TrainConfig(batch_size=64, **CONFIG))
+    weights = single.model.state_dict()
+    assert ddp["weights"].keys() == weights.keys()
+    for key, value in weights.items():
+        torch.testing.assert_close(ddp["weights"][key], value, rtol=0, atol=1e-5, msg=key)
+    seed_everything(0)
+    initial = build_model(single.config, load_dataset("digits", rows=256)).state_dict()
+    assert not torch.allclose(initial["head.weight"], weights["head.weight"], atol=1e-3)   # training moved them
+    for a, b in zip(ddp["history"], single.history):             # all-reduced metrics = global metrics
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+        assert a["val_acc"] == pytest.approx(b["val_acc"]) and a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-5)
+
+
+def test_single_process_without_torchrun_env(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    env = setup("cpu")
+    assert (env.rank, env.world_size, env.is_main, env.owns_group) == (0, 1, True, False)
+    assert all_reduce_sum(torch.ones(2)).tolist() == [1.0, 1.0]
+
+
+def test_resolve_device_gives_each_rank_its_gpu():
+    assert resolve_device("cuda", local_rank=1) == torch.device("cuda", 1)
+    assert resolve_device("cuda:0", local_rank=1) == torch.device("cuda", 0)
+    assert resolve_device("cpu", local_rank=1) == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
