@@ -1,0 +1,263 @@
+"""Datasets for dense prediction: images with per-pixel class masks and per-object boxes.
+
+- ``shapes``: generated and seeded; circles, squares, triangles and bars of varied size and colour,
+  overlapping, on a textured background. Any image size, any count.
+- ``mask-folder``: ``images/NAME.png`` with ``masks/NAME.png`` (one channel, pixel value = class id,
+  0 = background); boxes are the connected components of each class.
+- ``coco``: COCO-style box annotations (a JSON file) over a folder of images; no masks.
+
+Conventions: images ``(N, 3, H, W)`` float32 in [0, 1]; masks ``(N, H, W)`` int64 with 0 for
+background and ``c + 1`` for object class ``c``; per image, boxes ``(K, 4)`` float32 pixel
+``(x0, y0, x1, y1)`` and labels ``(K,)`` int64 object classes in ``0..len(classes) - 1``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+SHAPE_CLASSES = ("circle", "square", "triangle", "bar")
+
+
+@dataclass
+class DenseDataset:
+    """Images with optional masks and per-image boxes and labels (see the module docstring)."""
+    images: torch.Tensor
+    masks: torch.Tensor | None
+    boxes: list[torch.Tensor]
+    labels: list[torch.Tensor]
+    classes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.images)
+        if self.masks is not None and self.masks.shape != (n, *self.images.shape[-2:]):
+            raise ValueError(f"masks {tuple(self.masks.shape)} do not match images {tuple(self.images.shape)}")
+        if len(self.boxes) != n or len(self.labels) != n:
+            raise ValueError(f"{n} images but {len(self.boxes)} box sets and {len(self.labels)} label sets")
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    @property
+    def num_classes(self) -> int:
+        """Object classes (masks have one more value: background)."""
+        return len(self.classes)
+
+    def subset(self, index: torch.Tensor | list[int]) -> "DenseDataset":
+        index = torch.as_tensor(index, dtype=torch.long)
+        masks = None if self.masks is None else self.masks[index]
+        return DenseDataset(self.images[index], masks, [self.boxes[i] for i in index.tolist()],
+                            [self.labels[i] for i in index.tolist()], self.classes)
+
+
+@dataclass
+class DenseSplits:
+    """Train / val / test dense datasets sharing one class list."""
+    name: str
+    train: DenseDataset
+    val: DenseDataset
+    test: DenseDataset
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.train.classes
+
+
+def _texture(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A background ``(size, size, 3)``: a colour, a gradient, stripes and smooth noise."""
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    base = rng.uniform(0.1, 0.9, 3)
+    angle, freq = rng.uniform(0, np.pi), rng.uniform(2, 8)
+    stripes = np.sin(2 * np.pi * freq * (xx * np.cos(angle) + yy * np.sin(angle)))
+    coarse = rng.normal(0, 1, (4, 4, 3))
+    noise = F.interpolate(torch.from_numpy(coarse).permute(2, 0, 1)[None], size=(size, size),
+                          mode="bicubic", align_corners=False)[0].permute(1, 2, 0).numpy()
+    img = base + 0.08 * stripes[..., None] + 0.06 * noise + 0.1 * (xx[..., None] - 0.5)
+    return img + rng.normal(0, 0.02, img.shape)
+
+
+def _shape_mask(kind: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """A boolean ``(size, size)`` mask of one shape of a random size and place."""
+    yy, xx = np.mgrid[0:size, 0:size] + 0.5
+    r = rng.uniform(0.08, 0.2) * size
+    cx, cy = rng.uniform(r, size - r, 2)
+    if kind == 0:
+        return (xx - cx) ** 2 + (yy - cy) ** 2 <= r ** 2
+    if kind == 1:
+        return (np.abs(xx - cx) <= r * 0.85) & (np.abs(yy - cy) <= r * 0.85)
+    if kind == 2:
+        # upright isosceles triangle, apex at the top
+        top, bottom = cy - r, cy + r
+        half = (yy - top) / (2 * r) * r
+        return (yy >= top) & (yy <= bottom) & (np.abs(xx - cx) <= half)
+    long, short = r * rng.uniform(1.4, 2.2), r * rng.uniform(0.2, 0.35)
+    w, h = (long, short) if rng.random() < 0.5 else (short, long)
+    return (np.abs(xx - cx) <= w) & (np.abs(yy - cy) <= h)
+
+
+def _boxes_from_mask(mask: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Connected components of each class -> boxes ``(K, 4)`` xyxy and labels ``(K,)``."""
+    from scipy import ndimage
+
+    boxes, labels = [], []
+    for c in range(1, num_classes + 1):
+        parts, _ = ndimage.label(mask == c)
+        for sl in ndimage.find_objects(parts):
+            boxes.append([sl[1].start, sl[0].start, sl[1].stop, sl[0].stop])
+            labels.append(c - 1)
+    return np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(labels, np.int64)
+
+
+def generate_shapes(count: int, image_size: int = 64, seed: int = 0, max_objects: int = 4,
+                    min_visible: float = 0.5) -> DenseDataset:
+    """``count`` seeded images of ``image_size x image_size`` with 1..``max_objects`` shapes each.
+
+    Shapes are painted in order, so later ones occlude earlier ones; each keeps a box (of its
+    visible pixels). A new shape that would leave an earlier one less than ``min_visible`` visible is
+    redrawn, for up to 50 draws per image; after that shapes are kept as drawn.
+    """
+    if count < 1 or image_size < 16:
+        raise ValueError(f"count={count}, image_size={image_size}: need count >= 1 and image_size >= 16")
+    rng = np.random.default_rng(seed)
+    images = np.empty((count, image_size, image_size, 3), np.float32)
+    masks = np.zeros((count, image_size, image_size), np.int64)
+    boxes, labels = [], []
+    for i in range(count):
+        img, mask = _texture(rng, image_size), masks[i]
+        ids = np.zeros((image_size, image_size), np.int64)  # object instance per pixel, 0 = none
+        kinds: list[int] = []
+        target, tries = int(rng.integers(1, max_objects + 1)), 0
+        while len(kinds) < target:
+            kind = int(rng.integers(len(SHAPE_CLASSES)))
+            shape = _shape_mask(kind, rng, image_size)
+            trial = np.where(shape, len(kinds) + 1, ids)
+            area = [(ids == j + 1).sum() for j in range(len(kinds))]
+            kept = [(trial == j + 1).sum() >= min_visible * a for j, a in enumerate(area)]
+            tries += 1
+            if all(kept) or tries > 50:
+                colour = rng.uniform(0, 1, 3)
+                while np.abs(colour - img[shape].mean(0)).sum() < 0.6:
+                    colour = rng.uniform(0, 1, 3)
+                img[shape] = colour + rng.normal(0, 0.03, (int(shape.sum()), 3))
+                ids, mask[shape] = trial, kind + 1
+                kinds.append(kind)
+        images[i] = img.clip(0, 1)
+        b = [np.argwhere(ids == j + 1) for j in range(len(kinds))]
+        keep = [j for j in range(len(kinds)) if len(b[j])]
+        boxes.append(torch.tensor([[b[j][:, 1].min(), b[j][:, 0].min(), b[j][:, 1].max() + 1, b[j][:, 0].max() + 1]
+                                   for j in keep], dtype=torch.float32).reshape(-1, 4))
+        labels.append(torch.tensor([kinds[j] for j in keep], dtype=torch.long))
+    return DenseDataset(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(masks),
+                        boxes, labels, SHAPE_CLASSES)
+
+
+def _split(name: str, data: DenseDataset, seed: int) -> DenseSplits:
+    """A seeded 70/15/15 split."""
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    a, b = int(0.7 * len(data)), int(0.85 * len(data))
+    if a == 0 or b == a or b == len(data):
+        raise ValueError(f"{len(data)} images are too few to split 70/15/15: use at least 7")
+    return DenseSplits(name, data.subset(order[:a]), data.subset(order[a:b]), data.subset(order[b:]))
+
+
+def load_shapes_splits(count: int = 2000, image_size: int = 64, seed: int = 0) -> DenseSplits:
+    """``count`` generated images split 70/15/15 (seeded)."""
+    return _split("shapes", generate_shapes(count, image_size, seed), seed)
+
+
+def _read_rgb(path: Path, size: int) -> tuple[torch.Tensor, float, float]:
+    """An image file -> ``(3, size, size)`` in [0, 1] and the x, y scale factors applied."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        w, h = im.size
+        arr = np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), np.float32) / 255
+    return torch.from_numpy(arr).permute(2, 0, 1), size / w, size / h
+
+
+def load_mask_folder(data_dir: str | Path, image_size: int = 64, classes: tuple[str, ...] | None = None,
+                     seed: int = 0) -> DenseSplits:
+    """Pairs ``images/NAME.png`` + ``masks/NAME.png`` under ``data_dir``, resized, split 70/15/15.
+
+    Mask pixel values are class ids (0 = background); ``classes`` names ids 1..K (default
+    ``class1..classK`` for the largest id found).
+    """
+    from PIL import Image
+
+    root = Path(data_dir)
+    pairs = [(p, root / "masks" / (p.stem + ".png")) for p in sorted((root / "images").glob("*"))
+             if p.suffix.lower() in (".png", ".jpg", ".jpeg")]
+    missing = [str(m) for _, m in pairs if not m.is_file()]
+    if not pairs or missing:
+        raise ValueError(f"{root} needs images/NAME.png and masks/NAME.png pairs; "
+                         f"{'no images found' if not pairs else f'missing masks: {missing[:3]}'}")
+    images, masks = [], []
+    for img_path, mask_path in pairs:
+        images.append(_read_rgb(img_path, image_size)[0])
+        with Image.open(mask_path) as m:
+            masks.append(np.asarray(m.convert("L").resize((image_size, image_size), Image.NEAREST), np.int64))
+    mask = torch.from_numpy(np.stack(masks))
+    k = int(mask.max())
+    classes = tuple(classes) if classes is not None else tuple(f"class{c}" for c in range(1, k + 1))
+    if k > len(classes):
+        raise ValueError(f"masks hold class id {k} but only {len(classes)} classes are named: name them all")
+    found = [_boxes_from_mask(m.numpy(), len(classes)) for m in mask]
+    data = DenseDataset(torch.stack(images), mask, [torch.from_numpy(b) for b, _ in found],
+                        [torch.from_numpy(lab) for _, lab in found], classes)
+    return _split("mask-folder", data, seed)
+
+
+def load_coco_boxes(annotations: str | Path, image_dir: str | Path | None = None, image_size: int = 64,
+                    seed: int = 0) -> DenseSplits:
+    """COCO-style detection JSON (``images``, ``annotations`` with ``bbox`` = x, y, w, h,
+    ``categories``) -> resized images with boxes; no masks. Images are read from ``image_dir``
+    (default: the JSON's folder)."""
+    path = Path(annotations)
+    coco = json.loads(path.read_text())
+    if not {"images", "annotations", "categories"} <= set(coco):
+        raise ValueError(f"{path} is not COCO-style: it needs 'images', 'annotations' and 'categories'")
+    root = Path(image_dir) if image_dir is not None else path.parent
+    cats = sorted(coco["categories"], key=lambda c: c["id"])
+    index = {c["id"]: i for i, c in enumerate(cats)}
+    per_image: dict[int, list[dict]] = {im["id"]: [] for im in coco["images"]}
+    for ann in coco["annotations"]:
+        per_image[ann["image_id"]].append(ann)
+    images, boxes, labels = [], [], []
+    for im in coco["images"]:
+        img, sx, sy = _read_rgb(root / im["file_name"], image_size)
+        anns = per_image[im["id"]]
+        xywh = torch.tensor([a["bbox"] for a in anns], dtype=torch.float32).reshape(-1, 4)
+        xyxy = torch.cat([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], 1) * torch.tensor([sx, sy, sx, sy])
+        images.append(img)
+        boxes.append(xyxy)
+        labels.append(torch.tensor([index[a["category_id"]] for a in anns], dtype=torch.long))
+    data = DenseDataset(torch.stack(images), None, boxes, labels, tuple(c["name"] for c in cats))
+    return _split("coco", data, seed)
+
+
+def load_dense_dataset(name: str, data_dir: str | Path | None = None, *, seed: int = 0,
+                       rows: int | None = None, image_size: int = 64, count: int = 2000) -> DenseSplits:
+    """Dense splits by name: ``shapes`` (generated, ``count`` images), ``mask-folder`` (``data_dir``
+    with images/ and masks/), ``coco`` (``data_dir`` = the annotation JSON). ``rows`` keeps the first
+    ``rows`` training images."""
+    if name == "shapes":
+        splits = load_shapes_splits(count, image_size, seed)
+    elif name in ("mask-folder", "coco"):
+        if data_dir is None:
+            raise ValueError(f"dataset {name!r} reads files: pass data_dir (--data-dir)")
+        splits = (load_mask_folder(data_dir, image_size, seed=seed) if name == "mask-folder"
+                  else load_coco_boxes(data_dir, image_size=image_size, seed=seed))
+    else:
+        raise ValueError(f"unknown dense dataset {name!r}; choose one of {DENSE_DATASETS}")
+    if rows is not None:
+        if not 1 <= rows <= len(splits.train):
+            raise ValueError(f"rows={rows} but the training split has {len(splits.train)} images")
+        splits.train = splits.train.subset(list(range(rows)))
+    return splits
+
+
+DENSE_DATASETS = ("shapes", "mask-folder", "coco")

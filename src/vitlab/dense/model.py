@@ -1,0 +1,112 @@
+"""A backbone with a dense head: ``DenseModel(images (B, 3, H, W)) -> dict`` (see ``heads``).
+
+The backbone is any vitlab model with ``forward_intermediates(images, indices) -> [(B, D_i, h_i, w_i)]``
+(a plain ViT by default, or a registered model by name, e.g. a Swin once it has the method); the
+heads learn the maps' widths and the finest stride from one probe image at build time.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..models import create_model
+from ..models.vit import ViTConfig, VisionTransformer
+from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
+
+HEADS = {"segment": ("linear", "decoder", "queries"), "detect": ("detr",)}
+
+
+@dataclass
+class DenseConfig:
+    """Backbone (a ViT of these sizes, or ``backbone`` = a registered model name), head and sizes.
+
+    ``num_classes`` counts object classes; segmentation adds background. ``indices``: the blocks
+    whose maps the decoder heads read (default: up to 4 evenly spaced, the last included).
+    """
+    task: str = "segment"
+    head: str = "linear"
+    num_classes: int = 4
+    img_size: int = 64
+    patch_size: int = 8
+    embed_dim: int = 96
+    depth: int = 4
+    num_heads: int = 4
+    backbone: str | None = None
+    indices: list[int] | None = None
+    decoder_width: int = 96
+    num_queries: int = 10
+    decoder_depth: int = 2
+    mean: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
+    std: list[float] = field(default_factory=lambda: [0.25, 0.25, 0.25])
+
+    def __post_init__(self) -> None:
+        if self.task not in HEADS:
+            raise ValueError(f"task must be one of {list(HEADS)}, got {self.task!r}")
+        if self.head not in HEADS[self.task]:
+            raise ValueError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
+
+    def block_indices(self) -> list[int]:
+        if self.head == "linear" or self.head == "detr":
+            return [-1]
+        if self.indices is not None:
+            return list(self.indices)
+        n = min(self.depth, 4)
+        return sorted({round(self.depth * (i + 1) / n) - 1 for i in range(n)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DenseConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown dense option(s) {unknown}; known: {sorted(known)}")
+        return cls(**d)
+
+
+def build_backbone(cfg: DenseConfig) -> nn.Module:
+    if cfg.backbone is not None:
+        return create_model(cfg.backbone, num_classes=0)
+    return VisionTransformer(ViTConfig(img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=3, num_classes=0,
+                                       embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
+                                       class_token=False, pool="mean"))
+
+
+def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
+    """The head for maps of widths ``dims``, the finest ``stride`` pixels per cell."""
+    k = cfg.num_classes + 1  # with background
+    dim = dims[-1]
+    if cfg.head == "linear":
+        return LinearSegHead(dim, k)
+    if cfg.head == "decoder":
+        return ConvDecoderHead(dims, stride, k, width=cfg.decoder_width)
+    if cfg.head == "queries":
+        return QueryMaskHead(dims, stride, k, width=cfg.decoder_width, num_queries=cfg.num_queries,
+                             depth=cfg.decoder_depth)
+    return DETRHead(dim, cfg.num_classes, width=cfg.decoder_width, num_queries=cfg.num_queries,
+                    depth=cfg.decoder_depth)
+
+
+class DenseModel(nn.Module):
+    """Images ``(B, 3, H, W)`` in [0, 1] -> normalised -> backbone maps -> head outputs (a dict)."""
+
+    def __init__(self, config: DenseConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.backbone = build_backbone(config)
+        with torch.no_grad():  # the maps' widths and finest stride, from a probe image
+            probe = torch.zeros(1, 3, config.img_size, config.img_size)
+            maps = self.backbone.eval().forward_intermediates(probe, config.block_indices())
+        self.backbone.train()
+        stride = config.img_size // max(m.shape[-1] for m in maps)
+        self.head = build_head(config, [m.shape[1] for m in maps], stride)
+        self.register_buffer("mean", torch.tensor(config.mean).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(config.std).view(1, -1, 1, 1))
+
+    def forward(self, images: torch.Tensor) -> dict:
+        x = (images - self.mean) / self.std
+        return self.head(self.backbone.forward_intermediates(x, self.config.block_indices()), x)
