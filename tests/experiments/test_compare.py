@@ -145,6 +145,15 @@ def test_tiny_study_end_to_end(tmp_path):
     for png in ("accuracy_vs_rows.png", "learning_curves.png", "gap.png"):
         assert f"]({png})" in report
 
+    # per-head attention figures of the best ViT run (issue #4): real PNGs, referenced in the report
+    best = max((r for r in result.records.values() if r.kind == "vit"), key=lambda r: r.best_val_acc)
+    assert results["attention"]["run"] == best.key
+    figures = results["attention"]["files"]
+    assert figures and all(f.startswith("attention/attention_") for f in figures)
+    for f in figures:
+        assert (out / f).read_bytes()[:8] == PNG_MAGIC
+        assert f"]({f})" in report
+
 
 def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     code = main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",

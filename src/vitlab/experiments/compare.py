@@ -27,6 +27,7 @@ from ..data import DataSplits, load_dataset
 from ..data.augment import PRESETS
 from ..models import cnn_for_budget, count_params, create_model, get_config
 from ..ops.patches import divisibility_error
+from ..explain import attention_examples
 from ..train import RECIPES, TrainConfig, TrainResult, train
 from .figures import RECIPE_AUGMENT
 from .report import write_report
@@ -262,7 +263,8 @@ class RunRecord:
 class CompareResult:
     """What :func:`run_compare` returns: the config, the plan, every run's record (by run key),
     the data's description, the study's wall time and this process's CPU time over it (with one
-    thread and no competition for the core, about the wall time); ``files`` lists what was written."""
+    thread and no competition for the core, about the wall time); ``files`` lists what was written;
+    ``attention`` names the best ViT run and its per-head attention figures (when files are written)."""
     config: CompareConfig
     plan: Plan
     records: dict[str, RunRecord]
@@ -270,6 +272,7 @@ class CompareResult:
     seconds: float
     cpu_seconds: float
     files: dict[str, Path] = field(default_factory=dict)
+    attention: dict[str, Any] = field(default_factory=dict)
 
 
 ProgressFn = Callable[[int, int, RunPlan, "RunRecord | None"], None]
@@ -324,16 +327,26 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> Co
     data = {"dataset": full.name, "image_shape": list(full.image_shape), "num_classes": full.num_classes,
             "pool": pool, "val": len(full.val), "test": len(full.test) if full.test is not None else None}
     records: dict[str, RunRecord] = {}
+    best_vit: tuple[RunRecord, TrainResult, DataSplits] | None = None
     for index, run in enumerate(plan.runs, 1):
         if progress is not None:
             progress(index, len(plan.runs), run, None)
         splits = splits_for(run.train["seed"], run.train["rows"])
-        records[run.key] = record_run(run, train(train_config(config, run), splits), len(splits.train))
+        trained = train(train_config(config, run), splits)
+        records[run.key] = record = record_run(run, trained, len(splits.train))
+        if run.kind == "vit" and (best_vit is None or record.best_val_acc > best_vit[0].best_val_acc):
+            best_vit = (record, trained, splits)
         if progress is not None:
-            progress(index, len(plan.runs), run, records[run.key])
+            progress(index, len(plan.runs), run, record)
     result = CompareResult(config, plan, records, data, time.perf_counter() - start,
                            time.process_time() - cpu_start)
     if config.out_dir is not None:
+        if best_vit is not None:
+            record, trained, splits = best_vit
+            figures = attention_examples(trained.model, splits, n_correct=2, n_wrong=2,
+                                         out_dir=Path(config.out_dir) / "attention")
+            result.attention = {"run": record.key, "label": record.label,
+                                "files": [str(Path(f).relative_to(config.out_dir)) for f in figures]}
         result.files = write_report(result, config.out_dir)
     return result
 

@@ -361,6 +361,19 @@ def recipe_augment(augment: str | AugmentConfig) -> str:
     return ", ".join(changed) or "none"
 
 
+def attention_lines(result: CompareResult) -> list[str]:
+    """The report's section of per-head attention figures for the best ViT (empty without them)."""
+    if not result.attention.get("files"):
+        return []
+    lines = ["## What the best ViT attends to", "",
+             f"Per-head attention of **{result.attention['label']}** (the ViT run with the best validation "
+             "accuracy, `" + result.attention["run"] + "`) for its most confident correct and wrong validation "
+             "predictions, every layer. Titles give each head's spread (most minus least attended weight; "
+             "uniform is 1/N). Compare the wrong rows with the right ones: attention that looks normal on a "
+             "confident mistake is no explanation of it (`vitlab explain --audit` tests the maps).", ""]
+    return lines + [f"![{Path(f).stem.replace('_', ' ')}]({f})" for f in result.attention["files"]] + [""]
+
+
 def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], leads: Sequence[Lead],
                     sentences: Sequence[str], costs: Sequence[dict[str, Any]]) -> str:
     """The whole ``report.md``."""
@@ -396,6 +409,7 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
         "![Best validation accuracy against training rows](accuracy_vs_rows.png)", "",
         "![Validation accuracy per epoch](learning_curves.png)", "",
         "![Train − validation gap](gap.png)", "",
+        *attention_lines(result),
         "## Definitions", "",
         "- **Best val accuracy**: the highest validation accuracy over the epochs (selected on the validation "
         "set itself, so optimistic alike for both models).",
@@ -434,7 +448,7 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
         "runs": [record.to_dict() for record in result.records.values()],
         "aggregates": [asdict(a) for a in aggregates],
         "leads": [{**asdict(lead), "leader": lead.leader, "verdict": lead.verdict} for lead in leads],
-        "conclusions": sentences, "token_cost": costs,
+        "conclusions": sentences, "token_cost": costs, "attention": result.attention,
     }
     files["results"] = out / "results.json"
     files["results"].write_text(json.dumps(results, indent=2) + "\n")
