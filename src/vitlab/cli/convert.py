@@ -2,24 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..interop import convert_file, timm_kwargs
 from ..interop.checkpoint import SOURCES, TARGETS
-
-
-def _setting(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE (e.g. num_heads=3), got {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+from . import parse_overrides
 
 
 def run(args: argparse.Namespace) -> int:
-    config = dict(args.set)
+    config = parse_overrides(args.set)
     if args.num_heads is not None:
         config["num_heads"] = args.num_heads
     result = convert_file(args.src, args.dst, source=args.source, target=args.target, img_size=args.img_size,
@@ -50,6 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", dest="target", choices=TARGETS, default="vitlab", help="target format (default: vitlab)")
     p.add_argument("--num-heads", type=int, help="attention heads, which weights do not record (default: width/64)")
     p.add_argument("--img-size", type=int, help="run at this image size, resampling learned positions")
-    p.add_argument("--set", type=_setting, action="append", default=[], metavar="FIELD=VALUE",
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any ViTConfig field the file does not record (repeatable), e.g. --set pool=token")
     p.set_defaults(func=run)

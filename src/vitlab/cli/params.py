@@ -2,29 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
 from ..models import count_params, create_model
 from ..models.summary import parameter_table, trainable_position_params
+from . import parse_overrides
 
 # Registered models whose count with fixed positions is the total the textbook prints for them.
 TEXTBOOK_TOTALS = {"vit-seed": "the total the textbook prints for its Keras version of this model"}
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["depth=4", "pos_embed=sincos2d", "widths=[16,32]"]`` -> config overrides: JSON values
-    where they parse (numbers, true/false/null, lists), the text otherwise — as ``vitlab train``."""
-    overrides = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects key=value, got {item!r}: e.g. --set depth=4")
-        try:
-            overrides[key] = json.loads(text)
-        except json.JSONDecodeError:
-            overrides[key] = text
-    return overrides
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ import argparse
 
 from ..ssl import MAEConfig, PretrainConfig, pretrain
 from ..ssl.pretrain import IMAGE_SETS, METHODS
-from .train import parse_overrides
+from . import parse_overrides
 
 # argparse destination -> PretrainConfig field, for the options that map one to one
 FIELDS = ("model", "dataset", "data_dir", "images", "epochs", "batch_size", "lr", "seed", "device",

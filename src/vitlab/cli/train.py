@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..train import RECIPES, TqdmReporter, TrainConfig, train
-from .params import parse_overrides
+from . import parse_overrides
 
 
 # argparse destination -> TrainConfig field, for the options that map one to one
