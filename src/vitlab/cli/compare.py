@@ -51,9 +51,29 @@ class _Progress:
               f"[{time.perf_counter() - self.started:.0f}s elapsed]", flush=True)
 
 
+def run_segment(args: argparse.Namespace) -> int:
+    """``--task segment``: dense heads side by side by patch size (``vitlab.dense.compare``)."""
+    from ..dense.compare import compare_heads, heads_table
+
+    progress = None if args.quiet else (lambda row: print(f"{row['head']} patch {row['patch']}: mean IoU "
+                                                          f"{row['mean_iou']:.4f} ({row['seconds']}s)", flush=True))
+    rows = compare_heads(args.head or ["linear", "decoder"], args.patches or [4, 8, 16],
+                         dataset=args.dataset or "shapes", data_dir=args.data_dir, epochs=args.epochs or 30,
+                         device="cpu" if args.device in (None, "auto") else args.device, progress=progress)
+    table = heads_table(rows)
+    print(table)
+    out = Path(args.out) / args.name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "heads.md").write_text(table + "\n")
+    print(f"report: {out / 'heads.md'}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.task == "segment":
+        return run_segment(args)
     given = {k: getattr(args, k) for k in ("dataset", "data_dir", "rows", "patches", "augment", "seeds", "epochs",
                                            "recipe", "vit", "cnn", "device") if getattr(args, k) is not None}
     config = CompareConfig(name=args.name, out_dir=str(Path(args.out) / args.name), **given)
@@ -72,6 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
         "OUT/NAME. Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, 40 epochs. "
         "The textbook's protocol: --dataset mnist --data-dir DIR --rows 1000,4000 --patches 7 --epochs 15.")
+    p.add_argument("--task", default="classify", choices=("classify", "segment"),
+                   help="segment: compare dense heads (--head) by patch size (--patches) on shapes instead")
+    p.add_argument("--head", type=_names, help="with --task segment: heads to compare, default linear,decoder")
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=_rows, help="training-set sizes, comma-separated; 'full' = the whole pool")

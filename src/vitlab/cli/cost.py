@@ -1,11 +1,14 @@
-"""``vitlab cost``: tokens, attention entries, FLOPs and score memory per (image, patch) pair."""
+"""``vitlab cost``: tokens, attention entries, FLOPs and score memory per (image, patch) pair, with
+columns per kind of attention and ``--plot`` (memory and time against resolution, log-log)."""
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
 
-from ..models.cost import TEXTBOOK_PAIRS, cost_table
+from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, cost_figure, cost_table
+
+PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)      # --plot without --image: these, at patch 16
 
 
 def _ints(text: str) -> list[int]:
@@ -20,6 +23,15 @@ def _pairs(text: str) -> list[tuple[int, int]]:
         return [(int(image), int(patch)) for image, patch in (item.split("/") for item in text.split(","))]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected IMAGE/PATCH pairs, e.g. 28/7,224/16; got {text!r}")
+
+
+def _kinds(text: str) -> list[str]:
+    kinds = list(ATTENTION_COSTS) if text == "all" else [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [k for k in kinds if k not in ATTENTION_COSTS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown attention {unknown or text!r}: choose from "
+                                         f"{', '.join(ATTENTION_COSTS)} (comma-separated) or 'all'")
+    return kinds
 
 
 def _scaled(value: float, units: tuple[str, ...], step: int) -> str:
@@ -46,24 +58,45 @@ def select_pairs(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot and not (args.pairs or args.image):
+        args.image, args.patch = list(PLOT_SIDES), args.patch or [16]
+    pairs = select_pairs(args)
     sizes = dict(dim=args.dim, depth=args.depth, heads=args.heads, mlp_ratio=args.mlp_ratio,
-                 batch=args.batch, class_token=args.class_token, in_chans=args.channels)
-    rows = cost_table(select_pairs(args), **sizes)
+                 batch=args.batch, class_token=args.class_token, in_chans=args.channels,
+                 window_size=args.window, lowrank_k=args.rank, num_latents=args.latents)
+    rows = cost_table(pairs, **sizes)
+    others = {kind: cost_table(pairs, attention=kind, **sizes) for kind in args.attention if kind != "full"}
+    if args.plot:
+        patches = sorted({patch for _, patch in pairs})
+        if len(patches) != 1:
+            raise ValueError(f"--plot draws against resolution at one patch size, got patches {patches}: "
+                             f"give --image 224,448,896 --patch 16")
+        cost_figure(tuple(sorted({image for image, _ in pairs})), patches[0], tuple(args.attention),
+                    **sizes).savefig(args.plot, dpi=120)
     if args.json:
-        print(json.dumps({"settings": sizes, "rows": [r.to_dict() for r in rows]}, indent=2))
+        print(json.dumps({"settings": sizes, "rows": [r.to_dict() for r in rows],
+                          "attention": {kind: [r.to_dict() for r in table] for kind, table in others.items()}},
+                         indent=2))
         return 0
+    flops, memory = (("", "K", "M", "G", "T", "P"), 1000), (("B", "KiB", "MiB", "GiB", "TiB"), 1024)
     print(f"ViT dim={args.dim} depth={args.depth} heads={args.heads} mlp_ratio={args.mlp_ratio} "
           f"channels={args.channels} batch={args.batch}" + (" + class token" if args.class_token else ""))
     print("entries: attention scores per head per layer (N^2); FLOPs: forward, 2 per multiply-add;\n"
-          "scores: B x H x N x N at fp32, one layer")
-    header = ("image", "patch", "tokens", "entries", "vs first", "FLOPs", "scores")
+          "scores: B x H x N x N at fp32, one layer" + (
+              f"; per other kind, its FLOPs and attention memory (window {args.window}, low-rank k {args.rank}, "
+              f"{args.latents} latents; linear: its d x d state)" if others else ""))
+    header = ("image", "patch", "tokens", "entries", "vs first", "FLOPs", "scores") + tuple(
+        f"{what} {kind}" for kind in others for what in ("FLOPs", "mem"))
     table = [(f"{r.image}x{r.image}", str(r.patch), f"{r.tokens:,}", f"{r.entries:,}", f"{r.ratio:,.1f}x",
-              _scaled(r.flops, ("", "K", "M", "G", "T", "P"), 1000),
-              _scaled(r.attention_memory, ("B", "KiB", "MiB", "GiB", "TiB"), 1024))
-             for r in rows]
+              _scaled(r.flops, *flops), _scaled(r.attention_memory, *memory))
+             + tuple(cell for t in others.values() for cell in (_scaled(t[i].flops, *flops),
+                                                               _scaled(t[i].attention_memory, *memory)))
+             for i, r in enumerate(rows)]
     widths = [max(len(line[i]) for line in [header] + table) for i in range(len(header))]
     for line in [header] + table:
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -79,5 +112,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--channels", type=int, default=3, help="image channels (default 3)")
     p.add_argument("--batch", type=int, default=1, help="batch size B (default 1)")
     p.add_argument("--class-token", action="store_true", help="add a class token to every sequence")
+    p.add_argument("--attention", type=_kinds, default=["full", "window", "linear"],
+                   help=f"kinds of attention to price, comma-separated or 'all' ({', '.join(ATTENTION_COSTS)}; "
+                   "default full,window,linear): a FLOPs and a memory column for each kind besides full")
+    p.add_argument("--window", type=int, default=7, help="window side M for windowed attention (default 7)")
+    p.add_argument("--rank", type=int, default=64,
+                   help="k, the rows keys/values are projected to (lowrank; default 64)")
+    p.add_argument("--latents", type=int, default=16, help="learned latent tokens (latent; default 16)")
+    p.add_argument("--plot", metavar="PNG", help="also draw attention memory and FLOPs against the image side "
+                   f"(log-log) for the --attention kinds; without --image: sides {','.join(map(str, PLOT_SIDES))}")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)

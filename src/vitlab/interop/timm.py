@@ -15,9 +15,11 @@ from typing import Any
 
 from torch import nn
 
+from ..models.swin import SwinTransformer
 from ..models.vit import ViTConfig, VisionTransformer
 from .keymaps import StateDict, timm_to_vitlab, vitlab_to_timm
 from .state import model_from_state
+from .timm_swin import from_timm_swin
 
 _POOLS = {"token": "token", "avg": "mean", "max": "max"}
 _TIMM_KINDS = {"pos_embed": ("learned", "none"), "block": ("prenorm",), "attention": ("full",),
@@ -93,18 +95,27 @@ def timm_config(module: nn.Module) -> dict[str, Any]:
         norm_eps=eps.pop() if eps else TIMM_LAYERNORM_EPS)
 
 
-def from_timm(module: nn.Module, img_size: int | tuple[int, int] | None = None) -> VisionTransformer:
-    """A vitlab :class:`VisionTransformer` computing what the timm ``VisionTransformer`` computes.
+def from_timm(module: nn.Module, img_size: int | tuple[int, int] | None = None
+              ) -> VisionTransformer | SwinTransformer:
+    """A vitlab :class:`VisionTransformer` computing what the timm ``VisionTransformer`` computes,
+    or a :class:`~vitlab.models.swin.SwinTransformer` for a timm ``SwinTransformer``
+    (:func:`~vitlab.interop.timm_swin.from_timm_swin`).
 
     Args:
-        module: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_tiny_patch16_224")``).
+        module: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_tiny_patch16_224")``)
+            or ``SwinTransformer``.
         img_size: run at this image size instead, resampling the learned positions bicubically
-            as timm's ``resample_abs_pos_embed`` does.
+            as timm's ``resample_abs_pos_embed`` does (ViT only).
 
     Returns:
         A float32 model in the module's train/eval mode; ``model(images (B, C, H, W))`` gives the
         same logits ``(B, num_classes)``.
     """
+    if type(module).__name__ == "SwinTransformer":
+        if img_size is not None:
+            raise ValueError("img_size applies to ViTs; build the timm Swin at the size you want (img_size=...) "
+                             "and convert that")
+        return from_timm_swin(module)
     known = timm_config(module)
     state = timm_to_vitlab(module.state_dict(), num_patches=module.patch_embed.num_patches)
     model, _ = model_from_state(state, resize_to=img_size, **known)

@@ -3,8 +3,31 @@
 ``forward`` takes the fast path (PyTorch's fused ``scaled_dot_product_attention``);
 ``forward_with_weights`` forms the scores explicitly and also returns the attention weights
 ``(B, H, N, N)``. Both compute the same function.
+
+Variants, chosen by name (``kind``):
+
+- ``"full"``: ``softmax(Q K^T / sqrt(d)) V``, every token attends to every token.
+- ``"lsa"``: Locality Self-Attention (Lee, Lee & Song 2021): ``softmax(M(Q K^T) / tau) V`` with a
+  learnable temperature ``tau`` (initialised to ``sqrt(d)``) and ``M`` masking the diagonal, so no
+  token attends to itself and the weights sharpen on the others.
+
+The cheaper kinds are subclasses, one file each, that replace the token mixing and keep the
+projections (``qkv``, ``proj``), the call ``forward(x, rope, grid)`` and ``forward_with_weights``
+(so :mod:`vitlab.explain` records them too); :func:`vitlab.layers.build_attention` builds any kind
+by name. Time and memory per head and layer, for ``N`` tokens of head width ``d``:
+
+- ``"full"``, ``"lsa"``: ``O(N^2 d)`` time, ``O(N^2)`` scores.
+- ``"window"`` (:mod:`~vitlab.layers.window_attention`): inside windows of ``M`` tokens, shifted in
+  alternate blocks, with a relative position bias: ``O(N M d)``, ``O(N M)``.
+- ``"linear"`` (:mod:`~vitlab.layers.efficient_attention`): ``phi(Q) (phi(K)^T V)`` with a positive
+  feature map: ``O(N d^2)``, ``O(d^2)`` -- no ``N x N`` matrix at all.
+- ``"lowrank"``: Linformer, keys and values projected along the tokens to ``k`` rows: ``O(N k d)``, ``O(N k)``.
+- ``"latent"``: ``L`` learned latents summarise the keys and values, every token reads the summaries
+  (Perceiver-style cross-attention both ways): ``O(N L d)``, ``O(N L)``.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -13,6 +36,15 @@ from ..ops.attention import merge_heads, scaled_dot_product_attention
 from ..ops.positions import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
+ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent")
+
+
+def off_diagonal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
+    """``(N, N)`` bool mask, ``True`` off the diagonal: the keys a token may attend to under LSA."""
+    if n < 2:
+        raise ValueError(f"locality self-attention masks each token's own key, so it needs at least 2 "
+                         f"tokens, got {n}: use a larger image or attention='full'")
+    return ~torch.eye(n, dtype=torch.bool, device=device)
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -25,16 +57,23 @@ class MultiHeadSelfAttention(nn.Module):
         dim: token width ``D``.
         num_heads: heads ``H``; must divide ``D``.
         fused: use the fused kernel in ``forward`` (turn off to force the explicit path).
+        kind: ``"full"`` or ``"lsa"`` (locality self-attention: adds one parameter,
+            ``temperature``, a scalar initialised to ``sqrt(d)``); subclasses compute the others.
     """
+    kinds: tuple[str, ...] = ("full", "lsa")            # the kinds this class computes
 
     def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,
                  attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
-                 fused: bool = True) -> None:
+                 fused: bool = True, kind: str = "full") -> None:
         super().__init__()
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head "
                              f"count that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})")
-        self.num_heads, self.head_dim, self.fused = num_heads, dim // num_heads, fused
+        if kind not in self.kinds:
+            raise ValueError(f"{type(self).__name__} computes kind {' or '.join(map(repr, self.kinds))}, got {kind!r}; "
+                             f"build any of {ATTENTION_KINDS} with vitlab.layers.build_attention(kind, ...)")
+        self.num_heads, self.head_dim, self.fused, self.kind = num_heads, dim // num_heads, fused, kind
+        self.temperature = nn.Parameter(torch.tensor(math.sqrt(self.head_dim))) if kind == "lsa" else None
         self.attn_drop = attn_drop
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.q_norm = nn.LayerNorm(self.head_dim, eps=norm_eps) if qk_norm else nn.Identity()
@@ -44,25 +83,37 @@ class MultiHeadSelfAttention(nn.Module):
 
     def qkv_heads(self, x: torch.Tensor, rope: Rope | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values per head, each ``(B, H, N, d)``."""
-        b, n, dim = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        """Queries, keys and values per head, each ``(..., H, N, d)`` for tokens ``(..., N, D)``."""
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))      # (..., N, 3, H, d)
+        q, k, v = qkv.movedim(-3, 0).transpose(-3, -2).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         return q, k, v
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, need_weights: bool
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(output (B, N, D), weights (B, H, N, N) if need_weights)``: the token mixing that subclasses
+        replace. The explicit path runs when weights are needed or ``fused`` is off."""
         q, k, v = self.qkv_heads(x, rope)
+        mask, scale = None, None
+        if self.temperature is not None:
+            q, scale, mask = q / self.temperature, 1.0, off_diagonal_mask(q.shape[-2], q.device)
         dropout = self.attn_drop if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, dropout_p=dropout, need_weights=need_weights)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout, scale=scale,
+                                                    need_weights=need_weights or not self.fused)
         return self.proj_drop(self.proj(merge_heads(out))), weights
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None) -> torch.Tensor:
-        return self._attend(x, rope, need_weights=not self.fused)[0]
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
+                ) -> torch.Tensor:
+        """Tokens ``(B, N, D) -> (B, N, D)``. ``grid``: the patch grid ``(gh, gw)`` the tokens lie on,
+        read by windowed attention only (global kinds mix tokens regardless of where they lie)."""
+        return self._attend(x, rope, grid, need_weights=False)[0]
 
-    def forward_with_weights(self, x: torch.Tensor, rope: Rope | None = None
+    def forward_with_weights(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
                              ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, N, D), attention weights (B, H, N, N))`` by the explicit path."""
-        return self._attend(x, rope, need_weights=True)
+        return self._attend(x, rope, grid, need_weights=True)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.num_heads}, head_dim={self.head_dim}, kind={self.kind!r}"

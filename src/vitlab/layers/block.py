@@ -2,28 +2,67 @@
 
 Pre-norm:  ``x = x + DropPath(LS(MHSA(LN(x))));  x = x + DropPath(LS(MLP(LN(x))))``
 Post-norm: ``x = LN(x + MHSA(x));  x = LN(x + MLP(x))``  (needs warmup to train).
-Optional parts (layer scale, stochastic depth) are ``nn.Identity`` when off.
+Optional parts (layer scale, stochastic depth) are ``nn.Identity`` when off. The token mixer is
+any kind of :data:`~vitlab.layers.attention.ATTENTION_KINDS`, built by :func:`build_attention`.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
 
-from .attention import MultiHeadSelfAttention, Rope
+from .attention import ATTENTION_KINDS, MultiHeadSelfAttention, Rope
 from .drop import DropPath, LayerScale
+from .efficient_attention import LatentAttention, LinearAttention, LowRankAttention
 from .mlp import MLP
+from .window_attention import WindowAttention
+
+
+def build_attention(kind: str, dim: int, num_heads: int, grid: tuple[int, int] | None = None,
+                    num_tokens: int | None = None, window_size: int = 7, shift: bool = False, lowrank_k: int = 64,
+                    num_latents: int = 16, **common: Any) -> MultiHeadSelfAttention:
+    """The self-attention layer of ``kind`` for tokens ``(B, N, D)``, ``D = dim``.
+
+    Each kind reads only its own options: ``"window"`` the token ``grid``, ``window_size`` and
+    ``shift``; ``"lowrank"`` ``num_tokens`` (sequence length) and ``lowrank_k``; ``"latent"``
+    ``num_latents``. ``common`` are :class:`MultiHeadSelfAttention`'s keyword arguments
+    (``qkv_bias``, ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_eps``, ``fused``).
+    """
+    if kind in MultiHeadSelfAttention.kinds:
+        return MultiHeadSelfAttention(dim, num_heads, kind=kind, **common)
+    if kind == "linear":
+        return LinearAttention(dim, num_heads, **common)
+    if kind == "latent":
+        return LatentAttention(dim, num_heads, num_latents=num_latents, **common)
+    if kind == "window":
+        if grid is None:
+            raise ValueError("windowed attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
+        return WindowAttention(dim, num_heads, grid=grid, window_size=window_size, shift=shift, **common)
+    if kind == "lowrank":
+        if num_tokens is None:
+            raise ValueError("low-rank attention needs the sequence length: pass num_tokens (a model passes its own)")
+        return LowRankAttention(dim, num_heads, num_tokens=num_tokens, rank=lowrank_k, **common)
+    raise ValueError(f"unknown attention kind {kind!r}: choose one of {ATTENTION_KINDS}")
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: tokens ``(B, N, D) -> (B, N, D)``."""
+    """Pre-norm transformer block: tokens ``(B, N, D) -> (B, N, D)``.
+
+    ``attention`` names the self-attention variant (see ``layers.attention``), ``attention_options``
+    its options (:func:`build_attention`); ``grid`` in ``forward`` is the token grid, which
+    windowed attention needs.
+    """
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True,
                  qk_norm: bool = False, dropout: float = 0.0, attn_drop: float = 0.0,
-                 drop_path: float = 0.0, layer_scale: float | None = None, norm_eps: float = 1e-6) -> None:
+                 drop_path: float = 0.0, layer_scale: float | None = None, norm_eps: float = 1e-6,
+                 attention: str = "full", attention_options: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
-        self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                                           attn_drop=attn_drop, proj_drop=dropout, norm_eps=norm_eps)
+        self.attn = build_attention(attention, dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                                    attn_drop=attn_drop, proj_drop=dropout, norm_eps=norm_eps,
+                                    **(attention_options or {}))
         self.ls1 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
@@ -31,14 +70,16 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None) -> torch.Tensor:
-        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope)))
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
+                ) -> torch.Tensor:
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope, grid)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 class PostNormBlock(Block):
     """Post-norm block (the original Transformer's order), same parameters as :class:`Block`."""
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None) -> torch.Tensor:
-        x = self.norm1(x + self.drop_path1(self.ls1(self.attn(x, rope))))
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
+                ) -> torch.Tensor:
+        x = self.norm1(x + self.drop_path1(self.ls1(self.attn(x, rope, grid))))
         return self.norm2(x + self.drop_path2(self.ls2(self.mlp(x))))

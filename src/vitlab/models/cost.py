@@ -10,14 +10,23 @@ layer costs, in forward multiply-adds (FLOPs count each as 2)::
 and full attention stores ``H x N x N`` scores per image per layer. Everything except the
 scores and ``weights @ V`` is linear in ``N``; those two are what attention variants change.
 Each kind of attention is one function returning an :class:`AttentionCost`, looked up by name in
-:data:`ATTENTION_COSTS`, so a table can grow a column per kind.
+:data:`ATTENTION_COSTS`, so a table can grow a column per kind. Per head, for windows of ``M``
+tokens, ``k`` low-rank rows and ``L`` latents:
+
+    full     N^2 scores                  window   nW M^2 ~ N M scores (padded to whole windows)
+    linear   d^2 + d state, no scores    lowrank  N k scores (+ projecting K and V to k rows)
+    latent   2 N L scores (latents read the tokens, tokens read the latents)
+
+The layers these price are in :mod:`vitlab.layers.window_attention` and
+:mod:`vitlab.layers.efficient_attention`; tests hold every formula to PyTorch's FLOP counter.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from ..ops.patches import num_tokens
+from ..ops.patches import check_divisible, num_tokens
+from ..ops.windows import fit_window, padded_grid
 
 BYTES_FP32 = 4
 
@@ -27,7 +36,8 @@ class AttentionCost:
     """The token-mixing part of one attention layer.
 
     Attributes:
-        entries: attention scores per head for one image (``N * N`` for full attention).
+        entries: attention scores per head for one image (``N * N`` for full attention); for
+            linear attention, the entries of its key-value state instead.
         score_flops: FLOPs forming the scores for the whole batch, all heads.
         value_flops: FLOPs applying the weights to the values (``weights @ V``), batch and heads.
         memory: bytes of the scores ``(B, H, entries)`` at ``bytes_per_entry``.
@@ -46,7 +56,46 @@ def full_attention(tokens: int, dim: int, heads: int, batch: int = 1,
     return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
 
 
-ATTENTION_COSTS: dict[str, Callable[..., AttentionCost]] = {"full": full_attention}
+def window_attention(grid: tuple[int, int], window: int, dim: int, heads: int, batch: int = 1, prefix: int = 0,
+                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+    """Attention inside ``window x window`` windows of the patch ``grid`` (Swin's rule: a window no larger
+    than the grid; the grid padded to whole windows): ``nW M^2`` scores per head. ``prefix`` tokens, if
+    any, would attend to and be attended by every token: ``R (2T - R)`` more, ``T`` all tokens."""
+    (mh, mw), _ = fit_window(grid, (window, window))
+    ph, pw = padded_grid(grid, (mh, mw))
+    tokens = grid[0] * grid[1] + prefix
+    entries = (ph // mh) * (pw // mw) * (mh * mw) ** 2 + prefix * (2 * tokens - prefix)
+    flops = 2 * batch * entries * dim
+    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+
+
+def linear_attention(tokens: int, dim: int, heads: int, batch: int = 1,
+                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+    """Kernel attention ``phi(Q) (phi(K)^T V) / phi(Q) sum phi(K)``: a ``d x d`` state and a ``d``
+    normaliser per head, whatever ``N``; ``2 B N D d`` FLOPs to build the state, as many (plus
+    ``2 B N D`` for the normaliser) to read it."""
+    head_dim = dim // heads
+    state = 2 * batch * tokens * dim * head_dim
+    return AttentionCost(head_dim * head_dim + head_dim, state, state + 2 * batch * tokens * dim,
+                         batch * heads * (head_dim * head_dim + head_dim) * bytes_per_entry)
+
+
+def lowrank_attention(tokens: int, rank: int, dim: int, heads: int, batch: int = 1,
+                      bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+    """Linformer: keys and values projected to ``rank`` rows (``2 B k N D`` FLOPs each), then
+    ``N x k`` scores per head."""
+    entries, project = tokens * rank, 2 * batch * rank * tokens * dim
+    flops = 2 * batch * entries * dim + project
+    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+
+
+def latent_attention(tokens: int, latents: int, dim: int, heads: int, batch: int = 1,
+                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+    """``L`` latents pool keys and values (``L x N`` scores, weights applied to ``[K, V]``), then every
+    token reads the ``L`` summaries (``N x L``): ``2 N L`` scores per head."""
+    one = 2 * batch * tokens * latents * dim                 # one N x L (or L x N) product over all heads
+    entries = 2 * tokens * latents
+    return AttentionCost(entries, 2 * one, 3 * one, batch * heads * entries * bytes_per_entry)
 
 
 @dataclass(frozen=True)
@@ -61,9 +110,13 @@ class Workload:
     batch: int = 1
     class_token: bool = False
     in_chans: int = 3
+    window_size: int = 7
+    lowrank_k: int = 64
+    num_latents: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("image", "patch", "dim", "depth", "heads", "batch", "in_chans"):
+        for name in ("image", "patch", "dim", "depth", "heads", "batch", "in_chans", "window_size", "lowrank_k",
+                     "num_latents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
         if self.dim % self.heads:
@@ -76,6 +129,11 @@ class Workload:
         return num_tokens(self.image, self.image, self.patch)
 
     @property
+    def grid(self) -> tuple[int, int]:
+        """The patch grid ``(image / patch, image / patch)``; raises if the patch does not divide the image."""
+        return check_divisible(self.image, self.image, self.patch)
+
+    @property
     def tokens(self) -> int:
         """Sequence length: patch tokens plus the class token if there is one."""
         return self.patches + int(self.class_token)
@@ -86,11 +144,22 @@ class Workload:
         return int(self.dim * self.mlp_ratio)
 
 
+# Each kind's cost for a workload (its options are Workload fields). The ViT's kinds not listed
+# ("lsa") cost what "full" costs.
+ATTENTION_COSTS: dict[str, Callable[[Workload], AttentionCost]] = {
+    "full": lambda w: full_attention(w.tokens, w.dim, w.heads, w.batch),
+    "window": lambda w: window_attention(w.grid, w.window_size, w.dim, w.heads, w.batch, prefix=int(w.class_token)),
+    "linear": lambda w: linear_attention(w.tokens, w.dim, w.heads, w.batch),
+    "lowrank": lambda w: lowrank_attention(w.tokens, w.lowrank_k, w.dim, w.heads, w.batch),
+    "latent": lambda w: latent_attention(w.tokens, w.num_latents, w.dim, w.heads, w.batch),
+}
+
+
 def attention_cost(work: Workload, attention: str = "full") -> AttentionCost:
     """Cost of one layer's token mixing under the named kind of attention."""
     if attention not in ATTENTION_COSTS:
         raise ValueError(f"unknown attention {attention!r}; choose one of {', '.join(ATTENTION_COSTS)}")
-    return ATTENTION_COSTS[attention](work.tokens, work.dim, work.heads, work.batch)
+    return ATTENTION_COSTS[attention](work)
 
 
 def flops(work: Workload, attention: str = "full") -> dict[str, int]:
@@ -135,7 +204,8 @@ TEXTBOOK_PAIRS = ((28, 7), (28, 4), (64, 8), (224, 16), (224, 8))
 def cost_table(pairs: tuple[tuple[int, int], ...] = TEXTBOOK_PAIRS, attention: str = "full",
                **sizes: Any) -> list[CostRow]:
     """One :class:`CostRow` per ``(image, patch)`` pair; ``sizes`` are :class:`Workload` fields
-    (``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``batch``, ``class_token``, ``in_chans``)."""
+    (``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``batch``, ``class_token``, ``in_chans``, and the
+    attention options ``window_size``, ``lowrank_k``, ``num_latents``)."""
     if not pairs:
         raise ValueError("no (image, patch) pairs to price: pass at least one, e.g. ((224, 16),)")
     works = [Workload(image=image, patch=patch, **sizes) for image, patch in pairs]
@@ -143,3 +213,30 @@ def cost_table(pairs: tuple[tuple[int, int], ...] = TEXTBOOK_PAIRS, attention: s
     return [CostRow(work.image, work.patch, work.tokens, mix.entries, mix.entries / mixes[0].entries,
                     flops(work, attention)["total"], mix.memory)
             for work, mix in zip(works, mixes)]
+
+
+def cost_figure(images: tuple[int, ...], patch: int, kinds: tuple[str, ...] = ("full", "window", "linear"),
+                **sizes: Any) -> Any:
+    """A matplotlib figure: attention memory per layer and forward FLOPs (time, at a fixed FLOP rate)
+    against the image side for ``patch``-sized patches, log-log, one line per kind of attention.
+    ``sizes`` are :class:`Workload` fields. On log-log axes a power law is a straight line: full
+    attention's memory has slope 4 in the side (2 in ``N``), windowed and linear attention's 2 (1)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if len(images) < 2:
+        raise ValueError(f"a plot against resolution needs at least two image sides, got {list(images)}")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    for kind in kinds:
+        rows = cost_table(tuple((image, patch) for image in images), attention=kind, **sizes)
+        axes[0].loglog(images, [r.attention_memory for r in rows], marker="o", label=kind)
+        axes[1].loglog(images, [r.flops for r in rows], marker="o", label=kind)
+    for ax, what in zip(axes, ("attention memory per layer (bytes)", "forward FLOPs (time at a fixed rate)")):
+        ax.set_xticks(images, [str(side) for side in images], rotation=45)
+        ax.minorticks_off()
+        ax.set_xlabel(f"image side (pixels; patch {patch}, N = (side / {patch})^2 tokens)")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    return fig

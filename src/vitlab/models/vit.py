@@ -11,17 +11,20 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
+from ..layers.attention import ATTENTION_KINDS
 from ..layers.block import Block, PostNormBlock
 from ..layers.patch_embed import PatchEmbedding
-from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, build_position
+from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, SinCosPosition, build_position
+from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import _pair
 
 POOLS = ("token", "mean", "max")
+PATCH_EMBEDS = ("conv", "linear", "spt")
 
 
 @dataclass
@@ -31,6 +34,16 @@ class ViTConfig:
     ``fc_norm=None`` follows timm: a LayerNorm after pooling for ``mean``/``max`` pooling, on
     every token before pooling for ``token`` pooling. ``fc_norm=False`` with ``pool="mean"``
     normalises every token, then averages (the textbook's Keras model).
+
+    Small-data options (Lee, Lee & Song 2021): ``patch_embed="spt"`` tokenises by Shifted Patch
+    Tokenization, ``attention="lsa"`` uses Locality Self-Attention in every block.
+
+    Cheaper attention (``layers.attention`` lists the costs): ``attention="window"`` attends inside
+    ``window_size`` x ``window_size`` windows of the patch grid, shifted by half a window in every
+    odd block, and needs ``class_token=False, reg_tokens=0`` (prefix tokens have no place on the
+    grid; pool by the mean); ``"linear"``; ``"lowrank"`` projects keys and values to ``lowrank_k``
+    rows (a fixed image size); ``"latent"`` mixes through ``num_latents`` learned tokens. The
+    options are read only by their kind, so they change nothing else (parameters, state-dict keys).
     """
     img_size: int | tuple[int, int] = 224
     patch_size: int = 16
@@ -52,6 +65,10 @@ class ViTConfig:
     block: str = "prenorm"
     layer_scale: float | None = None
     patch_embed: str = "conv"
+    attention: str = "full"
+    window_size: int = 7
+    lowrank_k: int = 64
+    num_latents: int = 16
     pad: bool = False
     dynamic_img_size: bool = False
     norm_eps: float = 1e-6
@@ -69,6 +86,19 @@ class ViTConfig:
                              "set class_token=True or pool='mean'")
         if self.pos_embed not in POSITION_KINDS:
             raise ValueError(f"pos_embed must be one of {POSITION_KINDS}, got {self.pos_embed!r}")
+        if self.patch_embed not in PATCH_EMBEDS:
+            raise ValueError(f"patch_embed must be one of {PATCH_EMBEDS}, got {self.patch_embed!r}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        for name in ("window_size", "lowrank_k", "num_latents"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.attention == "window" and self.num_prefix_tokens:
+            raise ValueError("attention='window' partitions the patch grid, where a class or register token has no "
+                             "place: set class_token=False, reg_tokens=0 and pool='mean'")
+        if self.attention == "lowrank" and self.dynamic_img_size:
+            raise ValueError("attention='lowrank' projects a fixed number of tokens, so it cannot take "
+                             "dynamic_img_size=True: fix the image size or choose another attention")
         if self.block not in ("prenorm", "postnorm"):
             raise ValueError(f"block must be 'prenorm' or 'postnorm', got {self.block!r}")
         if self.embed_dim % self.num_heads:
@@ -93,7 +123,7 @@ class ViTConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ViTConfig":
         known = {f.name for f in fields(cls)}
-        return cls(**{k: (tuple(v) if k == "img_size" else v) for k, v in d.items() if k in known})
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 class VisionTransformer(nn.Module):
@@ -111,7 +141,10 @@ class VisionTransformer(nn.Module):
         self.config = cfg
         dim = cfg.embed_dim
         self.num_prefix_tokens = cfg.num_prefix_tokens
-        self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
+        self.patch_embed = (
+            ShiftedPatchTokenization(cfg.patch_size, cfg.in_chans, dim, pad=cfg.pad, norm_eps=cfg.norm_eps)
+            if cfg.patch_embed == "spt" else
+            PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad))
         self.pos_embed = build_position(cfg.pos_embed, cfg.grid, dim)
         self.rope = (Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens)
                      if cfg.pos_embed == "rope" else None)
@@ -121,11 +154,14 @@ class VisionTransformer(nn.Module):
         self.norm_pre = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.pre_norm else nn.Identity()
         block = PostNormBlock if cfg.block == "postnorm" else Block
         rates = torch.linspace(0, cfg.drop_path_rate, cfg.depth).tolist()
+        options = dict(grid=cfg.grid, num_tokens=cfg.num_prefix_tokens + cfg.grid[0] * cfg.grid[1],
+                       window_size=cfg.window_size, lowrank_k=cfg.lowrank_k, num_latents=cfg.num_latents)
         self.blocks = nn.ModuleList([
             block(dim, cfg.num_heads, cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
                   dropout=cfg.drop_rate, attn_drop=cfg.attn_drop_rate, drop_path=rate,
-                  layer_scale=cfg.layer_scale, norm_eps=cfg.norm_eps)
-            for rate in rates])
+                  layer_scale=cfg.layer_scale, norm_eps=cfg.norm_eps, attention=cfg.attention,
+                  attention_options={**options, "shift": i % 2 == 1})
+            for i, rate in enumerate(rates)])
         use_fc_norm = cfg.pool in ("mean", "max") if cfg.fc_norm is None else cfg.fc_norm
         self.norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and not use_fc_norm else nn.Identity()
         self.fc_norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and use_fc_norm else nn.Identity()
@@ -162,10 +198,11 @@ class VisionTransformer(nn.Module):
         return self.patch_embed.grid_size(height, width)
 
     def set_image_size(self, img_size: int | tuple[int, int]) -> None:
-        """Run at a new image size from now on, resampling a learned position table bicubically."""
+        """Run at a new image size from now on: a learned position table is resampled bicubically,
+        a sinusoidal one recomputed."""
         size = _pair(img_size, "img_size")
         grid = self.patch_embed.grid_size(*size)
-        if isinstance(self.pos_embed, LearnedPosition):
+        if isinstance(self.pos_embed, (LearnedPosition, SinCosPosition)):
             self.pos_embed.resample_(grid)
         self.config.img_size = size
         self.pos_embed.grid = grid
@@ -188,8 +225,29 @@ class VisionTransformer(nn.Module):
         x, grid = self.embed(images)
         rope = self.rope(grid) if self.rope is not None else None
         for block in self.blocks:
-            x = block(x, rope)
+            x = block(x, rope, grid)
         return self.norm(x)
+
+    def forward_intermediates(self, images: torch.Tensor, indices: Sequence[int]) -> list[torch.Tensor]:
+        """Patch tokens after the blocks ``indices`` (0-based; ``-1`` is the last), as feature maps.
+
+        Images ``(B, C, H, W)`` -> a list, in the order of ``indices``, of ``(B, D, H/P, W/P)`` maps;
+        prefix tokens are dropped, the last block's output gets the final norm.
+        """
+        depth = len(self.blocks)
+        wanted = [i % depth if -depth <= i < depth else None for i in indices]
+        if None in wanted:
+            raise ValueError(f"block indices {list(indices)} out of range for depth {depth}: "
+                             f"use 0..{depth - 1} or negative indices")
+        x, grid = self.embed(images)
+        rope = self.rope(grid) if self.rope is not None else None
+        maps = {}
+        for i, block in enumerate(self.blocks[:max(wanted) + 1]):
+            x = block(x, rope, grid)
+            if i in wanted:
+                tokens = self.norm(x) if i == depth - 1 else x
+                maps[i] = tokens[:, self.num_prefix_tokens:].transpose(1, 2).reshape(x.shape[0], -1, *grid)
+        return [maps[i] for i in wanted]
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
         """``(B, R + N, D) -> (B, D)``: the class token, or the mean / max over patch tokens."""

@@ -1,0 +1,182 @@
+"""The Swin Transformer (Liu et al. 2021): a hierarchical ViT with shifted windows.
+
+    images (B, C, H, W)
+      -> PatchEmbedding (P x P, zero-padded) + LayerNorm     feature map (B, H/P, W/P, C)
+      -> stage 0: depths[0] x Block                          window attention, shifted in odd blocks
+      -> stage s > 0: PatchMerging, depths[s] x Block        grid halved (rounded up), width doubled
+      -> LayerNorm -> mean over tokens -> head               logits (B, num_classes)
+
+Every block is vitlab's pre-norm :class:`~vitlab.layers.block.Block` with ``attention="window"``:
+the same block a plain ViT uses, told the stage's token grid. Attention in a stage of ``N`` tokens
+costs ``N M`` scores per head for windows of ``M = window_size^2`` tokens, and each stage has a
+quarter of the previous one's tokens, so the whole model is linear in the image's pixel count.
+A stage whose grid fits in one window uses one window of the grid's size, unshifted; a grid the
+window does not divide is padded, the padding masked (:mod:`vitlab.ops.windows`).
+
+Parameter names are timm's ``SwinTransformer`` names except ``stages`` (timm: ``layers``),
+``patch_norm`` (``patch_embed.norm``) and ``head`` (``head.fc``); see :mod:`vitlab.interop.timm_swin`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..layers.block import Block
+from ..layers.patch_embed import PatchEmbedding
+from ..layers.patch_merging import PatchMerging
+from ..ops.patches import _pair
+
+
+@dataclass
+class SwinConfig:
+    """Everything that defines a :class:`SwinTransformer`.
+
+    ``depths`` and ``num_heads`` give one entry per stage; stage ``s`` has width
+    ``embed_dim * 2^s``. ``window_size`` is the window side ``M`` in every stage.
+    """
+    img_size: int | tuple[int, int] = 224
+    patch_size: int = 4
+    in_chans: int = 3
+    num_classes: int = 1000
+    embed_dim: int = 96
+    depths: tuple[int, ...] = (2, 2, 6, 2)
+    num_heads: tuple[int, ...] = (3, 6, 12, 24)
+    window_size: int = 7
+    mlp_ratio: float = 4.0
+    qkv_bias: bool = True
+    norm_eps: float = 1e-5
+    drop_rate: float = 0.0
+    attn_drop_rate: float = 0.0
+    drop_path_rate: float = 0.1
+
+    def __post_init__(self) -> None:
+        self.img_size = _pair(self.img_size, "img_size")
+        self.depths, self.num_heads = tuple(self.depths), tuple(self.num_heads)
+        if not self.depths or len(self.depths) != len(self.num_heads):
+            raise ValueError(f"depths {self.depths} and num_heads {self.num_heads} need one entry per stage, "
+                             f"as many of each")
+        for name in ("patch_size", "embed_dim", "window_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        for stage, (dim, heads) in enumerate(zip(self.dims, self.num_heads)):
+            if heads < 1 or dim % heads:
+                raise ValueError(f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
+                                 f"num_heads[{stage}] = {heads}: choose head counts that divide the widths")
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """Token width per stage: ``embed_dim * 2^s``."""
+        return tuple(self.embed_dim * 2 ** s for s in range(len(self.depths)))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The patch grid of stage 0 (a partial patch is padded)."""
+        return tuple(-(-side // self.patch_size) for side in self.img_size)
+
+    @property
+    def stage_grids(self) -> tuple[tuple[int, int], ...]:
+        """Token grid per stage: each patch merging halves it, rounding up."""
+        grids = [self.grid]
+        for _ in self.depths[1:]:
+            grids.append(tuple((g + 1) // 2 for g in grids[-1]))
+        return tuple(grids)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(img_size=list(self.img_size), depths=list(self.depths), num_heads=list(self.num_heads))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SwinConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+class SwinStage(nn.Module):
+    """Feature map ``(B, H, W, C_in) -> (B, H', W', C)``: patch merging (or ``nn.Identity`` in the first
+    stage), then ``depth`` blocks of windowed attention on the ``grid`` (``H' x W'``), shifted in odd blocks."""
+
+    def __init__(self, in_dim: int, dim: int, grid: tuple[int, int], depth: int, num_heads: int,
+                 window_size: int, merge: bool, drop_paths: list[float], mlp_ratio: float = 4.0,
+                 qkv_bias: bool = True, dropout: float = 0.0, attn_drop: float = 0.0, norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.downsample = PatchMerging(in_dim, dim, norm_eps=norm_eps) if merge else nn.Identity()
+        self.blocks = nn.ModuleList([
+            Block(dim, num_heads, mlp_ratio, qkv_bias=qkv_bias, dropout=dropout, attn_drop=attn_drop,
+                  drop_path=drop_paths[i], norm_eps=norm_eps, attention="window",
+                  attention_options=dict(grid=grid, window_size=window_size, shift=i % 2 == 1))
+            for i in range(depth)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.downsample(x)
+        b, h, w, c = x.shape
+        x = x.reshape(b, h * w, c)
+        for block in self.blocks:
+            x = block(x, None, (h, w))
+        return x.reshape(b, h, w, c)
+
+
+class SwinTransformer(nn.Module):
+    """A Swin classifier: images ``(B, C, H, W)`` -> logits ``(B, num_classes)``.
+
+    ``forward_features`` returns the last stage's normalised feature map ``(B, H', W', C)``;
+    ``forward_head`` averages it over the grid and classifies. Any image size runs: stage grids
+    follow the image, windows the rule above.
+    """
+
+    def __init__(self, config: SwinConfig | None = None, **overrides: Any) -> None:
+        super().__init__()
+        cfg = config or SwinConfig()
+        if overrides:
+            cfg = SwinConfig.from_dict({**cfg.to_dict(), **overrides})
+        self.config = cfg
+        self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, cfg.embed_dim, pad=True)
+        self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=cfg.norm_eps)
+        rates = torch.linspace(0, cfg.drop_path_rate, sum(cfg.depths)).split(list(cfg.depths))
+        dims = cfg.dims
+        self.stages = nn.ModuleList([
+            SwinStage(dims[max(s - 1, 0)], dims[s], cfg.stage_grids[s], cfg.depths[s], cfg.num_heads[s],
+                      cfg.window_size, merge=s > 0, drop_paths=rates[s].tolist(), mlp_ratio=cfg.mlp_ratio,
+                      qkv_bias=cfg.qkv_bias, dropout=cfg.drop_rate, attn_drop=cfg.attn_drop_rate,
+                      norm_eps=cfg.norm_eps)
+            for s in range(len(cfg.depths))])
+        self.norm = nn.LayerNorm(dims[-1], eps=cfg.norm_eps)
+        self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
+        self.head = nn.Linear(dims[-1], cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """timm's initialisation: truncated normal (std 0.02) for linear layers, zero biases."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    @property
+    def num_classes(self) -> int:
+        return self.config.num_classes
+
+    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> the last stage's feature map ``(B, H', W', C)`` after the final norm."""
+        x = self.patch_norm(self.patch_embed(images))
+        gh, gw = self.patch_embed.grid_size(*images.shape[-2:])
+        x = x.reshape(x.shape[0], gh, gw, -1)
+        for stage in self.stages:
+            x = stage(x)
+        return self.norm(x)
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Feature map ``(B, H', W', C)`` -> logits ``(B, num_classes)`` (or pooled ``(B, C)``)."""
+        x = self.head_drop(features.mean(dim=(1, 2)))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(images))
+
+    def no_weight_decay(self) -> set[str]:
+        """Names of parameters that weight decay should skip beyond norms and biases: the bias tables."""
+        return {n for n, _ in self.named_parameters() if n.endswith("relative_position_bias_table")}
