@@ -10,14 +10,6 @@ TINY = dict(img_size=32, patch_size=2, in_chans=3, num_classes=10, embed_dim=16,
             num_heads=(2, 4, 8), window_size=4)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.mark.parametrize("overrides", [{}, dict(img_size=28, in_chans=1, window_size=7, num_heads=(2, 2, 4)),
                                        dict(num_classes=0, qkv_bias=False, mlp_ratio=2.0)])

@@ -12,14 +12,6 @@ from vitlab.models import ViTConfig, VisionTransformer
 from vitlab.ops.attention import merge_heads, split_heads
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def project(attn, mixed: torch.Tensor) -> torch.Tensor:
     return attn.proj(merge_heads(mixed))

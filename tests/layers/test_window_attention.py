@@ -11,14 +11,6 @@ from vitlab.models import ViTConfig, VisionTransformer
 from vitlab.ops.attention import merge_heads
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def dense_oracle(attn: WindowAttention, x: torch.Tensor, grid: tuple[int, int]):
     """Full attention over all N tokens with a dense mask and bias, no windows gathered: token

@@ -13,14 +13,6 @@ from vitlab.ops.attention import scaled_dot_product_attention
 from vitlab.ops.windows import window_layout
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 OPTIONS = dict(window_size=3, lowrank_k=5, num_latents=3)
 

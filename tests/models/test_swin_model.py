@@ -7,14 +7,6 @@ from vitlab.layers import Block, PatchMerging, WindowAttention
 from vitlab.models import SwinConfig, SwinTransformer, create_model, get_config
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.mark.parametrize("name, grids", [
     ("swin-nano-patch2-window7-28", ((14, 14), (7, 7), (4, 4))),

@@ -7,14 +7,6 @@ from vitlab.layers.tome import bipartite_soft_matching, merge_wavg, merging_bloc
 from vitlab.models import ViTConfig, VisionTransformer, apply_tome, front_loaded
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread, and far faster than on two busy ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def vit(**overrides) -> VisionTransformer:
     config = dict(img_size=24, patch_size=4, in_chans=1, num_classes=5, embed_dim=16, depth=4, num_heads=2)

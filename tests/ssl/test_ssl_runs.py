@@ -14,14 +14,6 @@ from vitlab.train import TrainConfig, load_checkpoint, train
 TINY = {"depth": 2, "embed_dim": 32, "num_heads": 2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run faster on one thread, and far faster on a loaded machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def splits():

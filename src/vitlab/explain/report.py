@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..data import DataSplits, ImageDataset, load_dataset, normalize
-from ..train import Checkpoint, TrainConfig, load_checkpoint
-from ..train.distributed import resolve_device
+from ..data import DataSplits, ImageDataset, normalize
+from ..train import Checkpoint, TrainConfig
+from ..train.evaluate import checkpoint_data
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_head_attention, plot_maps
 from .textbook import textbook_figures
@@ -119,23 +118,6 @@ def attention_examples(model: nn.Module, splits: DataSplits, n_correct: int = 2,
 
 
 # -- from a checkpoint ------------------------------------------------------------------------------
-
-
-def checkpoint_data(path: str | Path, dataset: str | None = None, data_dir: str | Path | None = None,
-                    device: str = "auto") -> tuple[Checkpoint, DataSplits]:
-    """The checkpoint's model (eval mode, on ``device``) and its dataset's splits, with the training
-    run's normalisation statistics."""
-    ckpt = load_checkpoint(path, resolve_device(device))
-    meta = ckpt.metadata
-    name = dataset or meta.get("dataset")
-    if name is None:
-        raise ValueError(f"{ckpt.path} does not record its dataset: pass one (--dataset NAME)")
-    same = name == meta.get("dataset")
-    splits = load_dataset(name, data_dir or (meta.get("data_dir") if same else None), seed=meta.get("seed", 0),
-                          rows=meta.get("rows") if same else None)
-    if same and "mean" in meta:
-        splits = replace(splits, mean=tuple(meta["mean"]), std=tuple(meta["std"]))
-    return ckpt, splits
 
 
 def checkpoint_train_config(ckpt: Checkpoint) -> TrainConfig:

@@ -16,9 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import ImageDataset, load_dataset, normalize
-from ..train.checkpoint import load_checkpoint
-from ..train.distributed import resolve_device
+from ..data import ImageDataset, normalize
+from ..train.evaluate import checkpoint_data
 
 PROBES = ("linear", "knn")
 
@@ -93,19 +92,12 @@ def probe_checkpoint(path: str | Path, method: str = "linear", *, dataset: str |
                      data_dir: str | Path | None = None, split: str = "test", rows: int | None = None,
                      k: int = 20, device: str = "auto") -> dict[str, Any]:
     """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
-    ckpt = load_checkpoint(path, resolve_device(device))
-    meta = ckpt.metadata
-    name = dataset or meta.get("dataset")
-    if name is None:
-        raise ValueError(f"{ckpt.path} does not record its dataset: pass one (--dataset NAME)")
-    same = name == meta.get("dataset")
-    splits = load_dataset(name, data_dir or (meta.get("data_dir") if same else None), seed=meta.get("seed", 0),
-                          rows=rows)
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    meta, name = ckpt.metadata, splits.name
     data = getattr(splits, split)
     if data is None:
         raise ValueError(f"{name} has no {split} split here: use --split val")
-    mean, std = meta.get("mean", splits.mean), meta.get("std", splits.std)
-    acc = probe_model(ckpt.model, splits.train, data, mean, std, method, k)
+    acc = probe_model(ckpt.model, splits.train, data, splits.mean, splits.std, method, k)
     return {"checkpoint": str(ckpt.path), "model": meta["model"], "dataset": name, "split": split,
             "probe": method, "k": k if method == "knn" else None, "train_rows": len(splits.train),
             "n": len(data), "accuracy": acc}

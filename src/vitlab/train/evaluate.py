@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import ImageDataset, load_dataset, normalize
-from .checkpoint import load_checkpoint
+from ..data import DataSplits, ImageDataset, load_dataset, normalize
+from .checkpoint import Checkpoint, load_checkpoint
 from .distributed import resolve_device
 from .metrics import (calibration_bins, confusion_matrix, ece_from_bins, fit_temperature, per_class_accuracy,
                       reliability)
@@ -77,6 +78,27 @@ def evaluate_model(model: nn.Module, dataset: ImageDataset, mean: Sequence[float
     return report
 
 
+def checkpoint_data(path: str | Path, dataset: str | None = None, data_dir: str | Path | None = None,
+                    device: str = "auto", rows: int | None = None) -> tuple[Checkpoint, DataSplits]:
+    """The checkpoint's model (eval mode, on ``device``) and its dataset's splits.
+
+    The dataset (name, data_dir, seed, rows) defaults to the one the checkpoint records, so the
+    splits are the training run's, normalised with the run's statistics; ``rows`` overrides the
+    number of training rows.
+    """
+    ckpt = load_checkpoint(path, resolve_device(device))
+    meta = ckpt.metadata
+    name = dataset or meta.get("dataset")
+    if name is None:
+        raise ValueError(f"{ckpt.path} does not record its dataset: pass one (--dataset NAME)")
+    same = name == meta.get("dataset")
+    splits = load_dataset(name, data_dir or (meta.get("data_dir") if same else None), seed=meta.get("seed", 0),
+                          rows=rows if rows is not None else meta.get("rows") if same else None)
+    if same and "mean" in meta:
+        splits = replace(splits, mean=tuple(meta["mean"]), std=tuple(meta["std"]))
+    return ckpt, splits
+
+
 def evaluate_checkpoint(path: str | Path, *, dataset: str | None = None, data_dir: str | Path | None = None,
                         split: str = "test", temperature_scale: bool = False, out_dir: str | Path | None = None,
                         device: str = "auto") -> dict[str, Any]:
@@ -90,19 +112,13 @@ def evaluate_checkpoint(path: str | Path, *, dataset: str | None = None, data_di
 
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: choose one of {SPLITS}")
-    ckpt = load_checkpoint(path, resolve_device(device))
-    meta = ckpt.metadata
-    name = dataset or meta.get("dataset")
-    if name is None:
-        raise ValueError(f"{ckpt.path} does not record its dataset: pass one (--dataset NAME)")
-    same = name == meta.get("dataset")
-    splits = load_dataset(name, data_dir or (meta.get("data_dir") if same else None), seed=meta.get("seed", 0),
-                          rows=meta.get("rows") if same else None)
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
+    meta, name = ckpt.metadata, splits.name
     data = getattr(splits, split)
     if data is None:
         raise ValueError(f"{name} has no {split} split here (e.g. MNIST from its test file alone): "
                          f"use --split val")
-    report = evaluate_model(ckpt.model, data, meta.get("mean", splits.mean), meta.get("std", splits.std),
+    report = evaluate_model(ckpt.model, data, splits.mean, splits.std,
                             calibration=splits.val if temperature_scale else None)
     report = {"checkpoint": str(ckpt.path), "model": meta["model"], "dataset": name, "split": split, **report}
     if out_dir is not None:
