@@ -12,19 +12,20 @@ comparisons treat both alike.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from ..ops.patches import _pair
+from .config import ModelConfig
 
 NORMS = ("batch", "none")
 
 
 @dataclass
-class CNNConfig:
+class CNNConfig(ModelConfig):
     """Everything that defines a :class:`SimpleCNN`.
 
     ``widths`` gives the channels of each stage; a 2x2 max-pool sits between consecutive stages
@@ -59,15 +60,6 @@ class CNNConfig:
             side = side // 2 if flags[-1] else side
         return tuple(flags)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["img_size"], d["widths"] = list(self.img_size), list(self.widths)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CNNConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: (tuple(v) if k in ("img_size", "widths") else v) for k, v in d.items() if k in known})
 
 
 class ConvNormAct(nn.Module):

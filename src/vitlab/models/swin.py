@@ -18,7 +18,7 @@ Parameter names are timm's ``SwinTransformer`` names except ``stages`` (timm: ``
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,10 +28,11 @@ from ..layers.block import Block
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.patch_merging import PatchMerging
 from ..ops.patches import _pair
+from .config import ModelConfig
 
 
 @dataclass
-class SwinConfig:
+class SwinConfig(ModelConfig):
     """Everything that defines a :class:`SwinTransformer`.
 
     ``depths`` and ``num_heads`` give one entry per stage; stage ``s`` has width
@@ -84,15 +85,6 @@ class SwinConfig:
             grids.append(tuple((g + 1) // 2 for g in grids[-1]))
         return tuple(grids)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(img_size=list(self.img_size), depths=list(self.depths), num_heads=list(self.num_heads))
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SwinConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 class SwinStage(nn.Module):

@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -22,13 +22,14 @@ from ..layers.patch_embed import PatchEmbedding
 from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, SinCosPosition, build_position
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import _pair
+from .config import ModelConfig
 
 POOLS = ("token", "mean", "max")
 PATCH_EMBEDS = ("conv", "linear", "spt")
 
 
 @dataclass
-class ViTConfig:
+class ViTConfig(ModelConfig):
     """Everything that defines a :class:`VisionTransformer`.
 
     ``fc_norm=None`` follows timm: a LayerNorm after pooling for ``mean``/``max`` pooling, on
@@ -115,15 +116,6 @@ class ViTConfig:
     def num_prefix_tokens(self) -> int:
         return int(self.class_token) + self.reg_tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["img_size"] = list(self.img_size)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ViTConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 class VisionTransformer(nn.Module):
