@@ -29,6 +29,7 @@ from ..layers.patch_embed import PatchEmbedding
 from ..layers.patch_merging import PatchMerging
 from ..ops.patches import _pair
 from .config import ModelConfig
+from .vit import init_linears
 
 
 @dataclass
@@ -138,15 +139,7 @@ class SwinTransformer(nn.Module):
         self.norm = nn.LayerNorm(dims[-1], eps=cfg.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
         self.head = nn.Linear(dims[-1], cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        """timm's initialisation: truncated normal (std 0.02) for linear layers, zero biases."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        init_linears(self)
 
     @property
     def num_classes(self) -> int:

@@ -118,6 +118,15 @@ class ViTConfig(ModelConfig):
 
 
 
+def init_linears(model: nn.Module) -> None:
+    """timm's initialisation of every linear layer in ``model``: truncated normal (std 0.02), zero bias."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
 class VisionTransformer(nn.Module):
     """A ViT classifier: images ``(B, C, H, W)`` -> logits ``(B, num_classes)``.
 
@@ -162,12 +171,8 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """timm's ViT initialisation: truncated normal (std 0.02) for linear layers, zero biases."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        """timm's ViT initialisation: :func:`init_linears`, and near-zero special tokens."""
+        init_linears(self)
         for token in (self.class_token, self.reg_token):
             if token is not None:
                 nn.init.normal_(token, std=1e-6)
