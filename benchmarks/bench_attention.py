@@ -44,23 +44,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 from vitlab.data.idx import read_idx_pair
 from vitlab.interop import from_timm
 from vitlab.layers import Block
 from vitlab.models import ViTConfig, VisionTransformer, apply_tome, create_model, front_loaded
 from vitlab.models.cost import Workload, attention_cost, flops
+from vitlab.train.measure import best_seconds, peak_memory
 
 BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank")
 SECTIONS = ("blocks", "tome", "mnist", "swin")
@@ -69,37 +67,6 @@ SECTIONS = ("blocks", "tome", "mnist", "swin")
 def emit(record: dict) -> dict:
     print(json.dumps(record), flush=True)
     return record
-
-
-def peak_memory(fn: Callable[[], object]) -> int:
-    """Peak bytes allocated by PyTorch's CPU allocator during ``fn()`` beyond what was live before."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
-
-
-def best_seconds(fns: dict[str, Callable[[], object]], rounds: int, min_seconds: float = 0.2) -> dict[str, float]:
-    """Seconds per call of each function: best of ``rounds`` rounds run alternately, each round
-    repeating a call until ``min_seconds`` have passed (one call at least)."""
-    for fn in fns.values():
-        fn()
-    best = {name: math.inf for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            calls, start = 0, time.perf_counter()
-            while True:
-                fn()
-                calls += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= min_seconds:
-                    break
-            best[name] = min(best[name], elapsed / calls)
-    return best
 
 
 def growth_exponent(tokens: list[int], seconds: list[float]) -> float:

@@ -7,7 +7,8 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.experiments import CompareConfig, plan_compare, run_compare
-from vitlab.experiments.compare import train_config
+from vitlab.experiments.compare import attention_overrides, tome_schedule, train_config
+from vitlab.models import get_config
 from vitlab.train import TrainConfig
 from vitlab.models import count_params, create_model
 
@@ -32,6 +33,46 @@ def test_grid_expands_every_combination_and_shares_equal_cnns():
     assert all(r.overrides == {"patch_size": r.axes["patch"]} for r in vits)
     assert all("patch" not in r.axes and r.train == {"seed": r.axes["seed"], "rows": r.axes["rows"],
                                                      "augment": r.axes["augment"]} for r in cnns)
+
+
+def test_variant_axes_join_the_grid_only_when_studied():
+    assert [a.name for a in plan_compare(CompareConfig(attention=["full"], pretrain=["none"]), DIGITS).axes] == [
+        "seed", "rows", "augment", "patch"]
+    config = CompareConfig(rows=[50], patches=[2], augment=["none"], attention=["full", "window", "tome"])
+    plan = plan_compare(config, DIGITS)
+    assert [a.name for a in plan.axes][-1] == "attention"
+    vits = {r.axes["attention"]: r for r in plan.runs if r.kind == "vit"}
+    # 8x8 digits in 2x2 patches: a 4x4 grid, windows of 2x2; tome trains the full model as registered
+    assert vits["window"].overrides == {"patch_size": 2, "attention": "window", "window_size": 2}
+    assert vits["full"].overrides == vits["tome"].overrides == {"patch_size": 2}
+    assert len([r for r in plan.runs if r.kind == "cnn"]) == 1       # the same budget within the CNN family's steps
+
+
+def test_attention_overrides_fit_the_patch_grid():
+    tiny = get_config("vit-tiny-patch16-224")                      # class token, 14x14 grid, 196 tokens
+    assert attention_overrides("window", tiny) == {"attention": "window", "window_size": 7, "class_token": False,
+                                                   "reg_tokens": 0, "pool": "mean"}
+    assert attention_overrides("lowrank", tiny) == {"attention": "lowrank", "lowrank_k": 98}
+    assert attention_overrides("latent", tiny) == {"attention": "latent", "num_latents": 49}
+    assert attention_overrides("linear", tiny) == {"attention": "linear"}
+    assert attention_overrides("full", tiny) == attention_overrides("tome", tiny) == {}
+    for kind in ("window", "lowrank", "latent", "linear", "lsa"):
+        create_model("vit-tiny-patch16-224", depth=2, **attention_overrides(kind, tiny))   # a valid model each
+    # half the patch tokens merged in all, front-loaded
+    assert tome_schedule(196, 12) == [15, 14, 12, 11, 10, 9, 7, 6, 5, 4, 2, 1]
+    assert tome_schedule(16, 4) == [3, 2, 2, 1]
+
+
+def test_distillation_trains_the_cells_cnn_first_as_its_teacher():
+    config = CompareConfig(rows=[50], patches=[2], augment=["none"], distill=["none", "cnn"])
+    plan = plan_compare(config, DIGITS)
+    order = [r.key for r in plan.runs]
+    for cell in plan.cells:
+        vit = next(r for r in plan.runs if r.key == cell.vit)
+        if cell.axes["distill"] == "cnn":
+            assert vit.teacher == cell.cnn and order.index(cell.cnn) < order.index(cell.vit)
+        else:
+            assert vit.teacher is None
 
 
 def test_recipe_augment_keeps_the_recipes_own_augmentation():
@@ -88,6 +129,12 @@ def test_patch_not_dividing_the_image_names_the_fix():
     ({"seeds": 0}, "seeds and epochs"),
     ({"vit": "cnn-digits"}, "not a VIT"),
     ({"recipe": "fast"}, "unknown recipe"),
+    ({"attention": ["full", "sparse"]}, "unknown attention value"),
+    ({"pretrain": ["none", "byol"]}, "unknown pretrain value"),
+    ({"distill": ["vit"]}, "unknown distill value"),
+    ({"attention": ["window", "window"]}, "attention repeats"),
+    ({"distill_kind": "medium"}, "distill_kind must be"),
+    ({"pretrain_images": "val"}, "pretrain_images must be"),
 ])
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -167,3 +214,41 @@ def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     assert main(["compare", "--patches", "3", "--epochs", "1", "--out", str(tmp_path), "--name", "bad"]) == 2
     assert "not divisible by patch 3" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):
+    config = CompareConfig(rows=[60], patches=[2], augment=["none"], epochs=1, device="cpu", out_dir=str(tmp_path),
+                           attention=["full", "window", "tome"])
+    result = run_compare(config)
+    vits = {r.axes["attention"]: r for r in result.records.values() if r.kind == "vit"}
+    assert set(vits) == {"full", "window", "tome"}
+    for record in result.records.values():
+        assert record.images_per_s > 0 and record.peak_mb > 0
+    full, tome = vits["full"], vits["tome"]
+    # tome is the full model's own training (not a retrained copy), evaluated with merging
+    assert tome.curves == full.curves and tome.seconds == full.seconds and tome.tome_r == [3, 2, 2, 1]
+    assert 0 <= tome.agreement <= 1 and full.agreement is None and full.tome_r is None
+    assert tome.final_val_acc == tome.best_val_acc and full.final_val_acc == full.curves["val_acc"][-1]
+    assert full.label == "ViT patch 2, full attention" and tome.label == "ViT patch 2, full attention + ToMe"
+    report = (tmp_path / "report.md").read_text()
+    assert "| Attention |" in report and "| Images/s | Peak MB | Agreement |" in report
+    assert "## ViT variants" in report and "Window attention changes the ViT's best validation accuracy by" in report
+    assert f"keeps {tome.agreement:.1%} of its validation predictions" in report
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {r["label"] for r in results["runs"]} >= {full.label, tome.label}
+    assert results["attention"]["run"] == full.key                   # figures come from a full-attention ViT
+
+
+def test_pretrain_and_distill_study(tmp_path):
+    config = CompareConfig(rows=[60], patches=[2], augment=["none"], epochs=1, device="cpu", out_dir=str(tmp_path),
+                           pretrain=["none", "mae"], distill=["none", "cnn"], pretrain_epochs=1)
+    result = run_compare(config)
+    vits = {(r.axes["pretrain"], r.axes["distill"]): r for r in result.records.values() if r.kind == "vit"}
+    assert set(vits) == set(product(["none", "mae"], ["none", "cnn"]))
+    # the distilled ViT carries a distillation token and head
+    assert vits["none", "cnn"].params > vits["none", "none"].params
+    assert len([r for r in result.records.values() if r.kind == "cnn"]) == 1
+    report = (tmp_path / "report.md").read_text()
+    assert "MAE pretraining changes the ViT's best validation accuracy by" in report
+    assert "Distillation from the CNN changes the ViT's best validation accuracy by" in report
+    assert "(validation and test images included, their labels unused)" in report

@@ -39,7 +39,7 @@ def test_tie_and_equal_spread_are_not_leads():
 
 
 def test_describe_cell_names_new_axes_and_the_recipes_augmentation():
-    assert describe_cell({"seed": 0, "rows": 50, "attention": "window"}, 50) == "At 50 rows with attention window"
+    assert describe_cell({"seed": 0, "rows": 50, "attention": "window"}, 50) == "At 50 rows with window attention"
     assert (describe_cell({"rows": 50, "augment": "recipe", "patch": 4}, 50)
             == "At 50 rows with patch 4 and the recipe's augmentation")
 
@@ -101,3 +101,22 @@ def test_recipe_augmentation_sentence():
     leads = [make_lead(0.0, None, 1, augment="none"), make_lead(0.04, None, 1, augment="recipe")]
     assert ("The recipe's augmentation changes best validation accuracy by +0.040 for the ViT and +0.000 for the "
             "CNN (mean over 1 matched cells).") in conclusions(leads)
+
+
+def test_variant_sentences_compare_each_value_with_the_default():
+    def lead(attention, acc, speed, memory, seconds=10.0, final=None, agreement=None):
+        made = make_lead(0.0, None, 1, vit={"best_val_acc": acc, "final_val_acc": final or acc, "images_per_s": speed,
+                                            "peak_mb": memory, "seconds": seconds, "agreement": agreement})
+        made.axes["attention"] = attention
+        return made
+    leads = [lead("full", 0.90, 1000.0, 8.0, final=0.88), lead("window", 0.86, 2000.0, 2.0, seconds=15.0),
+             lead("tome", 0.87, 1500.0, 6.0, agreement=0.95)]
+    text = conclusions(leads)
+    assert ("Window attention changes the ViT's best validation accuracy by −0.040 against full attention (mean over "
+            "1 matched cell), with training wall time x1.50, forward throughput x2.00 (faster) and peak forward "
+            "memory x0.25.") in text
+    assert ("Token merging (ToMe, applied to the trained full-attention ViT without retraining) keeps 95.0% of its "
+            "validation predictions and moves validation accuracy at the final weights from 0.880 to 0.870, with "
+            "forward throughput x1.50 (faster) and peak forward memory x0.75 (mean over 1 matched cell).") in text
+    # one value alone is no comparison
+    assert not any("attention changes" in s for s in conclusions(leads[1:2]))

@@ -86,19 +86,3 @@ def test_probes_and_cli(mae_ckpt, capsys):
     assert "3-NN" in capsys.readouterr().out
     meta = json.loads((mae_ckpt / "config.json").read_text())
     assert meta["method"] == "mae" and meta["mae"]["mask_ratio"] == 0.75
-
-
-def test_study_grid_trains_every_cell_once():
-    from vitlab.ssl import StudyConfig, run_study
-
-    seen = []
-    config = StudyConfig(train=TrainConfig(model_overrides=TINY, rows=60, epochs=1, device="cpu", augment="none"),
-                         cnn_overrides={"widths": (8, 8, 8)}, pretrain=("none", "mae"), distill=("cnn",),
-                         pretrain_epochs=1)
-    records = run_study(config, seen.append)
-    assert records == seen
-    assert [(r["run"], r["pretrain"], r["distill"]) for r in records] == [
-        ("cnn", "none", "none"), ("vit", "none", "cnn"), ("vit", "mae", "cnn")]
-    assert all(r["rows"] == 60 and 0 <= r["best_val_acc"] <= 1 for r in records)
-    with pytest.raises(ValueError, match="choose from"):
-        StudyConfig(pretrain=("byol",))

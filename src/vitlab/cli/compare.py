@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from ..experiments import CompareConfig, RunPlan, RunRecord, run_compare
+from ..experiments.compare import VARIANT_CHOICES
 from ..experiments.report import aggregate, results_table
 from ..train import RECIPES
 
@@ -59,6 +60,7 @@ def run_segment(args: argparse.Namespace) -> int:
                                                           f"{row['mean_iou']:.4f} ({row['seconds']}s)", flush=True))
     rows = compare_heads(args.head or ["linear", "decoder"], args.patches or [4, 8, 16],
                          dataset=args.dataset or "shapes", data_dir=args.data_dir, epochs=args.epochs or 30,
+                         time_limit_s=None if args.minutes is None else args.minutes * 60,
                          device="cpu" if args.device in (None, "auto") else args.device, progress=progress)
     table = heads_table(rows)
     print(table)
@@ -75,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
     if args.task == "segment":
         return run_segment(args)
     given = {k: getattr(args, k) for k in ("dataset", "data_dir", "rows", "patches", "augment", "seeds", "epochs",
-                                           "recipe", "vit", "cnn", "device") if getattr(args, k) is not None}
+                                           "recipe", "vit", "cnn", "device", "attention", "pretrain", "distill",
+                                           "pretrain_epochs", "pretrain_images", "layer_decay", "distill_kind",
+                                           "distill_temperature") if getattr(args, k) is not None}
     config = CompareConfig(name=args.name, out_dir=str(Path(args.out) / args.name), **given)
     result = run_compare(config, progress=None if args.quiet else _Progress())
     print("\n".join(results_table(aggregate(list(result.records.values())))))
@@ -91,7 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
         "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
         "OUT/NAME. Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, 40 epochs. "
-        "The textbook's protocol: --dataset mnist --data-dir DIR --rows 1000,4000 --patches 7 --epochs 15.")
+        "The textbook's protocol: --dataset mnist --data-dir DIR --rows 1000,4000 --patches 7 --epochs 15. "
+        "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
+        "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
+        "on the same labelled rows).")
     p.add_argument("--task", default="classify", choices=("classify", "segment"),
                    help="segment: compare dense heads (--head) by patch size (--patches) on shapes instead")
     p.add_argument("--head", type=_names, help="with --task segment: heads to compare, default linear,decoder")
@@ -104,9 +111,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "augmentation, described in the report); default none,recipe")
     p.add_argument("--seeds", type=int, help="repeat each cell with seeds 0..K-1 (mean ± std); default 1")
     p.add_argument("--epochs", type=int, help="epochs for every run; default 40")
+    p.add_argument("--minutes", type=float, help="with --task segment: training time limit per run (the "
+                   "learning-rate schedule follows it)")
     p.add_argument("--recipe", choices=list(RECIPES), help="training settings shared by both models; default 'default'")
     p.add_argument("--vit", help="registered ViT (default per dataset: vit-digits, else vit-seed)")
     p.add_argument("--cnn", help="registered CNN family whose widths are matched (default cnn-digits / cnn-seed)")
+    p.add_argument("--attention", type=_names,
+                   help=f"ViT attention kinds to compare, from {','.join(VARIANT_CHOICES['attention'])}; 'tome' = the "
+                   "full model evaluated with token merging (no retraining); default full")
+    p.add_argument("--pretrain", type=_names,
+                   help="ViT pretraining to compare: none (from scratch), mae, dino (without labels, then fine-tuned); "
+                   "default none")
+    p.add_argument("--distill", type=_names,
+                   help="ViT teachers to compare: none, cnn (DeiT distillation from the cell's size-matched CNN); "
+                   "default none")
+    p.add_argument("--pretrain-epochs", type=int, help="epochs of pretraining for --pretrain mae/dino (default 40)")
+    p.add_argument("--pretrain-images", choices=("all", "train"),
+                   help="images to pretrain on, labels unused: all (default; validation and test images included) "
+                   "or the training pool only")
+    p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning a pretrained ViT (0.75)")
+    p.add_argument("--distill-kind", choices=("soft", "hard"), help="distillation loss (default soft)")
+    p.add_argument("--distill-temperature", type=float, help="temperature of soft distillation (default 4)")
     p.add_argument("--device", help="auto (default), cpu, cuda, ...")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: these small models train fastest single-threaded, and "

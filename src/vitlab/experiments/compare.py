@@ -7,29 +7,53 @@ data, seed, recipe (optimiser, schedule, epochs) and augmentation. The CNN is si
 land within ``param_tolerance`` of it (±15% by default).
 
 The grid is a list of :class:`Axis`. An axis either sets a :class:`~vitlab.train.TrainConfig` field
-for both models (rows, augment, seed) or a ViT config field only (patch -> ``patch_size``); new axes
-(attention kind, ...) slot into :func:`grid_axes`. A run is identified by what it trains, so when two
-patch sizes give the ViT the same parameter count (as patches 2 and 4 do for ``vit-digits``) the
-matched CNN is trained once per (seed, rows, augment) and paired with both.
+for both models (rows, augment, seed) or applies to the ViT only: its patch size, and the variant axes
+of :data:`VARIANTS`, each in the grid only when the study lists something besides its default:
+
+- ``attention``: ``full`` (the registered model), a cheaper kind from :mod:`vitlab.layers.attention`
+  (``window``, ``linear``, ``lowrank``, ``latent``, ``lsa``; sized to the patch grid by
+  :func:`attention_overrides`), or ``tome``: the full-attention model, trained once, evaluated with
+  token merging (:func:`tome_schedule`) -- no retraining, so accuracy, speed and memory say what
+  merging costs and saves.
+- ``pretrain``: ``none`` (from scratch), ``mae`` or ``dino``: the ViT is pretrained without labels
+  (:func:`vitlab.ssl.pretrain`, once per seed and ViT shape) and fine-tuned from it with layer-wise
+  learning-rate decay on the cell's labelled rows.
+- ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's
+  own size-matched CNN (trained first, same rows and seed) as its teacher.
+
+A run is identified by what it trains, so when two patch sizes give the ViT the same parameter count
+(as patches 2 and 4 do for ``vit-digits``) the matched CNN is trained once per (seed, rows, augment)
+and paired with both. Every run's record also holds its forward cost on a validation batch
+(images per second, peak memory).
 
 Nothing is written unless ``out_dir`` is set; then :func:`~vitlab.experiments.report.write_report`
 writes ``results.json``, ``report.md`` and the figures there.
 """
 from __future__ import annotations
 
+import math
+import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
 from typing import Any, Callable
 
-from ..data import DataSplits, load_dataset
+import torch
+from torch import nn
+
+from ..data import DataSplits, ImageDataset, load_dataset
+from ..data.augment import normalize
 from ..data.augment import PRESETS
-from ..models import cnn_for_budget, count_params, create_model, get_config
+from ..models import ViTConfig, apply_tome, cnn_for_budget, count_params, create_model, front_loaded, get_config
 from ..ops.patches import divisibility_error
 from ..explain import attention_examples
+from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
+from ..ssl.distill import DISTILL_KINDS
 from ..train import RECIPES, TrainConfig, TrainResult, train
-from .figures import RECIPE_AUGMENT
+from ..train.evaluate import classification_report, predict_logits
+from ..train.measure import forward_cost
+from .figures import RECIPE_AUGMENT, VARIANTS, variant_words
 from .report import write_report
 
 # Per-dataset defaults: (ViT, CNN family, patch sizes). 28x28 data gets the textbook's model.
@@ -37,6 +61,12 @@ DEFAULT_MODELS: dict[str, tuple[str, str, tuple[int, ...]]] = {
     "digits": ("vit-digits", "cnn-digits", (2, 4)),
 }
 FALLBACK_MODELS = ("vit-seed", "cnn-seed", (7,))
+# The values each variant axis (see VARIANTS, with their defaults) may take.
+VARIANT_CHOICES: dict[str, tuple[str, ...]] = {
+    "attention": ("full", "window", "linear", "lowrank", "latent", "lsa", "tome"),
+    "pretrain": ("none", *METHODS),
+    "distill": ("none", "cnn"),
+}
 
 
 @dataclass
@@ -52,6 +82,10 @@ class CompareConfig:
     dataset (``vit-digits`` / ``cnn-digits`` for digits, ``vit-seed`` / ``cnn-seed`` otherwise), and
     ``patches=None`` likewise ((2, 4) for digits, (7,) otherwise). The CNN keeps its family's depth
     and block settings and gets the widths that match the ViT's parameter count.
+    ``attention`` / ``pretrain`` / ``distill``: the ViT variants to study (see the module doc);
+    ``pretrain_epochs``, ``pretrain_images`` (``all`` images of the dataset, labels unused, or the
+    ``train`` pool only) and ``layer_decay`` set the pretraining and fine-tuning; ``distill_kind``
+    (``soft`` / ``hard``), ``distill_temperature`` and ``distill_alpha`` the distillation.
     ``out_dir``: where the report goes (the CLI uses ``runs/<name>``); ``None`` writes nothing.
     ``device``: as :class:`~vitlab.train.TrainConfig` (``auto`` = CUDA when present).
     """
@@ -67,6 +101,15 @@ class CompareConfig:
     vit: str | None = None
     cnn: str | None = None
     param_tolerance: float = 0.15
+    attention: list[str] = field(default_factory=lambda: [VARIANTS["attention"]])
+    pretrain: list[str] = field(default_factory=lambda: [VARIANTS["pretrain"]])
+    distill: list[str] = field(default_factory=lambda: [VARIANTS["distill"]])
+    pretrain_epochs: int = 40
+    pretrain_images: str = "all"
+    layer_decay: float = 0.75
+    distill_kind: str = "soft"
+    distill_temperature: float = 4.0
+    distill_alpha: float = 0.5
     out_dir: str | None = None
     device: str = "auto"
 
@@ -76,7 +119,9 @@ class CompareConfig:
         self.cnn = self.cnn or cnn
         self.patches = list(self.patches) if self.patches is not None else list(patches)
         self.rows, self.augment = list(self.rows), list(self.augment)
-        for name in ("rows", "patches", "augment"):
+        for name in VARIANTS:
+            setattr(self, name, list(getattr(self, name)))
+        for name in ("rows", "patches", "augment", *VARIANTS):
             values = getattr(self, name)
             if not values:
                 raise ValueError(f"{name} is empty: give at least one value")
@@ -90,6 +135,14 @@ class CompareConfig:
         if unknown:
             raise ValueError(f"unknown augment preset(s) {unknown}: choose from {PRESETS} or "
                              f"{RECIPE_AUGMENT!r} (the recipe's own augmentation)")
+        for name, choices in VARIANT_CHOICES.items():
+            unknown = [v for v in getattr(self, name) if v not in choices]
+            if unknown:
+                raise ValueError(f"unknown {name} value(s) {unknown}: choose from {choices}")
+        if self.pretrain_images not in IMAGE_SETS:
+            raise ValueError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
+        if self.distill_kind not in DISTILL_KINDS:
+            raise ValueError(f"distill_kind must be one of {DISTILL_KINDS}, got {self.distill_kind!r}")
         if self.seeds < 1 or self.epochs < 1:
             raise ValueError(f"seeds and epochs must be >= 1, got seeds={self.seeds}, epochs={self.epochs}")
         if self.recipe not in RECIPES:
@@ -109,28 +162,69 @@ class CompareConfig:
 @dataclass(frozen=True)
 class Axis:
     """One dimension of the grid: ``name`` labels it in results and tables; ``field`` is the
-    :class:`~vitlab.train.TrainConfig` field it sets for both models, or, with ``vit_only``, the ViT
-    config field it sets (the CNN is then matched to the ViT at each value)."""
+    :class:`~vitlab.train.TrainConfig` field it sets for both models, or, with ``vit_only``, what it
+    sets for the ViT alone (a config field such as ``patch_size``, or a training setting such as
+    ``init``); the CNN is then matched to the ViT at each value."""
     name: str
     field: str
     values: tuple[Any, ...]
     vit_only: bool = False
 
 
+VARIANT_FIELDS = {"attention": "attention", "pretrain": "init", "distill": "teacher"}
+
+
 def grid_axes(config: CompareConfig) -> list[Axis]:
-    """The study's axes, outermost first: seed, rows, augment, patch (so each seed's grid completes
-    before the next seed starts, and runs sharing a training set are consecutive)."""
-    return [Axis("seed", "seed", tuple(range(config.seeds))),
+    """The study's axes, outermost first: seed, rows, augment, patch, then each variant axis the study
+    varies (so each seed's grid completes before the next seed starts, and runs sharing a training
+    set are consecutive). A variant listing only its default is no axis: the registered ViT as is."""
+    axes = [Axis("seed", "seed", tuple(range(config.seeds))),
             Axis("rows", "rows", tuple(config.rows)),
             Axis("augment", "augment", tuple(config.augment)),
             Axis("patch", "patch_size", tuple(config.patches), vit_only=True)]
+    return axes + [Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), vit_only=True)
+                   for name, default in VARIANTS.items() if getattr(config, name) != [default]]
+
+
+def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
+    """The ViT config fields that give ``vit`` attention ``kind``, sized to its patch grid (h x w
+    tokens, N = h w): ``window`` -- windows of side min(h, w) // 2 (at least 1; shifted in every other
+    block), class and register tokens dropped for mean pooling, which windows need; ``lowrank`` --
+    keys and values projected to N // 2 rows; ``latent`` -- N // 4 latent tokens; ``linear``, ``lsa``
+    -- the kind alone. ``full`` (the registered model's own attention) and ``tome`` (merging is
+    applied after training) change nothing."""
+    if kind in ("full", "tome"):
+        return {}
+    (height, width), patch = vit.img_size, vit.patch_size
+    gh, gw = height // patch, width // patch
+    n = gh * gw
+    sized = {"window": {"window_size": max(1, min(gh, gw) // 2)},
+             "lowrank": {"lowrank_k": max(1, n // 2)},
+             "latent": {"num_latents": max(1, n // 4)}}.get(kind, {})
+    if kind == "window" and (vit.class_token or vit.reg_tokens):
+        sized.update(class_token=False, reg_tokens=0, pool="mean")
+    return {"attention": kind, **sized}
+
+
+def tome_schedule(num_patches: int, depth: int) -> list[int]:
+    """Tokens merged per block for the ``tome`` variant: half the patch tokens in all, front-loaded
+    (:func:`~vitlab.models.front_loaded`, more merges in early blocks), at least one per block."""
+    return front_loaded(max(1, round(num_patches / (2 * depth))), depth)
+
+
+def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The ViT's config overrides in a cell with axis ``values``: its patch size and attention."""
+    overrides = {"patch_size": values["patch"]}
+    attention = values.get("attention", VARIANTS["attention"])
+    return {**overrides, **attention_overrides(attention, get_config(config.vit, **shape, **overrides))}
 
 
 @dataclass
 class RunPlan:
     """One training run: ``kind`` ("vit" or "cnn"), the registered ``model`` with ``overrides``,
     the shared axes' ``train`` fields, and the ``axes`` values it stands for (a CNN has no ViT-only
-    axes). ``params`` is its trainable parameter count for the data's shape."""
+    axes). ``params`` is its trainable parameter count for the data's shape; ``teacher`` the key of
+    the CNN run it distils from (planned before it)."""
     key: str
     kind: str
     model: str
@@ -138,6 +232,7 @@ class RunPlan:
     train: dict[str, Any]
     axes: dict[str, Any]
     params: int
+    teacher: str | None = None
 
 
 @dataclass
@@ -210,13 +305,14 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
         values = {axis.name: value for axis, value in zip(axes, combo)}
         shared = {axis.name: value for axis, value in zip(axes, combo) if not axis.vit_only}
         train_fields = {axis.field: value for axis, value in zip(axes, combo) if not axis.vit_only}
-        vit_overrides = {axis.field: value for axis, value in zip(axes, combo) if axis.vit_only}
-        vit_params, cnn_overrides, cnn_params = match(vit_overrides)
-        vit = RunPlan(_run_key("vit", values, vit_overrides), "vit", config.vit, vit_overrides, train_fields,
-                      values, vit_params)
+        overrides = vit_overrides(config, shape, values)
+        vit_params, cnn_overrides, cnn_params = match(overrides)
         cnn = RunPlan(_run_key("cnn", shared, cnn_overrides), "cnn", config.cnn, cnn_overrides, train_fields,
                       shared, cnn_params)
-        for run in (vit, cnn):
+        distil = values.get("distill", VARIANTS["distill"]) == "cnn"
+        vit = RunPlan(_run_key("vit", values, overrides), "vit", config.vit, overrides, train_fields,
+                      values, vit_params, teacher=cnn.key if distil else None)
+        for run in ((cnn, vit) if distil else (vit, cnn)):
             runs.setdefault(run.key, run)
         cells.append(Cell(values, vit.key, cnn.key))
     return Plan(axes, cells, list(runs.values()))
@@ -247,16 +343,27 @@ class RunRecord:
     test_acc: float | None
     seconds: float
     curves: dict[str, list[float]]
+    images_per_s: float
+    peak_mb: float
+    agreement: float | None = None
+    tome_r: list[int] | None = None
 
     @property
     def label(self) -> str:
-        """``ViT patch 2`` / ``CNN 39-77-154``: the model as the tables and plots name it."""
+        """``ViT patch 2`` / ``ViT patch 2, window attention`` / ``CNN 39-77-154``: the model as the
+        tables and plots name it."""
         if self.kind == "vit":
-            return f"ViT patch {self.axes['patch']}"
+            variants = [variant_words(name, self.axes[name]) for name in VARIANTS if name in self.axes]
+            return ", ".join([f"ViT patch {self.axes['patch']}", *variants])
         return "CNN " + "-".join(map(str, self.widths))
 
+    @property
+    def final_val_acc(self) -> float:
+        """Validation accuracy of the final weights (a ``tome`` run's merged model's)."""
+        return self.best_val_acc if self.tome_r is not None else self.curves["val_acc"][-1]
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "label": self.label}
+        return {**asdict(self), "label": self.label, "final_val_acc": self.final_val_acc}
 
 
 @dataclass
@@ -278,24 +385,44 @@ class CompareResult:
 ProgressFn = Callable[[int, int, RunPlan, "RunRecord | None"], None]
 
 
-def record_run(run: RunPlan, result: TrainResult, train_rows: int) -> RunRecord:
-    """A :class:`RunRecord` from a plan and its :class:`~vitlab.train.TrainResult`."""
+def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: float | None = None) -> RunRecord:
+    """A :class:`RunRecord` from a plan and its :class:`~vitlab.train.TrainResult` on ``splits``
+    (``seconds`` replaces the training's own wall time, e.g. to add pretraining); a ``tome`` run
+    evaluates ``result.model`` with merging (see :class:`RunRecord`)."""
     history = result.history
     best = next(r for r in history if r["epoch"] == result.best_epoch)
     curves = {k: [r[k] for r in history] for k in ("train_acc", "val_acc", "train_loss", "val_loss")}
+    fields = dict(best_val_acc=result.best_val_acc, best_epoch=result.best_epoch, val_ece=best["val_ece"],
+                  test_acc=result.test["acc"] if result.test is not None else None)
+    model = result.model
+    if run.axes.get("attention") == "tome":
+        schedule = tome_schedule(math.prod(model.grid_size(*splits.image_shape[1:])), len(model.blocks))
+        merged = apply_tome(model, schedule)
+
+        def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
+            return predict_logits(net, data.images.to(device), splits.mean, splits.std).cpu()
+        device = next(model.parameters()).device
+        val = classification_report(merged_val := logits(merged, splits.val), splits.val.labels, splits.val.classes)
+        test = None if splits.test is None else classification_report(logits(merged, splits.test), splits.test.labels,
+                                                                       splits.test.classes)
+        agreement = (merged_val.argmax(-1) == logits(model, splits.val).argmax(-1)).float().mean().item()
+        fields = dict(best_val_acc=val["accuracy"], best_epoch=history[-1]["epoch"], val_ece=val["ece"],
+                      test_acc=None if test is None else test["accuracy"], agreement=agreement, tome_r=schedule)
+        model = merged
+    device = next(model.parameters()).device
+    cost = forward_cost(model, normalize(splits.val.images[:256].to(device), splits.mean, splits.std))
     return RunRecord(
         key=run.key, kind=run.kind, model=run.model,
         widths=list(run.overrides["widths"]) if run.kind == "cnn" else None, axes=run.axes,
-        train_rows=train_rows, params=result.params, best_val_acc=result.best_val_acc,
-        best_epoch=result.best_epoch, final_train_acc=result.train_acc,
-        gap=result.train_acc - result.best_val_acc, val_ece=best["val_ece"],
-        test_acc=result.test["acc"] if result.test is not None else None, seconds=result.seconds, curves=curves)
+        train_rows=len(splits.train), params=result.params, final_train_acc=result.train_acc,
+        gap=result.train_acc - fields["best_val_acc"],
+        seconds=result.seconds if seconds is None else seconds, curves=curves, **cost, **fields)
 
 
 def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
     """The :class:`~vitlab.train.TrainConfig` of one run: the study's recipe, epochs, data and
     device, the run's model and overrides, and its shared axes' fields (``augment="recipe"`` keeps
-    the recipe's augmentation)."""
+    the recipe's augmentation). Pretraining and the teacher are added by :func:`run_compare`."""
     given = {k: v for k, v in run.train.items() if not (k == "augment" and v == RECIPE_AUGMENT)}
     return TrainConfig.from_recipe(config.recipe, model=run.model, model_overrides=run.overrides,
                                    dataset=config.dataset, data_dir=config.data_dir, epochs=config.epochs,
@@ -328,16 +455,45 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> Co
             "pool": pool, "val": len(full.val), "test": len(full.test) if full.test is not None else None}
     records: dict[str, RunRecord] = {}
     best_vit: tuple[RunRecord, TrainResult, DataSplits] | None = None
-    for index, run in enumerate(plan.runs, 1):
-        if progress is not None:
-            progress(index, len(plan.runs), run, None)
-        splits = splits_for(run.train["seed"], run.train["rows"])
-        trained = train(train_config(config, run), splits)
-        records[run.key] = record = record_run(run, trained, len(splits.train))
-        if run.kind == "vit" and (best_vit is None or record.best_val_acc > best_vit[0].best_val_acc):
-            best_vit = (record, trained, splits)
-        if progress is not None:
-            progress(index, len(plan.runs), run, record)
+    teachers = {run.teacher for run in plan.runs if run.teacher is not None}
+    trained: dict[str, TrainResult] = {}            # by TrainConfig: a tome run reuses its full-attention twin
+    with tempfile.TemporaryDirectory(prefix="vitlab-compare-") as tmp:
+        encoders: dict[str, tuple[str, float]] = {}  # by (seed, method, ViT shape): checkpoint, seconds
+
+        def encoder(method: str, run: RunPlan) -> tuple[str, float]:
+            key = repr((run.train["seed"], method, sorted(run.overrides.items())))
+            if key not in encoders:
+                start, out = time.perf_counter(), str(Path(tmp) / f"pretrain-{len(encoders)}")
+                pretrain(PretrainConfig(method=method, model=run.model, model_overrides=run.overrides,
+                                        dataset=config.dataset, data_dir=config.data_dir, images=config.pretrain_images,
+                                        seed=run.train["seed"], epochs=config.pretrain_epochs, device=config.device,
+                                        out_dir=out))
+                encoders[key] = out, time.perf_counter() - start
+            return encoders[key]
+
+        for index, run in enumerate(plan.runs, 1):
+            if progress is not None:
+                progress(index, len(plan.runs), run, None)
+            splits = splits_for(run.train["seed"], run.train["rows"])
+            cfg, pretrain_seconds = train_config(config, run), 0.0
+            if run.axes.get("pretrain", "none") != "none":
+                init, pretrain_seconds = encoder(run.axes["pretrain"], run)
+                cfg = replace(cfg, init=init, layer_decay=config.layer_decay)
+            if run.teacher is not None:
+                cfg = replace(cfg, teacher=str(Path(tmp) / f"teacher-{sorted(teachers).index(run.teacher)}"),
+                              distill=config.distill_kind, distill_temperature=config.distill_temperature,
+                              distill_alpha=config.distill_alpha)
+            if run.key in teachers:
+                cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{sorted(teachers).index(run.key)}"))
+            result = trained.get(repr(cfg)) or train(cfg, splits)
+            if "tome" in config.attention and run.kind == "vit":
+                trained[repr(cfg)] = result
+            records[run.key] = record = record_run(run, result, splits, result.seconds + pretrain_seconds)
+            if (run.kind == "vit" and run.axes.get("attention", "full") in ("full", "lsa")
+                    and (best_vit is None or record.best_val_acc > best_vit[0].best_val_acc)):
+                best_vit = (record, result, splits)
+            if progress is not None:
+                progress(index, len(plan.runs), run, record)
     result = CompareResult(config, plan, records, data, time.perf_counter() - start,
                            time.process_time() - cpu_start)
     if config.out_dir is not None:

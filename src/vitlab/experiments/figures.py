@@ -23,10 +23,21 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 if TYPE_CHECKING:
     from .report import Aggregate
 
+# The ViT-only variant axes of a comparison and the value each takes when it is not studied.
+VARIANTS = {"attention": "full", "pretrain": "none", "distill": "none"}
 # Axes that tell models apart within a panel (the ViT-only ones) or that the x-axis spans.
-_MODEL_AXES = ("patch", "seed")
+_MODEL_AXES = ("patch", *VARIANTS, "seed")
 # The augment axis value that keeps the recipe's own augmentation.
 RECIPE_AUGMENT = "recipe"
+_VARIANT_WORDS = {("attention", "tome"): "full attention + ToMe", ("pretrain", "none"): "from scratch",
+                  ("pretrain", "mae"): "MAE-pretrained", ("pretrain", "dino"): "DINO-pretrained",
+                  ("distill", "none"): "no teacher", ("distill", "cnn"): "distilled from the CNN"}
+
+
+def variant_words(name: str, value: str) -> str:
+    """A variant axis value in words: ``window attention``, ``full attention + ToMe``, ``MAE-pretrained``,
+    ``distilled from the CNN``."""
+    return _VARIANT_WORDS.get((name, value), f"{value} {name}")
 
 
 def augment_words(value: str) -> str:

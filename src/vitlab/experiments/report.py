@@ -26,13 +26,14 @@ from ..data import AugmentConfig
 from ..models import get_config
 from ..models.cost import cost_table
 from ..train import TrainConfig
-from .figures import augment_words, plot_accuracy_vs_rows, plot_gap, plot_learning_curves
+from .figures import VARIANTS, augment_words, plot_accuracy_vs_rows, plot_gap, plot_learning_curves, variant_words
 
 if TYPE_CHECKING:
     from .compare import CompareResult, RunRecord
 
 # Per-run metrics (fields of RunRecord), in the order the tables show them.
-METRICS = ("params", "best_val_acc", "final_train_acc", "gap", "val_ece", "test_acc", "seconds")
+METRICS = ("params", "best_val_acc", "final_val_acc", "final_train_acc", "gap", "val_ece", "test_acc", "seconds",
+           "images_per_s", "peak_mb", "agreement")
 
 FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png",
            "gap": "gap.png"}
@@ -141,7 +142,7 @@ def _signed(value: float, digits: int = 3) -> str:
 
 def _phrase_axes(axes: dict[str, Any]) -> list[str]:
     """Each axis but rows and seed in words, patch first: ``patch 2``, ``no augmentation``,
-    ``attention window``."""
+    ``window attention``."""
     parts = []
     for name, value in sorted(axes.items(), key=lambda item: item[0] != "patch"):
         if name in ("rows", "seed"):
@@ -150,6 +151,8 @@ def _phrase_axes(axes: dict[str, Any]) -> list[str]:
             parts.append(f"patch {value}")
         elif name == "augment":
             parts.append(augment_words(value))
+        elif name in VARIANTS:
+            parts.append(variant_words(name, value))
         else:
             parts.append(f"{name} {value}")
     return parts
@@ -203,6 +206,7 @@ def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> 
     out += _gap_sentences(leads)
     out += _augment_sentences(leads)
     out += _patch_sentences(leads, tokens or {})
+    out += _variant_sentences(leads)
     vit_ece = statistics.fmean(lead.vit["val_ece"] for lead in leads)
     cnn_ece = statistics.fmean(lead.cnn["val_ece"] for lead in leads)
     better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
@@ -282,6 +286,48 @@ def _patch_sentences(leads: Sequence[Lead], tokens: dict[int, int]) -> list[str]
             f"with {named(worst)}, {means[worst]:.3f}."]
 
 
+def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
+    """Per variant axis studied, each value against the axis's default (or its first value): the mean
+    change in the ViT's best validation accuracy, forward throughput and peak memory, over cells
+    matched on every other axis; for ToMe, how many predictions merging keeps."""
+    out = []
+    for name, default in VARIANTS.items():
+        values = list(dict.fromkeys(lead.axes[name] for lead in leads if name in lead.axes))
+        if len(values) < 2:
+            continue
+        base_value = default if default in values else values[0]
+        base = {_cell_key(lead.axes, name): lead for lead in leads if lead.axes[name] == base_value}
+        for value in (v for v in values if v != base_value):
+            matched = [(base[k], lead) for lead in leads if lead.axes[name] == value
+                       and (k := _cell_key(lead.axes, name)) in base]
+            if not matched:
+                continue
+
+            def mean(fn: Any) -> float:
+                return statistics.fmean(fn(b.vit, v.vit) for b, v in matched)
+            speed = mean(lambda b, v: v["images_per_s"] / b["images_per_s"])
+            memory = mean(lambda b, v: v["peak_mb"] / b["peak_mb"])
+            cost = (f"forward throughput x{speed:.2f} ({'faster' if speed > 1 else 'slower'}) and peak forward "
+                    f"memory x{memory:.2f}")
+            cells = f"mean over {len(matched)} matched cell{'s' if len(matched) > 1 else ''}"
+            against = variant_words(name, base_value)
+            if value == "tome":
+                keep = mean(lambda b, v: v["agreement"])
+                before, after = mean(lambda b, v: b["final_val_acc"]), mean(lambda b, v: v["final_val_acc"])
+                out.append(f"Token merging (ToMe, applied to the trained full-attention ViT without retraining) keeps "
+                           f"{keep:.1%} of its validation predictions and moves validation accuracy at the final "
+                           f"weights from {before:.3f} to {after:.3f}, with {cost} ({cells}).")
+                continue
+            change = mean(lambda b, v: v["best_val_acc"] - b["best_val_acc"])
+            seconds = mean(lambda b, v: v["seconds"] / b["seconds"])
+            words = {"pretrain": f"{value.upper()} pretraining", "distill": "distillation from the CNN"}.get(
+                name, variant_words(name, value))
+            out.append(f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by {_signed(change)} "
+                       f"against {against} ({cells}), with training wall time x{seconds:.2f}"
+                       + (" (pretraining included)" if name == "pretrain" else "") + f", {cost}.")
+    return out
+
+
 # -- files ----------------------------------------------------------------------------------------
 
 def token_costs(result: CompareResult) -> list[dict[str, Any]]:
@@ -315,10 +361,15 @@ def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
 
 def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
     """Markdown lines: the textbook's columns (Model, Rows, Parameters, Best val accuracy, Final
-    train accuracy, Seconds), then Patch, Augment, Gap, ECE and Test accuracy; mean ± std over seeds."""
-    extra = sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment"})
+    train accuracy, Seconds), then Patch, Augment, the variant axes studied, Gap, ECE, Test accuracy,
+    forward Images/s and Peak MB (and ToMe's Agreement when studied); mean ± std over seeds."""
+    extra = [k for k in (*VARIANTS, *sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment",
+                                                                                      *VARIANTS}))
+             if any(k in a.axes for a in aggregates)]
+    agreement = any(a.mean["agreement"] is not None for a in aggregates)
     header = ["Model", "Rows", "Parameters", "Best val accuracy", "Final train accuracy", "Seconds", "Patch",
-              "Augment", *extra, "Gap", "ECE", "Test accuracy"]
+              "Augment", *(k.capitalize() for k in extra), "Gap", "ECE", "Test accuracy", "Images/s", "Peak MB",
+              *(["Agreement"] if agreement else [])]
     body = []
     for a in aggregates:
         m, s = a.mean, a.std
@@ -326,7 +377,9 @@ def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
                      _fmt(m["best_val_acc"], s["best_val_acc"]), _fmt(m["final_train_acc"], s["final_train_acc"]),
                      _fmt(m["seconds"], s["seconds"], 1), str(a.axes.get("patch", "–")),
                      str(a.axes.get("augment", "–")), *(str(a.axes.get(k, "–")) for k in extra),
-                     _fmt(m["gap"], s["gap"]), _fmt(m["val_ece"], s["val_ece"]), _fmt(m["test_acc"], s["test_acc"])])
+                     _fmt(m["gap"], s["gap"]), _fmt(m["val_ece"], s["val_ece"]), _fmt(m["test_acc"], s["test_acc"]),
+                     _fmt(m["images_per_s"], s["images_per_s"], 0), _fmt(m["peak_mb"], s["peak_mb"], 1),
+                     *([_fmt(m["agreement"], s["agreement"])] if agreement else [])])
     return _table(header, body)
 
 
@@ -374,6 +427,37 @@ def attention_lines(result: CompareResult) -> list[str]:
     return lines + [f"![{Path(f).stem.replace('_', ' ')}]({f})" for f in result.attention["files"]] + [""]
 
 
+def variant_lines(result: CompareResult) -> list[str]:
+    """The report's paragraph on the ViT variants studied (empty when none is)."""
+    cfg = result.config
+    studied = {axis.name: axis.values for axis in result.plan.axes if axis.name in VARIANTS}
+    if not studied:
+        return []
+    lines = ["## ViT variants", ""]
+    if "attention" in studied:
+        lines.append(f"- **Attention** ({', '.join(studied['attention'])}): each kind trains the same ViT with its "
+                     "attention replaced (`window`: windows of half the patch grid's side, shifted in every other block, "
+                     "mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a quarter of the "
+                     "tokens as latents). `tome` is the full-attention ViT, trained once, evaluated with token merging "
+                     "of half its patch tokens over the blocks (front-loaded schedule), without retraining; its "
+                     "accuracy is that of the final weights, and Agreement is the share of validation images on which "
+                     "it predicts what the unmerged model predicts.")
+    if "pretrain" in studied:
+        images = ("every image of the dataset (validation and test images included, their labels unused)"
+                  if cfg.pretrain_images == "all" else "the training pool (labels unused)")
+        lines.append(f"- **Pretraining** ({', '.join(studied['pretrain'])}): the ViT is pretrained without labels for "
+                     f"{cfg.pretrain_epochs} epoch{'s' if cfg.pretrain_epochs > 1 else ''} on {images}, once per seed and ViT shape, then fine-tuned on the "
+                     f"cell's labelled rows with layer-wise learning-rate decay {cfg.layer_decay:g}. Its Seconds include "
+                     "the pretraining.")
+    if "distill" in studied:
+        kind = (f"soft (KL at temperature {cfg.distill_temperature:g}, weight {cfg.distill_alpha:g})"
+                if cfg.distill_kind == "soft" else "hard (the teacher's argmax as a second label)")
+        lines.append(f"- **Distillation** ({', '.join(studied['distill'])}): with `cnn` the ViT gets a DeiT "
+                     f"distillation token and head and learns from the cell's own size-matched CNN, {kind}; at "
+                     "inference it averages its two heads.")
+    return lines + [""]
+
+
 def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], leads: Sequence[Lead],
                     sentences: Sequence[str], costs: Sequence[dict[str, Any]]) -> str:
     """The whole ``report.md``."""
@@ -396,6 +480,7 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
         "## Results", "", f"Mean ± standard deviation over {cfg.seeds} seed(s)"
         + (" (one seed: no spread)." if cfg.seeds == 1 else "."), "",
         *results_table(aggregates), "",
+        *variant_lines(result),
         "## Who leads", "", *leads_table(leads), "",
         "## Conclusions", "", *(f"- {s}" for s in sentences), "",
     ]
@@ -419,6 +504,8 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
         "- **ECE**: expected calibration error on the validation set at the best epoch.",
         "- **Test accuracy**: the final weights on the test split, where the dataset has one.",
         "- **Seconds**: the training run's wall time, validation included.",
+        "- **Images/s**, **Peak MB**: the final model's forward throughput (best of 3 rounds) and the peak memory "
+        "its forward pass allocates, on one batch of up to 256 validation images in eval mode.",
         "- **Lead** = mean over seeds of (ViT − CNN best val accuracy), paired by seed; **spread** = the "
         "sample standard deviation of those per-seed differences. A lead is *larger than the spread* when its "
         "size exceeds the spread, otherwise *within the spread*; with one seed the spread is unknown.",

@@ -8,7 +8,9 @@
 - ``finetune``: loading pretrained weights, layer-wise learning-rate decay.
 - ``probe``: linear probe and kNN on frozen features.
 - ``pretrain``: ``pretrain(PretrainConfig) -> PretrainResult`` (MAE or DINO runs).
-- ``study``: ``run_study(StudyConfig)``, scratch vs pretrained vs distilled on one labelled budget.
+
+Scratch vs pretrained vs distilled on one labelled budget is a comparison study:
+``vitlab compare --pretrain none,mae,dino --distill none,cnn`` (:mod:`vitlab.experiments.compare`).
 """
 from .distill import DISTILL_KINDS, DistilledVisionTransformer, distillation_loss, distilled_from
 from .dino import Centre, DINOHead, dino_loss, ema_update_
@@ -17,10 +19,9 @@ from .mae import MAEConfig, MaskedAutoencoder, mae_loss
 from .masking import Masking, random_masking
 from .pretrain import PretrainConfig, PretrainResult, pretrain
 from .probe import extract_features, knn_accuracy, linear_probe, probe_checkpoint, probe_model
-from .study import StudyConfig, run_study
 
 __all__ = ["Centre", "DINOHead", "DISTILL_KINDS", "DistilledVisionTransformer", "MAEConfig", "Masking",
            "MaskedAutoencoder", "PretrainConfig", "PretrainResult", "build_finetune_optimizer", "dino_loss",
            "distillation_loss", "distilled_from", "ema_update_", "extract_features", "knn_accuracy",
            "layer_decay_groups", "linear_probe", "load_pretrained", "mae_loss", "pretrain", "probe_checkpoint",
-           "probe_model", "random_masking", "run_study", "StudyConfig"]
+           "probe_model", "random_masking"]
