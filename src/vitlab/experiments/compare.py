@@ -45,14 +45,14 @@ from torch import nn
 from ..data import DataSplits, ImageDataset, load_dataset
 from ..data.augment import normalize
 from ..data.augment import PRESETS
-from ..models import ViTConfig, apply_tome, cnn_for_budget, count_params, create_model, front_loaded, get_config
+from ..models import TokenMergingViT, ViTConfig, VisionTransformer, apply_tome, cnn_for_budget, count_params, create_model, front_loaded, get_config
 from ..ops.patches import divisibility_error
 from ..explain import attention_examples
 from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
-from ..ssl.distill import DISTILL_KINDS
+from ..ssl.distill import DISTILL_KINDS, distilled_from
 from ..train import RECIPES, TrainConfig, TrainResult, train
 from ..train.evaluate import classification_report, predict_logits
-from ..train.measure import forward_cost
+from ..train.measure import forward_costs
 from .figures import RECIPE_AUGMENT, VARIANTS, variant_words
 from .report import write_report
 
@@ -212,6 +212,11 @@ def tome_schedule(num_patches: int, depth: int) -> list[int]:
     return front_loaded(max(1, round(num_patches / (2 * depth))), depth)
 
 
+def with_tome(model: VisionTransformer, img_size: tuple[int, int]) -> TokenMergingViT:
+    """``model`` merging tokens by :func:`tome_schedule` for images of ``img_size``."""
+    return apply_tome(model, tome_schedule(math.prod(model.grid_size(*img_size)), len(model.blocks)))
+
+
 def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The ViT's config overrides in a cell with axis ``values``: its patch size and attention."""
     overrides = {"patch_size": values["patch"]}
@@ -343,8 +348,8 @@ class RunRecord:
     test_acc: float | None
     seconds: float
     curves: dict[str, list[float]]
-    images_per_s: float
-    peak_mb: float
+    images_per_s: float | None = None
+    peak_mb: float | None = None
     agreement: float | None = None
     tome_r: list[int] | None = None
 
@@ -394,29 +399,51 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
     curves = {k: [r[k] for r in history] for k in ("train_acc", "val_acc", "train_loss", "val_loss")}
     fields = dict(best_val_acc=result.best_val_acc, best_epoch=result.best_epoch, val_ece=best["val_ece"],
                   test_acc=result.test["acc"] if result.test is not None else None)
-    model = result.model
     if run.axes.get("attention") == "tome":
-        schedule = tome_schedule(math.prod(model.grid_size(*splits.image_shape[1:])), len(model.blocks))
-        merged = apply_tome(model, schedule)
+        model = result.model
+        merged = with_tome(model, splits.image_shape[1:])
+        device = next(model.parameters()).device
 
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
             return predict_logits(net, data.images.to(device), splits.mean, splits.std).cpu()
-        device = next(model.parameters()).device
         val = classification_report(merged_val := logits(merged, splits.val), splits.val.labels, splits.val.classes)
         test = None if splits.test is None else classification_report(logits(merged, splits.test), splits.test.labels,
                                                                        splits.test.classes)
         agreement = (merged_val.argmax(-1) == logits(model, splits.val).argmax(-1)).float().mean().item()
         fields = dict(best_val_acc=val["accuracy"], best_epoch=history[-1]["epoch"], val_ece=val["ece"],
-                      test_acc=None if test is None else test["accuracy"], agreement=agreement, tome_r=schedule)
-        model = merged
-    device = next(model.parameters()).device
-    cost = forward_cost(model, normalize(splits.val.images[:256].to(device), splits.mean, splits.std))
+                      test_acc=None if test is None else test["accuracy"], agreement=agreement,
+                      tome_r=list(merged.r))
     return RunRecord(
         key=run.key, kind=run.kind, model=run.model,
         widths=list(run.overrides["widths"]) if run.kind == "cnn" else None, axes=run.axes,
         train_rows=len(splits.train), params=result.params, final_train_acc=result.train_acc,
         gap=result.train_acc - fields["best_val_acc"],
-        seconds=result.seconds if seconds is None else seconds, curves=curves, **cost, **fields)
+        seconds=result.seconds if seconds is None else seconds, curves=curves, **fields)
+
+
+def _architecture(run: RunPlan) -> str:
+    distilled, tome = run.teacher is not None, run.axes.get("attention") == "tome"
+    return repr((run.model, sorted(run.overrides.items()), distilled, tome))
+
+
+def measure_forward(plan: Plan, records: dict[str, RunRecord], shape: dict[str, Any], images: torch.Tensor) -> None:
+    """Fill every record's ``images_per_s`` and ``peak_mb``: the forward cost of its architecture
+    (model and overrides, distillation token, token merging) on ``images (B, C, H, W)`` (normalised,
+    on the device to measure on). Weights do not change the cost, so each distinct architecture is
+    built fresh once, and all are timed together in alternating rounds
+    (:func:`~vitlab.train.measure.forward_costs`): load that changes during a long study cannot
+    favour one run over another."""
+    models: dict[str, nn.Module] = {}
+    for run in plan.runs:
+        if (key := _architecture(run)) not in models:
+            model = create_model(run.model, **shape, **run.overrides)
+            model = distilled_from(model) if run.teacher is not None else model
+            model = with_tome(model, shape["img_size"]) if run.axes.get("attention") == "tome" else model
+            models[key] = model.to(images.device)
+    costs = forward_costs(models, images)
+    for run in plan.runs:
+        cost = costs[_architecture(run)]
+        records[run.key].images_per_s, records[run.key].peak_mb = cost["images_per_s"], cost["peak_mb"]
 
 
 def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
@@ -489,11 +516,13 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> Co
             if "tome" in config.attention and run.kind == "vit":
                 trained[repr(cfg)] = result
             records[run.key] = record = record_run(run, result, splits, result.seconds + pretrain_seconds)
+            device = next(result.model.parameters()).device
             if (run.kind == "vit" and run.axes.get("attention", "full") in ("full", "lsa")
                     and (best_vit is None or record.best_val_acc > best_vit[0].best_val_acc)):
                 best_vit = (record, result, splits)
             if progress is not None:
                 progress(index, len(plan.runs), run, record)
+    measure_forward(plan, records, data_shape(full), normalize(full.val.images[:256].to(device), full.mean, full.std))
     result = CompareResult(config, plan, records, data, time.perf_counter() - start,
                            time.process_time() - cpu_start)
     if config.out_dir is not None:

@@ -2,7 +2,7 @@
 
     best_seconds({"full": lambda: a(x), "window": lambda: b(x)}, rounds=5)   # seconds per call, best round
     peak_memory(lambda: model(x))                                           # bytes beyond what was live
-    forward_cost(model, images)                                             # {"images_per_s", "peak_mb"}
+    forward_costs({"a": a, "b": b}, images)          # per model: {"images_per_s", "peak_mb"}
 
 Timing takes the best of alternating rounds (each round repeats a call for at least
 ``min_seconds``), so two functions measured together see the same machine state. Peak memory on the
@@ -83,15 +83,22 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
 
 
 @torch.no_grad()
-def forward_cost(model: nn.Module, images: torch.Tensor, rounds: int = 3, min_seconds: float = 0.2) -> dict[str, float]:
-    """Inference cost of ``model`` on one batch ``images (B, C, H, W)`` (on the model's device, eval
-    mode): ``images_per_s`` (best of ``rounds``) and ``peak_mb`` (peak forward memory, MiB)."""
-    model.eval()
+def forward_costs(models: dict[str, nn.Module], images: torch.Tensor, rounds: int = 5,
+                  min_seconds: float = 0.1) -> dict[str, dict[str, float]]:
+    """Inference cost of each model on one batch ``images (B, C, H, W)`` (on the models' device, eval
+    mode), measured together in alternating rounds so that a change of machine load hits all alike:
+    per name, ``images_per_s`` (best of ``rounds``) and ``peak_mb`` (peak forward memory, MiB)."""
     device = images.device
 
-    def call() -> None:
-        model(images)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    seconds = best_seconds({"forward": call}, rounds, min_seconds)["forward"]
-    return {"images_per_s": len(images) / seconds, "peak_mb": peak_memory(call, device) / 2**20}
+    def call(model: nn.Module) -> Callable[[], None]:
+        def run() -> None:
+            model(images)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        return run
+    for model in models.values():
+        model.eval()
+    calls = {name: call(model) for name, model in models.items()}
+    seconds = best_seconds(calls, rounds, min_seconds)
+    return {name: {"images_per_s": len(images) / seconds[name], "peak_mb": peak_memory(fn, device) / 2**20}
+            for name, fn in calls.items()}
