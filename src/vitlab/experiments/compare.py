@@ -490,12 +490,12 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> Co
         def encoder(method: str, run: RunPlan) -> tuple[str, float]:
             key = repr((run.train["seed"], method, sorted(run.overrides.items())))
             if key not in encoders:
-                start, out = time.perf_counter(), str(Path(tmp) / f"pretrain-{len(encoders)}")
+                began, out = time.perf_counter(), str(Path(tmp) / f"pretrain-{len(encoders)}")
                 pretrain(PretrainConfig(method=method, model=run.model, model_overrides=run.overrides,
                                         dataset=config.dataset, data_dir=config.data_dir, images=config.pretrain_images,
                                         seed=run.train["seed"], epochs=config.pretrain_epochs, device=config.device,
                                         out_dir=out))
-                encoders[key] = out, time.perf_counter() - start
+                encoders[key] = out, time.perf_counter() - began
             return encoders[key]
 
         for index, run in enumerate(plan.runs, 1):
@@ -527,8 +527,8 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> Co
                            time.process_time() - cpu_start)
     if config.out_dir is not None:
         if best_vit is not None:
-            record, trained, splits = best_vit
-            figures = attention_examples(trained.model, splits, n_correct=2, n_wrong=2,
+            record, best, splits = best_vit
+            figures = attention_examples(best.model, splits, n_correct=2, n_wrong=2,
                                          out_dir=Path(config.out_dir) / "attention")
             result.attention = {"run": record.key, "label": record.label,
                                 "files": [str(Path(f).relative_to(config.out_dir)) for f in figures]}
