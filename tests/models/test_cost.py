@@ -45,7 +45,7 @@ def measured_flops(config: ViTConfig, batch: int) -> dict[str, int]:
         block.attn.fused = False        # CPU fused kernel's are not
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model(torch.randn(batch, config.in_chans, *config.img_size))
+        model.forward_features(torch.randn(batch, config.in_chans, *config.img_size))   # the whole encoder
     counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
     return {"total": counter.get_total_flops(), "conv": counts.get("aten.convolution", 0)}
 

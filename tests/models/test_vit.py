@@ -177,6 +177,28 @@ def test_rope_model_with_class_token_runs_and_both_attention_paths_agree():
 
 # ---- errors ----------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("overrides", [
+    dict(class_token=True, pool="token"),
+    dict(class_token=True, pool="token", attention="lsa", reg_tokens=2),
+    dict(class_token=True, pool="token", attention="linear"),
+    dict(class_token=True, pool="token", attention="lowrank", lowrank_k=5),
+    dict(class_token=True, pool="token", attention="latent", num_latents=3),
+    dict(class_token=True, pool="token", block="postnorm", qk_norm=True),
+    dict(class_token=True, pool="token", pos_embed="rope"),
+])
+def test_class_token_readout_gives_the_full_encoders_logits(overrides):
+    # forward() runs the last block for the class token only; the logits must not notice
+    model = build("vit-seed", overrides)
+    images = images_for(model)
+    with torch.no_grad():
+        full = model.forward_head(model.forward_features(images))
+        readout = model.forward_features(images, readout=1)
+        logits = model(images)
+    assert readout.shape == (2, 1, model.config.embed_dim)
+    torch.testing.assert_close(logits, full, rtol=0, atol=1e-12)
+    assert model.forward_features(images).shape[1] == model.num_prefix_tokens + 16
+
+
 def test_wrong_image_size_names_the_ways_out():
     model = create_model("vit-seed")
     with pytest.raises(ValueError) as info:

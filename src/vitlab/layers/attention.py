@@ -91,24 +91,27 @@ class MultiHeadSelfAttention(nn.Module):
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         return q, k, v
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
+                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(output (B, N, D), weights (B, H, N, N) if need_weights)``: the token mixing that subclasses
-        replace. The explicit path runs when weights are needed or ``fused`` is off."""
+        replace. The explicit path runs when weights are needed or ``fused`` is off. With ``queries = n``
+        only the first ``n`` tokens query (output ``(B, n, D)``, weights ``(B, H, n, N)``)."""
         q, k, v = self.qkv_heads(x, rope)
-        mask, scale = None, None
+        q, mask, scale = q[..., :queries, :], None, None
         if self.temperature is not None:
-            q, scale, mask = q / self.temperature, 1.0, off_diagonal_mask(q.shape[-2], q.device)
+            q, scale, mask = q / self.temperature, 1.0, off_diagonal_mask(k.shape[-2], q.device)[:queries]
         dropout = self.attn_drop if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout, scale=scale,
                                                     need_weights=need_weights or not self.fused)
         return self.proj_drop(self.proj(merge_heads(out))), weights
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
-                ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
+                queries: int | None = None) -> torch.Tensor:
         """Tokens ``(B, N, D) -> (B, N, D)``. ``grid``: the patch grid ``(gh, gw)`` the tokens lie on,
-        read by windowed attention only (global kinds mix tokens regardless of where they lie)."""
-        return self._attend(x, rope, grid, need_weights=False)[0]
+        read by windowed attention only (global kinds mix tokens regardless of where they lie).
+        ``queries = n``: only the first ``n`` tokens' outputs, ``(B, n, D)`` -- keys and values still come
+        from every token (a class-token readout needs no more from the last block)."""
+        return self._attend(x, rope, grid, need_weights=False, queries=queries)[0]
 
     def forward_with_weights(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
                              ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -70,16 +70,18 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
-                ) -> torch.Tensor:
-        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope, grid)))
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
+                queries: int | None = None) -> torch.Tensor:
+        """Tokens ``(B, N, D) -> (B, N, D)``; with ``queries = n`` the first ``n`` tokens' outputs
+        ``(B, n, D)`` only (attention still reads every token)."""
+        x = x[:, :queries] + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope, grid, queries)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
 
 
 class PostNormBlock(Block):
     """Post-norm block (the original Transformer's order), same parameters as :class:`Block`."""
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
-                ) -> torch.Tensor:
-        x = self.norm1(x + self.drop_path1(self.ls1(self.attn(x, rope, grid))))
+    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
+                queries: int | None = None) -> torch.Tensor:
+        x = self.norm1(x[:, :queries] + self.drop_path1(self.ls1(self.attn(x, rope, grid, queries))))
         return self.norm2(x + self.drop_path2(self.ls2(self.mlp(x))))

@@ -65,10 +65,10 @@ class LinearAttention(MultiHeadSelfAttention):
         super().__init__(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_drop=proj_drop,
                          norm_eps=norm_eps, fused=fused, kind="linear")
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
+                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         out, weights = linear_attention(*self.qkv_heads(x, rope), need_weights=need_weights)
-        return self.proj_drop(self.proj(merge_heads(out))), weights
+        return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
 
 class LowRankAttention(MultiHeadSelfAttention):
@@ -90,8 +90,8 @@ class LowRankAttention(MultiHeadSelfAttention):
         self.key_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens ** 0.5)
         self.value_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens ** 0.5)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
+                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         if x.shape[1] != self.num_tokens:
             raise ValueError(f"low-rank attention was built for {self.num_tokens} tokens and got {x.shape[1]}: its "
                              f"projections are (k, N); build the model for this image size (no dynamic sizes)")
@@ -101,7 +101,7 @@ class LowRankAttention(MultiHeadSelfAttention):
         out, weights = scaled_dot_product_attention(q, k, v, dropout_p=dropout,
                                                     need_weights=need_weights or not self.fused)
         weights = weights @ self.value_proj if need_weights else None           # (B, H, N, N): out = weights @ V
-        return self.proj_drop(self.proj(merge_heads(out))), weights
+        return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, tokens={self.num_tokens}, rank={self.rank}"
@@ -125,8 +125,8 @@ class LatentAttention(MultiHeadSelfAttention):
         self.latents = nn.Parameter(torch.zeros(num_latents, dim))
         nn.init.trunc_normal_(self.latents, std=0.02)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
+                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         q, k, v = self.qkv_heads(x, rope)
         latents = split_heads(self.latents.expand(x.shape[0], -1, -1), self.num_heads)   # (B, H, L, d)
         dropout, explicit = (self.attn_drop if self.training else 0.0), need_weights or not self.fused
@@ -135,7 +135,7 @@ class LatentAttention(MultiHeadSelfAttention):
         keys, values = summary.split(self.head_dim, dim=-1)
         out, read = scaled_dot_product_attention(q, keys, values, dropout_p=dropout, need_weights=explicit)
         weights = read @ pooled if need_weights else None                                  # (B, H, N, N)
-        return self.proj_drop(self.proj(merge_heads(out))), weights
+        return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, latents={self.latents.shape[0]}"

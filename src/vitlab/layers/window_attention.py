@@ -63,8 +63,8 @@ class WindowAttention(MultiHeadSelfAttention):
         m = self.relative_position_index.shape[0]
         return self.relative_position_bias_table[self.relative_position_index.flatten()].view(m, m, -1).permute(2, 0, 1)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
+                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         grid = self.grid if grid is None else tuple(grid)
         n = x.shape[1]
         if grid[0] * grid[1] != n:
@@ -81,7 +81,7 @@ class WindowAttention(MultiHeadSelfAttention):
                                                     need_weights=need_weights or not self.fused)
         out = out.transpose(-3, -2).flatten(-2).flatten(1, 2)[:, layout.inverse]   # (B, N, D)
         weights = scatter_window_weights(weights, layout.index, n) if need_weights else None
-        return self.proj_drop(self.proj(out)), weights
+        return self.proj_drop(self.proj(out[:, :queries])), weights
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, grid={self.grid}, window={self.window_size}, shift={self.shift_size}"

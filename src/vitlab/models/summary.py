@@ -196,7 +196,7 @@ def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int =
     attn.register_forward_pre_hook(keep("attention input", pre=True))
     attn.register_forward_hook(keep("attention output", pre=False))
     model.blocks[-1].register_forward_hook(keep("block output", pre=False))
-    model(torch.randn(1, channels, *config.img_size))
+    model.forward_features(torch.randn(1, channels, *config.img_size))     # every token through every block
     q, k, v = attn.qkv_heads(seen["attention input"])
     _, weights = attn.forward_with_weights(seen["attention input"])
     seen.update({"X_patch": patchify(seen["images"], patch), "Q": q, "K": k, "V": v,

@@ -217,12 +217,14 @@ class VisionTransformer(nn.Module):
         x = torch.cat(self.prefix_tokens(x.shape[0]) + [x], dim=1)
         return self.norm_pre(self.pos_drop(x)), grid
 
-    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> encoded tokens ``(B, R + N, D)`` after the final norm."""
+    def forward_features(self, images: torch.Tensor, readout: int | None = None) -> torch.Tensor:
+        """Images ``(B, C, H, W)`` -> encoded tokens ``(B, R + N, D)`` after the final norm; with
+        ``readout = n`` the last block computes the first ``n`` tokens only: ``(B, n, D)``."""
         x, grid = self.embed(images)
         rope = self.rope(grid) if self.rope is not None else None
-        for block in self.blocks:
-            x = block(x, rope, grid)
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope, grid, readout if i == last else None)
         return self.norm(x)
 
     def forward_intermediates(self, images: torch.Tensor, indices: Sequence[int]) -> list[torch.Tensor]:
@@ -259,7 +261,11 @@ class VisionTransformer(nn.Module):
         return x if pre_logits else self.head(x)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(images))
+        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)``. The head reads the class token alone
+        under ``pool="token"``, so the last block computes only that token's output (its attention
+        still reads every token): the logits of ``forward_head(forward_features(images))`` for about
+        one block's MLP and projections less work -- as nanoGPT's inference reads the last position only."""
+        return self.forward_head(self.forward_features(images, readout=1 if self.config.pool == "token" else None))
 
     def reset_classifier(self, num_classes: int, pool: str | None = None) -> None:
         """Replace the head with a fresh one for ``num_classes`` (0 removes it), optionally re-pool."""
