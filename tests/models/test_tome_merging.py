@@ -97,3 +97,16 @@ def test_a_schedule_merges_per_block():
 def test_bad_r_is_refused(r):
     with pytest.raises(ValueError, match="non-negative integer"):
         apply_tome(vit(), r)
+
+
+@pytest.mark.parametrize("reg_tokens", [0, 2])
+def test_class_token_readout_of_the_merged_model(reg_tokens):
+    model = VisionTransformer(ViTConfig(img_size=32, patch_size=4, embed_dim=32, depth=3, num_heads=4,
+                                        num_classes=5, reg_tokens=reg_tokens)).eval()
+    merged = apply_tome(model, 6)
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        tokens, _ = merged.forward_features(images)
+        assert tokens.shape[1] == 1 + reg_tokens + 64 - 3 * 6
+        torch.testing.assert_close(merged(images), model.forward_head(tokens))
+        assert merged.forward_features(images, readout=1)[0].shape == (2, 1, 32)

@@ -78,18 +78,21 @@ def check_mergeable(block: nn.Module) -> None:
                          f"use a ViT built with block='prenorm', attention='full'")
 
 
-def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: int, protected: int = 0
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: int, protected: int = 0,
+                  queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Run ``block`` on tokens ``(B, N, D)`` with proportional attention, merging up to ``r`` tokens
     between its attention and its MLP: returns ``(B, N - r', D)`` and the sizes ``(B, N - r', 1)``
-    (``None`` while nothing has been merged, so ``r = 0`` is exactly the block's own forward)."""
+    (``None`` while nothing has been merged, so ``r = 0`` is exactly the block's own forward).
+    ``queries = n``: only the first ``n`` tokens' outputs (attention reads every token; nothing
+    is merged among ``n`` protected tokens)."""
     attn = block.attn
     q, k, v = attn.qkv_heads(block.norm1(x))
     bias = None if size is None else size.log().transpose(1, 2)[:, None]         # (B, 1, 1, N)
     dropout = attn.attn_drop if attn.training else 0.0
-    out, _ = scaled_dot_product_attention(q, k, v, mask=bias, dropout_p=dropout, need_weights=not attn.fused)
-    x = x + block.drop_path1(block.ls1(attn.proj_drop(attn.proj(merge_heads(out)))))
-    r = min(r, (x.shape[1] - protected) // 2)
+    out, _ = scaled_dot_product_attention(q[..., :queries, :], k, v, mask=bias, dropout_p=dropout,
+                                          need_weights=not attn.fused)
+    x = x[:, :queries] + block.drop_path1(block.ls1(attn.proj_drop(attn.proj(merge_heads(out)))))
+    r = min(r, max(0, x.shape[1] - protected) // 2)
     if r > 0:
         x, size = merge_wavg(bipartite_soft_matching(k.mean(dim=1), r, protected), x, size)
     return x + block.drop_path2(block.ls2(block.mlp(block.norm2(x)))), size

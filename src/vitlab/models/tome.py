@@ -42,18 +42,21 @@ class TokenMergingViT(nn.Module):
             check_mergeable(block)
         self.model, self.r = model, tuple(int(v) for v in schedule)
 
-    def forward_features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward_features(self, images: torch.Tensor, readout: int | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Images ``(B, C, H, W)`` -> merged tokens ``(B, R + N', D)`` after the final norm, and their sizes
-        ``(B, R + N', 1)`` (``None`` when nothing was merged)."""
+        ``(B, R + N', 1)`` (``None`` when nothing was merged). ``readout = n``: the last block computes
+        the first ``n`` tokens only, as in :meth:`VisionTransformer.forward_features`."""
         x, _ = self.model.embed(images)
-        size = None
-        for block, r in zip(self.model.blocks, self.r):
-            x, size = merging_block(block, x, size, r, self.model.num_prefix_tokens)
+        size, last = None, len(self.r) - 1
+        for i, (block, r) in enumerate(zip(self.model.blocks, self.r)):
+            x, size = merging_block(block, x, size, r, self.model.num_prefix_tokens, readout if i == last else None)
         return self.model.norm(x), size
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)``."""
-        tokens, size = self.forward_features(images)
+        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)`` (the class-token readout as in
+        :meth:`VisionTransformer.forward`)."""
+        tokens, size = self.forward_features(images, readout=1 if self.model.config.pool == "token" else None)
         model = self.model
         if size is None or model.config.pool != "mean":
             return model.forward_head(tokens)
