@@ -4,6 +4,10 @@ and DETR-style detection (COCO mAP). Prints one JSON line per run.
     python benchmarks/bench_dense.py                       # the issue's figures (15 min budget per run)
     python benchmarks/bench_dense.py --minutes 3 --runs linear:8,decoder:8,detr:8
 
+Every run uses :class:`DenseTrainConfig`'s and :class:`DenseConfig`'s defaults (the same backbone,
+data, batch size and learning-rate schedule for every head) and one torch thread unless told
+otherwise; the time limit stops training and the cosine schedule follows it.
+
 Targets (issue #7): decoder >= 0.85 mIoU and >= 5 points above linear at patch 8; DETR >= 0.7 mAP@.5.
 """
 from __future__ import annotations
@@ -14,18 +18,20 @@ import platform
 
 import torch
 
-from vitlab.data.shapes import load_dense_dataset
+from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
 from vitlab.dense import DenseTrainConfig, train_dense
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--minutes", type=float, default=15.0, help="training time limit per run")
-    p.add_argument("--epochs", type=int, default=200, help="schedule length (the time limit may cut it)")
+    p.add_argument("--epochs", type=int, default=200,
+                   help="schedule length, long enough that the time limit ends every run (the cosine then "
+                   "follows the elapsed time)")
     p.add_argument("--runs", default="linear:8,decoder:8,detr:8", help="head:patch,... (linear|decoder|queries|detr)")
-    p.add_argument("--count", type=int, default=2000)
+    p.add_argument("--count", type=int, default=SHAPES_COUNT, help="generated images (split 70/15/15)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -33,13 +39,14 @@ def main() -> None:
     for run in args.runs.split(","):
         head, patch = run.split(":")
         task = "detect" if head == "detr" else "segment"
-        cfg = DenseTrainConfig(task=task, head=head, epochs=args.epochs, batch_size=32, lr=1e-3,
-                               device=args.device, time_limit_s=args.minutes * 60,
-                               model={"patch_size": int(patch)})
+        cfg = DenseTrainConfig(task=task, head=head, count=args.count, epochs=args.epochs, device=args.device,
+                               time_limit_s=args.minutes * 60, model={"patch_size": int(patch)})
         r = train_dense(cfg, splits)
-        metric = {k: r.test[k] for k in ("mean_iou", "pixel_acc", "map", "map50") if k in r.test}
+        metric = {k: round(r.test[k], 4) for k in ("mean_iou", "pixel_acc", "boundary_acc", "map", "map50")
+                  if k in r.test}
         print(json.dumps({"bench": "dense", "head": head, "patch": int(patch), "task": task, **metric,
                           "epochs_done": len(r.history), "train_s": round(r.seconds, 1), "params": r.params,
+                          "count": args.count, "lr": cfg.lr, "batch_size": cfg.batch_size,
                           "device": args.device, "threads": torch.get_num_threads(),
                           "machine": platform.processor() or platform.machine()}), flush=True)
 

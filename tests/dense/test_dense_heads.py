@@ -47,14 +47,66 @@ def test_cross_attention_weights_shape_and_rows_sum_to_one():
 def test_query_and_detr_heads_output_shapes():
     seg = DenseModel(DenseConfig(head="queries", **TINY))
     out = seg(torch.rand(2, 3, 32, 32))
-    assert out["logits"].shape == (2, 6, 6) and out["masks"].shape == (2, 6, 32, 32) and len(out["aux"]) == 1
+    assert out["logits"].shape == (2, 6, 6) and out["masks"].shape == (2, 6, 32, 32)
+    assert len(out["aux"]) == seg.config.decoder_depth - 1
     assert semantic_from_queries(out["logits"], out["masks"]).shape == (2, 5, 32, 32)
-    det = DenseModel(DenseConfig(task="detect", head="detr", **TINY))
+    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="learned", **TINY))
     out = det(torch.rand(2, 3, 32, 32))
     assert out["logits"].shape == (2, 6, 5) and out["boxes"].shape == (2, 6, 4)
     assert ((out["boxes"] > 0) & (out["boxes"] < 1)).all()
+    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="tokens", **TINY))
+    out = det(torch.rand(2, 3, 32, 32))  # one query per token of the 4 x 4 grid
+    assert out["logits"].shape == (2, 16, 5) and out["boxes"].shape == (2, 16, 4)
+    with pytest.raises(ValueError, match="learned' or 'tokens"):
+        DenseModel(DenseConfig(task="detect", head="detr", detr_queries="nope", **TINY))
 
 
 def test_wrong_head_for_task_is_a_clear_error():
     with pytest.raises(ValueError, match="does not do detect"):
         DenseConfig(task="detect", head="linear")
+
+
+def test_sine_position_embedding_of_a_grid_is_distinct_per_cell():
+    from vitlab.dense.decoder import sine_pos_2d
+
+    pos = sine_pos_2d(4, 3, 16)
+    assert pos.shape == (1, 12, 16)
+    assert torch.cdist(pos[0], pos[0]).add(torch.eye(12)).min() > 1e-3  # no two cells share an embedding
+    with pytest.raises(ValueError, match="divisible by 4"):
+        sine_pos_2d(2, 2, 10)
+
+
+def test_token_positions_reach_the_keys_only():
+    from vitlab.dense.decoder import CrossAttention
+
+    attn = CrossAttention(16, num_heads=2)
+    q, tokens = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+    torch.testing.assert_close(attn(q, tokens), attn._attend(q, tokens, False, torch.zeros(1, 5, 16))[0])
+    pos = torch.randn(1, 5, 16)
+    out, w = attn._attend(q, tokens, True, pos)
+    assert not torch.allclose(out, attn(q, tokens))  # the positions move the attention ...
+    v = attn.kv(tokens)[..., 16:].view(2, 5, 2, 8).transpose(1, 2)  # ... but the values are the tokens' own
+    torch.testing.assert_close(out, attn.proj((w @ v).transpose(1, 2).reshape(2, 3, 16)))
+
+
+def test_detr_boxes_start_at_the_anchor_grid_and_each_layer_refines_them():
+    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="learned",
+                                 **{**TINY, "num_queries": 4, "decoder_depth": 3}))
+    out = det(torch.rand(2, 3, 32, 32))
+    assert len(out["aux"]) == 2
+    centres = torch.tensor([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]])
+    torch.testing.assert_close(out["aux"][0]["boxes"][..., :2], centres.expand(2, -1, -1))  # zero-initialised deltas
+    torch.nn.init.normal_(det.head.box_out.weight, std=0.1)
+    out = det(torch.rand(2, 3, 32, 32))
+    first, second = out["aux"][0]["boxes"], out["aux"][1]["boxes"]
+    assert not torch.allclose(first, second)
+    first.sum().backward()  # the first layer's boxes do not depend on the later layers
+    assert det.head.decoder.layers[2].mlp.fc1.weight.grad is None
+
+
+def test_token_queries_start_from_boxes_centred_on_their_cells():
+    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="tokens", **{**TINY, "patch_size": 16}))
+    first = det(torch.rand(3, 3, 32, 32))["aux"][0]["boxes"]  # zero-initialised deltas: the anchors
+    expected = torch.tensor([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]])  # row-major 2 x 2 grid
+    torch.testing.assert_close(first[..., :2], expected.expand(3, -1, -1))
+    torch.testing.assert_close(first[..., 2:], torch.full((3, 4, 2), det.head.anchor_size))

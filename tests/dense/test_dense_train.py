@@ -53,3 +53,22 @@ def test_dense_options_split_into_run_and_model_and_reject_unknown_ones():
     assert cfg.epochs == 3 and cfg.model == {"patch_size": 4}
     with pytest.raises(ValueError, match="unknown dense option"):
         dense_train_config({"bogus": 1})
+
+
+def test_cli_compare_segment_passes_the_time_limit(tmp_path, monkeypatch, capsys):
+    import vitlab.dense.compare as dense_compare
+
+    seen = {}
+
+    def fake_compare_heads(heads, patches, **kwargs):
+        seen.update(kwargs, heads=heads, patches=patches)
+        return [{"head": h, "patch": p, "mean_iou": 0.5, "pixel_acc": 0.9, "boundary_acc": 0.4, "params": 1,
+                 "seconds": 1.0} for p in patches for h in heads]
+
+    monkeypatch.setattr(dense_compare, "compare_heads", fake_compare_heads)
+    assert main(["compare", "--task", "segment", "--head", "linear,decoder", "--patches", "8", "--minutes", "2.5",
+                 "--out", str(tmp_path), "--name", "h"]) == 0
+    assert seen["time_limit_s"] == 150 and seen["patches"] == [8]
+    assert (tmp_path / "h" / "heads.md").read_text().count("| 8 |") == 2
+    assert main(["compare", "--task", "segment", "--patches", "8", "--out", str(tmp_path), "--name", "h"]) == 0
+    assert seen["time_limit_s"] is None

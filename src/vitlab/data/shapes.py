@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 
 SHAPE_CLASSES = ("circle", "square", "triangle", "bar")
+SHAPES_COUNT = 5000
+"""The default number of generated ``shapes`` images (split 70/15/15): generated, so plentiful."""
 
 
 @dataclass
@@ -164,7 +166,7 @@ def _split(name: str, data: DenseDataset, seed: int) -> DenseSplits:
     return DenseSplits(name, data.subset(order[:a]), data.subset(order[a:b]), data.subset(order[b:]))
 
 
-def load_shapes_splits(count: int = 2000, image_size: int = 64, seed: int = 0) -> DenseSplits:
+def load_shapes_splits(count: int = SHAPES_COUNT, image_size: int = 64, seed: int = 0) -> DenseSplits:
     """``count`` generated images split 70/15/15 (seeded)."""
     return _split("shapes", generate_shapes(count, image_size, seed), seed)
 
@@ -240,7 +242,7 @@ def load_coco_boxes(annotations: str | Path, image_dir: str | Path | None = None
 
 
 def load_dense_dataset(name: str, data_dir: str | Path | None = None, *, seed: int = 0,
-                       rows: int | None = None, image_size: int = 64, count: int = 2000) -> DenseSplits:
+                       rows: int | None = None, image_size: int = 64, count: int = SHAPES_COUNT) -> DenseSplits:
     """Dense splits by name: ``shapes`` (generated, ``count`` images), ``mask-folder`` (``data_dir``
     with images/ and masks/), ``coco`` (``data_dir`` = the annotation JSON). ``rows`` keeps the first
     ``rows`` training images."""

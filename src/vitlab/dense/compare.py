@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..data.shapes import load_dense_dataset
+from ..data.shapes import SHAPES_COUNT, load_dense_dataset
 from .train import DenseTrainConfig, train_dense
 
 
 def compare_heads(heads: Sequence[str] = ("linear", "decoder"), patches: Sequence[int] = (4, 8, 16), *,
-                  dataset: str = "shapes", data_dir: str | None = None, count: int = 2000, image_size: int = 64,
+                  dataset: str = "shapes", data_dir: str | None = None, count: int = SHAPES_COUNT, image_size: int = 64,
                   epochs: int = 30, seed: int = 0, device: str = "cpu", time_limit_s: float | None = None,
                   model: dict[str, Any] | None = None,
                   progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:

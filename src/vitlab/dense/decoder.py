@@ -4,15 +4,38 @@
     (Q from the queries, K and V from the image tokens (B, N, D)), MLP] -> (depth, B, Q, D)
 
 Every layer's output is returned (normalised), so auxiliary losses can supervise each of them.
+As in DETR, positional embeddings are optional extra inputs: ``token_pos (B or 1, N, D)`` is added
+to the image tokens for the keys only (not the values), ``query_pos (B, Q, D)`` to the queries of
+both attentions; :func:`sine_pos_2d` gives the fixed 2-D sine embedding of a patch grid.
 """
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..layers.attention import MultiHeadSelfAttention
 from ..layers.mlp import MLP
 from ..ops.attention import merge_heads, scaled_dot_product_attention, split_heads
+
+
+def sine_embed(coords: torch.Tensor, dim: int, temperature: float = 20.0) -> torch.Tensor:
+    """Coordinates in [0, 1] ``(..., C)`` -> sine embeddings ``(..., C * dim)``: ``dim`` (even)
+    sin/cos features per coordinate, frequencies ``2 pi / temperature ** (2i / dim)``."""
+    freqs = temperature ** (torch.arange(dim // 2, dtype=torch.float32, device=coords.device) * 2 / dim)
+    x = coords[..., None] * 2 * math.pi / freqs  # (..., C, dim/2)
+    return torch.cat([x.sin(), x.cos()], -1).flatten(-2)
+
+
+def sine_pos_2d(h: int, w: int, dim: int) -> torch.Tensor:
+    """The fixed 2-D sine embedding of an ``h x w`` grid (cell centres), ``(1, h * w, dim)``;
+    ``dim`` a multiple of 4: half for y, half for x."""
+    if dim % 4:
+        raise ValueError(f"the 2-D sine embedding needs a width divisible by 4, got {dim}")
+    ys, xs = torch.meshgrid((torch.arange(h) + 0.5) / h, (torch.arange(w) + 0.5) / w, indexing="ij")
+    return sine_embed(torch.stack([ys.flatten(), xs.flatten()], -1), dim // 2)[None]
 
 
 class CrossAttention(nn.Module):
@@ -27,10 +50,16 @@ class CrossAttention(nn.Module):
         self.kv = nn.Linear(dim, 2 * dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
-    def _attend(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
+                token_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         q = split_heads(self.q(queries), self.num_heads)
-        k, v = (split_heads(t, self.num_heads) for t in self.kv(tokens).chunk(2, dim=-1))
+        if token_pos is None:
+            k, v = (split_heads(t, self.num_heads) for t in self.kv(tokens).chunk(2, dim=-1))
+        else:  # positions go into the keys only
+            wk, wv = self.kv.weight.chunk(2, dim=0)
+            bk, bv = (None, None) if self.kv.bias is None else self.kv.bias.chunk(2)
+            k = split_heads(F.linear(tokens + token_pos, wk, bk), self.num_heads)
+            v = split_heads(F.linear(tokens, wv, bv), self.num_heads)
         out, weights = scaled_dot_product_attention(q, k, v, need_weights=need_weights)
         return self.proj(merge_heads(out)), weights
 
@@ -55,15 +84,20 @@ class DecoderLayer(nn.Module):
         self.norm3 = nn.LayerNorm(dim)
         self.mlp = MLP(dim, int(dim * mlp_ratio), dropout=dropout)
 
-    def _decode(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool
+    def _decode(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
+                query_pos: torch.Tensor | None = None, token_pos: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        x = queries + self.self_attn(self.norm1(queries))
-        attended, weights = self.cross_attn._attend(self.norm2(x), tokens, need_weights)
+        h = self.norm1(queries)
+        x = queries + self.self_attn(h if query_pos is None else h + query_pos)
+        h = self.norm2(x)
+        attended, weights = self.cross_attn._attend(h if query_pos is None else h + query_pos, tokens,
+                                                    need_weights, token_pos)
         x = x + attended
         return x + self.mlp(self.norm3(x)), weights
 
-    def forward(self, queries: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        return self._decode(queries, tokens, need_weights=False)[0]
+    def forward(self, queries: torch.Tensor, tokens: torch.Tensor, query_pos: torch.Tensor | None = None,
+                token_pos: torch.Tensor | None = None) -> torch.Tensor:
+        return self._decode(queries, tokens, False, query_pos, token_pos)[0]
 
     def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,11 +119,11 @@ class TransformerDecoder(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(dim, num_heads, mlp_ratio) for _ in range(depth)])
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, token_pos: torch.Tensor | None = None) -> torch.Tensor:
         x = self.queries.expand(tokens.shape[0], -1, -1)
         outs = []
         for layer in self.layers:
-            x = layer(x, tokens)
+            x = layer(x, tokens, token_pos=token_pos)
             outs.append(self.norm(x))
         return torch.stack(outs)
 

@@ -4,7 +4,8 @@
 - :class:`ConvDecoder`: fuses the maps of several blocks, then upsamples by 2 per stage, each stage
   joined by a skip connection from the image at that scale, to recover boundary detail.
 - :class:`QueryMaskHead`: learned queries decode mask embeddings and classes (MaskFormer-style).
-- :class:`DETRHead`: object queries decode boxes ``(cx, cy, w, h)`` in [0, 1] and classes.
+- :class:`DETRHead`: object queries (learned, or one per image token) with anchor boxes refined
+  layer by layer decode boxes ``(cx, cy, w, h)`` in [0, 1] and classes.
 
 Each head is called as ``head(maps, images)``, ``maps`` a list of ``(B, D, h, w)``, ``images``
 ``(B, C, H, W)``, and returns a dict (keys in each docstring).
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layers.mlp import MLP
-from .decoder import TransformerDecoder
+from .decoder import TransformerDecoder, sine_embed, sine_pos_2d
 
 
 def map_tokens(feature_map: torch.Tensor) -> torch.Tensor:
@@ -39,26 +40,27 @@ class LinearSegHead(nn.Module):
 
 
 class ConvBlock(nn.Module):
-    """Two ``3x3 conv -> BatchNorm -> ReLU``: ``(B, C_in, h, w) -> (B, C_out, h, w)``."""
+    """``convs`` (1 or 2) ``3x3 conv -> BatchNorm -> ReLU``: ``(B, C_in, h, w) -> (B, C_out, h, w)``."""
 
-    def __init__(self, in_channels: int, out_channels: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, convs: int = 2) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(out_channels)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False) if convs == 2 else None
+        self.bn2 = nn.BatchNorm2d(out_channels) if convs == 2 else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+        x = F.relu(self.bn1(self.conv1(x)))
+        return x if self.conv2 is None else F.relu(self.bn2(self.conv2(x)))
 
 
 class DecoderStage(nn.Module):
     """Upsample ``x`` by 2, concatenate a skip from the image at that scale, convolve."""
 
-    def __init__(self, in_channels: int, skip_channels: int, out_channels: int, in_chans: int) -> None:
+    def __init__(self, in_channels: int, skip_channels: int, out_channels: int, in_chans: int, convs: int = 2) -> None:
         super().__init__()
         self.skip = nn.Conv2d(in_chans, skip_channels, 3, padding=1)
-        self.block = ConvBlock(in_channels + skip_channels, out_channels)
+        self.block = ConvBlock(in_channels + skip_channels, out_channels, convs)
 
     def forward(self, x: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
         x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
@@ -70,7 +72,8 @@ class ConvDecoder(nn.Module):
     """Maps of several blocks -> ``(B, out_channels, H, W)`` through ``log2(P)`` upsampling stages.
 
     The maps are resized to the largest one and fused by a 1x1 conv of width ``width``; stage ``s``
-    doubles the resolution and halves the width (at least 16), with a skip from the image.
+    doubles the resolution and halves the width (at least 16), with a skip from the image. Every
+    stage has two 3x3 convs but the last (full resolution, where convs cost most), which has one.
     """
 
     def __init__(self, dims: list[int], patch_size: int, out_channels: int, in_chans: int = 3,
@@ -82,11 +85,14 @@ class ConvDecoder(nn.Module):
                              f"got {patch_size}: use patch 4, 8, 16 or the linear head")
         self.fuse = nn.Conv2d(sum(dims), width, 1)
         widths = [width] + [max(16, width >> (s + 1)) for s in range(stages)]
-        self.stages = nn.ModuleList([DecoderStage(widths[s], max(8, widths[s + 1] // 2), widths[s + 1], in_chans)
-                                     for s in range(stages)])
+        self.stages = nn.ModuleList([DecoderStage(widths[s], max(8, widths[s + 1] // 2), widths[s + 1], in_chans,
+                                                  convs=1 if s == stages - 1 else 2) for s in range(stages)])
         self.out = nn.Conv2d(widths[-1], out_channels, 1)
+        self.to(memory_format=torch.channels_last)  # ~20% faster convolutions on CPU (oneDNN)
 
     def forward(self, maps: list[torch.Tensor], images: torch.Tensor) -> torch.Tensor:
+        maps = [m.contiguous(memory_format=torch.channels_last) for m in maps]
+        images = images.contiguous(memory_format=torch.channels_last)
         size = max((m.shape[-2:] for m in maps), key=lambda s: s[0] * s[1])
         x = self.fuse(torch.cat([F.interpolate(m, size=size, mode="bilinear", align_corners=False)
                                  if m.shape[-2:] != size else m for m in maps], dim=1))
@@ -148,17 +154,62 @@ def semantic_from_queries(logits: torch.Tensor, masks: torch.Tensor) -> torch.Te
     return torch.einsum("bqk,bqhw->bkhw", logits.softmax(-1)[..., :-1], masks.sigmoid())
 
 
-class DETRHead(QueryHeadBase):
+class DETRHead(nn.Module):
     """Detection. Returns ``{"logits": (B, Q, K + 1), "boxes": (B, Q, 4), "aux": [...]}``:
-    ``K`` object classes plus no-object (last), boxes ``(cx, cy, w, h)`` relative to the image."""
+    ``K`` object classes plus no-object (last), boxes ``(cx, cy, w, h)`` relative to the image.
+
+    DETR with the usual fast-converging refinements (Conditional / DAB-DETR, Deformable DETR's box
+    refinement): the image tokens' keys carry a fixed 2-D sine position; each object query has an
+    anchor box whose sine embedding is the query's position; every decoder layer predicts a
+    correction of the box in logit space, and the next layer starts from the refined (detached) box.
+    Every layer's class and box predictions feed the auxiliary losses.
+
+    ``queries="learned"``: ``num_queries`` learned queries with learned anchors (initialised on a
+    grid). ``queries="tokens"`` (two-stage style, as in Deformable DETR / DINO's query selection):
+    one query per image token, its content the token, its anchor a box of side ``anchor_size``
+    centred on the token's cell; the set loss (Hungarian matching, no-object class) still decides
+    which query predicts which object, the queries' self-attention removes duplicates.
+    """
 
     def __init__(self, dim: int, num_classes: int, width: int = 64, num_queries: int = 10, depth: int = 2,
-                 num_heads: int = 4) -> None:
-        super().__init__(dim, num_classes + 1, width, num_queries, depth, num_heads)
+                 num_heads: int = 4, queries: str = "learned", anchor_size: float = 0.25) -> None:
+        super().__init__()
+        if queries not in ("learned", "tokens"):
+            raise ValueError(f"DETR queries must be 'learned' or 'tokens', got {queries!r}")
+        self.width, self.queries, self.anchor_size = width, queries, anchor_size
+        self.input_proj = nn.Linear(dim, width)
+        self.decoder = TransformerDecoder(width, depth, num_heads, num_queries if queries == "learned" else 1)
+        self.class_head = nn.Linear(width, num_classes + 1)
+        self.query_pos = nn.Sequential(nn.Linear(2 * width, width), nn.ReLU(), nn.Linear(width, width))
         self.box_mlp = MLP(width, width)
         self.box_out = nn.Linear(width, 4)
+        nn.init.zeros_(self.box_out.weight)  # the first prediction is the anchor
+        nn.init.zeros_(self.box_out.bias)
+        if queries == "learned":
+            side = math.ceil(math.sqrt(num_queries))
+            cells = [((i % side + 0.5) / side, (i // side + 0.5) / side) for i in range(num_queries)]
+            self.anchors = nn.Parameter(torch.logit(torch.tensor([[cx, cy, 0.2, 0.2] for cx, cy in cells])))
+
+    def token_anchors(self, h: int, w: int) -> torch.Tensor:
+        """``(h * w, 4)`` anchor logits: a box of side ``anchor_size`` on each cell's centre."""
+        ys, xs = torch.meshgrid((torch.arange(h) + 0.5) / h, (torch.arange(w) + 0.5) / w, indexing="ij")
+        side = torch.full((h * w,), self.anchor_size)
+        return torch.logit(torch.stack([xs.flatten(), ys.flatten(), side, side], -1))
 
     def forward(self, maps: list[torch.Tensor], images: torch.Tensor) -> dict:
-        outs = [{"logits": self.class_head(s), "boxes": self.box_out(F.relu(self.box_mlp(s))).sigmoid()}
-                for s in self.decode(maps)]
+        last = maps[-1]
+        b, (h, w) = last.shape[0], last.shape[-2:]
+        tokens = self.input_proj(map_tokens(last))
+        token_pos = sine_pos_2d(h, w, self.width).to(tokens)
+        if self.queries == "tokens":
+            x, ref = tokens, self.token_anchors(h, w).to(tokens).expand(b, -1, -1)
+        else:
+            x, ref = self.decoder.queries.expand(b, -1, -1), self.anchors.expand(b, -1, -1)
+        outs = []
+        for layer in self.decoder.layers:
+            x = layer(x, tokens, self.query_pos(sine_embed(ref.sigmoid(), self.width // 2)), token_pos)
+            hid = self.decoder.norm(x)
+            box = ref + self.box_out(F.relu(self.box_mlp(hid)))
+            outs.append({"logits": self.class_head(hid), "boxes": box.sigmoid()})
+            ref = box.detach()
         return {**outs[-1], "aux": outs[:-1]}

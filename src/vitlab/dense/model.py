@@ -25,6 +25,9 @@ class DenseConfig:
 
     ``num_classes`` counts object classes; segmentation adds background. ``indices``: the blocks
     whose maps the decoder heads read (default: up to 4 evenly spaced, the last included).
+    ``decoder_width``: the conv decoder's fused width and the query heads' width.
+    ``detr_queries``: ``"tokens"`` (one query per image token, anchored on its cell) or ``"learned"``
+    (``num_queries`` learned queries and anchors); see :class:`~vitlab.dense.heads.DETRHead`.
     """
     task: str = "segment"
     head: str = "linear"
@@ -36,9 +39,10 @@ class DenseConfig:
     num_heads: int = 4
     backbone: str | None = None
     indices: list[int] | None = None
-    decoder_width: int = 96
-    num_queries: int = 10
-    decoder_depth: int = 2
+    decoder_width: int = 64
+    num_queries: int = 16
+    decoder_depth: int = 3
+    detr_queries: str = "tokens"
     mean: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
     std: list[float] = field(default_factory=lambda: [0.25, 0.25, 0.25])
 
@@ -47,6 +51,8 @@ class DenseConfig:
             raise ValueError(f"task must be one of {list(HEADS)}, got {self.task!r}")
         if self.head not in HEADS[self.task]:
             raise ValueError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
+        if self.detr_queries not in ("learned", "tokens"):
+            raise ValueError(f"detr_queries must be 'learned' or 'tokens', got {self.detr_queries!r}")
 
     def block_indices(self) -> list[int]:
         if self.head == "linear" or self.head == "detr":
@@ -88,7 +94,7 @@ def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
         return QueryMaskHead(dims, stride, k, width=cfg.decoder_width, num_queries=cfg.num_queries,
                              depth=cfg.decoder_depth)
     return DETRHead(dim, cfg.num_classes, width=cfg.decoder_width, num_queries=cfg.num_queries,
-                    depth=cfg.decoder_depth)
+                    depth=cfg.decoder_depth, queries=cfg.detr_queries)
 
 
 class DenseModel(nn.Module):

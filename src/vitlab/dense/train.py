@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.ops import box_convert
 
-from ..data.shapes import DenseDataset, DenseSplits, load_dense_dataset
+from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
 from ..train.optim import WarmupCosine, build_optimizer
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
@@ -33,12 +33,12 @@ class DenseTrainConfig:
     head: str = "linear"
     dataset: str = "shapes"
     data_dir: str | None = None
-    count: int = 2000
+    count: int = SHAPES_COUNT
     image_size: int = 64
     rows: int | None = None
     epochs: int = 30
-    batch_size: int = 32
-    lr: float = 1e-3
+    batch_size: int = 16
+    lr: float = 2e-3
     weight_decay: float = 0.05
     warmup_epochs: int = 1
     seed: int = 0
