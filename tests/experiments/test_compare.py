@@ -135,6 +135,7 @@ def test_patch_not_dividing_the_image_names_the_fix():
     ({"attention": ["window", "window"]}, "attention repeats"),
     ({"distill_kind": "medium"}, "distill_kind must be"),
     ({"pretrain_images": "val"}, "pretrain_images must be"),
+    ({"attention": ["full", "window"], "pretrain": ["none", "mae"]}, "window attention, built for the whole"),
 ])
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -139,6 +139,11 @@ class CompareConfig:
             unknown = [v for v in getattr(self, name) if v not in choices]
             if unknown:
                 raise ValueError(f"unknown {name} value(s) {unknown}: choose from {choices}")
+        grid_bound = sorted({"window", "lowrank"} & set(self.attention))
+        if grid_bound and set(self.pretrain) - {"none"}:
+            raise ValueError(f"--pretrain {','.join(self.pretrain)} feeds the encoder visible tokens only (MAE) or "
+                             f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for the "
+                             f"whole patch grid, cannot take: study them without pretraining (--pretrain none)")
         if self.pretrain_images not in IMAGE_SETS:
             raise ValueError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
         if self.distill_kind not in DISTILL_KINDS:
