@@ -19,21 +19,18 @@ import argparse
 import json
 import platform
 import shutil
-import socket
 import statistics
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import torch
-import uvicorn
 
 from vitlab import __version__
 from vitlab.experiments import CompareConfig, run_compare
-from vitlab.explore import ExploreConfig, create_app
+from vitlab.explore import ExploreConfig, create_app, serve_in_background
 from vitlab.train import TrainConfig, train
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -47,18 +44,6 @@ def make_runs(root: Path) -> Path:
     run_compare(CompareConfig(name="study", rows=[300], patches=[2, 4], augment=["none"], epochs=3, device="cpu",
                               out_dir=str(root / "study")))
     return root / "digits"
-
-
-def serve(app) -> tuple[uvicorn.Server, threading.Thread, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    return server, thread, f"http://127.0.0.1:{port}"
 
 
 def request_ms(base: str, path: str, params: dict) -> float:
@@ -137,8 +122,7 @@ def main() -> None:
         checkpoint = Path(args.checkpoint) if args.checkpoint else make_runs(Path(tmp))
         runs = Path(args.runs) if args.runs else Path(tmp)
         app = create_app(ExploreConfig(checkpoints=[checkpoint], runs=[runs]))
-        server, thread, base = serve(app)
-        try:
+        with serve_in_background(app) as base:
             names = [r["name"] for r in json.loads(urllib.request.urlopen(base + "/api/runs").read())["runs"]]
             machine = {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
                        "torch": torch.__version__, "threads": torch.get_num_threads(), "vitlab": __version__}
@@ -152,9 +136,6 @@ def main() -> None:
             loads = summary(first_loads(base, args.chromium, args.loads))
             print(json.dumps({"bench": "explore", "interaction": "first page load (Chromium, cold cache)",
                               "n": args.loads, **loads, **machine}))
-        finally:
-            server.should_exit = True
-            thread.join()
     slowest = max(results.items(), key=lambda kv: kv[1]["median_ms"])
     print(json.dumps({"bench": "explore", "summary": True, "slowest_interaction": slowest[0],
                       "slowest_median_ms": slowest[1]["median_ms"],

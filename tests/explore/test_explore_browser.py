@@ -6,14 +6,13 @@ import io
 import os
 import re
 import shutil
-import socket
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-import uvicorn
 from PIL import Image
+
+from vitlab.explore import serve_in_background
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
 expect = sync_api.expect
@@ -30,17 +29,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 @pytest.fixture(scope="module")
 def server(app):
     """The app served by uvicorn on a free loopback port, in a thread."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    live = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=live.run, daemon=True)
-    thread.start()
-    while not live.started and thread.is_alive():
-        thread.join(0.05)
-    yield f"http://127.0.0.1:{port}/"
-    live.should_exit = True
-    thread.join()
+    with serve_in_background(app) as url:
+        yield url + "/"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typing import Any
 
 from .arrays import decode_array, encode_array
 
-__all__ = ["ExploreConfig", "create_app", "decode_array", "encode_array"]
+__all__ = ["ExploreConfig", "create_app", "decode_array", "encode_array", "serve_in_background"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,4 +22,7 @@ def __getattr__(name: str) -> Any:
     if name in ("ExploreConfig", "create_app"):
         from . import app
         return getattr(app, name)
+    if name == "serve_in_background":
+        from .serve import serve_in_background
+        return serve_in_background
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
