@@ -32,7 +32,31 @@ def linear_weight_to_conv(weight: torch.Tensor, patch_size: int, in_chans: int) 
     return weight.reshape(d, patch_size, patch_size, in_chans).permute(0, 3, 1, 2)
 
 
-class PatchEmbedding(nn.Module):
+class PatchTokenizer(nn.Module):
+    """What every image-to-patch-token module shares: its sizes, the patch grid, and the input check.
+    Subclasses (:class:`PatchEmbedding`, :class:`~vitlab.layers.ShiftedPatchTokenization`) map
+    images ``(B, C, H, W)`` to tokens ``(B, N, D)``."""
+
+    def __init__(self, patch_size: int, in_chans: int, embed_dim: int, pad: bool) -> None:
+        super().__init__()
+        self.patch_size, self.in_chans, self.embed_dim, self.pad = patch_size, in_chans, embed_dim, pad
+
+    def grid_size(self, height: int, width: int) -> tuple[int, int]:
+        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding)."""
+        if self.pad:
+            return -(-height // self.patch_size), -(-width // self.patch_size)
+        return check_divisible(height, width, self.patch_size)
+
+    def check_images(self, images: torch.Tensor) -> None:
+        """A clear error for anything but a batch ``(B, C, H, W)`` with the model's channel count."""
+        if images.ndim != 4 or images.shape[1] != self.in_chans:
+            raise ValueError(
+                f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
+                + ("convert them to the model's channel count or build the model with "
+                   f"in_chans={images.shape[1]}" if images.ndim == 4 else "add a batch axis"))
+
+
+class PatchEmbedding(PatchTokenizer):
     """Images ``(B, C, H, W)`` -> patch tokens ``(B, N, D)`` in raster order.
 
     Args:
@@ -46,29 +70,18 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, patch_size: int = 16, in_chans: int = 3, embed_dim: int = 768,
                  method: str = "conv", pad: bool = False, bias: bool = True) -> None:
-        super().__init__()
+        super().__init__(patch_size, in_chans, embed_dim, pad)
         if method not in ("conv", "linear"):
             raise ValueError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
-        self.patch_size, self.in_chans, self.embed_dim = patch_size, in_chans, embed_dim
-        self.method, self.pad = method, pad
+        self.method = method
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size, bias=bias)
-
-    def grid_size(self, height: int, width: int) -> tuple[int, int]:
-        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding)."""
-        if self.pad:
-            return -(-height // self.patch_size), -(-width // self.patch_size)
-        return check_divisible(height, width, self.patch_size)
 
     def linear_weight(self) -> torch.Tensor:
         """The projection as a ``(D, P*P*C)`` matrix on patchified tokens."""
         return conv_weight_to_linear(self.proj.weight)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.ndim != 4 or images.shape[1] != self.in_chans:
-            raise ValueError(
-                f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
-                + ("convert them to the model's channel count or build the model with "
-                   f"in_chans={images.shape[1]}" if images.ndim == 4 else "add a batch axis"))
+        self.check_images(images)
         if self.method == "linear":
             return F.linear(patchify(images, self.patch_size, pad=self.pad), self.linear_weight(), self.proj.bias)
         self.grid_size(*images.shape[-2:])                 # clear error before the convolution

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..ops.patches import check_divisible, patchify
+from ..ops.patches import patchify
+from .patch_embed import PatchTokenizer
 
 
 def diagonal_shifts(images: torch.Tensor, shift: int) -> torch.Tensor:
@@ -32,7 +33,7 @@ def diagonal_shifts(images: torch.Tensor, shift: int) -> torch.Tensor:
     return torch.cat([padded[..., r:r + h, c:c + w] for r, c in windows], dim=1)
 
 
-class ShiftedPatchTokenization(nn.Module):
+class ShiftedPatchTokenization(PatchTokenizer):
     """Images ``(B, C, H, W)`` -> patch tokens ``(B, N, D)`` in raster order, by SPT.
 
     Parameters: LayerNorm ``2 * 5P²C`` and Linear ``5P²C * D + D`` (16,234 for P=7, C=1, D=64,
@@ -48,29 +49,18 @@ class ShiftedPatchTokenization(nn.Module):
 
     def __init__(self, patch_size: int = 16, in_chans: int = 3, embed_dim: int = 768,
                  shift: int | None = None, pad: bool = False, norm_eps: float = 1e-6) -> None:
-        super().__init__()
+        super().__init__(patch_size, in_chans, embed_dim, pad)
         shift = patch_size // 2 if shift is None else shift
         if not 0 < shift < patch_size:
             raise ValueError(f"shift {shift} must be between 1 and patch_size - 1 = {patch_size - 1}: "
                              f"leave it None for half a patch ({patch_size // 2})")
-        self.patch_size, self.in_chans, self.embed_dim = patch_size, in_chans, embed_dim
-        self.shift, self.pad = shift, pad
+        self.shift = shift
         width = 5 * in_chans * patch_size * patch_size
         self.norm = nn.LayerNorm(width, eps=norm_eps)
         self.proj = nn.Linear(width, embed_dim)
 
-    def grid_size(self, height: int, width: int) -> tuple[int, int]:
-        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding)."""
-        if self.pad:
-            return -(-height // self.patch_size), -(-width // self.patch_size)
-        return check_divisible(height, width, self.patch_size)
-
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.ndim != 4 or images.shape[1] != self.in_chans:
-            raise ValueError(
-                f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
-                + ("convert them to the model's channel count or build the model with "
-                   f"in_chans={images.shape[1]}" if images.ndim == 4 else "add a batch axis"))
+        self.check_images(images)
         tokens = patchify(diagonal_shifts(images, self.shift), self.patch_size, pad=self.pad)
         return self.proj(self.norm(tokens))
 
