@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ..models import create_model
+from ..models.config import reject_unknown
 from ..models.vit import ViTConfig, VisionTransformer
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
@@ -67,10 +68,7 @@ class DenseConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DenseConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown dense option(s) {unknown}; known: {sorted(known)}")
+        reject_unknown(d, (f.name for f in fields(cls)), "dense")
         return cls(**d)
 
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.ops import box_convert
 
+from ..models.config import reject_unknown
 from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
 from ..train.optim import WarmupCosine, build_optimizer
 from .losses import DetectionLoss, MaskClassificationLoss
@@ -188,9 +189,7 @@ def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
     own = {f.name for f in fields(DenseTrainConfig)} - {"model"}
     derived = {"task", "head", "num_classes", "img_size", "mean", "std"}  # set from the run and its data
     known = own | ({f.name for f in fields(DenseConfig)} - derived)
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ValueError(f"unknown dense option(s) {unknown}; known: {sorted(known)}")
+    reject_unknown(options, known, "dense")
     model = {k: v for k, v in options.items() if k not in own}
     return DenseTrainConfig(**{k: v for k, v in options.items() if k in own}, model=model)
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..models.config import reject_unknown
 from ..models.vit import ViTConfig
 
 StateDict = dict[str, torch.Tensor]
@@ -199,10 +200,7 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     and reported as ``{field: why}``: ``num_heads`` (head width 64), ``img_size`` without a
     position table (224), ``pool`` when a class token and a post-pool norm both exist (mean).
     """
-    unknown = sorted(set(known) - {f.name for f in fields(ViTConfig)})
-    if unknown:
-        raise ValueError(f"ViTConfig has no field {', '.join(map(repr, unknown))}; its fields are: "
-                         f"{', '.join(f.name for f in fields(ViTConfig))}")
+    reject_unknown(known, (f.name for f in fields(ViTConfig)), "ViTConfig")
     if "patch_embed.proj.weight" not in state:
         raise ValueError(f"no patch embedding ('patch_embed.proj.weight') among the keys "
                          f"{', '.join(sorted(state)[:5])}, ...: this is not a ViT state dict vitlab can read")

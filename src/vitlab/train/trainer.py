@@ -40,6 +40,7 @@ from .. import __version__
 from ..data import AugmentConfig, BatchAugment, BatchLoader, DataSplits, ImageDataset, load_dataset, normalize
 from ..data.augment import PRESETS
 from ..models import create_model
+from ..models.config import reject_unknown
 from .checkpoint import WEIGHTS, STATE, atomic_write, load_state, read_metadata, save_state, save_weights
 from .distributed import DistEnv, all_reduce_sum, setup, teardown
 from .evaluate import predict_logits
@@ -163,10 +164,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"TrainConfig has no field(s) {unknown}; its fields are {sorted(known)}")
+        reject_unknown(d, (f.name for f in fields(cls)), "TrainConfig")
         if isinstance(d.get("augment"), dict):
             d = {**d, "augment": AugmentConfig(**d["augment"])}
         return cls(**d)
