@@ -1,4 +1,6 @@
 """Heads and backbone maps: shapes, cross-attention weights, the query head's semantic scores."""
+import math
+
 import pytest
 import torch
 
@@ -55,8 +57,9 @@ def test_query_and_detr_heads_output_shapes():
     assert out["logits"].shape == (2, 6, 5) and out["boxes"].shape == (2, 6, 4)
     assert ((out["boxes"] > 0) & (out["boxes"] < 1)).all()
     det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="tokens", **TINY))
-    out = det(torch.rand(2, 3, 32, 32))  # one query per token of the 4 x 4 grid
-    assert out["logits"].shape == (2, 16, 5) and out["boxes"].shape == (2, 16, 4)
+    out = det(torch.rand(2, 3, 32, 32))  # a proposal per token of the 4 x 4 grid, 6 of them become queries
+    assert out["logits"].shape == (2, 6, 5) and out["boxes"].shape == (2, 6, 4)
+    assert out["proposals"]["logits"].shape == (2, 16, 5) and out["proposals"]["boxes"].shape == (2, 16, 4)
     with pytest.raises(ValueError, match="learned' or 'tokens"):
         DenseModel(DenseConfig(task="detect", head="detr", detr_queries="nope", **TINY))
 
@@ -96,7 +99,7 @@ def test_detr_boxes_start_at_the_anchor_grid_and_each_layer_refines_them():
     assert len(out["aux"]) == 2
     centres = torch.tensor([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]])
     torch.testing.assert_close(out["aux"][0]["boxes"][..., :2], centres.expand(2, -1, -1))  # zero-initialised deltas
-    torch.nn.init.normal_(det.head.box_out.weight, std=0.1)
+    torch.nn.init.normal_(det.head.predict.box_out.weight, std=0.1)
     out = det(torch.rand(2, 3, 32, 32))
     first, second = out["aux"][0]["boxes"], out["aux"][1]["boxes"]
     assert not torch.allclose(first, second)
@@ -104,9 +107,54 @@ def test_detr_boxes_start_at_the_anchor_grid_and_each_layer_refines_them():
     assert det.head.decoder.layers[2].mlp.fc1.weight.grad is None
 
 
-def test_token_queries_start_from_boxes_centred_on_their_cells():
+def test_token_queries_start_from_their_proposals_which_start_centred_on_their_cells():
     det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="tokens", **{**TINY, "patch_size": 16}))
-    first = det(torch.rand(3, 3, 32, 32))["aux"][0]["boxes"]  # zero-initialised deltas: the anchors
+    out = det(torch.rand(3, 3, 32, 32))
+    proposals = out["proposals"]["boxes"]  # zero-initialised deltas: the anchors
     expected = torch.tensor([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]])  # row-major 2 x 2 grid
-    torch.testing.assert_close(first[..., :2], expected.expand(3, -1, -1))
-    torch.testing.assert_close(first[..., 2:], torch.full((3, 4, 2), det.head.anchor_size))
+    torch.testing.assert_close(proposals[..., :2], expected.expand(3, -1, -1))
+    torch.testing.assert_close(proposals[..., 2:], torch.full((3, 4, 2), det.head.anchor_size))
+    assert out["proposals"]["logits"].shape == out["logits"].shape
+    torch.nn.init.normal_(det.head.propose.box_out.weight, std=0.1)
+    out = det(torch.rand(3, 3, 32, 32))
+    start, proposals = out["aux"][0]["boxes"], out["proposals"]["boxes"]  # the decoder starts at proposals:
+    assert torch.cdist(start, proposals).min(-1).values.max() < 1e-6  # each query's box is one of them
+    out["aux"][0]["boxes"].sum().backward()  # from the detached proposal: no gradient into the proposer
+    assert det.head.propose.box_out.weight.grad is None
+
+
+def test_query_selection_keeps_one_of_each_group_of_near_identical_proposals():
+    from vitlab.dense.heads import DETRHead
+
+    head = DETRHead(16, num_classes=2, width=16, num_queries=3, queries="tokens", query_nms=0.7)
+    boxes = torch.logit(torch.tensor([[[0.3, 0.3, 0.2, 0.2], [0.3, 0.3, 0.2, 0.21], [0.31, 0.3, 0.2, 0.2],
+                                       [0.7, 0.7, 0.2, 0.2], [0.1, 0.9, 0.1, 0.1]]]))
+    scores = torch.tensor([0.9, 0.85, 0.8, 0.6, 0.3])  # the three at (0.3, 0.3) score best
+    logits = torch.stack([scores.logit(), torch.zeros(5), torch.zeros(5)], -1)[None]  # class 0 vs no-object
+    assert head.select_queries(logits, boxes).tolist() == [[0, 3, 4]]  # one of the group, then the distinct ones
+    head.num_queries = 4  # only 3 survive NMS: the best suppressed one fills the last place
+    assert head.select_queries(logits, boxes).tolist() == [[0, 3, 4, 1]]
+    head.query_nms = 1.0  # no NMS: simply the best-scored
+    assert head.select_queries(logits, boxes).tolist() == [[0, 1, 2, 3]]
+
+
+def test_box_relations_are_zero_for_a_box_and_its_duplicate_and_grow_with_distance():
+    from vitlab.dense.heads import box_relations
+
+    boxes = torch.tensor([[[0.3, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.1], [0.5, 0.3, 0.4, 0.1], [0.9, 0.3, 0.2, 0.1]]])
+    rel = box_relations(boxes)
+    assert rel.shape == (1, 4, 4, 4)
+    torch.testing.assert_close(rel[0, 0, 1], torch.zeros(4))  # duplicates: nothing tells them apart
+    torch.testing.assert_close(rel[0, 0, 2], torch.tensor([math.log(2.0), 0.0, math.log(0.5), 0.0]))
+    assert rel[0, 0, 3, 0] > rel[0, 0, 2, 0]  # farther along x
+
+
+def test_the_relation_bias_reaches_the_queries_self_attention():
+    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="learned", **TINY))
+    images = torch.rand(2, 3, 32, 32)
+    before = det(images)["logits"]  # the bias starts at zero ...
+    torch.nn.init.normal_(det.head.relation[2].weight, std=1.0)
+    after = det(images)["logits"]
+    assert not torch.allclose(before, after)  # ... and, once learned, changes what the queries decode
+    after.sum().backward()
+    assert det.head.relation[0].weight.grad.abs().sum() > 0

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torchvision.ops import box_convert
 
-from vitlab.dense.losses import DetectionLoss
+from vitlab.dense.losses import DetectionLoss, repeat_targets
 from vitlab.dense.metrics import box_map, segmentation_confusion, segmentation_report
 
 BOXES = [torch.tensor([[4.0, 4.0, 20.0, 30.0], [30.0, 10.0, 60.0, 22.0]]), torch.tensor([[10.0, 40.0, 50.0, 60.0]])]
@@ -35,6 +35,30 @@ def test_perfect_prediction_has_near_zero_detection_loss():
     assert float(loss["loss"]) < 1e-6
     outputs["boxes"][0, 0, 0] += 0.1  # one box off: the loss must notice
     assert float(DetectionLoss()(outputs, targets)["loss"]) > 0.1
+
+
+def test_one_to_many_targets_repeat_as_far_as_the_queries_allow():
+    targets = [{"labels": lab, "boxes": box_convert(b / 64, "xyxy", "cxcywh")} for b, lab in zip(BOXES, LABELS)]
+    many = repeat_targets(targets, 3, num_queries=5)
+    assert [len(t["labels"]) for t in many] == [4, 3]  # image 0: 2 targets x 3 copies > 5 queries, so 2 copies
+    assert many[1]["labels"].tolist() == [0, 0, 0]
+    torch.testing.assert_close(many[0]["boxes"], targets[0]["boxes"].repeat(2, 1))
+
+
+def test_proposals_learn_each_target_several_times():
+    outputs, targets = perfect_outputs(num_queries=6)
+    one_each = {"logits": outputs["logits"].clone(), "boxes": outputs["boxes"].clone()}
+    loss = DetectionLoss()  # one_to_many = 4: 2 copies for image 0 (2 targets, 6 queries), 4 for image 1
+    base = float(loss({**outputs, "proposals": one_each}, targets)["loss"])
+    assert base > 1.0  # one proposal per target is not enough: the copies are matched to wrong ones
+    for i, (lab, t) in enumerate(zip(LABELS, targets)):  # now every copy has a proposal that predicts it
+        k = min(4, 6 // len(lab))
+        one_each["logits"][i] = -30.0
+        one_each["logits"][i, :, -1] = 30.0
+        one_each["logits"][i, torch.arange(k * len(lab)), lab.repeat(k)] = 30.0
+        one_each["logits"][i, :k * len(lab), -1] = -30.0
+        one_each["boxes"][i, :k * len(lab)] = t["boxes"].repeat(k, 1)
+    assert float(loss({**outputs, "proposals": one_each}, targets)["loss"]) < 1e-6
 
 
 def test_perfect_prediction_has_map_one_and_a_wrong_one_less():

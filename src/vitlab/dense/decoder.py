@@ -5,8 +5,10 @@
 
 Every layer's output is returned (normalised), so auxiliary losses can supervise each of them.
 As in DETR, positional embeddings are optional extra inputs: ``token_pos (B or 1, N, D)`` is added
-to the image tokens for the keys only (not the values), ``query_pos (B, Q, D)`` to the queries of
-both attentions; :func:`sine_pos_2d` gives the fixed 2-D sine embedding of a patch grid.
+to the image tokens for the keys only (not the values), ``query_pos (B, Q, D)`` to the queries and
+keys of the self-attention and the queries of the cross-attention; :func:`sine_pos_2d` gives the
+fixed 2-D sine embedding of a patch grid. ``self_bias (B, H, Q, Q)``, also optional, is added to the
+self-attention scores (a detection head's box relations, see ``heads.box_relations``).
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers.attention import MultiHeadSelfAttention
 from ..layers.mlp import MLP
 from ..ops.attention import merge_heads, scaled_dot_product_attention, split_heads
 
@@ -39,7 +40,8 @@ def sine_pos_2d(h: int, w: int, dim: int) -> torch.Tensor:
 
 
 class CrossAttention(nn.Module):
-    """Queries ``(B, Q, D)`` attend to tokens ``(B, N, D)`` -> ``(B, Q, D)``, ``H`` heads."""
+    """Queries ``(B, Q, D)`` attend to tokens ``(B, N, D)`` -> ``(B, Q, D)``, ``H`` heads (with the
+    queries as their own tokens, the decoder's self-attention)."""
 
     def __init__(self, dim: int, num_heads: int = 4, qkv_bias: bool = True) -> None:
         super().__init__()
@@ -51,7 +53,8 @@ class CrossAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def _attend(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
-                token_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                token_pos: torch.Tensor | None = None, bias: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         q = split_heads(self.q(queries), self.num_heads)
         if token_pos is None:
             k, v = (split_heads(t, self.num_heads) for t in self.kv(tokens).chunk(2, dim=-1))
@@ -60,7 +63,7 @@ class CrossAttention(nn.Module):
             bk, bv = (None, None) if self.kv.bias is None else self.kv.bias.chunk(2)
             k = split_heads(F.linear(tokens + token_pos, wk, bk), self.num_heads)
             v = split_heads(F.linear(tokens, wv, bv), self.num_heads)
-        out, weights = scaled_dot_product_attention(q, k, v, need_weights=need_weights)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=bias, need_weights=need_weights)
         return self.proj(merge_heads(out)), weights
 
     def forward(self, queries: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -78,17 +81,18 @@ class DecoderLayer(nn.Module):
     def __init__(self, dim: int, num_heads: int = 4, mlp_ratio: float = 4.0, dropout: float = 0.0) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.self_attn = MultiHeadSelfAttention(dim, num_heads, proj_drop=dropout)
+        self.self_attn = CrossAttention(dim, num_heads)
         self.norm2 = nn.LayerNorm(dim)
         self.cross_attn = CrossAttention(dim, num_heads)
         self.norm3 = nn.LayerNorm(dim)
         self.mlp = MLP(dim, int(dim * mlp_ratio), dropout=dropout)
 
     def _decode(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
-                query_pos: torch.Tensor | None = None, token_pos: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                query_pos: torch.Tensor | None = None, token_pos: torch.Tensor | None = None,
+                self_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         h = self.norm1(queries)
-        x = queries + self.self_attn(h if query_pos is None else h + query_pos)
+        x = queries + self.self_attn._attend(h if query_pos is None else h + query_pos, h, False, query_pos,
+                                             self_bias)[0]
         h = self.norm2(x)
         attended, weights = self.cross_attn._attend(h if query_pos is None else h + query_pos, tokens,
                                                     need_weights, token_pos)
@@ -96,8 +100,8 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.norm3(x)), weights
 
     def forward(self, queries: torch.Tensor, tokens: torch.Tensor, query_pos: torch.Tensor | None = None,
-                token_pos: torch.Tensor | None = None) -> torch.Tensor:
-        return self._decode(queries, tokens, False, query_pos, token_pos)[0]
+                token_pos: torch.Tensor | None = None, self_bias: torch.Tensor | None = None) -> torch.Tensor:
+        return self._decode(queries, tokens, False, query_pos, token_pos, self_bias)[0]
 
     def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor]:

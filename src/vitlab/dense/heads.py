@@ -17,6 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torchvision.ops import box_convert, nms
 
 from ..layers.mlp import MLP
 from .decoder import TransformerDecoder, sine_embed, sine_pos_2d
@@ -154,6 +155,34 @@ def semantic_from_queries(logits: torch.Tensor, masks: torch.Tensor) -> torch.Te
     return torch.einsum("bqk,bqhw->bkhw", logits.softmax(-1)[..., :-1], masks.sigmoid())
 
 
+class BoxPredictor(nn.Module):
+    """Query states ``(B, Q, D)`` and reference boxes as logits ``(B, Q, 4)`` -> class logits
+    ``(B, Q, K + 1)`` and refined box logits ``ref + MLP(state)`` ``(B, Q, 4)``. The last layer
+    starts at zero, so an untrained predictor returns its reference boxes."""
+
+    def __init__(self, width: int, num_logits: int) -> None:
+        super().__init__()
+        self.class_head = nn.Linear(width, num_logits)
+        self.box_mlp = MLP(width, width)
+        self.box_out = nn.Linear(width, 4)
+        nn.init.zeros_(self.box_out.weight)
+        nn.init.zeros_(self.box_out.bias)
+
+    def forward(self, states: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.class_head(states), ref + self.box_out(F.relu(self.box_mlp(states)))
+
+
+def box_relations(boxes: torch.Tensor) -> torch.Tensor:
+    """Pairwise box geometry ``(B, Q, 4) -> (B, Q, Q, 4)`` (Relation-DETR's position relation): for
+    boxes ``(cx, cy, w, h)`` ``i`` and ``j``, ``log(|cx_i - cx_j| / w_i + 1)``, the same for ``y``,
+    ``log(w_i / w_j)`` and ``log(h_i / h_j)``; all zero for a box and itself or its duplicate."""
+    cx, cy, w, h = (c.clamp(min=1e-4) for c in boxes.unbind(-1))
+    rel = [((cx[..., :, None] - cx[..., None, :]).abs() / w[..., :, None]).log1p(),
+           ((cy[..., :, None] - cy[..., None, :]).abs() / h[..., :, None]).log1p(),
+           (w[..., :, None] / w[..., None, :]).log(), (h[..., :, None] / h[..., None, :]).log()]
+    return torch.stack(rel, -1)
+
+
 class DETRHead(nn.Module):
     """Detection. Returns ``{"logits": (B, Q, K + 1), "boxes": (B, Q, 4), "aux": [...]}``:
     ``K`` object classes plus no-object (last), boxes ``(cx, cy, w, h)`` relative to the image.
@@ -162,33 +191,44 @@ class DETRHead(nn.Module):
     refinement): the image tokens' keys carry a fixed 2-D sine position; each object query has an
     anchor box whose sine embedding is the query's position; every decoder layer predicts a
     correction of the box in logit space, and the next layer starts from the refined (detached) box.
-    Every layer's class and box predictions feed the auxiliary losses.
+    Every layer's class and box predictions feed the auxiliary losses. The queries' self-attention,
+    where DETR learns to drop duplicates, sees how their boxes lie: a small MLP of
+    :func:`box_relations` adds a bias per head to its scores (Relation-DETR); it starts at zero.
 
     ``queries="learned"``: ``num_queries`` learned queries with learned anchors (initialised on a
-    grid). ``queries="tokens"`` (two-stage style, as in Deformable DETR / DINO's query selection):
-    one query per image token, its content the token, its anchor a box of side ``anchor_size``
-    centred on the token's cell; the set loss (Hungarian matching, no-object class) still decides
-    which query predicts which object, the queries' self-attention removes duplicates.
+    grid). ``queries="tokens"`` (two-stage, as in Deformable DETR / DINO, with DDQ-DETR's distinct
+    queries): first every image token proposes a class and a box, refined from a box of side
+    ``anchor_size`` centred on its cell. The proposals are returned as ``"proposals"`` (same keys as
+    the output) for a one-to-many loss that teaches several tokens per object (see
+    :class:`~vitlab.dense.losses.DetectionLoss`), so neighbouring tokens propose near-identical boxes;
+    class-agnostic NMS at IoU ``query_nms`` keeps one of each, and the ``num_queries`` best-scored
+    distinct proposals become the queries: content the token, anchor its (detached) box. The decoder's
+    one-to-one set loss (Hungarian matching, no-object class) then decides among queries that differ,
+    and its output needs no NMS.
     """
 
     def __init__(self, dim: int, num_classes: int, width: int = 64, num_queries: int = 10, depth: int = 2,
-                 num_heads: int = 4, queries: str = "learned", anchor_size: float = 0.25) -> None:
+                 num_heads: int = 4, queries: str = "learned", anchor_size: float = 0.25,
+                 query_nms: float = 0.5) -> None:
         super().__init__()
         if queries not in ("learned", "tokens"):
             raise ValueError(f"DETR queries must be 'learned' or 'tokens', got {queries!r}")
         self.width, self.queries, self.anchor_size = width, queries, anchor_size
+        self.num_queries, self.query_nms = num_queries, query_nms
         self.input_proj = nn.Linear(dim, width)
         self.decoder = TransformerDecoder(width, depth, num_heads, num_queries if queries == "learned" else 1)
-        self.class_head = nn.Linear(width, num_classes + 1)
         self.query_pos = nn.Sequential(nn.Linear(2 * width, width), nn.ReLU(), nn.Linear(width, width))
-        self.box_mlp = MLP(width, width)
-        self.box_out = nn.Linear(width, 4)
-        nn.init.zeros_(self.box_out.weight)  # the first prediction is the anchor
-        nn.init.zeros_(self.box_out.bias)
+        self.predict = BoxPredictor(width, num_classes + 1)  # shared by every decoder layer
+        self.relation = nn.Sequential(nn.Linear(4, width // 2), nn.ReLU(), nn.Linear(width // 2, num_heads))
+        nn.init.zeros_(self.relation[2].weight)
+        nn.init.zeros_(self.relation[2].bias)
         if queries == "learned":
             side = math.ceil(math.sqrt(num_queries))
             cells = [((i % side + 0.5) / side, (i // side + 0.5) / side) for i in range(num_queries)]
             self.anchors = nn.Parameter(torch.logit(torch.tensor([[cx, cy, 0.2, 0.2] for cx, cy in cells])))
+        else:
+            self.proposal_norm = nn.LayerNorm(width)
+            self.propose = BoxPredictor(width, num_classes + 1)
 
     def token_anchors(self, h: int, w: int) -> torch.Tensor:
         """``(h * w, 4)`` anchor logits: a box of side ``anchor_size`` on each cell's centre."""
@@ -196,20 +236,39 @@ class DETRHead(nn.Module):
         side = torch.full((h * w,), self.anchor_size)
         return torch.logit(torch.stack([xs.flatten(), ys.flatten(), side, side], -1))
 
+    def select_queries(self, logits: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        """Indices ``(B, num_queries)`` of the proposals that become queries: the best-scored
+        (max object-class probability) of those that survive class-agnostic NMS, then, if too few
+        survive, the best of the rest. ``logits (B, N, K + 1)``, ``boxes (B, N, 4)`` as logits."""
+        score = logits.detach().softmax(-1)[..., :-1].max(-1).values
+        k = min(self.num_queries, score.shape[1])
+        if self.query_nms < 1:
+            xyxy = box_convert(boxes.detach().sigmoid(), "cxcywh", "xyxy")
+            for i in range(len(score)):  # survivors rank above every suppressed proposal (scores are < 1)
+                score[i, nms(xyxy[i], score[i], self.query_nms)] += 1
+        return score.topk(k, dim=1).indices
+
     def forward(self, maps: list[torch.Tensor], images: torch.Tensor) -> dict:
         last = maps[-1]
         b, (h, w) = last.shape[0], last.shape[-2:]
         tokens = self.input_proj(map_tokens(last))
         token_pos = sine_pos_2d(h, w, self.width).to(tokens)
+        extra = {}
         if self.queries == "tokens":
-            x, ref = tokens, self.token_anchors(h, w).to(tokens).expand(b, -1, -1)
+            anchors = self.token_anchors(h, w).to(tokens).expand(b, -1, -1)
+            logits, box = self.propose(self.proposal_norm(tokens), anchors)
+            extra["proposals"] = {"logits": logits, "boxes": box.sigmoid()}
+            index = self.select_queries(logits, box)
+            x = tokens.gather(1, index[..., None].expand(-1, -1, self.width))
+            ref = box.detach().gather(1, index[..., None].expand(-1, -1, 4))
         else:
             x, ref = self.decoder.queries.expand(b, -1, -1), self.anchors.expand(b, -1, -1)
         outs = []
         for layer in self.decoder.layers:
-            x = layer(x, tokens, self.query_pos(sine_embed(ref.sigmoid(), self.width // 2)), token_pos)
-            hid = self.decoder.norm(x)
-            box = ref + self.box_out(F.relu(self.box_mlp(hid)))
-            outs.append({"logits": self.class_head(hid), "boxes": box.sigmoid()})
+            boxes = ref.sigmoid()
+            bias = self.relation(box_relations(boxes)).permute(0, 3, 1, 2)  # (B, heads, Q, Q)
+            x = layer(x, tokens, self.query_pos(sine_embed(boxes, self.width // 2)), token_pos, bias)
+            logits, box = self.predict(self.decoder.norm(x), ref)
+            outs.append({"logits": logits, "boxes": box.sigmoid()})
             ref = box.detach()
-        return {**outs[-1], "aux": outs[:-1]}
+        return {**outs[-1], "aux": outs[:-1], **extra}

@@ -1,6 +1,7 @@
 """Set losses for query heads: match (Hungarian), then supervise matched pairs; the unmatched
 queries learn the no-object class (the last logit), down-weighted by ``eos_coef``. Auxiliary
-losses apply the same to every earlier decoder layer (``outputs["aux"]``).
+losses apply the same to every earlier decoder layer (``outputs["aux"]``), and a detection head's
+token proposals (``outputs["proposals"]``) learn by one-to-many matching.
 """
 from __future__ import annotations
 
@@ -33,15 +34,29 @@ def set_class_loss(logits: torch.Tensor, matches: list[tuple[torch.Tensor, torch
 
 @dataclass
 class DetectionLossWeights:
-    """DETR's weights: class 1, L1 5, GIoU 2; no-object cross-entropy weight 0.1."""
+    """DETR's weights: class 1, L1 5, GIoU 2; no-object cross-entropy weight 0.1. ``one_to_many``:
+    how many proposals learn each target (H-DETR's one-to-many matching), see :func:`repeat_targets`."""
     w_class: float = 1.0
     w_l1: float = 5.0
     w_giou: float = 2.0
     eos_coef: float = 0.1
+    one_to_many: int = 4
+
+
+def repeat_targets(targets: list[dict], copies: int, num_queries: int) -> list[dict]:
+    """Each image's targets repeated ``copies`` times (fewer where ``copies x T`` would exceed the
+    ``num_queries``): Hungarian matching against the copies pairs every target with that many distinct
+    predictions, the one-to-many assignment that gives a dense signal where one-to-one gives one."""
+    out = []
+    for t in targets:
+        k = max(1, min(copies, num_queries // max(len(t["labels"]), 1)))
+        out.append({"labels": t["labels"].repeat(k), "boxes": t["boxes"].repeat(k, 1)})
+    return out
 
 
 class DetectionLoss(nn.Module):
-    """DETR's set loss over the last layer and every auxiliary one.
+    """DETR's set loss over the last layer and every auxiliary one, plus the one-to-many loss of the
+    proposals where the head makes them (``outputs["proposals"]``, same keys).
 
     ``outputs``: ``{"logits": (B, Q, K + 1), "boxes": (B, Q, 4), "aux": [...]}``; ``targets``: per image
     ``{"labels": (T,), "boxes": (T, 4)}``, boxes ``(cx, cy, w, h)`` in [0, 1]. Returns a dict with
@@ -69,6 +84,10 @@ class DetectionLoss(nn.Module):
     def forward(self, outputs: dict, targets: list[dict]) -> dict[str, torch.Tensor]:
         last = self.layer_loss(outputs, targets)
         aux = [self.layer_loss(a, targets)["loss"] for a in outputs.get("aux", [])]
+        if "proposals" in outputs:
+            proposals = outputs["proposals"]
+            many = repeat_targets(targets, self.w.one_to_many, proposals["logits"].shape[1])
+            aux.append(self.layer_loss(proposals, many)["loss"])
         return {**last, "loss": last["loss"] + sum(aux)}
 
 

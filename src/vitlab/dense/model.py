@@ -27,8 +27,9 @@ class DenseConfig:
     ``num_classes`` counts object classes; segmentation adds background. ``indices``: the blocks
     whose maps the decoder heads read (default: up to 4 evenly spaced, the last included).
     ``decoder_width``: the conv decoder's fused width and the query heads' width.
-    ``detr_queries``: ``"tokens"`` (one query per image token, anchored on its cell) or ``"learned"``
-    (``num_queries`` learned queries and anchors); see :class:`~vitlab.dense.heads.DETRHead`.
+    ``detr_queries``: ``"tokens"`` (every image token proposes a box; the ``num_queries`` best
+    distinct proposals, after class-agnostic NMS at IoU ``query_nms``, become the queries) or
+    ``"learned"`` (``num_queries`` learned queries and anchors); see :class:`~vitlab.dense.heads.DETRHead`.
     """
     task: str = "segment"
     head: str = "linear"
@@ -44,6 +45,7 @@ class DenseConfig:
     num_queries: int = 16
     decoder_depth: int = 3
     detr_queries: str = "tokens"
+    query_nms: float = 0.5
     mean: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
     std: list[float] = field(default_factory=lambda: [0.25, 0.25, 0.25])
 
@@ -92,7 +94,7 @@ def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
         return QueryMaskHead(dims, stride, k, width=cfg.decoder_width, num_queries=cfg.num_queries,
                              depth=cfg.decoder_depth)
     return DETRHead(dim, cfg.num_classes, width=cfg.decoder_width, num_queries=cfg.num_queries,
-                    depth=cfg.decoder_depth, queries=cfg.detr_queries)
+                    depth=cfg.decoder_depth, queries=cfg.detr_queries, query_nms=cfg.query_nms)
 
 
 class DenseModel(nn.Module):
