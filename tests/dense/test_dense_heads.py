@@ -127,8 +127,8 @@ def test_query_selection_keeps_one_of_each_group_of_near_identical_proposals():
     from vitlab.dense.heads import DETRHead
 
     head = DETRHead(16, num_classes=2, width=16, num_queries=3, queries="tokens", query_nms=0.7)
-    boxes = torch.logit(torch.tensor([[[0.3, 0.3, 0.2, 0.2], [0.3, 0.3, 0.2, 0.21], [0.31, 0.3, 0.2, 0.2],
-                                       [0.7, 0.7, 0.2, 0.2], [0.1, 0.9, 0.1, 0.1]]]))
+    boxes = torch.tensor([[[0.3, 0.3, 0.2, 0.2], [0.3, 0.3, 0.2, 0.21], [0.31, 0.3, 0.2, 0.2],
+                           [0.7, 0.7, 0.2, 0.2], [0.1, 0.9, 0.1, 0.1]]])
     scores = torch.tensor([0.9, 0.85, 0.8, 0.6, 0.3])  # the three at (0.3, 0.3) score best
     logits = torch.stack([scores.logit(), torch.zeros(5), torch.zeros(5)], -1)[None]  # class 0 vs no-object
     assert head.select_queries(logits, boxes).tolist() == [[0, 3, 4]]  # one of the group, then the distinct ones

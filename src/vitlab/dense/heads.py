@@ -239,11 +239,11 @@ class DETRHead(nn.Module):
     def select_queries(self, logits: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
         """Indices ``(B, num_queries)`` of the proposals that become queries: the best-scored
         (max object-class probability) of those that survive class-agnostic NMS, then, if too few
-        survive, the best of the rest. ``logits (B, N, K + 1)``, ``boxes (B, N, 4)`` as logits."""
+        survive, the best of the rest. ``logits (B, N, K + 1)``, ``boxes (B, N, 4)`` ``(cx, cy, w, h)``."""
         score = logits.detach().softmax(-1)[..., :-1].max(-1).values
         k = min(self.num_queries, score.shape[1])
         if self.query_nms < 1:
-            xyxy = box_convert(boxes.detach().sigmoid(), "cxcywh", "xyxy")
+            xyxy = box_convert(boxes.detach(), "cxcywh", "xyxy")
             for i in range(len(score)):  # survivors rank above every suppressed proposal (scores are < 1)
                 score[i, nms(xyxy[i], score[i], self.query_nms)] += 1
         return score.topk(k, dim=1).indices
@@ -258,7 +258,7 @@ class DETRHead(nn.Module):
             anchors = self.token_anchors(h, w).to(tokens).expand(b, -1, -1)
             logits, box = self.propose(self.proposal_norm(tokens), anchors)
             extra["proposals"] = {"logits": logits, "boxes": box.sigmoid()}
-            index = self.select_queries(logits, box)
+            index = self.select_queries(logits, extra["proposals"]["boxes"])
             x = tokens.gather(1, index[..., None].expand(-1, -1, self.width))
             ref = box.detach().gather(1, index[..., None].expand(-1, -1, 4))
         else:
