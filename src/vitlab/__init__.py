@@ -1,9 +1,31 @@
-"""vitlab: Vision Transformers you can understand, train, compare, explain and scale."""
-from .layers import MultiHeadSelfAttention, PatchEmbedding
-from .models import ViTConfig, VisionTransformer, create_model, list_models
-from .ops.patches import num_tokens, patchify, unpatchify
+"""vitlab: Vision Transformers you can understand, train, compare, explain and scale.
 
-__version__ = "0.1.0"
+The names below are imported on first use, so ``import vitlab`` (and ``vitlab --help``) stays fast.
+"""
+from __future__ import annotations
 
-__all__ = ["patchify", "unpatchify", "num_tokens", "PatchEmbedding", "MultiHeadSelfAttention",
-           "ViTConfig", "VisionTransformer", "create_model", "list_models", "__version__"]
+import importlib
+from typing import Any
+
+from ._version import __version__
+
+_LAZY = {
+    "patchify": "vitlab.ops.patches", "unpatchify": "vitlab.ops.patches", "num_tokens": "vitlab.ops.patches",
+    "PatchEmbedding": "vitlab.layers", "MultiHeadSelfAttention": "vitlab.layers",
+    "ViTConfig": "vitlab.models", "VisionTransformer": "vitlab.models", "create_model": "vitlab.models",
+    "list_models": "vitlab.models", "load_checkpoint": "vitlab.runs", "save_checkpoint": "vitlab.runs",
+}
+
+__all__ = [*_LAZY, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'vitlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..train import evaluate_checkpoint
-from ..train.evaluate import SPLITS
+SPLITS = ("test", "val", "train")
 
 
 def run_dense(args: argparse.Namespace) -> int:
@@ -43,8 +42,11 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
                       f"{probe['dataset']} {probe['split']} ({probe['n']} images) accuracy {probe['accuracy']:.4f}")
         return 0
+    from ..tasks import evaluate_checkpoint
+
     report = evaluate_checkpoint(args.checkpoint, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
-                                 temperature_scale=args.temperature_scale, out_dir=args.out, device=args.device)
+                                 temperature_scale=args.temperature_scale, out_dir=args.out,
+                                 overwrite=args.overwrite, device=args.device)
     print(f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
           f"accuracy {report['accuracy']:.4f}  NLL {report['nll']:.4f}  ECE {report['ece']:.4f}")
     if "temperature" in report:
@@ -67,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test", choices=SPLITS)
     p.add_argument("--temperature-scale", action="store_true", help="fit a temperature on val, report before/after")
     p.add_argument("--out", help="folder for metrics.json, reliability.png, confusion.png")
+    p.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
     p.add_argument("--linear-probe", action="store_true", help="accuracy of a linear classifier on frozen features")
     p.add_argument("--knn", action="store_true", help="accuracy of weighted k-NN on frozen features")
     p.add_argument("--k", type=int, default=20, help="neighbours for --knn")

@@ -1,40 +1,119 @@
-"""The ``vitlab`` command: one sub-command per module in this package.
+"""The ``vitlab`` command: one sub-command per module in this package, and one error boundary.
 
 Every module here except this one defines ``register(subparsers)``, which adds its parser and
-sets ``func`` to a function ``(args) -> int`` that calls into the library and prints.
-Commands are thin: parse, call one library function, print.
+sets ``func`` to a function ``(args) -> int`` that calls into the library and prints. Commands
+are thin: parse, call one library function, print.
+
+The boundary: an error the user can cause (:class:`vitlab.errors.VitlabError`, and the
+``ValueError`` / ``TypeError`` / ``OSError`` a library call raises for bad input) prints one line
+on stderr naming the input and the way out, and exits 2 (bad input) or 1 (a run failed); Ctrl-C
+prints one line and exits 130. ``--debug`` (or ``VITLAB_DEBUG=1``) shows the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import warnings
+
+from .._version import __version__
 
 
+# Each command's one-line help, so that `vitlab --help` imports no command module (nor torch); a
+# command's module is imported only when it runs (or when every parser is built, for completion).
+COMMANDS = {
+    "compare": "ViT vs a size-matched CNN across rows, patch sizes and variants, with a report",
+    "convert": "convert a timm / Hugging Face / vitlab checkpoint file",
+    "cost": "attention cost by token count (no arguments: the textbook's table)",
+    "data": "list, describe and download datasets",
+    "evaluate": "evaluate a checkpoint: accuracy, NLL, calibration, confusion",
+    "explain": "explanation maps for an image, or an audit of what they are worth",
+    "explore": "open the interactive explorer in the browser (127.0.0.1)",
+    "export": "export a checkpoint to ONNX, timm or Hugging Face",
+    "models": "list registered models",
+    "params": "count a model's parameters by component",
+    "predict": "classify images, or overlay a dense model's masks or boxes",
+    "pretrain": "self-supervised pretraining (masked autoencoder or DINO)",
+    "shapes": "shapes of patches, Q/K/V, scores and outputs in a ViT block",
+    "train": "train a model on a dataset",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules() -> list[str]:
+    """The sub-command modules of this package (every module but this one)."""
+    return sorted(i.name for i in pkgutil.iter_modules(importlib.import_module(__package__).__path__)
+                  if i.name != "main")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``vitlab`` parser; with ``command``, only that command's module is imported (the others
+    are listed by name and help); without, every command is built in full."""
     parser = argparse.ArgumentParser(prog="vitlab", description="Vision Transformers: understand, train, "
                                      "compare, explain and scale.")
+    parser.add_argument("--version", action="version", version=f"vitlab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks (also VITLAB_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(importlib.import_module(__package__).__path__), key=lambda i: i.name):
-        if info.name != "main":
-            importlib.import_module(f"{__package__}.{info.name}").register(sub)
+    for name in command_modules():
+        if command is None or name == command:
+            importlib.import_module(f"{__package__}.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=COMMANDS.get(name, ""), add_help=False)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The sub-command named in ``argv`` (the first argument that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def one_line(err: BaseException) -> str:
+    """The error's message on one line (an OSError names its file)."""
+    if isinstance(err, OSError) and err.filename is not None and not str(err).count(str(err.filename)):
+        text = f"{err.strerror or err}: {err.filename}"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    parser = build_parser(command if command in command_modules() else "")
+    try:
+        import argcomplete
+
+        argcomplete.autocomplete(build_parser() if "_ARGCOMPLETE" in os.environ else parser)
+    except ImportError:
+        pass
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    debug = args.debug or os.environ.get("VITLAB_DEBUG", "") not in ("", "0")
+    if not debug:
+        warnings.showwarning = lambda message, *_, **__: print(f"vitlab {args.command}: warning: {message}",
+                                                               file=sys.stderr)
+    from ..errors import VitlabError
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, TypeError) as err:
-        print(f"vitlab {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"vitlab {args.command}: interrupted; files already written are intact (a training run continues "
+              f"with --resume)", file=sys.stderr)
+        return 130
+    except VitlabError as err:
+        if debug:
+            raise
+        print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return err.exit_code
+    except (ValueError, TypeError, OSError) as err:
+        if debug:
+            raise
+        print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 1 if isinstance(err, OSError) and not isinstance(err, (FileNotFoundError, NotADirectoryError,
+                                                                      IsADirectoryError, PermissionError)) else 2
 
 
 if __name__ == "__main__":

@@ -2,64 +2,87 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
 
-import torch
+from . import add_common, apply_threads, parse_overrides, read_config_file
 
-from ..train import RECIPES, TqdmReporter, TrainConfig, train
-from . import parse_overrides
-
+RECIPE_NAMES = ("default", "plain", "small-data")
 
 # argparse destination -> TrainConfig field, for the options that map one to one
 FIELDS = ("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "augment", "device",
           "init", "layer_decay", "teacher", "distill", "distill_alpha", "distill_temperature")
 
 
-def build_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config: the recipe (or, with ``--resume``, the run's saved config), then the options given."""
+def build_config(args: argparse.Namespace):  # -> TrainConfig
+    """The run's config: a ``--config`` file (or, with ``--resume``, the run's saved config), else the
+    recipe; then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, a
+    model config field otherwise."""
+    from ..engine import TrainConfig
+    from ..engine.config import field_names
+    from ..runs import RunDir
+    from ..runs.rundir import CONFIG
+
     given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
-    if args.set:
-        given["model_overrides"] = parse_overrides(args.set)
+    own = set(field_names(TrainConfig))
+    sets = parse_overrides(args.set)
+    model_sets = {k: v for k, v in sets.items() if k not in own}
+    given.update({k: v for k, v in sets.items() if k in own})
     if args.ema is not None:
         given["ema_decay"] = args.ema
     if args.no_amp:
         given["amp"] = False
-    given["out_dir"] = args.out
+    given.update(out_dir=args.out, overwrite=args.overwrite)
     if args.resume:
         if args.out is None:
             raise ValueError("--resume needs the run folder: --out DIR")
-        config_file = Path(args.out) / "config.json"
-        if not config_file.is_file():
-            raise FileNotFoundError(f"nothing to resume: {config_file} does not exist")
-        saved = json.loads(config_file.read_text())
-        return TrainConfig.from_dict({**saved, **given, "resume": True})
+        saved = read_config_file(RunDir(args.out) / CONFIG)
+        return TrainConfig.from_dict({**saved, **given, "resume": True, "overwrite": False,
+                                      "model_overrides": {**saved.get("model_overrides", {}), **model_sets}})
+    base = read_config_file(args.config) if args.config else None
+    if base is not None:
+        base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
+        merged = {**base, **given, "model_overrides": {**base.get("model_overrides", {}), **model_sets}}
+        return TrainConfig.from_dict(merged)
+    if model_sets:
+        given["model_overrides"] = {**given.get("model_overrides", {}), **model_sets}
     return TrainConfig.from_recipe(args.recipe, **given)
 
 
-DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device")
+DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head")
 
 
 def run_dense(args: argparse.Namespace) -> int:
-    """``--task segment|detect``: train a dense head (see ``vitlab.dense``)."""
+    """``--task segment|detect``: train a dense head (see ``vitlab.dense``). ``--set KEY=VALUE`` sets a
+    DenseTrainConfig field (e.g. ``count``, ``image_size``) or a DenseConfig field (e.g. ``patch_size``)."""
     from ..dense import dense_train_config, train_dense
+    from ..engine import TqdmReporter
+    from ..errors import ConfigError
+    from ..runs import RunDir
+    from ..runs.rundir import CONFIG
 
     given = {name: getattr(args, name) for name in DENSE_FIELDS if getattr(args, name) is not None}
-    head = args.head or ("detr" if args.task == "detect" else "linear")
-    config = dense_train_config({"task": args.task, "head": head, "device": "cpu", **given,
-                                 "out_dir": args.out, **parse_overrides(args.set)})
-    progress = None if args.quiet else (lambda epoch, loss: print(f"epoch {epoch + 1}/{config.epochs} "
-                                                                  f"loss {loss:.4f}", file=sys.stderr))
-    result = train_dense(config, progress=progress)
-    test = result.test
-    scores = (f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}" if config.task == "segment"
-              else f"mAP@[.5:.95] {test['map']:.4f}, mAP@.5 {test['map50']:.4f}")
-    print(f"{config.head} {config.task} on {config.dataset}: {result.params:,} parameters, "
-          f"{result.seconds:.1f}s, test {scores}")
-    if config.out_dir is not None:
-        print(f"run folder: {config.out_dir}", file=sys.stderr)
+    if args.resume:
+        if args.out is None:
+            raise ConfigError("--resume needs the run folder: --out DIR")
+        base = read_config_file(RunDir(args.out) / CONFIG)
+    else:
+        base = read_config_file(args.config) if args.config else {}
+    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
+    config = dense_train_config({**base, "task": args.task, **given, **parse_overrides(args.set), "out_dir": args.out,
+                                 "resume": args.resume, "overwrite": args.overwrite})
+    apply_threads(args.threads)
+    main = int(os.environ.get("RANK", "0")) == 0
+    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    result = train_dense(config, reporter=reporter)
+    if main:
+        test = result.test
+        scores = (f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}" if config.task == "segment"
+                  else f"mAP@[.5:.95] {test['map']:.4f}, mAP@.5 {test['map50']:.4f}")
+        print(f"{config.head} {config.task} on {config.dataset}: {result.params:,} parameters, "
+              f"{result.seconds:.1f}s, test {scores} (final model)")
+        if config.out_dir is not None:
+            print(f"run folder: {config.out_dir}", file=sys.stderr)
     return 0
 
 
@@ -68,9 +91,11 @@ def run(args: argparse.Namespace) -> int:
         return run_dense(args)
     if args.head is not None:
         raise ValueError("--head picks a dense head: use it with --task segment or --task detect")
+    from ..engine import TqdmReporter
+    from ..tasks import train
+
     config = build_config(args)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    apply_threads(args.threads)
     main = int(os.environ.get("RANK", "0")) == 0
     reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
     result = train(config, reporter=reporter)
@@ -78,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         line = (f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
                 f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})")
         if result.test is not None:
-            line += f", test acc {result.test['acc']:.4f} (loss {result.test['loss']:.4f}, ece {result.test['ece']:.4f})"
+            line += (f", test acc {result.test['acc']:.4f} (loss {result.test['loss']:.4f}, ece "
+                     f"{result.test['ece']:.4f}; best epoch's weights)")
         print(line)
         if config.out_dir is not None:
             print(f"run folder: {config.out_dir}", file=sys.stderr)
@@ -98,26 +124,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=int, help="keep only the first N training images")
-    p.add_argument("--recipe", default="default", choices=list(RECIPES), help="named training settings")
+    p.add_argument("--recipe", default="default", choices=RECIPE_NAMES, help="named training settings")
+    p.add_argument("--config", metavar="FILE", help="a YAML or JSON run config (e.g. a run's own config.json); "
+                   "options given on the command line override it")
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int, help="images per step per process")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--augment", help="augmentation preset: none, light, strong")
     p.add_argument("--ema", type=float, metavar="DECAY", help="keep an EMA of the weights (e.g. 0.999)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="model config override, repeatable (e.g. --set drop_path_rate=0.1)")
+                   help="any run config field (e.g. --set weight_decay=0.1) or model config field "
+                   "(e.g. --set drop_path_rate=0.1); repeatable")
     p.add_argument("--seed", type=int)
-    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1, ...")
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
-    p.add_argument("--threads", type=int, help="CPU threads per process (1 is fastest for small models on a "
-                   "busy machine)")
     p.add_argument("--init", metavar="CKPT", help="start from a checkpoint's matching weights (e.g. `vitlab pretrain`)")
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning (e.g. 0.75)")
     p.add_argument("--teacher", metavar="CKPT", help="distil from this checkpoint (a vitlab CNN or ViT)")
     p.add_argument("--distill", choices=("soft", "hard"), help="distillation kind (DeiT token and head)")
     p.add_argument("--distill-alpha", type=float, help="weight of the distillation term (default 0.5)")
     p.add_argument("--distill-temperature", type=float, help="soft distillation temperature T (default 1)")
-    p.add_argument("--out", help="run folder for checkpoints and metrics (default: write nothing)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_common(p, out="run folder for checkpoints and metrics (default: write nothing)")
     p.set_defaults(func=run)

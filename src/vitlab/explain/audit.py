@@ -33,7 +33,7 @@ from scipy.stats import rankdata
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
-from ..train import TrainConfig, predict_logits, train
+from ..engine import ClassificationTask, TrainConfig, build_model, fit, predict_logits
 from .maps import applicable_methods, compute_maps, head_attention, masked_probs, patch_layout
 
 CASES = ("confident correct", "unsure correct", "confident wrong", "unsure wrong")
@@ -241,7 +241,7 @@ def audit(model: nn.Module, splits: DataSplits, samples: int = 100, methods: Seq
     images of ``split``.
 
     Args:
-        train_config: a :class:`~vitlab.train.TrainConfig` for the permuted-label check (its
+        train_config: a :class:`~vitlab.engine.TrainConfig` for the permuted-label check (its
             ``epochs`` replaced by ``sanity_epochs``, no files written); None skips that check.
         threshold: rank correlation at or above which a map fails a sanity check.
         key_patch: the patch that decides the label (a synthetic task): reports how often each
@@ -328,7 +328,8 @@ def _permuted_rho(model: nn.Module, splits: DataSplits, inputs: torch.Tensor, me
                   epochs: int, seed: int) -> dict[str, float | None]:
     device = next(model.parameters()).device
     config = replace(train_config, epochs=epochs, out_dir=None, resume=False, device=str(device))
-    copy_model = train(config, permuted_labels(splits, seed)).model.eval()
+    permuted = permuted_labels(splits, seed)
+    copy_model = fit(ClassificationTask(build_model(config, permuted), permuted, config), config).model.eval()
     maps = compute_maps(copy_model, inputs, methods, target, patch_size=size)
     return {m: _mean(spearman(trained[m], maps[m])) for m in methods}
 

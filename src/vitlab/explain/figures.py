@@ -1,4 +1,4 @@
-"""Explanation figures, rendered headless (matplotlib's Agg backend) to PNG.
+"""Explanation figures, drawn on matplotlib ``Figure`` objects (no pyplot, no global backend) to PNG.
 
 Every figure has a fixed size in inches saved at :data:`DPI` (no tight bounding box), so its pixel
 size is known in advance: ``width_in * DPI x height_in * DPI``. Maps over the patch grid are drawn
@@ -9,26 +9,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+
+import numpy as np
+import torch
 
 DPI = 100
 PANEL = 2.0      # inches per image panel
 
 
-def _save(fig: plt.Figure, path: str | Path) -> Path:
+def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
-def _show_image(ax: plt.Axes, image: torch.Tensor) -> tuple[int, int]:
+def _show_image(ax: Axes, image: torch.Tensor) -> tuple[int, int]:
     """Draw an image ``(C, H, W)`` in [0, 1] (grey for one channel); returns ``(H, W)``."""
     pixels = image.detach().float().cpu().clamp(0, 1)
     if pixels.shape[0] == 1:
@@ -40,7 +39,7 @@ def _show_image(ax: plt.Axes, image: torch.Tensor) -> tuple[int, int]:
     return tuple(pixels.shape[-2:])
 
 
-def _overlay(ax: plt.Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> None:
+def _overlay(ax: Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> None:
     """The image with a map ``(gh, gw)`` drawn over it, one cell per ``patch``-pixel patch (default:
     cells that cover the image)."""
     h, w = _show_image(ax, image)
@@ -58,7 +57,8 @@ def plot_maps(image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str |
 
     Size: ``PANEL * (1 + len(maps))`` by ``PANEL + 0.6`` inches.
     """
-    fig, axes = plt.subplots(1, 1 + len(maps), figsize=(PANEL * (1 + len(maps)), PANEL + 0.6), squeeze=False)
+    fig = Figure(figsize=(PANEL * (1 + len(maps)), PANEL + 0.6))
+    axes = fig.subplots(1, 1 + len(maps), squeeze=False)
     _show_image(axes[0, 0], image)
     axes[0, 0].set_title("image", fontsize=8)
     for ax, (name, grid_map) in zip(axes[0, 1:], maps.items()):
@@ -76,7 +76,8 @@ def plot_head_attention(image: torch.Tensor, maps: torch.Tensor, spreads: torch.
     Size: ``PANEL * (1 + H)`` by ``PANEL * L + 0.6`` inches.
     """
     layers, heads = maps.shape[:2]
-    fig, axes = plt.subplots(layers, 1 + heads, figsize=(PANEL * (1 + heads), PANEL * layers + 0.6), squeeze=False)
+    fig = Figure(figsize=(PANEL * (1 + heads), PANEL * layers + 0.6))
+    axes = fig.subplots(layers, 1 + heads, squeeze=False)
     for layer in range(layers):
         _show_image(axes[layer, 0], image)
         axes[layer, 0].set_ylabel(f"layer {layer if layers > 1 else 'last'}", fontsize=8)
@@ -91,7 +92,8 @@ def plot_head_attention(image: torch.Tensor, maps: torch.Tensor, spreads: torch.
 def plot_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path, title: str = "") -> Path:
     """Mean deletion and insertion curves per ordering (``{name: {"deletion": [...], "insertion": [...]}}``)
     against the fraction of patches removed or revealed. Size: 9 x 3.6 inches."""
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig = Figure(figsize=(9, 3.6))
+    axes = fig.subplots(1, 2)
     for ax, kind in zip(axes, ("deletion", "insertion")):
         for name, curve in curves.items():
             ys = np.asarray(curve[kind])
@@ -108,7 +110,8 @@ def plot_cascade(cascade: Mapping[str, Sequence[float | None]], stages: Sequence
                  threshold: float | None = None) -> Path:
     """Rank correlation with the trained model's map as the weights are randomised stage by stage,
     head first. Size: 7 x 3.6 inches."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
     for name, values in cascade.items():
         ax.plot(range(len(stages)), [np.nan if v is None else v for v in values], marker="o", label=name)
     if threshold is not None:
@@ -127,7 +130,8 @@ def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int
     from .textbook import position_similarity
 
     gh, gw = grid
-    fig, axes = plt.subplots(1, len(tables), figsize=(3.2 * len(tables), 3.6), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(tables), 3.6))
+    axes = fig.subplots(1, len(tables), squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
         sim = position_similarity(table).reshape(gh, gw, gh, gw)
         mosaic = np.full((gh * (gh + 1), gw * (gw + 1)), np.nan)
@@ -145,7 +149,8 @@ def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int
 def plot_matrices(matrices: Mapping[str, torch.Tensor], path: str | Path, title: str = "") -> Path:
     """Named ``(N, N)`` attention matrices side by side (rows queries, columns keys).
     Size: ``3 * len(matrices)`` by 3.4 inches."""
-    fig, axes = plt.subplots(1, len(matrices), figsize=(3 * len(matrices), 3.4), squeeze=False)
+    fig = Figure(figsize=(3 * len(matrices), 3.4))
+    axes = fig.subplots(1, len(matrices), squeeze=False)
     for ax, (name, matrix) in zip(axes[0], matrices.items()):
         ax.imshow(matrix.detach().cpu().numpy(), cmap="viridis", interpolation="nearest")
         ax.set(title=name, xlabel="key", ylabel="query")
@@ -157,7 +162,8 @@ def plot_matrices(matrices: Mapping[str, torch.Tensor], path: str | Path, title:
 def plot_temperature_sweep(weights: torch.Tensor, temperatures: Sequence[float], path: str | Path) -> Path:
     """One query's softmax weights ``(T, N)`` at each temperature, against the uniform ``1/N``.
     Size: 7 x 3.6 inches."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
     n = weights.shape[-1]
     width = 0.8 / len(temperatures)
     for i, (row, t) in enumerate(zip(weights, temperatures)):

@@ -19,8 +19,9 @@ import torch
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
-from ..train import Checkpoint, TrainConfig
-from ..train.evaluate import checkpoint_data
+from ..engine import TrainConfig
+from ..errors import CheckpointError
+from ..runs import Loaded, checkpoint_data
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_head_attention, plot_maps
 from .textbook import textbook_figures
@@ -120,15 +121,19 @@ def attention_examples(model: nn.Module, splits: DataSplits, n_correct: int = 2,
 # -- from a checkpoint ------------------------------------------------------------------------------
 
 
-def checkpoint_train_config(ckpt: Checkpoint) -> TrainConfig:
+def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
     """The training run's config (``config.json`` of its run folder), else the default recipe for
     the checkpoint's model and config."""
     config_file = ckpt.path.parent.parent / "config.json"
-    if config_file.is_file():
-        return TrainConfig.from_dict(json.loads(config_file.read_text()))
-    meta = ckpt.metadata
-    return TrainConfig(model=meta["model"], model_overrides=meta["config"], dataset=meta.get("dataset", "digits"),
-                       seed=meta.get("seed", 0))
+    if config_file.is_file() and ckpt.kind == "classifier":
+        saved = json.loads(config_file.read_text())
+        if isinstance(saved, dict) and "model" in saved:
+            return TrainConfig.from_dict(saved)
+    if ckpt.name is None:
+        raise CheckpointError(f"{ckpt.path} records no registered model name: the permuted-label check cannot "
+                              f"retrain it; pass --sanity-epochs 0")
+    return TrainConfig(model=ckpt.name, model_overrides=ckpt.model.config.to_dict(),
+                       dataset=ckpt.data.dataset or "digits", seed=ckpt.data.seed)
 
 
 def explain_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,
@@ -141,7 +146,7 @@ def explain_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | 
     report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
     if textbook:
         report["files"] += [str(p) for p in textbook_figures(out_dir, ckpt.model)]
-    return {"checkpoint": str(ckpt.path), "model": ckpt.metadata["model"], "dataset": splits.name, **report}
+    return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
 
 
 def audit_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,

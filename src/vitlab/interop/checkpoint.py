@@ -1,17 +1,14 @@
-"""Checkpoint files: read timm / Hugging Face / vitlab weights, write vitlab or timm ones.
+"""Foreign checkpoint files: read timm / Hugging Face state dicts, write plain state dicts.
 
 Files are safetensors, or torch files read with ``torch.load(weights_only=True)`` (no code
-runs). A vitlab checkpoint is a safetensors file whose metadata carries the model's
-:class:`ViTConfig` as JSON under ``vitlab_config``, so :func:`load_checkpoint` rebuilds the
-model from the file alone. Other files give their config from shapes (see
-:func:`vitlab.interop.infer_config`), from a Hugging Face ``config.json`` beside the file, or
-from fields passed by the caller.
+runs). A foreign file gives its config from shapes (see :func:`vitlab.interop.infer_config`),
+from a Hugging Face ``config.json`` beside it, or from fields passed by the caller. vitlab's own
+format (config, data config and checksum in the metadata) is :mod:`vitlab.runs.checkpoint`.
 """
 from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +16,11 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..models.vit import ViTConfig, VisionTransformer
+from ..models.vit import VisionTransformer
 from .hf import HF_LAYERNORM_EPS, hf_config_fields
 from .keymaps import StateDict, detect_format, hf_to_vitlab, timm_to_vitlab
 from .state import model_from_state
-from .timm import to_timm_state_dict
 
-CONFIG_KEY = "vitlab_config"
-SOURCES = ("auto", "timm", "hf", "vitlab")
-TARGETS = ("vitlab", "timm")
 _WRAPPERS = ("state_dict", "model", "module")
 
 
@@ -77,35 +70,23 @@ def write_state_dict(state: StateDict, path: str | Path, metadata: dict[str, str
         torch.save({k: v.detach() for k, v in state.items()}, path)
 
 
-def _check_vitlab_path(path: str | Path) -> None:
-    if Path(path).suffix != ".safetensors":
-        raise ValueError(f"a vitlab checkpoint is a .safetensors file (it carries the config), got {path}")
+def foreign_model(state: StateDict, meta: dict[str, str], path: str | Path,
+                  img_size: int | tuple[int, int] | None, config: dict[str, Any]
+                  ) -> tuple[VisionTransformer, str, dict[str, str]]:
+    """The ViT that a timm or Hugging Face state dict holds: ``(model, source, guessed)``.
 
-
-def save_checkpoint(model: VisionTransformer, path: str | Path) -> None:
-    """Write ``model`` as a vitlab safetensors checkpoint carrying its config."""
-    _check_vitlab_path(path)
-    write_state_dict(model.state_dict(), path, {CONFIG_KEY: json.dumps(model.config.to_dict())})
-
-
-def _load(path: str | Path, source: str, img_size: int | tuple[int, int] | None,
-          config: dict[str, Any]) -> tuple[VisionTransformer, str, dict[str, str], int]:
-    """The model in ``path``, the source format, the guessed config fields and the file's tensor count."""
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    state, meta = read_state_dict(path)
-    count = len(state)
-    if source == "auto":
-        source = "vitlab" if CONFIG_KEY in meta else detect_format(state)
-        if source is None:
-            raise ValueError(f"{path} holds no ViT weights vitlab recognises (keys {', '.join(sorted(state)[:4])}, "
-                             f"...): name the source format with source='timm' | 'hf' | 'vitlab'")
+    ``source`` is ``"timm"`` or ``"hf"`` (told apart by key names); ``config`` gives the fields the
+    weights do not record; a Hugging Face ``config.json`` beside the file is read; ``guessed`` maps
+    every field inferred from shapes or defaults to why (see :func:`~vitlab.interop.infer_config`).
+    """
+    source = detect_format(state)
+    if source is None:
+        raise ValueError(f"{path} holds no ViT weights vitlab recognises (keys {', '.join(sorted(state)[:4])}, ...): "
+                         f"expected a timm or Hugging Face ViT state dict")
     known, guessed = dict(config), {}
-    if source == "vitlab" and CONFIG_KEY in meta:
-        known = {**ViTConfig.from_dict(json.loads(meta[CONFIG_KEY])).to_dict(), **config}
-    elif source == "timm":
+    if source == "timm":
         state = timm_to_vitlab(state)
-    elif source == "hf":
+    else:
         sibling = Path(path).with_name("config.json")
         if sibling.is_file():
             known = {**hf_config_fields(json.loads(sibling.read_text())), **config}
@@ -114,49 +95,4 @@ def _load(path: str | Path, source: str, img_size: int | tuple[int, int] | None,
             guessed["norm_eps"] = f"{HF_LAYERNORM_EPS} (Hugging Face ViT's default; no config.json beside the file)"
         state = hf_to_vitlab(state)
     model, inferred = model_from_state(state, resize_to=img_size, **known)
-    return model, source, {**guessed, **inferred}, count
-
-
-def load_checkpoint(path: str | Path, source: str = "auto", img_size: int | tuple[int, int] | None = None,
-                    **config: Any) -> VisionTransformer:
-    """Build the model a checkpoint file holds (vitlab, timm or Hugging Face), in eval mode.
-
-    Args:
-        source: ``"auto"`` (by metadata and key names), ``"timm"``, ``"hf"`` or ``"vitlab"``.
-        img_size: run at this image size, resampling learned positions.
-        **config: :class:`ViTConfig` fields the file does not record (e.g. ``num_heads``).
-    """
-    return _load(path, source, img_size, config)[0]
-
-
-@dataclass
-class Conversion:
-    """What :func:`convert_file` did."""
-    src: str
-    dst: str
-    source: str
-    target: str
-    config: ViTConfig
-    num_params: int
-    num_tensors: int
-    guessed: dict[str, str] = field(default_factory=dict)
-
-
-def convert_file(src: str | Path, dst: str | Path, source: str = "auto", target: str = "vitlab",
-                 img_size: int | tuple[int, int] | None = None, **config: Any) -> Conversion:
-    """Convert a checkpoint file: ``target="vitlab"`` writes a vitlab safetensors checkpoint,
-    ``"timm"`` a timm ``VisionTransformer`` state dict (safetensors or torch file by suffix).
-
-    Arguments are those of :func:`load_checkpoint`.
-    """
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    if target == "vitlab":
-        _check_vitlab_path(dst)
-    model, source, guessed, count = _load(src, source, img_size, config)
-    if target == "vitlab":
-        save_checkpoint(model, dst)
-    else:
-        write_state_dict(to_timm_state_dict(model), dst)
-    return Conversion(str(src), str(dst), source, target, model.config,
-                      sum(p.numel() for p in model.parameters()), count, guessed)
+    return model, source, {**guessed, **inferred}

@@ -1,6 +1,7 @@
 """Models (ViT, CNN baseline) and the registry of named configurations."""
 from .registry import create_model, describe_model, get_config, list_models, register_builder, register_model
 from .vit import ViTConfig, VisionTransformer
+from .distilled import distilled_from
 
 register_builder(ViTConfig, VisionTransformer)
 
@@ -28,7 +29,7 @@ for _size, (_dim, _heads) in {"tiny": (192, 3), "small": (384, 6), "base": (768,
     register_model(f"vit-{_size}-patch16-224", ViTConfig(embed_dim=_dim, depth=12, num_heads=_heads),
                    f"ViT-{_size[0].upper()}/16 at 224x224, timm-compatible shapes")
 
-__all__ = ["create_model", "describe_model", "get_config", "list_models", "register_builder",
+__all__ = ["create_model", "describe_model", "distilled_from", "get_config", "list_models", "register_builder",
            "register_model", "ViTConfig", "VisionTransformer"]
 
 # CNN baselines (issue #2): plain conv3x3-BN-ReLU stages sized to match the ViTs they are compared with.
@@ -57,3 +58,9 @@ register_model("swin-nano-patch2-window4-32",
                           num_heads=(2, 4, 8), window_size=4),
                "a 3-stage Swin for 32x32 colour: grids 16, 8, 4 in windows of 4x4")
 __all__ += ["SwinConfig", "SwinStage", "SwinTransformer", "TokenMergingViT", "apply_tome", "front_loaded"]
+
+# Dense models: a backbone's intermediate maps with a segmentation or detection head.
+from .dense import DenseConfig, DenseModel  # noqa: E402
+
+register_builder(DenseConfig, DenseModel)
+__all__ += ["DenseConfig", "DenseModel"]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset, normalize
-from ..train.evaluate import checkpoint_data
+from ..runs import checkpoint_data
 
 PROBES = ("linear", "knn")
 
@@ -32,9 +32,6 @@ def extract_features(model: nn.Module, images: torch.Tensor, mean: Sequence[floa
     chunks = []
     for chunk in images.split(batch_size):
         tokens = model.forward_features(normalize(chunk.to(device), mean_t, std_t))
-        if hasattr(model, "dist_token"):
-            r = model.num_prefix_tokens
-            tokens = torch.cat([tokens[:, :r], tokens[:, r + 1:]], dim=1)
         chunks.append(model.forward_head(tokens, pre_logits=True).float())
     return torch.cat(chunks)
 
@@ -93,11 +90,11 @@ def probe_checkpoint(path: str | Path, method: str = "linear", *, dataset: str |
                      k: int = 20, device: str = "auto") -> dict[str, Any]:
     """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
-    meta, name = ckpt.metadata, splits.name
+    name = splits.name
     data = getattr(splits, split)
     if data is None:
         raise ValueError(f"{name} has no {split} split here: use --split val")
     acc = probe_model(ckpt.model, splits.train, data, splits.mean, splits.std, method, k)
-    return {"checkpoint": str(ckpt.path), "model": meta["model"], "dataset": name, "split": split,
+    return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": name, "split": split,
             "probe": method, "k": k if method == "knn" else None, "train_rows": len(splits.train),
             "n": len(data), "accuracy": acc}

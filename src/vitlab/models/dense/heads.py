@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops import box_convert, nms
 
-from ..layers.mlp import MLP
+from ...layers.mlp import MLP
 from .decoder import TransformerDecoder, sine_embed, sine_pos_2d
 
 

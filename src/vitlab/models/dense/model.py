@@ -1,20 +1,23 @@
 """A backbone with a dense head: ``DenseModel(images (B, 3, H, W)) -> dict`` (see ``heads``).
 
-The backbone is any vitlab model with ``forward_intermediates(images, indices) -> [(B, D_i, h_i, w_i)]``
-(a plain ViT by default, or a registered model by name, e.g. a Swin once it has the method); the
-heads learn the maps' widths and the finest stride from one probe image at build time.
+The backbone is any vitlab model with timm's ``forward_intermediates`` (maps ``(B, D_i, h_i, w_i)`` in
+block order, through the final norm): a plain ViT by default, or a registered model by name, e.g. a
+Swin once it has the method. The heads learn the maps' widths and the finest stride from one probe
+image at build time.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..models import create_model
-from ..models.config import reject_unknown
-from ..models.vit import ViTConfig, VisionTransformer
+from ..registry import create_model
+from ...errors import ConfigError
+from ..config import (MAX_CLASSES, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_TOKENS, MAX_WIDTH, Check, Float, Int, Maybe,
+                      OneOf, Seq, check_fields, reject_unknown)
+from ..vit import ViTConfig, VisionTransformer
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
 HEADS = {"segment": ("linear", "decoder", "queries"), "detect": ("detr",)}
@@ -29,7 +32,7 @@ class DenseConfig:
     ``decoder_width``: the conv decoder's fused width and the query heads' width.
     ``detr_queries``: ``"tokens"`` (every image token proposes a box; the ``num_queries`` best
     distinct proposals, after class-agnostic NMS at IoU ``query_nms``, become the queries) or
-    ``"learned"`` (``num_queries`` learned queries and anchors); see :class:`~vitlab.dense.heads.DETRHead`.
+    ``"learned"`` (``num_queries`` learned queries and anchors); see :class:`~vitlab.models.dense.heads.DETRHead`.
     """
     task: str = "segment"
     head: str = "linear"
@@ -49,13 +52,26 @@ class DenseConfig:
     mean: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
     std: list[float] = field(default_factory=lambda: [0.25, 0.25, 0.25])
 
+    checks: ClassVar[dict[str, Check]] = {
+        "task": OneOf(tuple(HEADS)), "num_classes": Int(1, MAX_CLASSES), "img_size": Int(1, MAX_SIDE),
+        "patch_size": Int(1, MAX_SIDE), "embed_dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
+        "num_heads": Int(1, MAX_HEADS), "indices": Maybe(Seq(Int(-MAX_DEPTH, MAX_DEPTH - 1), container=list)),
+        "decoder_width": Int(1, MAX_WIDTH), "num_queries": Int(1, MAX_TOKENS), "decoder_depth": Int(1, MAX_DEPTH),
+        "detr_queries": OneOf(("learned", "tokens")), "query_nms": Float(0, 1),
+        "mean": Seq(Float(-255, 255), 3, 3, container=list),
+        "std": Seq(Float(0, 255, low_open=True), 3, 3, container=list)}
+
     def __post_init__(self) -> None:
-        if self.task not in HEADS:
-            raise ValueError(f"task must be one of {list(HEADS)}, got {self.task!r}")
+        check_fields(self, self.checks)
         if self.head not in HEADS[self.task]:
-            raise ValueError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
-        if self.detr_queries not in ("learned", "tokens"):
-            raise ValueError(f"detr_queries must be 'learned' or 'tokens', got {self.detr_queries!r}")
+            raise ConfigError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
+        if self.head in ("queries", "detr") and self.decoder_width % 4:
+            raise ConfigError(f"head {self.head!r} decodes with 4 heads and 2-D sine positions, so decoder_width "
+                              f"must be a multiple of 4, got {self.decoder_width}")
+        if self.backbone is None and self.indices is not None and any(
+                not -self.depth <= i < self.depth for i in self.indices):
+            raise ConfigError(f"indices {self.indices} out of range for depth {self.depth}: "
+                              f"use 0..{self.depth - 1} or negative indices")
 
     def block_indices(self) -> list[int]:
         if self.head == "linear" or self.head == "detr":
@@ -106,7 +122,8 @@ class DenseModel(nn.Module):
         self.backbone = build_backbone(config)
         with torch.no_grad():  # the maps' widths and finest stride, from a probe image
             probe = torch.zeros(1, 3, config.img_size, config.img_size)
-            maps = self.backbone.eval().forward_intermediates(probe, config.block_indices())
+            maps = self.backbone.eval().forward_intermediates(probe, config.block_indices(), norm=True,
+                                                              stop_early=True, intermediates_only=True)
         self.backbone.train()
         stride = config.img_size // max(m.shape[-1] for m in maps)
         self.head = build_head(config, [m.shape[1] for m in maps], stride)
@@ -115,4 +132,6 @@ class DenseModel(nn.Module):
 
     def forward(self, images: torch.Tensor) -> dict:
         x = (images - self.mean) / self.std
-        return self.head(self.backbone.forward_intermediates(x, self.config.block_indices()), x)
+        maps = self.backbone.forward_intermediates(x, self.config.block_indices(), norm=True, stop_early=True,
+                                                   intermediates_only=True)
+        return self.head(maps, x)

@@ -1,13 +1,12 @@
-"""Evaluation figures (matplotlib, Agg backend): reliability diagram and confusion matrix."""
+"""Evaluation figures (matplotlib ``Figure`` objects: no pyplot, no global backend): reliability diagram and confusion matrix."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
 
 
 def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = None, title: str = "") -> None:
@@ -15,7 +14,8 @@ def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = Non
     data; ``calibrated`` (same form, after temperature scaling) is drawn as outlined bars."""
     edges = bins["edges"]
     width = edges[1] - edges[0]
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    fig = Figure(figsize=(4.5, 4.5))
+    ax = fig.subplots()
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
     acc = [a if a is not None else 0.0 for a in bins["accuracy"]]
     ax.bar(edges[:-1], acc, width=width, align="edge", edgecolor="black", alpha=0.7, label="accuracy")
@@ -27,14 +27,14 @@ def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = Non
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_confusion(confusion: Sequence[Sequence[int]], classes: Sequence[str], path: str | Path,
                    title: str = "") -> None:
     """The confusion matrix (rows true, columns predicted) as a heat map with counts."""
     k = len(classes)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * k + 1.5),) * 2)
+    fig = Figure(figsize=(max(4.0, 0.45 * k + 1.5),) * 2)
+    ax = fig.subplots()
     ax.imshow(confusion, cmap="Blues")
     if k <= 30:
         peak = max(max(row) for row in confusion) or 1
@@ -48,4 +48,3 @@ def plot_confusion(confusion: Sequence[Sequence[int]], classes: Sequence[str], p
     ax.set(xlabel="predicted", ylabel="true", title=title or "confusion")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -1,4 +1,10 @@
-"""Optimizers with weight-decay parameter groups, warmup + cosine schedules, and a weight EMA."""
+"""Optimizers with weight-decay parameter groups, layer-wise rate decay, warmup + cosine schedules,
+and a weight EMA.
+
+Layer-wise decay (BEiT / MAE fine-tuning) scales block ``i`` of a depth-``L`` ViT by
+``decay ** (L - i)``: the head gets the full rate (layer ``L + 1``), the embeddings (patch
+embedding, positions, prefix tokens; layer 0) ``decay ** (L + 1)``.
+"""
 from __future__ import annotations
 
 import copy
@@ -6,6 +12,8 @@ import math
 
 import torch
 from torch import nn
+
+from ..errors import ConfigError
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "constant")
@@ -23,6 +31,37 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         if param.requires_grad:
             (no_decay if param.ndim < 2 or name in skip else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+EMBEDDING_PREFIXES = ("patch_embed", "pos_embed", "class_token", "reg_token", "dist_token", "norm_pre")
+
+
+def layer_id(name: str, depth: int) -> int:
+    """The layer of parameter ``name`` in a depth-``depth`` ViT: 0 embeddings, ``i + 1`` block ``i``,
+    ``depth + 1`` everything after the blocks (norms, heads)."""
+    if name.startswith(EMBEDDING_PREFIXES):
+        return 0
+    if name.startswith("blocks."):
+        return int(name.split(".")[1]) + 1
+    return depth + 1
+
+
+def layer_decay_groups(model: nn.Module, weight_decay: float, decay: float) -> list[dict]:
+    """:func:`param_groups` split by layer, each with its ``lr_scale``."""
+    if not 0.0 < decay <= 1.0:
+        raise ConfigError(f"layer decay must lie in (0, 1], got {decay}: 0.65-0.75 is usual for small ViTs")
+    depth = len(getattr(model, "blocks", ()))
+    if depth == 0:
+        raise ConfigError(f"layer-wise decay needs a ViT with blocks, got {type(model).__name__}")
+    ids = {id(p): layer_id(n, depth) for n, p in model.named_parameters()}
+    groups = []
+    for base in param_groups(model, weight_decay):
+        by_layer: dict[int, list[nn.Parameter]] = {}
+        for p in base["params"]:
+            by_layer.setdefault(ids[id(p)], []).append(p)
+        groups += [{"params": ps, "weight_decay": base["weight_decay"], "lr_scale": decay ** (depth + 1 - layer)}
+                   for layer, ps in sorted(by_layer.items())]
+    return groups
 
 
 def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float,

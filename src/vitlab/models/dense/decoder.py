@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers.mlp import MLP
-from ..ops.attention import merge_heads, scaled_dot_product_attention, split_heads
+from ...layers.mlp import MLP
+from ...ops.attention import merge_heads, scaled_dot_product_attention, split_heads
 
 
 def sine_embed(coords: torch.Tensor, dim: int, temperature: float = 20.0) -> torch.Tensor:

@@ -19,8 +19,8 @@ class Reporter:
     def start(self, epochs: int, start_epoch: int, steps_per_epoch: int) -> None:
         """Before the first epoch; ``start_epoch`` > 0 when resuming."""
 
-    def step(self, epoch: int, step: int, loss: float, acc: float, images_per_s: float) -> None:
-        """Running means over the epoch so far (``step`` counts from 1)."""
+    def step(self, epoch: int, step: int, running: dict[str, float], images_per_s: float) -> None:
+        """Running means over the epoch so far (``{"loss": ..., "acc": ...}``; ``step`` counts from 1)."""
 
     def epoch(self, record: dict[str, Any]) -> None:
         """One finished epoch's metrics (a row of ``metrics.jsonl``)."""
@@ -29,12 +29,16 @@ class Reporter:
         """After the last epoch."""
 
 
+def _metrics(record: dict[str, Any], prefix: str) -> str:
+    return " ".join(f"{k[len(prefix):]} {v:.4f}" for k, v in record.items()
+                    if k.startswith(prefix) and isinstance(v, float))
+
+
 def format_record(record: dict[str, Any], epochs: int) -> str:
     """One line for an epoch record: ``epoch 3/30  train loss .. acc ..  val loss .. acc .. ece ..  img/s  s``."""
-    line = (f"epoch {record['epoch']}/{epochs}  train loss {record['train_loss']:.4f} "
-            f"acc {record['train_acc']:.4f}")
-    if record.get("val_acc") is not None:
-        line += f"  val loss {record['val_loss']:.4f} acc {record['val_acc']:.4f} ece {record['val_ece']:.4f}"
+    line = f"epoch {record['epoch']}/{epochs}  train {_metrics(record, 'train_')}"
+    if any(k.startswith("val_") for k in record):
+        line += f"  val {_metrics(record, 'val_')}"
     return line + f"  {record['images_per_s']:,.0f} img/s  {record['seconds']:.1f}s"
 
 
@@ -53,12 +57,13 @@ class TqdmReporter(Reporter):
     def start(self, epochs: int, start_epoch: int, steps_per_epoch: int) -> None:
         self.epochs, self.steps = epochs, steps_per_epoch
 
-    def step(self, epoch: int, step: int, loss: float, acc: float, images_per_s: float) -> None:
+    def step(self, epoch: int, step: int, running: dict[str, float], images_per_s: float) -> None:
         if self.bar is None:
             self.bar = tqdm(total=self.steps, desc=f"epoch {epoch}/{self.epochs}", leave=False,
                             disable=self.disable, file=sys.stderr, dynamic_ncols=True)
         self.bar.update(step - self.bar.n)
-        self.bar.set_postfix(loss=f"{loss:.4f}", acc=f"{acc:.4f}", img_s=f"{images_per_s:,.0f}", refresh=False)
+        self.bar.set_postfix(**{k: f"{v:.4f}" for k, v in running.items()}, img_s=f"{images_per_s:,.0f}",
+                             refresh=False)
 
     def epoch(self, record: dict[str, Any]) -> None:
         self.close()

@@ -1,0 +1,24 @@
+"""The one training engine: ``fit(task, config, run_dir) -> FitResult``, and what it is made of.
+
+- ``loop``: :func:`fit`, :class:`Task` (what differs between trainings), seeding, divergence check.
+- ``config``: :class:`RunConfig`, the fields every run shares, each with its range.
+- ``classify``: :class:`ClassificationTask` (and DeiT distillation), :class:`TrainConfig`, :data:`RECIPES`.
+- ``optim``: weight-decay groups, layer-wise decay, warmup + cosine schedule, weight EMA.
+- ``distributed``: torchrun environment, gloo / nccl process groups, all-reduce.
+- ``metrics``: accuracy, NLL, ECE, reliability, confusion, temperature fitting.
+- ``evaluate``: logits and reports of a model on a dataset; ``figures``: their plots.
+- ``measure``: timing and peak memory; ``report``: progress reporters (silent base, tqdm bar).
+"""
+from .classify import DISTILL_KINDS, RECIPES, ClassificationTask, TrainConfig, build_model, distillation_loss
+from .config import RunConfig
+from .evaluate import classification_report, evaluate_model, predict_logits
+from .loop import FitResult, Task, epoch_seed, fit, seed_everything
+from .metrics import accuracy, confusion_matrix, ece, fit_temperature, nll, per_class_accuracy, reliability
+from .optim import ModelEma, build_optimizer, build_scheduler, layer_decay_groups, param_groups
+from .report import Reporter, TqdmReporter
+
+__all__ = ["DISTILL_KINDS", "RECIPES", "ClassificationTask", "FitResult", "ModelEma", "Reporter", "RunConfig",
+           "Task", "TqdmReporter", "TrainConfig", "accuracy", "build_model", "build_optimizer", "build_scheduler",
+           "classification_report", "confusion_matrix", "distillation_loss", "ece", "epoch_seed",
+           "evaluate_model", "fit", "fit_temperature", "layer_decay_groups", "nll", "param_groups",
+           "per_class_accuracy", "predict_logits", "reliability", "seed_everything"]

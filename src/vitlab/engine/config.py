@@ -1,0 +1,97 @@
+"""The settings every training run shares: :class:`RunConfig`. A task's config extends it.
+
+Each field has a range, checked when the config is made (:func:`~vitlab.models.config.check_fields`);
+:meth:`RunConfig.from_dict` refuses unknown keys, naming the known ones. ``to_dict`` is what a run
+folder's ``config.json`` holds, and ``from_dict(json.load(...))`` makes the same config again.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypeVar
+
+from ..errors import ConfigError
+from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, check_fields, reject_unknown
+from .optim import OPTIMIZERS, SCHEDULES
+
+C = TypeVar("C", bound="RunConfig")
+
+DEVICE_HELP = "auto, cpu, cuda, cuda:N or mps"
+
+
+@dataclass
+class RunConfig:
+    """Fields of every run: data, seed, length, optimiser and schedule, EMA, files and device.
+
+    ``batch_size`` is per process (the global batch is ``batch_size * world_size * accumulate``).
+    ``accumulate`` sums gradients over that many batches per optimiser step. ``time_limit_s`` stops
+    training at the first step past that many seconds (the cosine then follows elapsed time, so the
+    rate has annealed when time runs out). ``ema_decay`` (e.g. 0.999) keeps an EMA of the weights,
+    which validation, ``best`` and the result then use. ``out_dir=None`` writes no files;
+    ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there.
+    """
+    dataset: str = "digits"
+    data_dir: str | None = None
+    rows: int | None = None
+    seed: int = 0
+    epochs: int = 60
+    batch_size: int = 64
+    accumulate: int = 1
+    lr: float = 3e-3
+    min_lr: float = 1e-5
+    weight_decay: float = 0.05
+    optimizer: str = "adamw"
+    schedule: str = "cosine"
+    warmup_epochs: float = 3.0
+    clip_grad: float | None = 1.0
+    ema_decay: float | None = None
+    eval_every: int = 1
+    time_limit_s: float | None = None
+    out_dir: str | None = None
+    resume: bool = False
+    overwrite: bool = False
+    device: str = "auto"
+    amp: bool = True
+
+    # Fields a resumed run may change: they do not affect the weights.
+    RESUME_FREE = ("resume", "overwrite", "device", "eval_every", "out_dir")
+
+    def checks(self) -> dict[str, Check]:
+        """``{field: allowed values}``; a task's config adds its own."""
+        return {
+            "seed": Int(0, 2 ** 63 - 1), "epochs": Int(1, 100_000), "batch_size": Int(1, 2 ** 20),
+            "accumulate": Int(1, 4096), "rows": Maybe(Int(1, 2 ** 40)),
+            "lr": Float(0.0, 10.0, low_open=True), "min_lr": Float(0.0, 10.0),
+            "weight_decay": Float(0.0, 10.0), "optimizer": OneOf(OPTIMIZERS), "schedule": OneOf(SCHEDULES),
+            "warmup_epochs": Float(0.0, 100_000.0), "clip_grad": Maybe(Float(0.0, 1e6, low_open=True)),
+            "ema_decay": Maybe(Float(0.0, 1.0, low_open=True, high_open=True)), "eval_every": Int(1, 100_000),
+            "time_limit_s": Maybe(Float(0.0, 1e9, low_open=True)), "resume": Bool(), "overwrite": Bool(),
+            "amp": Bool()}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.checks())
+        if not isinstance(self.device, str) or not self.device:
+            raise ConfigError(f"device must be one of {DEVICE_HELP}, got {self.device!r}")
+        if self.resume and self.out_dir is None:
+            raise ConfigError("resume needs the run folder to resume from: set out_dir (--out DIR)")
+        if self.resume and self.overwrite:
+            raise ConfigError("resume and overwrite contradict each other: choose one")
+        if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0 and self.time_limit_s is None:
+            warnings.warn(f"warmup_epochs={self.warmup_epochs:g} >= epochs={self.epochs}: the whole run is spent "
+                          f"warming up the learning rate; lower --set warmup_epochs or raise --epochs",
+                          stacklevel=3)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (what ``config.json`` holds)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[C], d: dict[str, Any]) -> C:
+        """The config with fields ``d``; unknown keys are refused, naming the known ones."""
+        reject_unknown(d, field_names(cls), cls.__name__)
+        return cls(**d)
+
+
+def field_names(cls: type) -> list[str]:
+    """The dataclass fields of a config class, in order."""
+    return [f.name for f in fields(cls)]

@@ -1,0 +1,351 @@
+"""The one training loop: ``fit(task, config, run_dir) -> FitResult``.
+
+    for epoch in epochs:                          every source of randomness reseeded from (seed, epoch, rank)
+        for batch in this rank's shard:           a seeded permutation (DistributedSampler's rule)
+            loss, sums = task.step(net, batch)    under bf16 autocast on CUDA; the only part tasks differ in
+            backward (every `accumulate` batches: clip, optimiser, schedule, EMA, task.after_step)
+        metrics = task.validate(eval model)       all-reduced over ranks
+        last/ checkpoint and state, best/ when the monitored metric improves, metrics.jsonl
+    test = task.test(best model)                  the checkpoint chosen by validation, never the last one
+
+A *task* (:class:`Task`) turns batches into a loss and says what a checkpoint holds; the engine owns
+seeding, device, DDP (torchrun), optimiser and schedule, clipping, accumulation, EMA, the time limit,
+progress, history, checkpoints, exact resume and the divergence check. A non-finite loss stops the
+run with :class:`~vitlab.errors.DivergenceError` naming the step; the last finite checkpoint stays.
+
+Determinism: each epoch restarts Python's, NumPy's and torch's generators, and the task's own, from
+``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
+boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from ..data import BatchLoader
+from ..errors import DivergenceError
+from .config import RunConfig
+from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
+from .optim import ModelEma, build_optimizer, build_scheduler
+from .report import Reporter
+
+if TYPE_CHECKING:
+    from ..runs import RunDir
+
+
+class Task:
+    """What differs between trainings. Subclasses set the attributes and override the methods.
+
+    ``model`` is the module the optimiser trains (a classifier, an MAE wrapper, a DINO student);
+    ``run_kind`` names the run (``classify``, ``mae``, ...); ``checkpoint_kind`` the checkpoint
+    (``classifier``, ``encoder``, ...); ``monitor`` the validation metric whose maximum picks
+    ``best/`` (``None``: no per-epoch validation, ``best`` is the last epoch).
+    """
+    model: nn.Module
+    run_kind: str = "classify"
+    checkpoint_kind: str = "classifier"
+    monitor: str | None = None
+    drop_last: bool = False
+
+    def prepare(self, env: DistEnv, amp: bool) -> None:
+        """Move data and modules to ``env.device`` (called once, before anything else)."""
+        self.env, self.amp = env, amp
+        self.model.to(env.device)
+
+    def train_size(self) -> int:
+        """Number of training examples (what an epoch permutes)."""
+        raise NotImplementedError
+
+    def start_epoch(self, epoch: int, seed: int) -> None:
+        """Reseed the task's own randomness (augmentation, masks, crops) for ``epoch``."""
+
+    def batch(self, index: torch.Tensor) -> Any:
+        """The training batch of examples ``index`` ``(B,)``."""
+        raise NotImplementedError
+
+    def step(self, net: nn.Module, batch: Any, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+        """``(mean loss, {metric: sum over the batch}, batch size)``; ``net`` is the (DDP-wrapped) model."""
+        raise NotImplementedError
+
+    def after_step(self, step: int, total_steps: int) -> None:
+        """After each optimiser step (a momentum teacher's update)."""
+
+    def parameters_to_optimise(self, config: RunConfig) -> torch.optim.Optimizer:
+        """The optimiser over :attr:`model` (a task may group parameters, e.g. layer-wise decay)."""
+        return build_optimizer(self.model, config.optimizer, config.lr, config.weight_decay)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Validation metrics of ``model`` (the EMA when on), each prefixed ``val_``."""
+        return {}
+
+    def test(self, model: nn.Module) -> dict[str, float] | None:
+        """Test metrics of the model chosen by validation, or ``None`` without a test split."""
+        return None
+
+    def deliverable(self, model: nn.Module) -> nn.Module:
+        """The module a checkpoint holds (an MAE run delivers its encoder)."""
+        return model
+
+    def data_config(self) -> dict[str, Any]:
+        """What a user of the checkpoint needs to feed it (see :class:`vitlab.runs.DataConfig`)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """The task's own training state (a momentum teacher, a centre), for exact resume."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def finish(self, run_dir: "RunDir", model: nn.Module) -> None:
+        """Write the task's own figures into the run folder at the end (main process only)."""
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns. ``model`` is the deliverable of the model chosen by validation (the
+    last one without a monitor), unwrapped, in eval mode; ``test`` its test metrics."""
+    model: nn.Module
+    history: list[dict[str, Any]]
+    best_score: float | None
+    best_epoch: int
+    test: dict[str, float] | None
+    seconds: float
+    params: int
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (CPU and CUDA) global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def epoch_seed(seed: int, epoch: int, rank: int) -> int:
+    """A well-mixed 63-bit seed for ``(seed, epoch, rank)``."""
+    words = np.random.SeedSequence([seed, epoch, rank]).generate_state(2)
+    return int(words[0]) << 31 ^ int(words[1])
+
+
+class _Sizes:
+    """Stand-in dataset for :class:`BatchLoader`: its index logic needs only a length."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def fit(task: Task, config: RunConfig, run_dir: "RunDir | None" = None, reporter: Reporter | None = None
+        ) -> FitResult:
+    """Train ``task.model`` under ``config``; with ``run_dir``, open it (refusing a foreign run, or
+    resuming) and write checkpoints, history and summary there. Under torchrun (``RANK`` /
+    ``WORLD_SIZE`` set) this process joins the job and trains with DDP; rank 0 writes the files."""
+    env = setup(config.device)
+    try:
+        return Engine(task, config, run_dir, reporter or Reporter(), env).run()
+    finally:
+        if run_dir is not None and env.is_main:
+            run_dir.close()
+        teardown(env)
+
+
+class Engine:
+    """One call of :func:`fit`: the objects it builds and the loop over epochs."""
+
+    def __init__(self, task: Task, config: RunConfig, run_dir: "RunDir | None", reporter: Reporter,
+                 env: DistEnv) -> None:
+        self.task, self.config, self.run_dir, self.reporter, self.env = task, config, run_dir, reporter, env
+        seed_everything(config.seed)
+        task.prepare(env, config.amp)
+        model = task.model
+        self.net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
+                                            else None) if env.world_size > 1 else model)
+        self.loader = BatchLoader(_Sizes(task.train_size()), config.batch_size, shuffle=True, seed=config.seed,
+                                  drop_last=task.drop_last and task.train_size() > config.batch_size,
+                                  rank=env.rank, world_size=env.world_size)
+        self.steps_per_epoch = max(1, math.ceil(len(self.loader) / config.accumulate))
+        self.optimizer = task.parameters_to_optimise(config)
+        self.total_steps = self.steps_per_epoch * config.epochs
+        self.scheduler = build_scheduler(self.optimizer, config.schedule, self.total_steps,
+                                         round(config.warmup_epochs * self.steps_per_epoch), config.lr, config.min_lr)
+        self.ema = ModelEma(model, config.ema_decay) if config.ema_decay else None
+        self.autocast = torch.autocast(env.device.type, dtype=torch.bfloat16,
+                                       enabled=config.amp and env.device.type == "cuda")
+        self.history: list[dict[str, Any]] = []
+        self.best_score: float | None = None
+        self.best_epoch, self.start_epoch, self.step = 0, 0, 0
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.started = time.perf_counter()
+        if run_dir is not None:
+            if env.is_main:
+                run_dir.open(task.run_kind, config.to_dict(), resume=config.resume, overwrite=config.overwrite,
+                             resume_free=config.RESUME_FREE)
+            barrier()
+            if config.resume:
+                self._load_state(run_dir.load_state())
+
+    @property
+    def eval_model(self) -> nn.Module:
+        return self.ema.module if self.ema is not None else self.task.model
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> FitResult:
+        cfg, task = self.config, self.task
+        self.reporter.start(cfg.epochs, self.start_epoch, len(self.loader))
+        for epoch in range(self.start_epoch, cfg.epochs):
+            record = self.train_epoch(epoch)
+            if record is None:                      # the time limit ran out before this epoch's first step
+                break
+            final = epoch + 1 == cfg.epochs or self._out_of_time()
+            if final or (task.monitor is not None and (epoch + 1) % cfg.eval_every == 0):
+                record.update(task.validate(self.eval_model))
+            record["seconds"] = time.perf_counter() - record.pop("_start")
+            self.history.append(record)
+            score = record.get(task.monitor) if task.monitor else None
+            improved = task.monitor is None or (score is not None and (self.best_score is None
+                                                                       or score > self.best_score))
+            if improved:
+                self.best_score, self.best_epoch = score, record["epoch"]
+                self.best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
+            if self.run_dir is not None and self.env.is_main:
+                self._write_checkpoints(record["epoch"], improved)
+            self.reporter.epoch(record)
+            if final:
+                break
+        self.reporter.close()
+        best = self._best_model()
+        test = task.test(best)
+        result = FitResult(task.deliverable(best).eval(), self.history, self.best_score, self.best_epoch, test,
+                           sum(r["seconds"] for r in self.history),
+                           sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad))
+        if self.run_dir is not None and self.env.is_main:
+            result.checkpoints = {w: self.run_dir.checkpoint(w) for w in ("best", "last")}
+            task.finish(self.run_dir, result.model)
+        return result
+
+    def train_epoch(self, epoch: int) -> dict[str, Any] | None:
+        """One pass over this rank's shard; returns the epoch's training record (``None`` if the time
+        limit allowed no step)."""
+        cfg, env, task = self.config, self.env, self.task
+        seed = epoch_seed(cfg.seed, epoch, env.rank)
+        seed_everything(seed)
+        task.start_epoch(epoch, seed)
+        self.loader.set_epoch(epoch)
+        index = self.loader.indices()
+        every = self.reporter.every
+        self.net.train()
+        sums: dict[str, torch.Tensor] = {}
+        count, start, batches = 0, time.perf_counter(), len(self.loader)
+        for b in range(batches):
+            if self._out_of_time():
+                break
+            batch = task.batch(index[b * cfg.batch_size:(b + 1) * cfg.batch_size])
+            with self.autocast:
+                loss, batch_sums, n = task.step(self.net, batch, epoch)
+            if not torch.isfinite(loss.detach()).item():
+                self._diverged(epoch, b + 1, float(loss.detach()))
+            boundary = (b + 1) % cfg.accumulate == 0 or b + 1 == batches
+            (loss / cfg.accumulate).backward()
+            if boundary:
+                self._optimiser_step()
+            with torch.no_grad():
+                for k, v in batch_sums.items():
+                    sums[k] = sums.get(k, 0) + v.detach().double()
+            count += n
+            if every and ((b + 1) % every == 0 or b + 1 == batches):
+                running = {k: float(v) / count for k, v in sums.items()}
+                self.reporter.step(epoch + 1, b + 1, running, count * env.world_size / (time.perf_counter() - start))
+        if count == 0:
+            return None
+        names = sorted(sums)
+        totals = all_reduce_sum(torch.stack([sums[k].to(env.device) for k in names]
+                                            + [torch.tensor(float(count), dtype=torch.float64, device=env.device)]))
+        *values, seen = totals.tolist()
+        seconds = time.perf_counter() - start
+        record: dict[str, Any] = {"epoch": epoch + 1, **{f"train_{k}": v / seen for k, v in zip(names, values)},
+                                  "lr": self.scheduler.get_last_lr()[0], "images_per_s": seen / seconds,
+                                  "_start": start}
+        return record
+
+    def _optimiser_step(self) -> None:
+        cfg = self.config
+        if cfg.clip_grad is not None:
+            nn.utils.clip_grad_norm_(self.task.model.parameters(), cfg.clip_grad)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if cfg.time_limit_s is not None:            # the schedule follows elapsed time when that is ahead
+            elapsed = (time.perf_counter() - self.started) / cfg.time_limit_s
+            self.scheduler.last_epoch = max(self.scheduler.last_epoch, int(self.total_steps * elapsed) - 1)
+        self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update(self.task.model)
+        self.step += 1
+        self.task.after_step(self.step, self.total_steps)
+
+    def _out_of_time(self) -> bool:
+        limit = self.config.time_limit_s
+        return limit is not None and time.perf_counter() - self.started > limit
+
+    def _diverged(self, epoch: int, batch: int, loss: float) -> None:
+        where = f" ({self.run_dir.checkpoint('last').parent} keeps the last finite epoch)" if self.run_dir else ""
+        raise DivergenceError(
+            f"training diverged: loss {loss} at epoch {epoch + 1}, batch {batch} (learning rate "
+            f"{self.scheduler.get_last_lr()[0]:.3g}); the learning rate is likely too high: lower --lr{where}")
+
+    def _best_model(self) -> nn.Module:
+        model = self.eval_model
+        if self.best_state is None or self.best_epoch == (self.history[-1]["epoch"] if self.history else 0):
+            return model.eval()
+        best = copy.deepcopy(model)
+        best.load_state_dict(self.best_state)
+        return best.eval()
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _provenance(self, epoch: int) -> dict[str, Any]:
+        return {"epoch": epoch, "weights": "ema" if self.ema is not None else "model", "task": self.task.run_kind}
+
+    def _write_checkpoints(self, epoch: int, improved: bool) -> None:
+        run_dir, task = self.run_dir, self.task
+        assert run_dir is not None
+        data = task.data_config()
+        name = getattr(task.deliverable(task.model), "registered_name", None)
+        run_dir.save_state({
+            "epoch": epoch, "step": self.step, "model": task.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None, "task": task.state_dict(),
+            "history": self.history, "best_score": self.best_score, "best_epoch": self.best_epoch,
+            "best_state": self.best_state})
+        run_dir.save_checkpoint("last", task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name,
+                                provenance=self._provenance(epoch))
+        if improved and task.monitor is not None:
+            run_dir.save_checkpoint("best", task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name,
+                                    provenance={**self._provenance(epoch), task.monitor: self.best_score})
+        run_dir.write_history(self.history)
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        device = self.env.device
+        self.task.model.load_state_dict(state["model"])
+        self.task.model.to(device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.task.load_state_dict(state["task"])
+        self.history = state["history"]
+        self.best_score, self.best_epoch = state["best_score"], state["best_epoch"]
+        self.best_state = state["best_state"]
+        self.start_epoch, self.step = state["epoch"], state["step"]

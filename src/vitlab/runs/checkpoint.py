@@ -1,0 +1,415 @@
+"""The one checkpoint format, and one door to load any model: ``load_checkpoint(source)``.
+
+A vitlab checkpoint is a safetensors file. Its metadata (each value a JSON string) holds::
+
+    format          "vitlab"                 format_version   1
+    kind            classifier | distilled-classifier | encoder | segmenter | detector
+    model           the registered model name (or null)      config_type  e.g. "ViTConfig"
+    model_config    the model's full config
+    data            what a user needs to feed it: image_size, in_chans, mean, std, classes,
+                    normalization, and where it came from (dataset, data_dir, seed, rows)
+    provenance      vitlab version, run folder, epoch, weights ("model" | "ema"), source, guesses
+    sha256          SHA-256 of the tensor bytes (everything after the header); checked on load
+
+``load_checkpoint`` takes that file, a checkpoint folder (``model.safetensors`` inside), a run
+folder (its ``best/``, else ``last/``), a Hugging Face ``save_pretrained`` folder, a timm or Hugging
+Face state dict (``.safetensors``, ``.pth``, ``.bin``, ``{"state_dict": ...}``), or a Keras
+``.keras`` file, and returns the model (eval mode) with its :class:`DataConfig`. Files vitlab wrote
+before this format (metadata ``config`` or ``vitlab_config``, dense ``dense_config``) still load.
+What it must guess for a foreign file is returned in ``Loaded.guessed`` and recorded in the
+provenance of any file written from it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import struct
+import zipfile
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as safetensors_load
+from safetensors.torch import save as safetensors_save
+from torch import nn
+
+from .. import __version__
+from ..data import DataSplits, load_dataset
+from ..errors import CheckpointError, ConfigError, VitlabError
+from ..interop.checkpoint import foreign_model, read_state_dict
+from ..interop.hf import hf_config_fields
+from ..models.registry import build_from_config, create_model, list_models
+from .files import atomic_write
+
+FORMAT, FORMAT_VERSION = "vitlab", 1
+WEIGHTS = "model.safetensors"
+KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MAX_HEADER = 100 * 2 ** 20        # a safetensors header above 100 MB is not a checkpoint
+
+
+@dataclass
+class DataConfig:
+    """What a model needs from its input: images ``(B, in_chans, *image_size)`` in [0, 1], then
+    ``(x - mean) / std`` per channel; ``classes`` name the outputs. ``dataset`` / ``data_dir`` /
+    ``seed`` / ``rows`` say where the training data came from (to rebuild its splits)."""
+    image_size: tuple[int, int]
+    in_chans: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    classes: list[str] = field(default_factory=list)
+    normalization: str = "standardize"
+    dataset: str | None = None
+    data_dir: str | None = None
+    seed: int = 0
+    rows: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "image_size": list(self.image_size), "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DataConfig":
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        size = d.get("image_size", (0, 0))
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        return cls(**{**d, "image_size": size, "mean": tuple(d.get("mean", ())), "std": tuple(d.get("std", ())),
+                      "classes": list(d.get("classes", []))})
+
+    @classmethod
+    def from_splits(cls, splits: DataSplits, *, data_dir: str | None = None, seed: int = 0,
+                    rows: int | None = None) -> "DataConfig":
+        chans, height, width = splits.image_shape
+        return cls((height, width), chans, tuple(splits.mean), tuple(splits.std), list(splits.train.classes),
+                   getattr(splits, "normalization", "standardize"), splits.name, data_dir, seed, rows)
+
+
+@dataclass
+class Loaded:
+    """A model rebuilt from a checkpoint: ``model`` (eval mode), its :class:`DataConfig`, the
+    checkpoint ``kind``, the registered ``name``, the decoded metadata, the file read, and what
+    had to be guessed (``{field: why}``; empty for a vitlab file)."""
+    model: nn.Module
+    data: DataConfig
+    kind: str
+    name: str | None
+    metadata: dict[str, Any]
+    path: Path
+    guessed: dict[str, str] = field(default_factory=dict)
+
+    def splits(self, dataset: str | None = None, data_dir: str | Path | None = None,
+               rows: int | None = None) -> DataSplits:
+        """The splits of the dataset the model was trained on (or of ``dataset``), normalised as in training."""
+        data = self.data
+        name = dataset or data.dataset
+        if name is None:
+            raise CheckpointError(f"{self.path} does not record its dataset: pass one (--dataset NAME)")
+        same = name == data.dataset
+        splits = load_dataset(name, data_dir or (data.data_dir if same else None), seed=data.seed,
+                              rows=rows if rows is not None else data.rows if same else None)
+        if same and data.mean:
+            splits = replace(splits, mean=tuple(data.mean), std=tuple(data.std))
+        return splits
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+def model_name(model: nn.Module) -> str | None:
+    """The registered name recorded on ``model`` (``create_model`` sets ``model.registered_name``)."""
+    return getattr(model, "registered_name", None)
+
+
+def checkpoint_bytes(model: nn.Module, kind: str, data: DataConfig, *, name: str | None = None,
+                     provenance: dict[str, Any] | None = None) -> bytes:
+    """``model``'s weights and the format's metadata as safetensors bytes (see the module docstring)."""
+    if kind not in KINDS:
+        raise ConfigError(f"checkpoint kind must be one of {KINDS}, got {kind!r}")
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        raise ConfigError(f"{type(model).__name__} has no config to record: vitlab checkpoints hold vitlab models")
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "model": name or model_name(model),
+            "config_type": type(config).__name__, "model_config": config.to_dict(), "data": data.to_dict(),
+            "provenance": {"vitlab": __version__, **(provenance or {})}}
+    header = {k: json.dumps(v) for k, v in meta.items()}
+    body = safetensors_save(tensors, header)
+    header["sha256"] = json.dumps(hashlib.sha256(_tensor_bytes(body)).hexdigest())
+    return safetensors_save(tensors, header)
+
+
+def save_checkpoint(model: nn.Module, path: str | Path, kind: str, data: DataConfig, *, name: str | None = None,
+                    provenance: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` atomically as a vitlab checkpoint at ``path`` (a ``.safetensors`` file)."""
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        raise ConfigError(f"a vitlab checkpoint is a .safetensors file (it carries its config), got {path}")
+    atomic_write(path, checkpoint_bytes(model, kind, data, name=name, provenance=provenance))
+    return path
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+def _header_length(blob: bytes, path: Path) -> int:
+    if len(blob) < 8:
+        raise CheckpointError(f"{path} is too short to be a safetensors file ({len(blob)} bytes)")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > min(MAX_HEADER, len(blob) - 8):
+        raise CheckpointError(f"{path} is not a safetensors file or is truncated (header of {n} bytes)")
+    return n
+
+
+def _tensor_bytes(blob: bytes) -> bytes:
+    (n,) = struct.unpack("<Q", blob[:8])
+    return blob[8 + n:]
+
+
+def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and raw metadata of a safetensors file; the format's checksum is verified."""
+    blob = path.read_bytes()
+    n = _header_length(blob, path)
+    try:
+        header = json.loads(blob[8:8 + n])
+        raw_meta = header.get("__metadata__") or {}
+        tensors = safetensors_load(blob)
+    except (SafetensorError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, ValueError) as err:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({str(err).splitlines()[0]})") from err
+    if "sha256" in raw_meta:
+        expected = _json_value(raw_meta, "sha256", path)
+        if hashlib.sha256(_tensor_bytes(blob)).hexdigest() != expected:
+            raise CheckpointError(f"{path} is corrupt: its tensor bytes do not match the recorded SHA-256; "
+                                  f"restore it from a copy or retrain")
+    return tensors, dict(raw_meta)
+
+
+def _json_value(meta: dict[str, str], key: str, path: Path) -> Any:
+    try:
+        return json.loads(meta[key])
+    except (TypeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: metadata {key!r} is not JSON ({err})") from err
+
+
+def resolve_source(source: str | Path) -> Path:
+    """The file (or Hugging Face folder) to read for ``source``: a file; a checkpoint folder; a run
+    folder's ``best/`` else ``last/`` checkpoint; a folder with ``config.json`` and weights (Hugging Face)."""
+    path = Path(source)
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint at {path}: pass a model file, a checkpoint or run folder, or a "
+                              f"Hugging Face folder")
+    if path.is_file():
+        return path
+    for candidate in (path / WEIGHTS, path / "best" / WEIGHTS, path / "last" / WEIGHTS):
+        if candidate.is_file():
+            return candidate
+    if (path / "config.json").is_file() and any((path / n).is_file() for n in HF_WEIGHTS):
+        return path
+    raise CheckpointError(f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
+                          f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
+                          f"model.safetensors)")
+
+
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, model: str | None = None,
+                    img_size: int | tuple[int, int] | None = None, **config: Any) -> Loaded:
+    """Rebuild the model at ``source`` (see the module docstring) in eval mode on ``device``.
+
+    For a foreign file, ``model`` names a registered architecture to load into, and ``**config``
+    gives fields the weights do not record (e.g. ``num_heads``); ``img_size`` runs it at another
+    image size (learned positions resampled). Every failure is a :class:`CheckpointError` naming
+    the file.
+    """
+    path = resolve_source(source)
+    try:
+        if path.is_dir():
+            loaded = _load_hf_folder(path, img_size, config)
+        elif path.suffix == ".keras":
+            loaded = _load_keras(path)
+        elif path.suffix == ".safetensors":
+            tensors, raw = read_safetensors(path)
+            loaded = (_load_vitlab(path, tensors, raw) if _is_vitlab(raw)
+                      else _load_foreign(path, tensors, raw, model, img_size, config))
+        else:
+            tensors, raw = _read_torch_file(path)
+            loaded = _load_foreign(path, tensors, raw, model, img_size, config)
+    except CheckpointError:
+        raise
+    except VitlabError as err:
+        raise CheckpointError(f"{path}: {err}") from err
+    except (ValueError, TypeError, KeyError, RuntimeError, OSError, EOFError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from err
+    loaded.model.to(device).eval()
+    return loaded
+
+
+def _read_torch_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    tensors, meta = read_state_dict(path)
+    return tensors, meta
+
+
+def _is_vitlab(raw: dict[str, str]) -> bool:
+    return raw.get("format") == json.dumps(FORMAT) or any(k in raw for k in ("config", "vitlab_config",
+                                                                              "dense_config"))
+
+
+def _load_vitlab(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, str]) -> Loaded:
+    meta = {k: _json_value(raw, k, path) for k in raw if k != "format" or raw[k].startswith('"')}
+    if meta.get("format") == FORMAT:
+        version = meta.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise CheckpointError(f"{path} is checkpoint format {version!r}; this vitlab ({__version__}) reads up "
+                                  f"to {FORMAT_VERSION}: upgrade vitlab")
+        name, config_type, config = meta.get("model"), meta.get("config_type"), meta.get("model_config")
+        kind, data = meta.get("kind"), DataConfig.from_dict(meta.get("data") or {})
+    else:
+        name, config_type, config, kind, data = _legacy_fields(meta)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} records no model config: it cannot be rebuilt")
+    net = _build(name, config_type, config)
+    missing, unexpected = _load_weights(net, tensors)
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: weights do not fit its own config (missing {missing[:3]}, unexpected "
+                              f"{unexpected[:3]}): the file was edited or is damaged")
+    return Loaded(net, data, kind or "classifier", name, meta, path)
+
+
+def _legacy_fields(meta: dict[str, Any]) -> tuple[str | None, str | None, Any, str, DataConfig]:
+    """Name, config type, config, kind and data config of a file written before format 1."""
+    if "dense_config" in meta:
+        config = meta["dense_config"]
+        data = DataConfig((config.get("img_size", 64),) * 2, 3, tuple(config.get("mean", ())),
+                          tuple(config.get("std", ())), list(meta.get("classes", [])))
+        kind = "segmenter" if config.get("task", "segment") == "segment" else "detector"
+        return None, "DenseConfig", config, kind, data
+    if "vitlab_config" in meta:
+        config = meta["vitlab_config"]
+        size = config.get("img_size", 224)
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        chans = config.get("in_chans", 3)
+        return None, "ViTConfig", config, "classifier", DataConfig(size, chans, (0.5,) * chans, (0.5,) * chans)
+    config = dict(meta["config"])
+    size = config.get("img_size", 224)
+    size = (size, size) if isinstance(size, int) else tuple(size)
+    kind = "encoder" if "pretrain" in meta else "distilled-classifier" if meta.get("distilled") else "classifier"
+    if meta.get("distilled"):
+        config["distill_token"] = True
+    data = DataConfig(size, config.get("in_chans", 3), tuple(meta.get("mean", ())), tuple(meta.get("std", ())),
+                      list(meta.get("classes", [])), "standardize", meta.get("dataset"), meta.get("data_dir"),
+                      meta.get("seed", 0), meta.get("rows"))
+    return meta.get("model"), None, config, kind, data
+
+
+def _build(name: str | None, config_type: str | None, config: dict[str, Any]) -> nn.Module:
+    if name is not None and name in list_models():
+        return create_model(name, **config)
+    if config_type is None:
+        raise CheckpointError(f"unknown model {name!r} and no config type recorded: it cannot be rebuilt")
+    return build_from_config(config_type, config)
+
+
+def _load_weights(model: nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+    result = model.load_state_dict(tensors, strict=False)
+    return list(result.missing_keys), list(result.unexpected_keys)
+
+
+def _foreign_data(model: nn.Module, source: str, hf_processor: dict[str, Any] | None) -> tuple[DataConfig, dict]:
+    cfg = model.config
+    guessed = {}
+    if hf_processor and "image_mean" in hf_processor:
+        mean, std = tuple(hf_processor["image_mean"]), tuple(hf_processor["image_std"])
+    elif source == "hf":
+        mean, std = (0.5,) * cfg.in_chans, (0.5,) * cfg.in_chans
+        guessed["mean/std"] = "0.5 per channel (Hugging Face ViT's default; no preprocessor_config.json)"
+    else:
+        mean, std = IMAGENET_MEAN[:cfg.in_chans], IMAGENET_STD[:cfg.in_chans]
+        guessed["mean/std"] = "ImageNet's (timm's default for ViTs); pass the source's own if it differs"
+    classes = [str(i) for i in range(getattr(cfg, "num_classes", 0))]
+    return DataConfig(tuple(cfg.img_size), cfg.in_chans, mean, std, classes), guessed
+
+
+def _load_foreign(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, str], name: str | None,
+                  img_size: int | tuple[int, int] | None, config: dict[str, Any]) -> Loaded:
+    if not tensors:
+        raise CheckpointError(f"{path} holds no tensors")
+    known = dict(config)
+    if name is not None:
+        arch = create_model(name).config.to_dict()
+        known = {**{k: v for k, v in arch.items() if k not in ("img_size",)}, **known}
+    if "vitlab_model_config" in raw:            # a timm file written by `vitlab convert --to timm`
+        known = {**_json_value(raw, "vitlab_model_config", path), **known}
+    net, source, guessed = foreign_model(tensors, raw, path, img_size, known)
+    if "vitlab_data" in raw:
+        data, data_guesses = DataConfig.from_dict(_json_value(raw, "vitlab_data", path)), {}
+        kind = _json_value(raw, "vitlab_kind", path) if "vitlab_kind" in raw else "classifier"
+    else:
+        data, data_guesses = _foreign_data(net, source, None)
+        kind = "classifier"
+    return Loaded(net, data, kind, name, {"source": source}, path, {**guessed, **data_guesses})
+
+
+def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: dict[str, Any]) -> Loaded:
+    from ..interop.keymaps import hf_to_vitlab
+    from ..interop.state import model_from_state
+
+    hf_config = json.loads((path / "config.json").read_text())
+    weights = next(path / n for n in HF_WEIGHTS if (path / n).is_file())
+    tensors = (read_safetensors(weights)[0] if weights.suffix == ".safetensors" else _read_torch_file(weights)[0])
+    net, guessed = model_from_state(hf_to_vitlab(tensors), resize_to=img_size,
+                                    **{**hf_config_fields(hf_config), **config})
+    processor = path / "preprocessor_config.json"
+    data, data_guesses = _foreign_data(net, "hf", json.loads(processor.read_text()) if processor.is_file() else None)
+    labels = hf_config.get("id2label")
+    if isinstance(labels, dict) and len(labels) == net.config.num_classes:
+        data.classes = [str(labels.get(str(i), labels.get(i, i))) for i in range(len(labels))]
+    return Loaded(net, data, "classifier", None, {"source": "hf"}, path, {**guessed, **data_guesses})
+
+
+def _load_keras(path: Path) -> Loaded:
+    from ..errors import require
+    from ..interop.keras import from_keras
+
+    require("keras", "dev", "reading a .keras file")
+    import keras
+
+    net = from_keras(keras.saving.load_model(path, compile=False))
+    data, _ = _foreign_data(net, "keras", None)
+    chans = net.config.in_chans
+    data.mean, data.std = (0.0,) * chans, (1.0,) * chans
+    guesses = {"mean/std": "pixels in [0, 1] unscaled (the textbook's Keras preprocessing)"}
+    return Loaded(net, data, "classifier", None, {"source": "keras"}, path, guesses)
+
+
+def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[int, int] | None = None) -> list[str]:
+    """Copy every weight of the checkpoint at ``source`` (any source :func:`load_checkpoint` reads)
+    whose name and shape match ``model``'s; learned positions are resampled to ``img_size`` first.
+
+    Returns the names of ``model``'s tensors left as initialised (e.g. a new head). Raises
+    :class:`CheckpointError` if fewer than half of them match (a different architecture).
+    """
+    loaded = load_checkpoint(source, img_size=img_size)
+    if img_size is not None and hasattr(loaded.model, "set_image_size"):
+        if tuple(getattr(loaded.model.config, "img_size", img_size)) != tuple(img_size):
+            loaded.model.set_image_size(img_size)
+    state = loaded.model.state_dict()
+    target = model.state_dict()
+    matched = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
+    if 2 * len(matched) < len(target):
+        raise CheckpointError(f"too few weights of {loaded.path} fit {type(model).__name__} ({len(matched)} of "
+                              f"{len(target)}): start from a checkpoint of the same architecture (--model)")
+    model.load_state_dict(matched, strict=False)
+    return sorted(set(target) - set(matched))
+
+
+def checkpoint_data(source: str | Path, dataset: str | None = None, data_dir: str | Path | None = None,
+                    device: str | torch.device = "auto", rows: int | None = None) -> tuple[Loaded, DataSplits]:
+    """The checkpoint's model (eval mode, on ``device``; ``auto``: CUDA when present) and the splits
+    of its dataset (or of ``dataset``), normalised with the training run's statistics."""
+    if str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaded = load_checkpoint(source, device)
+    return loaded, loaded.splits(dataset, data_dir, rows)

@@ -1,0 +1,57 @@
+"""``convert(src, dst)``: any model source to a vitlab checkpoint or a timm state dict, exact or refused.
+
+A vitlab source keeps everything it records (kind, name, config, data config); a foreign one is
+loaded with what :func:`~vitlab.runs.load_checkpoint` inferred, and every guess is recorded in the
+written file's provenance, so the next reader never has to guess again.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..errors import ConfigError, RunFolderError
+from ..interop import to_timm_state_dict, write_state_dict
+from ..models.vit import VisionTransformer
+from .checkpoint import load_checkpoint, save_checkpoint
+
+TARGETS = ("vitlab", "timm")
+
+
+@dataclass
+class Conversion:
+    """What :func:`convert` read and wrote."""
+    source: Path
+    origin: str                     # "vitlab", "timm", "hf" or "keras"
+    model: nn.Module
+    target: str
+    guessed: dict[str, str] = field(default_factory=dict)
+
+
+def convert(src: str | Path, dst: str | Path, target: str = "vitlab", *, model: str | None = None,
+            img_size: int | tuple[int, int] | None = None, overwrite: bool = False, **config: Any) -> Conversion:
+    """Write the model at ``src`` to ``dst``: ``target="vitlab"`` a vitlab checkpoint, ``"timm"`` a timm
+    ``VisionTransformer`` state dict (safetensors or torch file by suffix). ``model``, ``img_size`` and
+    ``config`` are as in :func:`load_checkpoint`."""
+    if target not in TARGETS:
+        raise ConfigError(f"target must be one of {TARGETS}, got {target!r}")
+    dst = Path(dst)
+    if dst.exists() and not overwrite:
+        raise RunFolderError(f"{dst} exists: choose another path or pass --overwrite")
+    loaded = load_checkpoint(src, model=model, img_size=img_size, **config)
+    origin = loaded.metadata.get("source", "vitlab")
+    if target == "vitlab":
+        provenance = {"source": str(loaded.path), "source_format": origin, "guessed": loaded.guessed}
+        save_checkpoint(loaded.model, dst, loaded.kind, loaded.data, name=loaded.name, provenance=provenance)
+    else:
+        if not isinstance(loaded.model, VisionTransformer):
+            raise ConfigError(f"--to timm converts ViTs; {loaded.path} holds a {type(loaded.model).__name__}")
+        # timm ignores safetensors metadata; vitlab reads it back, so the round trip needs no guess
+        recorded = ({"vitlab_model_config": json.dumps(loaded.model.config.to_dict()),
+                     "vitlab_data": json.dumps(loaded.data.to_dict()), "vitlab_kind": json.dumps(loaded.kind)}
+                    if dst.suffix == ".safetensors" else None)
+        write_state_dict(to_timm_state_dict(loaded.model), dst, recorded)
+    return Conversion(loaded.path, origin, loaded.model, target, loaded.guessed)
