@@ -1,10 +1,29 @@
-"""Writers of small dataset files in their official formats, for the readers' tests."""
+"""Writers of small dataset files in their official formats, for the readers' tests; every test
+searches an empty ``$VITLAB_DATA`` so files of the machine's own data home never leak in."""
 import gzip
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from vitlab.data import paths
+
+
+@pytest.fixture(autouse=True)
+def empty_data_home(tmp_path_factory, monkeypatch) -> Path:
+    """``$VITLAB_DATA`` set to an empty folder of this test's own (outside ``tmp_path``)."""
+    home = tmp_path_factory.mktemp("data-home")
+    monkeypatch.setenv(paths.DATA_ENV, str(home))
+    return home
+
+
+@pytest.fixture
+def no_system_data(tmp_path_factory, monkeypatch) -> Path:
+    """``/usr/share/datasets`` replaced by an empty folder (outside ``tmp_path``)."""
+    system = tmp_path_factory.mktemp("system-datasets")
+    monkeypatch.setattr(paths, "SYSTEM_DATA", system)
+    return system
 
 
 def write_idx(path: Path, array: np.ndarray, magic: int | None = None) -> Path:

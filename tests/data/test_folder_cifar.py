@@ -8,6 +8,7 @@ from PIL import Image
 
 from vitlab.data import load_dataset
 from vitlab.data.cifar import read_cifar_batch
+from vitlab.errors import DataError
 
 
 def make_folder(root, rng, per_class=10):
@@ -36,17 +37,21 @@ def test_folder_unreadable_image_names_the_file(tmp_path, rng):
     make_folder(tmp_path, rng, per_class=2)
     bad = tmp_path / "red" / "1.png"
     bad.write_bytes(bad.read_bytes()[:30])
-    with pytest.raises(ValueError, match=r"red/1.png: unreadable image"):
+    with pytest.raises(DataError, match=r"red/1.png: unreadable image"):
         load_dataset("folder", tmp_path)
-    with pytest.raises(ValueError, match=r"has no class sub-folders"):
+    with pytest.raises(DataError, match=r"has no class sub-folders"):
         load_dataset("folder", tmp_path / "red")
 
 
-def write_cifar(root, write_cifar_batch, rng, per_batch=6, protocol=2):
+def pixels(part) -> np.ndarray:
+    return (part.images * 255).round().byte().numpy()
+
+
+def write_cifar(root, write_cifar_batch, rng, per_batch=20, protocol=2):
     images, labels = [], []
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         images.append(rng.integers(0, 256, (per_batch, 3, 32, 32), dtype=np.uint8))
-        labels.append(rng.integers(0, 10, per_batch))
+        labels.append(np.arange(per_batch) % 10)
         write_cifar_batch(root / name, images[-1], labels[-1], protocol)
     return np.concatenate(images), np.concatenate(labels)
 
@@ -57,10 +62,11 @@ def test_cifar_reader_keeps_pixel_layout_and_splits(tmp_path, rng, write_cifar_b
     root.mkdir()
     images, labels = write_cifar(root, write_cifar_batch, rng, protocol=protocol)
     splits = load_dataset("cifar10", tmp_path)
-    assert (len(splits.train), len(splits.val), len(splits.test)) == (27, 3, 6)
-    got = np.concatenate([(s.images * 255).round().byte().numpy() for s in (splits.train, splits.val, splits.test)])
-    np.testing.assert_array_equal(got, images)
-    np.testing.assert_array_equal(splits.test.labels.numpy(), labels[30:])
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (90, 10, 20)
+    assert splits.val.labels.bincount().tolist() == [1] * 10          # a stratified tenth of the training batches
+    assert sorted(map(bytes, [*pixels(splits.train), *pixels(splits.val)])) == sorted(map(bytes, images[:100]))
+    np.testing.assert_array_equal(pixels(splits.test), images[100:])
+    np.testing.assert_array_equal(splits.test.labels.numpy(), labels[100:])
     assert splits.hflip_ok and splits.train.classes[0] == "airplane"
 
 
@@ -71,16 +77,16 @@ def test_cifar_refuses_arbitrary_objects_and_bad_labels(tmp_path, rng, write_cif
 
     evil = tmp_path / "evil"
     evil.write_bytes(pickle.dumps({"data": Exploit(), "labels": []}))
-    with pytest.raises(ValueError, match=r"evil: not a readable CIFAR-10 batch .*refusing to load global"):
+    with pytest.raises(DataError, match=r"evil: not a readable CIFAR-10 batch .*refusing to load global"):
         read_cifar_batch(evil)
     bad = write_cifar_batch(tmp_path / "bad", rng.integers(0, 256, (3, 3, 32, 32), dtype=np.uint8),
                             np.array([1, 10, 2]))
-    with pytest.raises(ValueError, match=r"bad: label 10 at index 1 is out of range"):
+    with pytest.raises(DataError, match=r"bad: label 10 at index 1 is out of range"):
         read_cifar_batch(bad)
     truncated = tmp_path / "truncated"
     truncated.write_bytes(bad.read_bytes()[:500])
-    with pytest.raises(ValueError, match=r"truncated: not a readable CIFAR-10 batch"):
+    with pytest.raises(DataError, match=r"truncated: not a readable CIFAR-10 batch"):
         read_cifar_batch(truncated)
     (tmp_path / "data_batch_1").write_bytes(b"")
-    with pytest.raises(FileNotFoundError, match=r"lacks \['data_batch_2'"):
+    with pytest.raises(DataError, match=r"lacks \['data_batch_2'"):
         load_dataset("cifar10", tmp_path)

@@ -1,15 +1,29 @@
-"""load_dataset: the digits and synthetic splits, rows, and option checking."""
+"""load_dataset: the one split rule, rows, normalization, option checking, and where files are found."""
 import numpy as np
 import pytest
 import torch
 
-from vitlab.data import list_datasets, load_dataset, stratified_order
+from vitlab.data import ImageDataset, list_datasets, load_dataset, locate_dataset, make_splits, stratified_order
+from vitlab.data.dataset import Source, stratified_split
 from vitlab.data.synthetic import make_synthetic
+from vitlab.errors import DataError
 
 
 @pytest.fixture(scope="module")
 def digits():
     return load_dataset("digits", seed=0)
+
+
+def indexed(labels) -> ImageDataset:
+    """Image i is filled with the value i, so a split tells which indices it holds."""
+    labels = torch.as_tensor(labels)
+    n = len(labels)
+    images = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 1, 2, 2).contiguous()
+    return ImageDataset(images, labels, [str(c) for c in range(int(labels.max()) + 1)])
+
+
+def ids(part: ImageDataset) -> list[int]:
+    return part.images[:, 0, 0, 0].long().tolist()
 
 
 def test_list_datasets():
@@ -32,6 +46,7 @@ def test_digits_split_is_disjoint_complete_stratified_and_seeded(digits):
     assert not torch.equal(other.train.labels, digits.train.labels)
     assert digits.image_shape == (1, 8, 8) and not digits.hflip_ok
     assert digits.mean[0] == pytest.approx(float(digits.train.images.mean()), rel=1e-5)
+    assert digits.source == "embedded in scikit-learn" and "stratified random 15% and 15%" in digits.split_rule
 
 
 def test_digits_rows_is_a_stratified_nested_subset(digits):
@@ -44,8 +59,27 @@ def test_digits_rows_is_a_stratified_nested_subset(digits):
     assert small_rows <= large_rows <= train_rows
     assert torch.equal(small.val.images, digits.val.images)
     assert small.mean[0] == pytest.approx(float(small.train.images.mean()), rel=1e-5)
-    with pytest.raises(ValueError, match=r"rows=1259 but the digits training pool has 1258"):
+    with pytest.raises(DataError, match=r"rows=1259 but the digits training pool has 1258"):
         load_dataset("digits", rows=1259)
+
+
+def test_rows_do_not_depend_on_the_validation_size():
+    data = indexed(np.repeat(np.arange(4), [100, 60, 30, 10]))
+    trains = [ids(make_splits("d", Source(data, (val,)), seed=7, rows=40).train) for val in (0.1, 0.2, 0.3)]
+    assert trains[0] == trains[1] == trains[2]
+    counts = np.bincount(data.labels[trains[0]].numpy(), minlength=4)
+    assert np.abs(counts - 40 * np.array([100, 60, 30, 10]) / 200).max() <= 1
+    other_seed = ids(make_splits("d", Source(data, (0.1,)), seed=8, rows=40).train)
+    assert other_seed != trains[0]
+
+
+def test_validation_is_a_stratified_random_part_not_the_tail():
+    labels = np.tile(np.arange(5), 40)                       # 200 images, class i at i, i + 5, ...
+    splits = make_splits("d", Source(indexed(labels), (0.2,)), seed=0)
+    val = ids(splits.val)
+    assert len(val) == 40 and np.bincount(labels[val]).tolist() == [8] * 5
+    assert val != list(range(160, 200)) and max(val) - min(val) > 100
+    assert sorted(val + ids(splits.train)) == list(range(200))
 
 
 @pytest.mark.parametrize("n", [1, 7, 10, 99])
@@ -57,11 +91,44 @@ def test_stratified_order_prefixes_keep_proportions(n):
     assert sorted(stratified_order(labels, seed=3)) == list(range(100))
 
 
+def test_every_part_gets_each_class_that_has_enough_images():
+    labels = np.repeat([0, 1, 2], [3, 40, 1])
+    train, val, test = stratified_split(labels, (0.7, 0.15, 0.15), seed=0)
+    assert [int((labels[p] == 0).sum()) for p in (train, val, test)] == [1, 1, 1]
+    assert (labels[train] == 2).sum() == 1                  # a lone image stays in training
+    with pytest.raises(DataError, match=r"leave the validation and test split empty; give every class at "
+                                        r"least 3 images \(one each for training, validation, test\)"):
+        make_splits("tiny", Source(indexed([0, 1]), (0.15, 0.15)))
+
+
+def test_normalization_unit_keeps_pixels_in_zero_one(digits):
+    unit = load_dataset("digits", normalization="unit")
+    assert unit.normalization == "unit" and unit.mean == (0.0,) and unit.std == (1.0,)
+    assert torch.equal(unit.train.images, digits.train.images) and digits.normalization == "standardize"
+    with pytest.raises(DataError, match=r"normalization 'minmax' is unknown; choose one of"):
+        load_dataset("digits", normalization="minmax")
+
+
 def test_bad_names_and_options():
-    with pytest.raises(ValueError, match=r"unknown dataset 'mnits'; choose one of"):
+    with pytest.raises(DataError, match=r"unknown dataset 'mnits'; choose one of"):
         load_dataset("mnits")
-    with pytest.raises(ValueError, match=r"no option\(s\) \['image_sise'\]; it accepts .*image_size"):
+    with pytest.raises(DataError, match=r"no option\(s\) \['image_sise'\]; it accepts .*image_size"):
         load_dataset("synthetic", image_sise=8)
+
+
+def test_data_dir_must_exist_and_embedded_data_takes_none(tmp_path):
+    for name in ("digits", "synthetic"):
+        with pytest.raises(DataError, match=rf"{name} is (embedded|generated); it takes no --data-dir"):
+            load_dataset(name, tmp_path)
+    for name in ("mnist", "fashion-mnist", "cifar10", "folder"):
+        with pytest.raises(DataError, match=r"--data-dir .*nowhere does not exist"):
+            load_dataset(name, tmp_path / "nowhere")
+    (tmp_path / "file.png").write_bytes(b"")
+    with pytest.raises(DataError, match=r"file.png is a file, not a folder"):
+        load_dataset("folder", tmp_path / "file.png")
+    with pytest.raises(DataError, match=r"reads your files: pass data_dir"):
+        load_dataset("folder")
+    assert locate_dataset("digits") is None
 
 
 def test_synthetic_is_seeded_balanced_and_in_range():

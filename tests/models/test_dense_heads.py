@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from vitlab.dense.decoder import TransformerDecoder
-from vitlab.dense.heads import semantic_from_queries
-from vitlab.dense.model import DenseConfig, DenseModel
+from vitlab.models.dense.decoder import TransformerDecoder
+from vitlab.models.dense.heads import semantic_from_queries
+from vitlab.models.dense.model import DenseConfig, DenseModel
 from vitlab.models.vit import VisionTransformer
 
 TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, decoder_width=32, num_queries=6)
@@ -15,7 +15,7 @@ TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, decod
 def test_forward_intermediates_returns_maps_of_the_patch_grid():
     vit = VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=3, num_heads=2, num_classes=0)
     x = torch.rand(2, 3, 32, 32)
-    maps = vit.forward_intermediates(x, [0, -1])
+    maps = vit.forward_intermediates(x, [0, -1], norm=True, intermediates_only=True)
     assert [tuple(m.shape) for m in maps] == [(2, 32, 4, 4)] * 2
     tokens = vit.forward_features(x)[:, vit.num_prefix_tokens:]  # last map == final normed patch tokens
     torch.testing.assert_close(maps[1].flatten(2).transpose(1, 2), tokens)
@@ -70,7 +70,7 @@ def test_wrong_head_for_task_is_a_clear_error():
 
 
 def test_sine_position_embedding_of_a_grid_is_distinct_per_cell():
-    from vitlab.dense.decoder import sine_pos_2d
+    from vitlab.models.dense.decoder import sine_pos_2d
 
     pos = sine_pos_2d(4, 3, 16)
     assert pos.shape == (1, 12, 16)
@@ -80,7 +80,7 @@ def test_sine_position_embedding_of_a_grid_is_distinct_per_cell():
 
 
 def test_token_positions_reach_the_keys_only():
-    from vitlab.dense.decoder import CrossAttention
+    from vitlab.models.dense.decoder import CrossAttention
 
     attn = CrossAttention(16, num_heads=2)
     q, tokens = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
@@ -124,7 +124,7 @@ def test_token_queries_start_from_their_proposals_which_start_centred_on_their_c
 
 
 def test_query_selection_keeps_one_of_each_group_of_near_identical_proposals():
-    from vitlab.dense.heads import DETRHead
+    from vitlab.models.dense.heads import DETRHead
 
     head = DETRHead(16, num_classes=2, width=16, num_queries=3, queries="tokens", query_nms=0.7)
     boxes = torch.tensor([[[0.3, 0.3, 0.2, 0.2], [0.3, 0.3, 0.2, 0.21], [0.31, 0.3, 0.2, 0.2],
@@ -139,7 +139,7 @@ def test_query_selection_keeps_one_of_each_group_of_near_identical_proposals():
 
 
 def test_box_relations_are_zero_for_a_box_and_its_duplicate_and_grow_with_distance():
-    from vitlab.dense.heads import box_relations
+    from vitlab.models.dense.heads import box_relations
 
     boxes = torch.tensor([[[0.3, 0.3, 0.2, 0.1], [0.3, 0.3, 0.2, 0.1], [0.5, 0.3, 0.4, 0.1], [0.9, 0.3, 0.2, 0.1]]])
     rel = box_relations(boxes)

@@ -4,8 +4,7 @@ import torch
 
 from vitlab.layers import Block
 from vitlab.layers.tome import bipartite_soft_matching, merge_wavg, merging_block
-from vitlab.models import ViTConfig, VisionTransformer, apply_tome, front_loaded
-
+from vitlab.models import VisionTransformer, ViTConfig, apply_tome, front_loaded
 
 
 def vit(**overrides) -> VisionTransformer:
@@ -110,3 +109,39 @@ def test_class_token_readout_of_the_merged_model(reg_tokens):
         assert tokens.shape[1] == 1 + reg_tokens + 64 - 3 * 6
         torch.testing.assert_close(merged(images), model.forward_head(tokens))
         assert merged.forward_features(images, readout=1)[0].shape == (2, 1, 32)
+
+
+@pytest.mark.parametrize("readout", [None, 1])
+def test_the_merged_encoder_is_merging_blocks_by_hand(readout):
+    model = vit(reg_tokens=1)
+    schedule = [5, 0, 3, 2]
+    images = torch.randn(2, 1, 24, 24)
+    with torch.no_grad():
+        x, _ = model.embed(images)
+        size = None
+        for i, (block, r) in enumerate(zip(model.blocks, schedule)):
+            x, size = merging_block(block, x, size, r, protected=2, queries=readout if i == 3 else None)
+        tokens, got_size = apply_tome(model, schedule).forward_features(images, readout)
+    torch.testing.assert_close(tokens, model.norm(x), rtol=0, atol=0)
+    torch.testing.assert_close(got_size, size, rtol=0, atol=0)
+
+
+def test_merged_mean_pool_weighs_tokens_by_size():
+    model = vit(class_token=False, pool="mean", fc_norm=True)
+    merged = apply_tome(model, 6)
+    images = torch.randn(2, 1, 24, 24)
+    with torch.no_grad():
+        tokens, size = merged.forward_features(images)
+        pooled = (tokens * size).sum(dim=1) / 36                                     # sizes add up to 36 patches
+        torch.testing.assert_close(merged(images), model.head(model.fc_norm(pooled)))
+
+
+def test_a_distilled_student_merges_behind_its_distillation_token():
+    model = vit(reg_tokens=1, distill_token=True)
+    images = torch.randn(2, 1, 24, 24)
+    with torch.no_grad():
+        assert torch.equal(apply_tome(model, 0)(images), model(images))
+        tokens, size = apply_tome(model, 4).forward_features(images)
+        assert tokens.shape[1] == 3 + 36 - 4 * 4 and (size[:, :3] == 1).all()
+        cls, dist = apply_tome(model, 4).train()(images)
+    assert cls.shape == dist.shape == (2, 5)

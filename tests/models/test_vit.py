@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 
 import vitlab.reference as ref
 from vitlab import ViTConfig, create_model, patchify, unpatchify
+from vitlab.errors import ConfigError
+from vitlab.layers.position import Rotary2d
+from vitlab.models import VisionTransformer
 
 CONFIGS = {
     "seed": ("vit-seed", {}),                                    # learned, mean pool, norm on every token
@@ -185,6 +188,7 @@ def test_rope_model_with_class_token_runs_and_both_attention_paths_agree():
     dict(class_token=True, pool="token", attention="latent", num_latents=3),
     dict(class_token=True, pool="token", block="postnorm", qk_norm=True),
     dict(class_token=True, pool="token", pos_embed="rope"),
+    dict(class_token=True, pool="token", pos_embed="rope", reg_tokens=2, distill_token=True),
 ])
 def test_class_token_readout_gives_the_full_encoders_logits(overrides):
     # forward() runs the last block for the class token only; the logits must not notice
@@ -233,3 +237,178 @@ def test_heads_must_divide_embed_dim():
 def test_bad_config_values(overrides, match):
     with pytest.raises(ValueError, match=match):
         ViTConfig(**overrides)
+
+
+# ---- the encoder's hooks: each path against a computation by hand ----------------------------------
+
+def blocks_by_hand(model, x, rope, grid):
+    """The blocks and the final norm, one after the other, on tokens ``x`` with rotary tables ``rope``."""
+    for block in model.blocks:
+        x = block(x, rope, grid)
+    return model.norm(x)
+
+
+def rotary_by_hand(model, grid, prefix):
+    """Rotary ``(sin, cos)`` with ``prefix`` identity rows (sin 0, cos 1) ahead of the patch rows."""
+    sin, cos = Rotary2d(grid, model.config.embed_dim // model.config.num_heads, 0).tables(grid)
+    eye = torch.zeros(prefix, sin.shape[1], dtype=sin.dtype)
+    return torch.cat([eye, sin]), torch.cat([eye + 1, cos])
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(class_token=True, pool="token", reg_tokens=2, pre_norm=True),
+    dict(pos_embed="rope", class_token=True, reg_tokens=1),
+    dict(pos_embed="rope", class_token=False, pool="mean", attention="latent", num_latents=3),
+])
+def test_kept_tokens_run_the_blocks_by_hand_with_their_own_rotary_rows(overrides):
+    model = build("vit-digits", overrides)
+    images = images_for(model, batch=3)
+    keep = torch.stack([torch.randperm(N)[:6] for _ in range(3)])
+    r = model.num_prefix_tokens
+    with torch.no_grad():
+        tokens = model.pos_embed(model.patch_embed(images), (4, 4))
+        x = torch.cat(model.prefix_tokens(3) + [torch.stack([t[k] for t, k in zip(tokens, keep)])], dim=1)
+        rope = None
+        if model.rope is not None:
+            sin, cos = rotary_by_hand(model, (4, 4), r)
+            rows = torch.cat([torch.arange(r).expand(3, -1), r + keep], dim=1)        # (B, R + K)
+            rope = sin[rows][:, None], cos[rows][:, None]                             # (B, 1, R + K, d)
+        expected = blocks_by_hand(model, model.norm_pre(x), rope, (4, 4))
+        torch.testing.assert_close(model.forward_features(images, keep=keep), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pos_embed", ["learned", "rope"])
+def test_keeping_every_token_shuffled_shuffles_the_encoded_tokens(pos_embed):
+    """Positions travel with their tokens (rotary ones too), so the blocks are equivariant to the order kept."""
+    model = build("vit-digits", dict(pos_embed=pos_embed, class_token=True, reg_tokens=1))
+    images = images_for(model)
+    order = torch.stack([torch.randperm(N), torch.arange(N)])
+    with torch.no_grad():
+        full = model.forward_features(images)
+        shuffled = model.forward_features(images, keep=order)
+    torch.testing.assert_close(shuffled[:, :2], full[:, :2], rtol=0, atol=1e-12)
+    torch.testing.assert_close(shuffled[:, 2:], torch.stack([f[2:][o] for f, o in zip(full, order)]),
+                               rtol=0, atol=1e-12)
+
+
+def test_keep_is_refused_where_attention_needs_the_whole_grid():
+    model = create_model("vit-digits", attention="window", window_size=2)
+    with pytest.raises(ConfigError, match="attention='window' needs every patch token"):
+        model.forward_features(torch.rand(1, 1, 8, 8), keep=torch.zeros(1, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(class_token=True, pool="token", reg_tokens=2),
+    dict(pos_embed="rope", class_token=True, pool="token"),
+    dict(pos_embed="sincos2d", class_token=False, pool="mean", fc_norm=True),
+])
+def test_distillation_token_sits_after_the_prefix_tokens(overrides):
+    model = build("vit-digits", {**overrides, "distill_token": True})
+    images = images_for(model)
+    r = model.num_prefix_tokens - 1                                                   # class + registers
+    with torch.no_grad():
+        patches = model.pos_embed(model.patch_embed(images), (4, 4))
+        prefix = [t.expand(2, -1, -1) for t in (model.class_token, model.reg_token) if t is not None]
+        x = torch.cat(prefix + [model.dist_token.expand(2, -1, -1), patches], dim=1)
+        rope = rotary_by_hand(model, (4, 4), r + 1) if model.rope is not None else None
+        tokens = blocks_by_hand(model, x, rope, (4, 4))
+        torch.testing.assert_close(model.forward_features(images), tokens, rtol=0, atol=1e-12)
+        pooled = tokens[:, 0] if model.config.pool == "token" else tokens[:, r + 1:].mean(dim=1)
+        cls = model.head(model.fc_norm(pooled))
+        dist = model.head_dist(model.fc_norm(tokens[:, r]))
+        torch.testing.assert_close(model(images), (cls + dist) / 2, rtol=0, atol=1e-12)
+        train_cls, train_dist = model.train()(images)
+    torch.testing.assert_close(train_cls, cls, rtol=0, atol=1e-12)
+    torch.testing.assert_close(train_dist, dist, rtol=0, atol=1e-12)
+
+
+def test_a_student_is_rebuilt_from_its_config_alone():
+    student = create_model("vit-digits", distill_token=True)
+    plain = create_model("vit-digits")
+    assert set(student.state_dict()) == set(plain.state_dict()) | {"dist_token", "head_dist.weight", "head_dist.bias"}
+    again = VisionTransformer(ViTConfig.from_dict(student.config.to_dict()))
+    again.load_state_dict(student.state_dict(), strict=True)
+    images = torch.rand(2, 1, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(again.eval()(images), student.eval()(images), rtol=0, atol=0)
+    student.reset_classifier(3)
+    assert student.train()(images)[1].shape == (2, 3)
+    assert "dist_token" in student.no_weight_decay()
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(class_token=True, pool="token", reg_tokens=2),
+    dict(pos_embed="rope", class_token=True, pool="token", distill_token=True),
+    dict(class_token=False, pool="mean"),
+])
+def test_intermediates_are_the_blocks_outputs_by_hand(overrides):
+    model = build("vit-digits", overrides)
+    images = images_for(model)
+    r = model.num_prefix_tokens
+    with torch.no_grad():
+        x, _ = model.embed(images)
+        rope = rotary_by_hand(model, (4, 4), r) if model.rope is not None else None
+        outputs = []
+        for block in model.blocks:
+            x = block(x, rope, (4, 4))
+            outputs.append(x)
+        final, maps = model.forward_intermediates(images, [2, -4], return_prefix_tokens=True)
+        normed = model.forward_intermediates(images, 2, norm=True, output_fmt="NLC", intermediates_only=True)
+        early, _ = model.forward_intermediates(images, [1], stop_early=True)
+    torch.testing.assert_close(final, model.norm(outputs[-1]), rtol=0, atol=1e-12)
+    assert len(maps) == 2 and len(normed) == 2
+    for taken, i in zip(maps, [0, 2]):
+        patches, prefix = taken if r else (taken, outputs[i][:, :0])     # (patches, prefix) pairs when R > 0
+        assert patches.shape == (2, 64, 4, 4)
+        torch.testing.assert_close(patches.flatten(2).transpose(1, 2), outputs[i][:, r:], rtol=0, atol=1e-12)
+        torch.testing.assert_close(prefix, outputs[i][:, :r], rtol=0, atol=1e-12)
+    for tokens, i in zip(normed, [2, 3]):
+        torch.testing.assert_close(tokens, model.norm(outputs[i])[:, r:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(early, model.norm(outputs[1]), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("indices, match", [([4], "out of range"), ([-5], "out of range"), (0, "1..4"), (5, "1..4")])
+def test_intermediate_indices_out_of_range(indices, match):
+    with pytest.raises(ConfigError, match=match):
+        create_model("vit-digits").forward_intermediates(torch.rand(1, 1, 8, 8), indices)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(reg_tokens=2, global_pool="avg"), dict(class_token=False,
+                                                                                     global_pool="avg")],
+                         ids=["class-token", "registers", "no-prefix"])
+@pytest.mark.parametrize("kwargs", [
+    dict(), dict(indices=1, norm=True), dict(indices=[-1, 0], return_prefix_tokens=True),
+    dict(indices=(0,), stop_early=True, output_fmt="NLC"), dict(indices=2, intermediates_only=True),
+], ids=["all", "last-normed", "prefix", "stop-early-nlc", "only"])
+def test_intermediates_match_timms(options, kwargs):
+    pytest.importorskip("timm")
+    from timm.models.vision_transformer import VisionTransformer as TimmViT
+
+    from vitlab.interop import from_timm
+
+    source = TimmViT(img_size=32, patch_size=8, embed_dim=32, depth=3, num_heads=2, num_classes=5, **options).eval()
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model = from_timm(source)
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        got, expected = model.forward_intermediates(images, **kwargs), source.forward_intermediates(images, **kwargs)
+    got, expected = (got, expected) if kwargs.get("intermediates_only") else ([got[0], *got[1]],
+                                                                              [expected[0], *expected[1]])
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        for x, y in zip(a, b) if isinstance(a, tuple) else [(a, b)]:
+            assert x.shape == y.shape
+            torch.testing.assert_close(x, y, rtol=0, atol=1e-5)
+
+
+def test_group_matcher_groups_the_stem_and_each_block_as_timm_does():
+    group_parameters = pytest.importorskip("timm.models._manipulate").group_parameters
+    model = create_model("vit-digits", class_token=True, reg_tokens=1, distill_token=True, pre_norm=True)
+    groups = group_parameters(model, model.group_matcher())
+    names = {g: sorted({n.split(".")[0] + ("." + n.split(".")[1] if n.startswith("blocks.") else "") for n in ns})
+             for g, ns in groups.items()}
+    assert names == {0: ["class_token", "dist_token", "norm_pre", "patch_embed", "pos_embed", "reg_token"],
+                     1: ["blocks.0"], 2: ["blocks.1"], 3: ["blocks.2"], 4: ["blocks.3", "norm"],
+                     5: ["head", "head_dist"]}

@@ -5,9 +5,10 @@ import torch
 import torch.nn.functional as F
 
 from vitlab.models import create_model
+from vitlab.models.distilled import distilled_from
 from vitlab.ssl.crops import multi_crop
 from vitlab.ssl.dino import Centre, DINOHead, DINONet, dino_loss, ema_update_, teacher_temperature
-from vitlab.ssl.distill import DistilledVisionTransformer, distillation_loss, distilled_from
+from vitlab.ssl.distill import distillation_loss
 
 
 def test_ema_teacher_update_is_the_exact_convex_combination():
@@ -78,14 +79,31 @@ def test_soft_distillation_is_scaled_by_t_squared():
 
 def test_distilled_vit_trains_two_heads_and_infers_their_average():
     torch.manual_seed(0)
-    base = create_model("vit-digits")
+    base = create_model("vit-digits").double()
     model = distilled_from(base)
-    assert isinstance(model, DistilledVisionTransformer)
-    assert set(model.state_dict()) == set(base.state_dict()) | {"dist_token", "head_dist.weight", "head_dist.bias"}
-    images = torch.rand(3, 1, 8, 8)
+    assert model.config.distill_token and not base.config.distill_token
+    state = model.state_dict()
+    assert set(state) == set(base.state_dict()) | {"dist_token", "head_dist.weight", "head_dist.bias"}
+    assert all(torch.equal(state[k], v) for k, v in base.state_dict().items())             # float64 kept exactly
+    images = torch.rand(3, 1, 8, 8, dtype=torch.float64)
     cls, dist = model.train()(images)
     assert cls.shape == dist.shape == (3, 10) and not torch.allclose(cls, dist)
     model.eval()
     with torch.no_grad():
-        cls, dist = model.forward_heads(model.forward_features(images))
+        tokens = model.forward_features(images)                           # (B, 1 + 16, D): the token first here
+        cls = model.head(model.fc_norm(tokens[:, 1:].mean(dim=1)))
+        dist = model.head_dist(model.fc_norm(tokens[:, 0]))
         torch.testing.assert_close(model(images), (cls + dist) / 2)
+        torch.testing.assert_close(model.forward_head(tokens, pre_logits=True), tokens[:, 1:].mean(dim=1))
+        with_zero_token = distilled_from(base)
+        with_zero_token.dist_token.zero_()
+        x, _ = base.embed(images)                                          # (B, 16, D): no prefix tokens
+        x = torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)                 # a zero distillation token placed
+        for block in base.blocks:
+            x = block(x)
+        torch.testing.assert_close(with_zero_token.forward_features(images), base.norm(x), rtol=0, atol=1e-12)
+
+
+def test_only_a_vision_transformer_becomes_a_student():
+    with pytest.raises(ValueError, match="VisionTransformer student"):
+        distilled_from(create_model("cnn-digits"))

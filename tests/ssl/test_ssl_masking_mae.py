@@ -1,10 +1,11 @@
 import pytest
 import torch
 
+from vitlab.errors import ConfigError
 from vitlab.models import create_model
 from vitlab.ops.patches import patchify
 from vitlab.ssl.mae import MAEConfig, MaskedAutoencoder, mae_loss
-from vitlab.ssl.masking import gather_tokens, num_visible, random_masking
+from vitlab.ssl.masking import Masking, gather_tokens, num_visible, random_masking
 
 
 @pytest.mark.parametrize("n, ratio", [(16, 0.75), (49, 0.75), (10, 0.33), (7, 0.5), (196, 0.9)])
@@ -72,3 +73,38 @@ def test_mae_encoder_runs_on_visible_tokens_only():
     m = random_masking(2, 16, 0.75, generator=torch.Generator().manual_seed(0))
     latent = mae.encode(torch.rand(2, 1, 8, 8), m)
     assert seen == [torch.Size([2, 4, 64])] and latent.shape == (2, 4, 64)
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(pos_embed="rope", class_token=True, reg_tokens=1)])
+def test_mae_encoding_every_token_in_order_is_forward_features(overrides):
+    vit = create_model("vit-digits", **overrides).eval()
+    mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1))
+    order = torch.arange(16).expand(2, -1)
+    everything = Masking(order, order, torch.zeros(2, 16), 16)
+    images = torch.rand(2, 1, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(mae.encode(images, everything), vit.forward_features(images), rtol=0, atol=0)
+
+
+def test_mae_with_rotary_positions_is_the_blocks_on_gathered_tokens_and_tables():
+    vit = create_model("vit-digits", pos_embed="rope", class_token=True).double().eval()
+    mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1)).double()
+    images = torch.rand(2, 1, 8, 8, dtype=torch.float64)
+    m = random_masking(2, 16, 0.75, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        tokens, grid = vit.embed(images)                                        # (B, 1 + 16, D)
+        x = torch.cat([tokens[:, :1], gather_tokens(tokens[:, 1:], m.keep)], dim=1)
+        sin, cos = vit.rope(grid)                                               # (1 + 16, d): row 0 the class token
+        rows = torch.cat([torch.zeros(2, 1, dtype=torch.long), 1 + m.keep], dim=1)
+        rope = sin[rows][:, None], cos[rows][:, None]                           # (B, 1, 1 + K, d)
+        for block in vit.blocks:
+            x = block(x, rope, grid)
+        torch.testing.assert_close(mae.encode(images, m), vit.norm(x), rtol=0, atol=1e-12)
+    loss, _, _ = mae(images, torch.Generator().manual_seed(1))
+    loss.backward()
+    assert torch.isfinite(loss) and vit.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
+def test_mae_refuses_attention_that_needs_every_patch():
+    with pytest.raises(ConfigError, match="lowrank"):
+        MaskedAutoencoder(create_model("vit-digits", attention="lowrank", lowrank_k=4))

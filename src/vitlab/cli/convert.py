@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from . import parse_overrides
 
@@ -16,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
         config["num_heads"] = args.num_heads
     result = convert(args.src, args.dst, target=args.target, model=args.model, img_size=args.img_size,
                      overwrite=args.overwrite, **config)
-    cfg = result.model.config
+    cfg: Any = result.model.config
     print(f"read   {result.source}  ({result.origin} weights)")
     written = "vitlab checkpoint (config, data config, checksum)" if args.target == "vitlab" else "timm state dict"
     print(f"wrote  {args.dst}  ({written})")

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..data import describe_dataset, download, list_datasets, load_dataset
-from ..data.fetch import DownloadError
+from ..data import NORMALIZATIONS, describe_dataset, download, list_datasets, load_dataset
+from ..data.fetch import DEADLINE
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -15,13 +14,17 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows)
+    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows,
+                          normalization=args.normalization)
     sizes = {"train": len(splits.train), "val": len(splits.val),
              "test": len(splits.test) if splits.test is not None else None}
     print(f"dataset  {splits.name}")
+    print(f"source   {splits.source}")
     print("splits   " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in sizes.items()))
+    print(f"rule     {splits.split_rule}")
     print(f"shape    {splits.image_shape} (C, H, W)")
     print(f"classes  {splits.num_classes}: {', '.join(splits.train.classes)}")
+    print(f"norm     {splits.normalization}")
     print("mean     " + ", ".join(f"{m:.4f}" for m in splits.mean))
     print("std      " + ", ".join(f"{s:.4f}" for s in splits.std))
     print(f"hflip    {'ok' if splits.hflip_ok else 'no (changes the class)'}")
@@ -29,12 +32,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_download(args: argparse.Namespace) -> int:
-    try:
-        paths = download(args.name, args.to, mirror=args.mirror)
-    except DownloadError as err:
-        print(f"vitlab data: error: {err}", file=sys.stderr)
-        return 2
-    for path in paths:
+    for path in download(args.name, args.data_dir, mirror=args.mirror, deadline=args.deadline):
         print(f"ok  {path}")
     return 0
 
@@ -42,17 +40,24 @@ def run_download(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="list, describe and download datasets")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    q = data_sub.add_parser("list", help="the dataset names")
+    q = data_sub.add_parser("list", help="the dataset names, and where their files were found")
     q.set_defaults(func=run_list)
-    q = data_sub.add_parser("info", help="split sizes, image shape, classes and statistics of a dataset")
+    q = data_sub.add_parser("info", help="where a dataset was found, its splits, image shape, classes and "
+                            "statistics")
     q.add_argument("name", help="dataset name (see `vitlab data list`)")
-    q.add_argument("--data-dir", default=None, help="directory with the dataset's files")
-    q.add_argument("--seed", type=int, default=0, help="split seed")
+    q.add_argument("--data-dir", default=None, help="folder with the dataset's files (default: search "
+                   "$VITLAB_DATA, ~/.cache/vitlab/data, /usr/share/datasets)")
+    q.add_argument("--seed", type=int, default=0, help="split seed (validation is a stratified random part)")
     q.add_argument("--rows", type=int, default=None, help="keep only this many training images")
+    q.add_argument("--normalization", choices=NORMALIZATIONS, default="standardize",
+                   help="standardize: training mean/std; unit: pixels stay in [0, 1]")
     q.set_defaults(func=run_info)
     q = data_sub.add_parser("download", help="fetch a dataset's official files and verify their checksums")
     q.add_argument("name", help="mnist, fashion-mnist or cifar10")
-    q.add_argument("--to", required=True, help="target directory (later: --data-dir)")
+    q.add_argument("--data-dir", dest="data_dir", default=None,
+                   help="target folder (default: $VITLAB_DATA/NAME, else ~/.cache/vitlab/data/NAME)")
+    q.add_argument("--to", dest="data_dir", help=argparse.SUPPRESS)
     q.add_argument("--mirror", default=None, help="base URL serving the same file names "
                    "(default: $VITLAB_DATA_MIRROR, else the official site)")
+    q.add_argument("--deadline", type=float, default=DEADLINE, help="seconds allowed for each file")
     q.set_defaults(func=run_download)

@@ -2,6 +2,13 @@
 
 Small datasets live in memory as tensors: images ``(N, C, H, W)`` float32 in ``[0, 1]``,
 labels ``(N,)`` int64. Normalisation and augmentation run batched on these tensors.
+
+Every dataset is split by one function, :func:`make_splits`, with one rule: each class is shuffled
+with ``seed`` (default 0, so the split is fixed until the seed changes) and cut into the training
+pool and the held-out parts (validation, and test when the dataset has no official test file), so
+every part keeps the class proportions. ``rows`` then keeps the first ``rows`` pool images of the
+seeded stratified order of *all* images (:func:`stratified_order`): stratified, nested (a smaller
+``rows`` is a subset of a larger one) and independent of the size of the held-out parts.
 """
 from __future__ import annotations
 
@@ -9,6 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from ..errors import DataError
+
+NORMALIZATIONS = ("standardize", "unit")
+"""``standardize``: subtract the training images' per-channel mean, divide by their std.
+``unit``: leave pixels in [0, 1] (mean 0, std 1), the textbook's scaling."""
 
 
 @dataclass
@@ -33,19 +46,23 @@ class ImageDataset:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """``(C, H, W)``."""
-        return tuple(self.images.shape[1:])
+        c, h, w = self.images.shape[1:]
+        return c, h, w
 
-    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> "ImageDataset":
+    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> ImageDataset:
         index = torch.as_tensor(np.asarray(index), dtype=torch.long)
         return ImageDataset(self.images[index], self.labels[index], self.classes)
 
 
 @dataclass
 class DataSplits:
-    """A dataset's splits and the per-channel statistics of its training images.
+    """A dataset's splits and the per-channel statistics its images are normalised with.
 
     ``hflip_ok`` says whether a horizontal flip keeps an image's class (true for photos and clothes,
-    false for digits: a mirrored 2 is not a 2); augmentation presets read it.
+    false for digits: a mirrored 2 is not a 2); augmentation presets read it. ``normalization`` is one
+    of :data:`NORMALIZATIONS`: ``"standardize"`` sets ``mean``/``std`` to the training images'
+    per-channel statistics, ``"unit"`` to 0 and 1 (pixels stay in [0, 1]); explicit ``mean``/``std``
+    are kept. ``source`` says where the images came from, ``split_rule`` how the splits were made.
     """
     name: str
     train: ImageDataset
@@ -54,12 +71,18 @@ class DataSplits:
     mean: tuple[float, ...] = field(default=())
     std: tuple[float, ...] = field(default=())
     hflip_ok: bool = True
+    normalization: str = "standardize"
+    source: str = ""
+    split_rule: str = ""
 
     def __post_init__(self) -> None:
+        if self.normalization not in NORMALIZATIONS:
+            raise DataError(f"normalization {self.normalization!r} is unknown; choose one of {NORMALIZATIONS}")
+        if not len(self.train) or not len(self.val):
+            raise DataError(f"{self.name}: {len(self.train)} training and {len(self.val)} validation images; "
+                            "both splits need at least one")
         if not self.mean:
-            images = self.train.images
-            self.mean = tuple(images.mean(dim=(0, 2, 3)).tolist())
-            self.std = tuple(images.std(dim=(0, 2, 3)).clamp_min(1e-6).tolist())
+            self.mean, self.std = channel_statistics(self.train.images, self.normalization)
 
     @property
     def num_classes(self) -> int:
@@ -70,15 +93,36 @@ class DataSplits:
         return self.train.image_shape
 
 
-def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
-    """Split indices into parts of the given fractions, keeping class proportions; seeded."""
+def channel_statistics(images: torch.Tensor, normalization: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel ``(mean, std)`` of ``images (N, C, H, W)`` for ``normalization`` (std at least 1e-6)."""
+    if normalization == "unit":
+        return (0.0,) * images.shape[1], (1.0,) * images.shape[1]
+    return (tuple(images.mean(dim=(0, 2, 3)).tolist()),
+            tuple(images.std(dim=(0, 2, 3)).nan_to_num(0.0).clamp_min(1e-6).tolist()))
+
+
+def _class_permutations(labels: np.ndarray, seed: int) -> list[np.ndarray]:
+    """Each class's indices shuffled by one generator seeded with ``seed``, classes in sorted order."""
     rng = np.random.default_rng(seed)
+    return [rng.permutation(np.flatnonzero(labels == cls)) for cls in np.unique(labels)]
+
+
+def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Split indices ``0..N-1`` into ``len(fractions)`` sorted parts keeping class proportions; seeded.
+
+    Each class is shuffled and cut at the rounded cumulative fractions. A later part that gets no
+    image of a class then takes one from the first part while the first keeps at least one, so every
+    part holds every class that has at least ``len(fractions)`` images.
+    """
     parts: list[list[int]] = [[] for _ in fractions]
-    bounds = np.cumsum(fractions)
-    for cls in np.unique(labels):
-        idx = rng.permutation(np.flatnonzero(labels == cls))
-        cuts = np.round(bounds * len(idx)).astype(int)
-        for i, (lo, hi) in enumerate(zip(np.r_[0, cuts[:-1]], cuts)):
+    bounds = np.cumsum(fractions) / np.sum(fractions)
+    for idx in _class_permutations(labels, seed):
+        sizes = np.diff(np.r_[0, np.round(bounds * len(idx)).astype(int)])
+        for i in range(1, len(sizes)):
+            if sizes[i] == 0 and fractions[i] > 0 and sizes[0] > 1:
+                sizes[0], sizes[i] = sizes[0] - 1, 1
+        cuts = np.cumsum(sizes)
+        for i, (lo, hi) in enumerate(zip(np.r_[0, cuts[:-1]], cuts, strict=True)):
             parts[i].extend(idx[lo:hi].tolist())
     return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
 
@@ -86,34 +130,67 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
 def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
     """A seeded order of all indices whose every prefix keeps the class proportions.
 
-    Each class is shuffled, its ``k``-th member gets the key ``(k + 0.5) / class_size``, and indices are
-    sorted by key, so ``stratified_order(labels, seed)[:n]`` is a stratified subset of size ``n`` and
-    smaller subsets are nested in larger ones.
+    Each class is shuffled (the same shuffle as :func:`stratified_split` with the same seed), its
+    ``k``-th member gets the key ``(k + 0.5) / class_size``, and indices are sorted by key, so
+    ``stratified_order(labels, seed)[:n]`` is a stratified subset of size ``n`` and smaller subsets
+    are nested in larger ones.
     """
-    rng = np.random.default_rng(seed)
     keys = np.empty(len(labels))
-    for cls in np.unique(labels):
-        idx = rng.permutation(np.flatnonzero(labels == cls))
+    for idx in _class_permutations(labels, seed):
         keys[idx] = (np.arange(len(idx)) + 0.5) / len(idx)
     return np.argsort(keys, kind="stable")
 
 
-TRAIN_VAL_FRACTION = 0.1
-TEST_ONLY_VAL_FRACTION = 0.2
+@dataclass
+class Source:
+    """What a reader found, before splitting: ``data`` is split here into the training pool and the
+    ``held_out`` fractions (validation, then test when there is no official ``test``)."""
+    data: ImageDataset
+    held_out: tuple[float, ...]
+    test: ImageDataset | None = None
+    hflip_ok: bool = True
+    origin: str = ""
+    what: str = "the images"
 
 
-def file_splits(name: str, train: ImageDataset | None, test: ImageDataset | None, hflip_ok: bool) -> DataSplits:
-    """Splits for datasets that ship as a train file and a test file, keeping file order.
+def make_splits(name: str, source: Source, *, seed: int = 0, rows: int | None = None,
+                normalization: str = "standardize") -> DataSplits:
+    """Split ``source`` stratified and seeded (see the module docstring) and keep ``rows`` training images.
 
-    With a train file: its first 90% is the training pool, the last 10% validation, the test file the
-    test split. With only a test file: its first 80% is the pool, the last 20% validation, no test split
-    (MNIST's t10k: 8,000 + 2,000, the textbook protocol).
+    Raises :class:`DataError` when a split would be empty (saying how many images each class needs)
+    or when ``rows`` is not in ``1..len(pool)``.
     """
-    source = train if train is not None else test
-    if source is None:
-        raise ValueError(f"{name}: need a train or a test file")
-    n_val = round(len(source) * (TRAIN_VAL_FRACTION if train is not None else TEST_ONLY_VAL_FRACTION))
-    cut = len(source) - n_val
-    pool = ImageDataset(source.images[:cut], source.labels[:cut], source.classes)
-    val = ImageDataset(source.images[cut:], source.labels[cut:], source.classes)
-    return DataSplits(name, pool, val, test if train is not None else None, hflip_ok=hflip_ok)
+    data, held = source.data, source.held_out
+    labels = data.labels.numpy()
+    parts = stratified_split(labels, (1 - sum(held), *held), seed)
+    names = ["training", "validation", "test"][:len(parts)]
+    empty = [n for n, p in zip(names, parts, strict=True) if not len(p)]
+    if empty:
+        counts = np.bincount(labels, minlength=len(data.classes))
+        raise DataError(f"{name}: {len(data)} images ({counts.min()} in the smallest class) leave the "
+                        f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
+                        f"(one each for {', '.join(names)})")
+    pool = parts[0]
+    if rows is not None:
+        if not 1 <= rows <= len(pool):
+            raise DataError(f"rows={rows} but the {name} training pool has {len(pool)} images; "
+                            f"choose 1 <= rows <= {len(pool)}")
+        rank = np.empty(len(labels), dtype=np.int64)
+        rank[stratified_order(labels, seed)] = np.arange(len(labels))
+        pool = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
+    test = source.test if source.test is not None else (data.subset(parts[2]) if len(parts) > 2 else None)
+    return DataSplits(name, data.subset(pool), data.subset(parts[1]), test, hflip_ok=source.hflip_ok,
+                      normalization=normalization, source=source.origin,
+                      split_rule=split_rule(source, seed, rows))
+
+
+def split_rule(source: Source, seed: int, rows: int | None) -> str:
+    """One line saying how :func:`make_splits` splits ``source``."""
+    percent = " and ".join(f"{round(100 * f)}%" for f in source.held_out)
+    parts = "val" if len(source.held_out) == 1 else "val and test"
+    rule = f"{parts}: stratified random {percent} of {source.what} (seed {seed})"
+    if source.test is not None:
+        rule += "; test: the official test file"
+    if rows is not None:
+        rule += f"; train: the first {rows} of the rest in a stratified order (seed {seed})"
+    return rule

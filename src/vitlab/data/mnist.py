@@ -1,8 +1,14 @@
-"""MNIST and Fashion-MNIST from a directory of IDX files (gzip or raw), split by :func:`file_splits`.
+"""MNIST and Fashion-MNIST from a folder of IDX files (gzip or raw).
 
-The directory holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``
-and ``t10k-labels-idx1-ubyte``, each optionally ``.gz``; the train pair or the t10k pair may be absent
-(not both). torchvision's layout (``DIR/MNIST/raw``, ``DIR/FashionMNIST/raw``) is found too.
+The folder holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``
+and ``t10k-labels-idx1-ubyte``, each optionally ``.gz`` (the official downloads and Debian's
+``dataset-fashion-mnist`` ship ``.gz``); the train pair or the t10k pair may be absent (not both).
+torchvision's layout (``DIR/MNIST/raw``, ``DIR/FashionMNIST/raw``) is found too.
+
+Splits (by :func:`~vitlab.data.dataset.make_splits`): with the training files, validation is a
+stratified random 10% of the training file and the test split is the official t10k file. With only
+the t10k files (MNIST's textbook protocol), validation is a stratified random 20% of t10k and there
+is no test split.
 """
 from __future__ import annotations
 
@@ -11,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .dataset import DataSplits, ImageDataset, file_splits
+from ..errors import DataError
+from .dataset import ImageDataset, Source
 from .idx import read_idx_pair
 
 CLASSES = {
@@ -22,28 +29,31 @@ CLASSES = {
 TORCHVISION_FOLDER = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}
 SPLIT_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
                "t10k": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+VAL_FRACTION = 0.1
+TEST_ONLY_VAL_FRACTION = 0.2
 
 
-def load_mnist_splits(data_dir: str | Path, variant: str = "mnist") -> DataSplits:
-    """``variant`` ("mnist" or "fashion-mnist") from IDX files; images ``(N, 1, 28, 28)`` float32 in [0, 1].
-
-    Digits are never h-flipped (``hflip_ok`` False); clothes may be.
-    """
-    if variant not in CLASSES:
-        raise ValueError(f"unknown MNIST variant {variant!r}; choose one of {list(CLASSES)}")
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise FileNotFoundError(f"{variant}: no directory {data_dir}; get the files with "
-                                f"`vitlab data download {variant} --to {data_dir}`")
+def locate_mnist(folder: Path, variant: str = "mnist") -> Path | None:
+    """The folder under ``folder`` (itself or torchvision's ``VARIANT/raw``) holding IDX files, or None."""
     names = [name for pair in SPLIT_FILES.values() for name in pair]
-    candidates = (data_dir, data_dir / TORCHVISION_FOLDER[variant] / "raw")
-    root = next((d for d in candidates if any(_find(d, name) for name in names)), data_dir)
-    parts = {split: _read_split(root, split, CLASSES[variant]) for split in SPLIT_FILES}
-    if parts["train"] is None and parts["t10k"] is None:
-        wanted = ", ".join(f"{name}[.gz]" for name in names)
-        raise FileNotFoundError(f"{variant}: no IDX files in {root} (expected {wanted}); get them with "
-                                f"`vitlab data download {variant} --to {data_dir}`")
-    return file_splits(variant, parts["train"], parts["t10k"], hflip_ok=variant != "mnist")
+    candidates = (folder, folder / TORCHVISION_FOLDER[variant] / "raw")
+    return next((d for d in candidates if any(_find(d, name) for name in names)), None)
+
+
+def read_mnist(data_dir: str | Path, variant: str = "mnist") -> Source:
+    """``variant`` ("mnist" or "fashion-mnist") from the IDX files in ``data_dir`` (found by
+    :func:`locate_mnist`); images ``(N, 1, 28, 28)`` float32 in [0, 1]. Digits are never h-flipped."""
+    if variant not in CLASSES:
+        raise DataError(f"unknown MNIST variant {variant!r}; choose one of {list(CLASSES)}")
+    root = locate_mnist(Path(data_dir), variant) or Path(data_dir)
+    train, t10k = (_read_split(root, split, CLASSES[variant]) for split in SPLIT_FILES)
+    hflip_ok = variant != "mnist"
+    if train is not None:
+        return Source(train, (VAL_FRACTION,), t10k, hflip_ok, str(root), "the training file")
+    if t10k is not None:
+        return Source(t10k, (TEST_ONLY_VAL_FRACTION,), None, hflip_ok, str(root), "the t10k file (no training file)")
+    wanted = ", ".join(f"{name}[.gz]" for pair in SPLIT_FILES.values() for name in pair)
+    raise DataError(f"{variant}: no IDX files in {data_dir} (expected {wanted})")
 
 
 def _read_split(root: Path, split: str, classes: list[str]) -> ImageDataset | None:
@@ -53,7 +63,7 @@ def _read_split(root: Path, split: str, classes: list[str]) -> ImageDataset | No
         return None
     if images_path is None or labels_path is None:
         missing = images_name if images_path is None else labels_name
-        raise FileNotFoundError(f"{root}: found the other {split} file but not {missing}[.gz]")
+        raise DataError(f"{root}: found the other {split} file but not {missing}[.gz]")
     images, labels = read_idx_pair(images_path, labels_path, len(classes))
     return ImageDataset(torch.from_numpy(np.array(images))[:, None].float().div_(255),
                         torch.from_numpy(labels.astype(np.int64)), classes)

@@ -1,54 +1,60 @@
-"""Datasets by name: ``load_dataset(name, data_dir, seed=..., rows=..., **options) -> DataSplits``.
+"""Datasets by name: ``load_dataset(name, data_dir, seed=..., rows=..., normalization=..., **options)``.
 
-Split rules, per name:
+Every dataset is split by :func:`~vitlab.data.dataset.make_splits`: each class is shuffled with
+``seed`` (default 0) and cut, so validation (and test, when made here) is a *stratified random* part,
+fixed for a given seed, never a file's tail.
 
-- ``digits``: scikit-learn's 1,797 8x8 digits (offline), stratified seeded 70/15/15 train/val/test.
-- ``synthetic``: generated shapes and textures, stratified seeded 70/15/15.
-- ``folder``: class sub-folders of PNG/JPEG images, stratified seeded 70/15/15.
-- ``mnist`` / ``fashion-mnist`` / ``cifar10``: with training files, the first 90% of the training
-  file(s) are the training pool, the last 10% validation, the test file the test split. With only the
-  test file (e.g. MNIST's t10k: the textbook protocol), its first 80% (8,000) are the pool, the last 20%
-  (2,000) validation, and there is no test split.
+- ``digits``: scikit-learn's 1,797 8x8 digits (embedded), 70/15/15 train/val/test.
+- ``synthetic``: generated shapes and textures, 70/15/15.
+- ``folder``: class sub-folders of PNG/JPEG images (``--data-dir``), 70/15/15.
+- ``mnist`` / ``fashion-mnist`` / ``cifar10``: validation is 10% of the training file(s), the test split
+  is the official test file. With only the test file (e.g. MNIST's t10k: the textbook protocol),
+  validation is 20% of it and there is no test split. Their files are searched for as
+  :mod:`vitlab.data.paths` says (``$VITLAB_DATA``, ``~/.cache/vitlab/data``, ``/usr/share/datasets``)
+  unless ``data_dir`` is given.
 
-``rows`` keeps the first ``rows`` images of the training split: for the datasets split here by class
-(digits, synthetic, folder) the first ``rows`` of a seeded stratified order, so the subset keeps the
-class proportions and a smaller ``rows`` is nested in a larger one; for mnist, fashion-mnist and
-cifar10 the first ``rows`` in file order. Mean and std are those of the kept training images.
+``rows`` keeps ``rows`` images of the training pool: the first of a seeded stratified order of all the
+images, so the subset keeps the class proportions, a smaller ``rows`` is nested in a larger one, and it
+does not depend on the validation size. ``normalization`` is ``"standardize"`` (mean and std of the
+kept training images) or ``"unit"`` (mean 0, std 1: pixels stay in [0, 1]).
 """
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
-import torch
-
-from .cifar import load_cifar10_splits
-from .dataset import DataSplits, stratified_order
-from .digits import load_digits_splits
-from .folder import load_folder_splits
-from .mnist import load_mnist_splits
-from .synthetic import load_synthetic_splits
+from ..errors import DataError
+from .cifar import locate_cifar10, read_cifar10
+from .dataset import NORMALIZATIONS, DataSplits, Source, make_splits
+from .digits import read_digits
+from .folder import read_folder
+from .mnist import locate_mnist, read_mnist
+from .paths import existing_dir, install_hint, search_dirs
+from .synthetic import read_synthetic
 
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """A loader ``(data_dir?, seed?, **options) -> DataSplits`` and how ``rows`` subsets its train split."""
-    loader: Callable[..., DataSplits]
-    stratified_rows: bool
+    """A reader ``(data_dir?, seed?, **options) -> Source``; ``locate(folder) -> Path | None`` finds its
+    files in a folder (None: the reader takes ``data_dir`` as given, or reads no files)."""
+    loader: Callable[..., Source]
     description: str
+    locate: Callable[[Path], Path | None] | None = None
 
 
 DATASETS: dict[str, DatasetEntry] = {
-    "digits": DatasetEntry(load_digits_splits, True, "scikit-learn's 1,797 real 8x8 handwritten digits (offline)"),
-    "mnist": DatasetEntry(partial(load_mnist_splits, variant="mnist"), False, "MNIST 28x28 digits, IDX files"),
-    "fashion-mnist": DatasetEntry(partial(load_mnist_splits, variant="fashion-mnist"), False,
-                                  "Fashion-MNIST 28x28 clothes, IDX files"),
-    "cifar10": DatasetEntry(load_cifar10_splits, False, "CIFAR-10 32x32 colour photos, python batches"),
-    "folder": DatasetEntry(load_folder_splits, True, "class sub-folders of PNG/JPEG images"),
-    "synthetic": DatasetEntry(load_synthetic_splits, True, "generated shapes and textures (for tests)"),
+    "digits": DatasetEntry(read_digits, "scikit-learn's 1,797 real 8x8 handwritten digits (embedded)"),
+    "mnist": DatasetEntry(partial(read_mnist, variant="mnist"), "MNIST 28x28 digits, IDX files",
+                          partial(locate_mnist, variant="mnist")),
+    "fashion-mnist": DatasetEntry(partial(read_mnist, variant="fashion-mnist"),
+                                  "Fashion-MNIST 28x28 clothes, IDX files",
+                                  partial(locate_mnist, variant="fashion-mnist")),
+    "cifar10": DatasetEntry(read_cifar10, "CIFAR-10 32x32 colour photos, python batches", locate_cifar10),
+    "folder": DatasetEntry(read_folder, "class sub-folders of PNG/JPEG images (--data-dir DIR)"),
+    "synthetic": DatasetEntry(read_synthetic, "generated shapes and textures (for tests)"),
 }
 
 
@@ -58,45 +64,68 @@ def list_datasets() -> list[str]:
 
 
 def describe_dataset(name: str) -> str:
-    """One line about dataset ``name``."""
-    return _entry(name).description
+    """One line about dataset ``name``: what it is and, for one that is searched for, where its files
+    were found or how to get them."""
+    entry = _entry(name)
+    if entry.locate is None:
+        return entry.description
+    try:
+        return f"{entry.description}; found in {locate_dataset(name)}"
+    except DataError:
+        return f"{entry.description}; not found: {install_hint(name)}"
+
+
+def locate_dataset(name: str, data_dir: str | Path | None = None) -> Path | None:
+    """The folder holding dataset ``name``'s files (searched as :mod:`vitlab.data.paths` says unless
+    ``data_dir`` is given), or None for a dataset that reads no files.
+
+    Raises :class:`DataError` when the files are not found (saying how to get them), when ``data_dir``
+    does not exist, and when one is given for an embedded or generated dataset.
+    """
+    entry = _entry(name)
+    if "data_dir" not in inspect.signature(entry.loader).parameters:
+        if data_dir is not None:
+            kind = "embedded" if name == "digits" else "generated"
+            raise DataError(f"{name} is {kind}; it takes no --data-dir (got {data_dir})")
+        return None
+    if entry.locate is None:
+        if data_dir is None:
+            raise DataError(f"dataset {name!r} reads your files: pass data_dir (--data-dir DIR)")
+        return existing_dir(data_dir, name)
+    tried = search_dirs(name, data_dir)
+    for folder in tried:
+        found = entry.locate(folder)
+        if found is not None:
+            return found
+    raise DataError(f"{name}: no files in {' or '.join(map(str, tried))}; {install_hint(name)}")
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, *, seed: int = 0, rows: int | None = None,
-                 **options) -> DataSplits:
+                 normalization: str = "standardize", **options) -> DataSplits:
     """Load dataset ``name`` as in-memory splits, images ``(N, C, H, W)`` float32 in [0, 1].
 
-    ``options`` go to the dataset's loader (e.g. ``image_size`` for folder and synthetic); see the
-    module docstring for each dataset's split rule and what ``rows`` keeps.
+    ``options`` go to the dataset's reader (e.g. ``image_size`` for folder and synthetic); see the
+    module docstring for where files are found, each dataset's split rule and what ``rows`` keeps.
+    ``splits.source`` says where the images came from, ``splits.split_rule`` how they were split.
     """
     entry = _entry(name)
+    if normalization not in NORMALIZATIONS:
+        raise DataError(f"normalization {normalization!r} is unknown; choose one of {NORMALIZATIONS}")
     params = dict(inspect.signature(entry.loader).parameters)
     fixed = {"data_dir", "seed", *getattr(entry.loader, "keywords", {})}
     unknown = sorted(set(options) - set(params) - fixed)
     if unknown:
         accepted = [p for p in params if p not in fixed]
-        raise ValueError(f"dataset {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")
-    if "data_dir" in params:
-        if data_dir is None:
-            how = "" if name == "folder" else f"; fetch the files with `vitlab data download {name} --to DIR`"
-            raise ValueError(f"dataset {name!r} reads files: pass data_dir (--data-dir DIR){how}")
-        options["data_dir"] = Path(data_dir)
+        raise DataError(f"dataset {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")
+    folder = locate_dataset(name, data_dir)
+    if folder is not None:
+        options["data_dir"] = folder
     if "seed" in params:
         options["seed"] = seed
-    splits = entry.loader(**options)
-    return splits if rows is None else _keep_rows(splits, rows, seed, entry.stratified_rows)
-
-
-def _keep_rows(splits: DataSplits, rows: int, seed: int, stratified: bool) -> DataSplits:
-    pool = len(splits.train)
-    if not 1 <= rows <= pool:
-        raise ValueError(f"rows={rows} but the {splits.name} training pool has {pool} images; "
-                         f"choose 1 <= rows <= {pool}")
-    index = stratified_order(splits.train.labels.numpy(), seed)[:rows] if stratified else torch.arange(rows)
-    return DataSplits(splits.name, splits.train.subset(index), splits.val, splits.test, hflip_ok=splits.hflip_ok)
+    return make_splits(name, entry.loader(**options), seed=seed, rows=rows, normalization=normalization)
 
 
 def _entry(name: str) -> DatasetEntry:
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
+        raise DataError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
     return DATASETS[name]

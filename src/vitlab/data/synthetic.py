@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .dataset import DataSplits, ImageDataset, stratified_split
+from .dataset import ImageDataset, Source
 
 CLASSES = ["square", "disc", "triangle", "plus", "cross", "ring", "frame", "h-stripes", "v-stripes", "checker"]
 
@@ -51,10 +51,8 @@ def make_synthetic(num_images: int, image_size: int = 16, channels: int = 1, noi
     return ImageDataset(images.clamp_(0, 1), labels, list(CLASSES))
 
 
-def load_synthetic_splits(seed: int = 0, num_images: int = 2000, image_size: int = 16, channels: int = 1,
-                          noise: float = 0.05,
-                          fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)) -> DataSplits:
-    """:func:`make_synthetic` split stratified and seeded into train / val / test."""
-    full = make_synthetic(num_images, image_size, channels, noise, seed)
-    train, val, test = (full.subset(i) for i in stratified_split(full.labels.numpy(), fractions, seed))
-    return DataSplits("synthetic", train, val, test, hflip_ok=True)
+def read_synthetic(num_images: int = 2000, image_size: int = 16, channels: int = 1, noise: float = 0.05,
+                   seed: int = 0) -> Source:
+    """:func:`make_synthetic` (generated with ``seed``), to be split stratified 70/15/15."""
+    data = make_synthetic(num_images, image_size, channels, noise, seed)
+    return Source(data, (0.15, 0.15), None, True, f"generated (seed {seed})", f"the {num_images} images")

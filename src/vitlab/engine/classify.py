@@ -141,6 +141,10 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, kind: str = 
     return kl * t * t
 
 
+def _on(data: ImageDataset, device: torch.device) -> ImageDataset:
+    return ImageDataset(data.images.to(device), data.labels.to(device), data.classes)
+
+
 class ClassificationTask(Task):
     """Cross-entropy on ``splits`` (augmented, normalised); validation loss, accuracy and ECE; test
     of the model chosen by validation. With a ``teacher`` (a classifier module, frozen) the model
@@ -157,17 +161,14 @@ class ClassificationTask(Task):
         self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
         self.augment_config = resolve_augment(config.augment, splits)
         self.augment: BatchAugment | None = None
-        chans = splits.image_shape[0]
-        unit = config.normalization == "unit"
-        self.mean = (0.0,) * chans if unit else tuple(splits.mean)
-        self.std = (1.0,) * chans if unit else tuple(splits.std)
+        self.mean, self.std = tuple(splits.mean), tuple(splits.std)
 
     def prepare(self, env: Any, amp: bool) -> None:
         super().prepare(env, amp)
         device = env.device
-        self.train_set, self.val_set, self.test_set = (
-            None if d is None else ImageDataset(d.images.to(device), d.labels.to(device), d.classes)
-            for d in (self.splits.train, self.splits.val, self.splits.test))
+        self.train_set = _on(self.splits.train, device)
+        self.val_set = _on(self.splits.val, device)
+        self.test_set = _on(self.splits.test, device) if self.splits.test is not None else None
         self.mean_t = torch.tensor(self.mean, device=device)
         self.std_t = torch.tensor(self.std, device=device)
         if self.teacher is not None:
@@ -221,12 +222,12 @@ class ClassificationTask(Task):
         ``world_size``-th image and the sums are all-reduced."""
         rank, world = self.env.rank, self.env.world_size
         images, labels = data.images[rank::world], data.labels[rank::world]
-        logits = predict_logits(model, images, self.mean_t, self.std_t, amp=self.amp)
-        loss_sum = F.cross_entropy(logits, labels, reduction="sum").double().reshape(1)
-        bins = all_reduce_sum(torch.cat([loss_sum, calibration_bins(logits.softmax(dim=1), labels).flatten()]))
-        loss_sum, bins = bins[0].item(), bins[1:].reshape(3, -1)
+        logits = predict_logits(model, images, self.mean, self.std, amp=self.amp)
+        loss = F.cross_entropy(logits, labels, reduction="sum").double().reshape(1)
+        sums = all_reduce_sum(torch.cat([loss, calibration_bins(logits.softmax(dim=1), labels).flatten()]))
+        bins = sums[1:].reshape(3, -1)
         n = bins[0].sum().item()
-        return {"loss": loss_sum / n, "acc": bins[2].sum().item() / n, "ece": ece_from_bins(bins)}
+        return {"loss": sums[0].item() / n, "acc": bins[2].sum().item() / n, "ece": ece_from_bins(bins)}
 
     def validate(self, model: nn.Module) -> dict[str, float]:
         return {f"val_{k}": v for k, v in self.scores(model, self.val_set).items()}
@@ -238,5 +239,6 @@ class ClassificationTask(Task):
         chans, height, width = self.splits.image_shape
         cfg = self.config
         return {"image_size": [height, width], "in_chans": chans, "mean": list(self.mean), "std": list(self.std),
-                "classes": list(self.splits.train.classes), "normalization": cfg.normalization,
+                "classes": list(self.splits.train.classes),
+                "normalization": getattr(self.splits, "normalization", cfg.normalization),
                 "dataset": self.splits.name, "data_dir": cfg.data_dir, "seed": cfg.seed, "rows": cfg.rows}

@@ -172,7 +172,7 @@ class Engine:
         model = task.model
         self.net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
                                             else None) if env.world_size > 1 else model)
-        self.loader = BatchLoader(_Sizes(task.train_size()), config.batch_size, shuffle=True, seed=config.seed,
+        self.loader = BatchLoader(_Sizes(task.train_size()),  # type: ignore[arg-type] config.batch_size, shuffle=True, seed=config.seed,
                                   drop_last=task.drop_last and task.train_size() > config.batch_size,
                                   rank=env.rank, world_size=env.world_size)
         self.steps_per_epoch = max(1, math.ceil(len(self.loader) / config.accumulate))

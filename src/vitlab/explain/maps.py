@@ -46,7 +46,7 @@ Query = str | int
 def num_prefix_tokens(model: nn.Module) -> int:
     """Tokens ahead of the patch tokens in the blocks' sequence: class and register tokens, and the
     distillation token of a DeiT-style distilled ViT (0 for models without any)."""
-    return int(getattr(model, "num_prefix_tokens", 0)) + int(getattr(model, "dist_token", None) is not None)
+    return int(getattr(model, "num_prefix_tokens", 0))
 
 
 def default_query(model: nn.Module) -> str:

@@ -17,13 +17,14 @@ see ``N, N - r, ..., N - (L - 1) r`` tokens, so both the linear and the ``N^2`` 
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.attention import merge_heads, scaled_dot_product_attention
-from .attention import MultiHeadSelfAttention
+from .attention import MultiHeadSelfAttention, Rope
 from .block import Block
 
 Merge = Callable[[torch.Tensor], torch.Tensor]
@@ -73,9 +74,9 @@ def check_mergeable(block: nn.Module) -> None:
     """Raise unless ``block`` is a pre-norm :class:`Block` with full multi-head self-attention."""
     attn = getattr(block, "attn", None)
     if type(block) is not Block or type(attn) is not MultiHeadSelfAttention or attn.kind != "full":
-        raise ValueError(f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
-                         f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "
-                         f"use a ViT built with block='prenorm', attention='full'")
+        raise ConfigError(f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
+                          f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "
+                          f"use a ViT built with block='prenorm', attention='full'")
 
 
 def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: int, protected: int = 0,
@@ -96,3 +97,22 @@ def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: i
     if r > 0:
         x, size = merge_wavg(bipartite_soft_matching(k.mean(dim=1), r, protected), x, size)
     return x + block.drop_path2(block.ls2(block.mlp(block.norm2(x)))), size
+
+
+class TokenMerging:
+    """Token merging as an encoder's ``block_fn`` (see ``VisionTransformer.forward_features``): block ``i``
+    runs as :func:`merging_block` with ``r[i]`` merges, never merging the first ``protected`` tokens.
+
+    One object per forward pass: ``size (B, N', 1)`` holds the sizes of the tokens the last block
+    returned (``None`` while nothing has been merged). Rotary tables are not read: a merged token has
+    no single position (models with rotary positions are refused before).
+    """
+
+    def __init__(self, r: Sequence[int], protected: int = 0) -> None:
+        self.r, self.protected = r, protected
+        self.size: torch.Tensor | None = None
+
+    def __call__(self, index: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int],
+                 queries: int | None) -> torch.Tensor:
+        x, self.size = merging_block(block, x, self.size, self.r[index], self.protected, queries)
+        return x

@@ -13,13 +13,27 @@ comparisons treat both alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..ops.patches import _pair
-from .config import ModelConfig
+from .config import (
+    MAX_CHANS,
+    MAX_CLASSES,
+    MAX_DEPTH,
+    MAX_SIDE,
+    MAX_WIDTH,
+    RATE,
+    Check,
+    Int,
+    ModelConfig,
+    OneOf,
+    Pair,
+    Seq,
+    check_fields,
+    check_params,
+)
 
 NORMS = ("batch", "none")
 
@@ -39,17 +53,22 @@ class CNNConfig(ModelConfig):
     norm: str = "batch"
     dropout: float = 0.0
 
+    checks: ClassVar[dict[str, Check]] = {
+        "img_size": Pair(Int(1, MAX_SIDE)), "in_chans": Int(1, MAX_CHANS), "num_classes": Int(0, MAX_CLASSES),
+        "widths": Seq(Int(1, MAX_WIDTH), 1, 64), "convs_per_stage": Int(1, MAX_DEPTH), "norm": OneOf(NORMS),
+        "dropout": RATE}
+
     def __post_init__(self) -> None:
-        self.img_size = _pair(self.img_size, "img_size")
-        self.widths = (self.widths,) if isinstance(self.widths, int) else tuple(self.widths)
-        if not self.widths or any(int(w) != w or w < 1 for w in self.widths):
-            raise ValueError(f"widths must be positive channel counts, one per stage, got {self.widths!r}")
-        if self.convs_per_stage < 1:
-            raise ValueError(f"convs_per_stage must be >= 1, got {self.convs_per_stage}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        self.widths = (self.widths,) if isinstance(self.widths, int) else self.widths
+        check_fields(self, self.checks)
+        check_params(self, self.approx_params, "widths or convs_per_stage")
+
+    @property
+    def approx_params(self) -> int:
+        """The parameter count: 3x3 convolutions (no bias under BatchNorm, whose scale and shift count), head."""
+        chans, per_channel = (self.in_chans,) + self.widths, 2 if self.norm == "batch" else 1
+        convs = [(cout if i else cin, cout) for cin, cout in zip(chans, chans[1:]) for i in range(self.convs_per_stage)]
+        return sum((9 * cin + per_channel) * cout for cin, cout in convs) + (self.widths[-1] + 1) * self.num_classes
 
     @property
     def pools(self) -> tuple[bool, ...]:

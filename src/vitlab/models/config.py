@@ -1,16 +1,218 @@
-"""What every model config dataclass shares: a JSON-ready dict and back."""
+"""What every model config dataclass shares: a JSON-ready dict and back, and the range of every field.
+
+A config states its fields' ranges in one table beside the fields, checked when it is made::
+
+    checks: ClassVar[dict[str, Check]] = {
+        "depth": Int(1, MAX_DEPTH), "mlp_ratio": Float(0, 64, low_open=True), "pool": OneOf(POOLS),
+        "fc_norm": Maybe(Bool()), "img_size": Pair(Int(1, MAX_SIDE)), ...}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.checks)         # then how fields relate, then check_params
+
+A value of the wrong type or out of its range raises :class:`~vitlab.errors.ConfigError` naming the
+field and the range (``depth must be a positive integer in [1, 1024], got 0``); a value that passes is
+stored normalised (a NumPy integer becomes an ``int``, ``2`` a ``2.0`` for a float field, a list a tuple).
+The caps are far above any published model; :func:`check_params` also refuses a config whose model
+would hold more than :data:`MAX_PARAMS` parameters (a hostile checkpoint's metadata asking for
+terabytes), estimated from the config before anything is allocated.
+"""
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, fields
-from typing import Any, TypeVar
+import numbers
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import ConfigError
 
 C = TypeVar("C", bound="ModelConfig")
 
+MAX_SIDE = 8192          # image side and patch side, pixels
+MAX_WIDTH = 16384        # token or channel width (ViT-22B: 6144)
+MAX_DEPTH = 1024         # blocks (ViT-22B: 48)
+MAX_HEADS = 1024         # attention heads
+MAX_CHANS = 1024         # image channels (hyperspectral cameras: a few hundred)
+MAX_CLASSES = 2 ** 20    # classifier outputs (ImageNet-21k: 21,843)
+MAX_TOKENS = 2 ** 16     # register tokens, latents, low-rank rows, queries
+MAX_PARAMS = 2 ** 33     # 8.6e9 parameters, 32 GiB at fp32
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a hostile value must not flood the one-line message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+class Check:
+    """The values one field allows: ``check(name, value)`` returns the value, normalised, or raises
+    :class:`ConfigError` naming ``name`` and :meth:`describe`."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def __call__(self, name: str, value: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Int(Check):
+    """An integer in ``[low, high]`` (a ``bool`` is not one)."""
+    low: int
+    high: int
+
+    def describe(self) -> str:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(self.low, "an integer")
+        return f"{kind} in [{self.low}, {self.high}]"
+
+    def __call__(self, name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(f"{name} must be an integer, got {shown(value)}")
+        if not self.low <= int(value) <= self.high:
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        return int(value)
+
+
+@dataclass(frozen=True)
+class Float(Check):
+    """A real number in ``[low, high]``, either end open; NaN is in no range."""
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+    def __call__(self, name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ConfigError(f"{name} must be a number, got {shown(value)}")
+        number = int(value) if isinstance(value, numbers.Integral) else float(value)     # 10**400 stays an int
+        above = number > self.low if self.low_open else number >= self.low
+        below = number < self.high if self.high_open else number <= self.high
+        if not (above and below):
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        return float(number)
+
+
+@dataclass(frozen=True)
+class Bool(Check):
+    """``True`` or ``False`` itself (not ``1``, not ``"yes"``)."""
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def __call__(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, got {shown(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class OneOf(Check):
+    """One of a few named choices."""
+    choices: tuple[str, ...]
+
+    def describe(self) -> str:
+        if len(self.choices) == 2:
+            return " or ".join(map(repr, self.choices))
+        return f"one of {self.choices}"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if not isinstance(value, str) or value not in self.choices:
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Maybe(Check):
+    """``None`` or a value ``check`` allows."""
+    check: Check
+
+    def describe(self) -> str:
+        return f"null or {self.check.describe()}"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        try:
+            return None if value is None else self.check(name, value)
+        except ConfigError:
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}") from None
+
+
+@dataclass(frozen=True)
+class Seq(Check):
+    """``min_len`` to ``max_len`` values ``item`` allows, as a tuple (or as ``container``)."""
+    item: Check
+    min_len: int = 1
+    max_len: int = 64
+    container: type = tuple
+
+    def describe(self) -> str:
+        return f"a list of {self.min_len} to {self.max_len} entries, each {self.item.describe()}"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if not isinstance(value, (list, tuple)) or not self.min_len <= len(value) <= self.max_len:
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        return self.container(self.item(f"{name}[{i}]", v) for i, v in enumerate(value))
+
+
+@dataclass(frozen=True)
+class Pair(Check):
+    """One value ``item`` allows, or a pair of them: stored as a pair, e.g. ``(height, width)``."""
+    item: Check
+
+    def describe(self) -> str:
+        return f"{self.item.describe()} or a pair of them"
+
+    def __call__(self, name: str, value: Any) -> tuple[Any, Any]:
+        pair = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+        if len(pair) == 2:
+            try:
+                return self.item(name, pair[0]), self.item(name, pair[1])
+            except ConfigError:
+                pass
+        raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+
+
+RATE = Float(0.0, 1.0, high_open=True)          # a dropout or drop-path probability
+
+
+def check_fields(config: Any, checks: Mapping[str, Check]) -> None:
+    """Check and normalise ``config``'s fields in place (a frozen dataclass too): ``{field name: Check}``;
+    the first field out of its range raises :class:`ConfigError`."""
+    for name, check in checks.items():
+        object.__setattr__(config, name, check(name, getattr(config, name)))
+
+
+def check_options(args: Any, checks: Mapping[str, Check]) -> None:
+    """:func:`check_fields` for parsed command-line options (``argparse`` destinations): a message names the
+    option as typed, ``--mlp-ratio must be a number in (0, 64], got nan``."""
+    for dest, check in checks.items():
+        setattr(args, dest, check(f"--{dest.replace('_', '-')}", getattr(args, dest)))
+
+
+def check_params(config: Any, params: int, reduce: str) -> None:
+    """Raise :class:`ConfigError` if ``params`` (the model's estimated parameter count) exceeds
+    :data:`MAX_PARAMS`: building it would allocate ``4 * params`` bytes before the first image.
+    ``reduce`` names the fields that make it large."""
+    if params > MAX_PARAMS:
+        raise ConfigError(f"{type(config).__name__} would build a model of about {params:.2e} parameters "
+                          f"({4 * params / 2 ** 30:,.0f} GiB at fp32), above the limit of {MAX_PARAMS:.2e}: "
+                          f"reduce {reduce}")
+
+
+def transformer_block_params(dim: int, hidden: int) -> int:
+    """Parameters of one pre-norm block of width ``dim``, MLP ``hidden``: qkv and proj
+    ``4 D^2 + 4 D``, MLP ``2 D h + h + D``, two LayerNorms ``4 D``."""
+    return 4 * dim * dim + 9 * dim + 2 * dim * hidden + hidden
+
 
 class ModelConfig:
-    """Mixin for config dataclasses: tuples become lists in :meth:`to_dict` (JSON has no tuples) and
-    lists become tuples again in :meth:`from_dict`, which ignores keys the config does not have."""
+    """Mixin for config dataclasses: ``checks`` names every field's :class:`Check` (its ``__post_init__``
+    applies them with :func:`check_fields`, then checks how fields relate); tuples become lists in
+    :meth:`to_dict` (JSON has no tuples) and lists become tuples again in :meth:`from_dict`, which ignores
+    keys the config does not have."""
+
+    checks: ClassVar[dict[str, Check]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -22,9 +224,9 @@ class ModelConfig:
 
 
 def reject_unknown(given: Iterable[str], known: Iterable[str], what: str) -> None:
-    """Raise ``ValueError`` naming the keys in ``given`` that ``what`` (e.g. ``"TrainConfig"``) does not
-    know, and listing those it does; nothing when all are known."""
+    """Raise :class:`ConfigError` naming the keys in ``given`` that ``what`` (e.g. ``"TrainConfig"``)
+    does not know, and listing those it does; nothing when all are known."""
     known = sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ValueError(f"unknown {what} option(s) {unknown}; known: {known}")
+        raise ConfigError(f"unknown {what} option(s) {unknown}; known: {known}")

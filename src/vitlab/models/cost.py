@@ -23,12 +23,15 @@ The layers these price are in :mod:`vitlab.layers.window_attention` and
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
+from ..errors import ConfigError
 from ..ops.patches import check_divisible, num_tokens
 from ..ops.windows import fit_window, padded_grid
+from .config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, Bool, Check, Float, Int, check_fields
 
 BYTES_FP32 = 4
+MAX_PRICED = 2 ** 20         # image and patch sides, windows, batch: pricing allocates nothing, but stays finite
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,17 @@ class Workload:
     lowrank_k: int = 64
     num_latents: int = 16
 
+    checks: ClassVar[dict[str, Check]] = {
+        "image": Int(1, MAX_PRICED), "patch": Int(1, MAX_PRICED), "dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
+        "heads": Int(1, MAX_HEADS), "mlp_ratio": Float(0, 64, low_open=True), "batch": Int(1, MAX_PRICED),
+        "class_token": Bool(), "in_chans": Int(1, MAX_CHANS), "window_size": Int(1, MAX_PRICED),
+        "lowrank_k": Int(1, MAX_TOKENS), "num_latents": Int(1, MAX_TOKENS)}
+
     def __post_init__(self) -> None:
-        for name in ("image", "patch", "dim", "depth", "heads", "batch", "in_chans", "window_size", "lowrank_k",
-                     "num_latents"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        check_fields(self, self.checks)
         if self.dim % self.heads:
-            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}: choose a head count "
-                             f"that divides it")
+            raise ConfigError(f"dim {self.dim} is not divisible by heads {self.heads}: choose a head count "
+                              f"that divides it")
 
     @property
     def patches(self) -> int:
@@ -221,13 +227,12 @@ def cost_figure(images: tuple[int, ...], patch: int, kinds: tuple[str, ...] = ("
     against the image side for ``patch``-sized patches, log-log, one line per kind of attention.
     ``sizes`` are :class:`Workload` fields. On log-log axes a power law is a straight line: full
     attention's memory has slope 4 in the side (2 in ``N``), windowed and linear attention's 2 (1)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     if len(images) < 2:
         raise ValueError(f"a plot against resolution needs at least two image sides, got {list(images)}")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    fig = Figure(figsize=(10, 4), constrained_layout=True)
+    axes = fig.subplots(1, 2)
     for kind in kinds:
         rows = cost_table(tuple((image, patch) for image in images), attention=kind, **sizes)
         axes[0].loglog(images, [r.attention_memory for r in rows], marker="o", label=kind)

@@ -16,9 +16,10 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.patches import patchify
 from .cnn import SimpleCNN
-from .vit import ViTConfig, VisionTransformer
+from .vit import VisionTransformer, ViTConfig
 
 Group = tuple[str, str, list[nn.Parameter]]
 
@@ -162,13 +163,14 @@ SHAPE_LAYOUT = {
 @torch.no_grad()
 def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int = 768, heads: int = 12,
                  class_token: bool = False, channels: int = 3, depth: int = 1,
-                 max_entries: int = 2 ** 28) -> dict[str, tuple[int, ...]]:
+                 max_entries: int = 2 ** 28, max_params: int = 2 ** 28) -> dict[str, tuple[int, ...]]:
     """Shapes of the tensors inside a ViT with these sizes, read from one forward pass at batch 1.
 
     Builds a ``depth``-block :class:`VisionTransformer` (no head), runs a random image through
     it with hooks on the patch embedding, the first block's attention and the last block, and
     forms ``Q, K, V``, ``QK^T`` and the attention weights from the attention layer's real input.
-    Refuses sizes whose ``H x T x T`` scores exceed ``max_entries`` (1 GiB at fp32 by default).
+    Refuses sizes whose ``H x T x T`` scores exceed ``max_entries``, or whose model has more than
+    ``max_params`` parameters (each 1 GiB at fp32 by default), before allocating either.
 
     Returns:
         ``{name: shape}`` in forward order, with the names and layouts of :data:`SHAPE_LAYOUT`.
@@ -178,9 +180,13 @@ def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int =
                        pool="token" if class_token else "mean")
     tokens = config.grid[0] * config.grid[1] + int(class_token)
     if heads * tokens * tokens > max_entries:
-        raise ValueError(f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
-                         f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
-                         f"it without running it (vitlab cost)")
+        raise ConfigError(f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
+                          f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
+                          f"it without running it (vitlab cost)")
+    if config.approx_params > max_params:
+        raise ConfigError(f"a ViT of depth {depth}, width {dim} on {tokens} tokens has about {config.approx_params:,} "
+                          f"parameters, above max_params={max_params:,}: lower the depth (one block shows every shape)"
+                          f" or the width, or price it without running it (vitlab cost)")
     model = VisionTransformer(config).eval()
     seen: dict[str, torch.Tensor] = {}
 

@@ -19,17 +19,37 @@ Parameter names are timm's ``SwinTransformer`` names except ``stages`` (timm: ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..layers.block import Block
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.patch_merging import PatchMerging
-from ..ops.patches import _pair
-from .config import ModelConfig
+from .config import (
+    MAX_CHANS,
+    MAX_CLASSES,
+    MAX_DEPTH,
+    MAX_HEADS,
+    MAX_SIDE,
+    MAX_WIDTH,
+    RATE,
+    Bool,
+    Check,
+    Float,
+    Int,
+    ModelConfig,
+    Pair,
+    Seq,
+    check_fields,
+    check_params,
+    transformer_block_params,
+)
 from .vit import init_linears
+
+MAX_STAGES = 8
 
 
 @dataclass
@@ -54,19 +74,30 @@ class SwinConfig(ModelConfig):
     attn_drop_rate: float = 0.0
     drop_path_rate: float = 0.1
 
+    checks: ClassVar[dict[str, Check]] = {
+        "img_size": Pair(Int(1, MAX_SIDE)), "patch_size": Int(1, MAX_SIDE), "in_chans": Int(1, MAX_CHANS),
+        "num_classes": Int(0, MAX_CLASSES), "embed_dim": Int(1, MAX_WIDTH),
+        "depths": Seq(Int(1, MAX_DEPTH), 1, MAX_STAGES), "num_heads": Seq(Int(1, MAX_HEADS), 1, MAX_STAGES),
+        "window_size": Int(1, MAX_SIDE), "mlp_ratio": Float(0, 64, low_open=True), "qkv_bias": Bool(),
+        "norm_eps": Float(0, 1, low_open=True), "drop_rate": RATE, "attn_drop_rate": RATE,
+        "drop_path_rate": RATE}
+
     def __post_init__(self) -> None:
-        self.img_size = _pair(self.img_size, "img_size")
-        self.depths, self.num_heads = tuple(self.depths), tuple(self.num_heads)
-        if not self.depths or len(self.depths) != len(self.num_heads):
-            raise ValueError(f"depths {self.depths} and num_heads {self.num_heads} need one entry per stage, "
-                             f"as many of each")
-        for name in ("patch_size", "embed_dim", "window_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        check_fields(self, self.checks)
+        if len(self.depths) != len(self.num_heads):
+            raise ConfigError(f"depths {self.depths} and num_heads {self.num_heads} need one entry per stage, "
+                              f"as many of each")
+        if self.dims[-1] > MAX_WIDTH:
+            raise ConfigError(f"the last stage's width embed_dim * 2^{len(self.depths) - 1} = {self.dims[-1]} "
+                              f"exceeds {MAX_WIDTH}: reduce embed_dim or the number of stages")
         for stage, (dim, heads) in enumerate(zip(self.dims, self.num_heads)):
-            if heads < 1 or dim % heads:
-                raise ValueError(f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
-                                 f"num_heads[{stage}] = {heads}: choose head counts that divide the widths")
+            if dim % heads:
+                raise ConfigError(f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
+                                  f"num_heads[{stage}] = {heads}: choose head counts that divide the widths")
+        if int(self.embed_dim * self.mlp_ratio) < 1:
+            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
+                              f"= 0 units: raise mlp_ratio")
+        check_params(self, self.approx_params, "embed_dim, depths or window_size")
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -77,6 +108,17 @@ class SwinConfig(ModelConfig):
     def grid(self) -> tuple[int, int]:
         """The patch grid of stage 0 (a partial patch is padded)."""
         return tuple(-(-side // self.patch_size) for side in self.img_size)
+
+    @property
+    def approx_params(self) -> int:
+        """The parameter count, estimated before building: patch embedding, per stage its merging (from the
+        second), blocks and relative position bias tables, the final norm and the head."""
+        dims, bias = self.dims, (2 * self.window_size - 1) ** 2
+        total = self.patch_size ** 2 * self.in_chans * dims[0] + 3 * dims[0] + 2 * dims[-1]
+        for s, (depth, heads) in enumerate(zip(self.depths, self.num_heads)):
+            merge = 4 * dims[s - 1] * (dims[s] + 2) if s else 0
+            total += merge + depth * (transformer_block_params(dims[s], int(dims[s] * self.mlp_ratio)) + bias * heads)
+        return total + (dims[-1] + 1) * self.num_classes
 
     @property
     def stage_grids(self) -> tuple[tuple[int, int], ...]:

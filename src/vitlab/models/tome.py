@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..layers.tome import check_mergeable, merging_block
+from ..errors import ConfigError
+from ..layers.tome import TokenMerging, check_mergeable
 from .vit import VisionTransformer
 
 
@@ -29,15 +30,15 @@ class TokenMergingViT(nn.Module):
     def __init__(self, model: VisionTransformer, r: int | Sequence[int]) -> None:
         super().__init__()
         if not isinstance(model, VisionTransformer):
-            raise ValueError(f"token merging applies to a vitlab VisionTransformer, got {type(model).__name__}: "
-                             f"convert timm models with vitlab.interop.from_timm first")
+            raise ConfigError(f"token merging applies to a vitlab VisionTransformer, got {type(model).__name__}: "
+                              f"convert timm models with vitlab.interop.from_timm first")
         schedule = [r] * len(model.blocks) if isinstance(r, (int, float)) else list(r)
         if len(schedule) != len(model.blocks) or any(int(v) != v or v < 0 for v in schedule):
-            raise ValueError(f"r (tokens merged per block) must be a non-negative integer or one per block "
-                             f"({len(model.blocks)}), got {r!r}")
+            raise ConfigError(f"r (tokens merged per block) must be a non-negative integer or one per block "
+                              f"({len(model.blocks)}), got {r!r}")
         if model.rope is not None:
-            raise ValueError("token merging averages tokens from different places, which rotary positions (applied "
-                             "inside every block) cannot follow: use a model with additive positions")
+            raise ConfigError("token merging averages tokens from different places, which rotary positions (applied "
+                              "inside every block) cannot follow: use a model with additive positions")
         for block in model.blocks:
             check_mergeable(block)
         self.model, self.r = model, tuple(int(v) for v in schedule)
@@ -47,22 +48,15 @@ class TokenMergingViT(nn.Module):
         """Images ``(B, C, H, W)`` -> merged tokens ``(B, R + N', D)`` after the final norm, and their sizes
         ``(B, R + N', 1)`` (``None`` when nothing was merged). ``readout = n``: the last block computes
         the first ``n`` tokens only, as in :meth:`VisionTransformer.forward_features`."""
-        x, _ = self.model.embed(images)
-        size, last = None, len(self.r) - 1
-        for i, (block, r) in enumerate(zip(self.model.blocks, self.r)):
-            x, size = merging_block(block, x, size, r, self.model.num_prefix_tokens, readout if i == last else None)
-        return self.model.norm(x), size
+        merging = TokenMerging(self.r, self.model.num_prefix_tokens)
+        tokens = self.model.forward_features(images, readout, block_fn=merging)
+        return tokens, merging.size
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)`` (the class-token readout as in
-        :meth:`VisionTransformer.forward`)."""
-        tokens, size = self.forward_features(images, readout=1 if self.model.config.pool == "token" else None)
-        model = self.model
-        if size is None or model.config.pool != "mean":
-            return model.forward_head(tokens)
-        prefix = model.num_prefix_tokens
-        pooled = (tokens[:, prefix:] * size[:, prefix:]).sum(dim=1) / size[:, prefix:].sum(dim=1)
-        return model.head(model.head_drop(model.fc_norm(pooled)))
+    def forward(self, images: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)``: the model's heads on the merged tokens,
+        a mean pool weighted by the tokens' sizes (the class-token readout as in :meth:`VisionTransformer.forward`)."""
+        tokens, size = self.forward_features(images, readout=self.model.readout)
+        return self.model.forward_head(tokens, size=size)
 
     def extra_repr(self) -> str:
         return f"r={self.r}"

@@ -3,29 +3,53 @@
     images (B, C, H, W)
       -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P)
       -> + positions               (learned, sinusoidal, row+column; or rotary inside attention)
-      -> [class token, registers]  (B, R + N, D)
+      -> [prefix tokens]           (B, R + N, D): class token, registers, distillation token
       -> depth x Block             pre-norm transformer blocks
       -> norm -> pool              class token or mean over patch tokens -> (B, D)
       -> fc_norm -> head           logits (B, num_classes)
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..layers.attention import ATTENTION_KINDS
+from ..errors import ConfigError
+from ..layers.attention import ATTENTION_KINDS, Rope
 from ..layers.block import Block, PostNormBlock
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, SinCosPosition, build_position
 from ..layers.shifted_patch import ShiftedPatchTokenization
-from ..ops.patches import _pair
-from .config import ModelConfig
+from ..ops.patches import _pair, check_divisible
+from .config import (
+    MAX_CHANS,
+    MAX_CLASSES,
+    MAX_DEPTH,
+    MAX_HEADS,
+    MAX_SIDE,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    RATE,
+    Bool,
+    Check,
+    Float,
+    Int,
+    Maybe,
+    ModelConfig,
+    OneOf,
+    Pair,
+    check_fields,
+    check_params,
+    transformer_block_params,
+)
 
 POOLS = ("token", "mean", "max")
 PATCH_EMBEDS = ("conv", "linear", "spt")
+BLOCKS = ("prenorm", "postnorm")
+POSITION_WIDTH = {"sincos1d": 2, "sincos2d": 4, "rope": 4}     # what the table's width must be a multiple of
 
 
 @dataclass
@@ -45,6 +69,9 @@ class ViTConfig(ModelConfig):
     grid; pool by the mean); ``"linear"``; ``"lowrank"`` projects keys and values to ``lowrank_k``
     rows (a fixed image size); ``"latent"`` mixes through ``num_latents`` learned tokens. The
     options are read only by their kind, so they change nothing else (parameters, state-dict keys).
+
+    ``distill_token=True`` builds a DeiT student (Touvron et al. 2021): one more prefix token, after the
+    class and register tokens, read by its own head ``head_dist`` (see :mod:`vitlab.models.distilled`).
     """
     img_size: int | tuple[int, int] = 224
     patch_size: int = 16
@@ -60,6 +87,7 @@ class ViTConfig(ModelConfig):
     pool: str = "token"
     class_token: bool = True
     reg_tokens: int = 0
+    distill_token: bool = False
     pre_norm: bool = False
     final_norm: bool = True
     fc_norm: bool | None = None
@@ -78,33 +106,51 @@ class ViTConfig(ModelConfig):
     attn_drop_rate: float = 0.0
     drop_path_rate: float = 0.0
 
+    checks: ClassVar[dict[str, Check]] = {
+        "img_size": Pair(Int(1, MAX_SIDE)), "patch_size": Int(1, MAX_SIDE), "in_chans": Int(1, MAX_CHANS),
+        "num_classes": Int(0, MAX_CLASSES), "embed_dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
+        "num_heads": Int(1, MAX_HEADS), "mlp_ratio": Float(0, 64, low_open=True), "qkv_bias": Bool(),
+        "qk_norm": Bool(), "pos_embed": OneOf(POSITION_KINDS), "pool": OneOf(POOLS), "class_token": Bool(),
+        "reg_tokens": Int(0, MAX_TOKENS), "distill_token": Bool(), "pre_norm": Bool(), "final_norm": Bool(),
+        "fc_norm": Maybe(Bool()), "block": OneOf(BLOCKS), "layer_scale": Maybe(Float(0, 10, low_open=True)),
+        "patch_embed": OneOf(PATCH_EMBEDS), "attention": OneOf(ATTENTION_KINDS),
+        "window_size": Int(1, MAX_SIDE), "lowrank_k": Int(1, MAX_TOKENS), "num_latents": Int(1, MAX_TOKENS),
+        "pad": Bool(), "dynamic_img_size": Bool(), "norm_eps": Float(0, 1, low_open=True),
+        "drop_rate": RATE, "pos_drop_rate": RATE, "attn_drop_rate": RATE, "drop_path_rate": RATE}
+
     def __post_init__(self) -> None:
-        self.img_size = _pair(self.img_size, "img_size")
-        if self.pool not in POOLS:
-            raise ValueError(f"pool must be one of {POOLS}, got {self.pool!r}")
+        check_fields(self, self.checks)
         if self.pool == "token" and not self.class_token:
-            raise ValueError("pool='token' reads the class token, but class_token=False: "
-                             "set class_token=True or pool='mean'")
-        if self.pos_embed not in POSITION_KINDS:
-            raise ValueError(f"pos_embed must be one of {POSITION_KINDS}, got {self.pos_embed!r}")
-        if self.patch_embed not in PATCH_EMBEDS:
-            raise ValueError(f"patch_embed must be one of {PATCH_EMBEDS}, got {self.patch_embed!r}")
-        if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
-        for name in ("window_size", "lowrank_k", "num_latents"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        if self.attention == "window" and self.num_prefix_tokens:
-            raise ValueError("attention='window' partitions the patch grid, where a class or register token has no "
-                             "place: set class_token=False, reg_tokens=0 and pool='mean'")
-        if self.attention == "lowrank" and self.dynamic_img_size:
-            raise ValueError("attention='lowrank' projects a fixed number of tokens, so it cannot take "
-                             "dynamic_img_size=True: fix the image size or choose another attention")
-        if self.block not in ("prenorm", "postnorm"):
-            raise ValueError(f"block must be 'prenorm' or 'postnorm', got {self.block!r}")
+            raise ConfigError("pool='token' reads the class token, but class_token=False: "
+                              "set class_token=True or pool='mean'")
         if self.embed_dim % self.num_heads:
-            raise ValueError(f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
-                             f"choose a head count that divides it")
+            raise ConfigError(f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
+                              f"choose a head count that divides it")
+        if not self.pad:
+            check_divisible(*self.img_size, self.patch_size)
+        if int(self.embed_dim * self.mlp_ratio) < 1:
+            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
+                              f"= 0 units: raise mlp_ratio")
+        if self.pos_embed in POSITION_WIDTH and (width := self.position_width) % POSITION_WIDTH[self.pos_embed]:
+            what = "head width embed_dim / num_heads" if self.pos_embed == "rope" else "embed_dim"
+            raise ConfigError(f"pos_embed={self.pos_embed!r} needs a {what} divisible by "
+                              f"{POSITION_WIDTH[self.pos_embed]}, got {width}: choose another width or pos_embed")
+        if self.patch_embed == "spt" and self.patch_size < 2:
+            raise ConfigError("patch_embed='spt' shifts images by half a patch, so it needs patch_size >= 2, "
+                              f"got {self.patch_size}")
+        if self.attention == "lsa" and self.num_prefix_tokens + self.grid[0] * self.grid[1] < 2:
+            raise ConfigError("attention='lsa' masks each token's own key, so it needs at least 2 tokens, got 1: "
+                              "use a larger image, a class token or attention='full'")
+        if self.attention == "linear" and self.attn_drop_rate:
+            raise ConfigError(f"attention='linear' forms no attention weights to drop, got attn_drop_rate="
+                              f"{self.attn_drop_rate}: set it to 0 (use drop_path_rate to regularise)")
+        if self.attention == "window" and self.num_prefix_tokens:
+            raise ConfigError("attention='window' partitions the patch grid, where a class or register token has "
+                              "no place: set class_token=False, reg_tokens=0 and pool='mean'")
+        if self.attention == "lowrank" and self.dynamic_img_size:
+            raise ConfigError("attention='lowrank' projects a fixed number of tokens, so it cannot take "
+                              "dynamic_img_size=True: fix the image size or choose another attention")
+        check_params(self, self.approx_params, "embed_dim, depth or the token count (img_size / patch_size)")
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -114,7 +160,25 @@ class ViTConfig(ModelConfig):
 
     @property
     def num_prefix_tokens(self) -> int:
-        return int(self.class_token) + self.reg_tokens
+        """Tokens ahead of the patch tokens: class token, registers, distillation token."""
+        return int(self.class_token) + self.reg_tokens + int(self.distill_token)
+
+    @property
+    def position_width(self) -> int:
+        """The width of the position table: the head width for rotary positions, else ``embed_dim``."""
+        return self.embed_dim // self.num_heads if self.pos_embed == "rope" else self.embed_dim
+
+    @property
+    def approx_params(self) -> int:
+        """The parameter count, estimated before building (a fixed position table counts as well)."""
+        d, (gh, gw) = self.embed_dim, self.grid
+        tokens = self.num_prefix_tokens + gh * gw
+        mixing = {"window": (2 * self.window_size - 1) ** 2 * self.num_heads, "lowrank": 2 * self.lowrank_k * tokens,
+                  "latent": self.num_latents * d}.get(self.attention, 0)
+        patch = self.patch_size ** 2 * self.in_chans * (5 if self.patch_embed == "spt" else 1) * (d + 2)
+        heads = (1 + int(self.distill_token)) * (d + 1) * self.num_classes
+        blocks = self.depth * (transformer_block_params(d, int(d * self.mlp_ratio)) + mixing)
+        return patch + tokens * d + blocks + heads + 4 * d
 
 
 
@@ -127,11 +191,33 @@ def init_linears(model: nn.Module) -> None:
                 nn.init.zeros_(m.bias)
 
 
+# ``block_fn(i, block, x, rope, grid, queries) -> x``: how the encoder runs its block ``i``
+BlockFn = Callable[[int, Block, torch.Tensor, Rope | None, tuple[int, int], int | None], torch.Tensor]
+
+
+def take_indices(depth: int, indices: int | Sequence[int] | None) -> list[int]:
+    """The blocks to take, 0-based and ascending, as timm reads ``indices``: ``None`` every block,
+    an int ``n`` the last ``n``, a sequence those blocks (negative ones count from the end)."""
+    if indices is None or isinstance(indices, int):
+        n = depth if indices is None else indices
+        if not 0 < n <= depth:
+            raise ConfigError(f"indices={n} (the last n blocks) is out of range for depth {depth}: use 1..{depth}")
+        return list(range(depth - n, depth))
+    if not all(-depth <= i < depth for i in indices):
+        raise ConfigError(f"block indices {list(indices)} out of range for depth {depth}: "
+                          f"use 0..{depth - 1} or negative indices")
+    return sorted({i % depth for i in indices})
+
+
 class VisionTransformer(nn.Module):
     """A ViT classifier: images ``(B, C, H, W)`` -> logits ``(B, num_classes)``.
 
-    ``forward_features`` returns all tokens after the final norm, ``(B, R + N, D)`` with the
-    ``R`` prefix tokens (class token, registers) first; ``forward_head`` pools and classifies.
+    ``forward_features`` runs the encoder -- the one place the blocks run -- and returns all tokens
+    after the final norm, ``(B, R + N, D)`` with the ``R`` prefix tokens (class token, registers,
+    distillation token) first; ``forward_head`` pools and classifies. Its hooks serve the models built
+    on it: ``keep`` runs the blocks on a subset of the patch tokens (MAE), ``block_fn`` replaces how a
+    block runs (token merging; recording for ``forward_intermediates``), ``readout`` and ``depth`` cut
+    the work short. With ``distill_token=True`` the model is a DeiT student (:mod:`vitlab.models.distilled`).
     """
 
     def __init__(self, config: ViTConfig | None = None, **overrides: Any) -> None:
@@ -151,6 +237,7 @@ class VisionTransformer(nn.Module):
                      if cfg.pos_embed == "rope" else None)
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
         self.reg_token = nn.Parameter(torch.zeros(1, cfg.reg_tokens, dim)) if cfg.reg_tokens else None
+        self.dist_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.distill_token else None
         self.pos_drop = nn.Dropout(cfg.pos_drop_rate) if cfg.pos_drop_rate > 0 else nn.Identity()
         self.norm_pre = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.pre_norm else nn.Identity()
         block = PostNormBlock if cfg.block == "postnorm" else Block
@@ -167,15 +254,21 @@ class VisionTransformer(nn.Module):
         self.norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and not use_fc_norm else nn.Identity()
         self.fc_norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and use_fc_norm else nn.Identity()
         self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
-        self.head = nn.Linear(dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+        self.head = self._classifier(cfg.num_classes)
+        self.head_dist = self._classifier(cfg.num_classes) if cfg.distill_token else None
         self._init_weights()
 
+    def _classifier(self, num_classes: int) -> nn.Module:
+        return nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+
     def _init_weights(self) -> None:
-        """timm's ViT initialisation: :func:`init_linears`, and near-zero special tokens."""
+        """timm's ViT initialisation: :func:`init_linears`, near-zero special tokens, DeiT's distillation token."""
         init_linears(self)
         for token in (self.class_token, self.reg_token):
             if token is not None:
                 nn.init.normal_(token, std=1e-6)
+        if self.dist_token is not None:
+            nn.init.trunc_normal_(self.dist_token, std=0.02)
 
     @property
     def embed_dim(self) -> int:
@@ -185,13 +278,21 @@ class VisionTransformer(nn.Module):
     def num_classes(self) -> int:
         return self.config.num_classes
 
+    @property
+    def readout(self) -> int | None:
+        """Tokens the heads read from the last block: under ``pool="token"`` the class token (through the
+        distillation token, after the registers, for a student); ``None`` (every token) otherwise."""
+        if self.config.pool != "token":
+            return None
+        return self.num_prefix_tokens if self.dist_token is not None else 1
+
     def grid_size(self, height: int, width: int) -> tuple[int, int]:
         """The patch grid for an image ``height x width``; raises a clear error if it cannot run."""
         if (height, width) != self.config.img_size and not self.config.dynamic_img_size:
             h, w = self.config.img_size
-            raise ValueError(f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
-                             f"build the model with img_size=({height}, {width}) (model.set_image_size "
-                             f"resamples learned positions), or with dynamic_img_size=True")
+            raise ConfigError(f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
+                              f"build the model with img_size=({height}, {width}) (model.set_image_size "
+                              f"resamples learned positions), or with dynamic_img_size=True")
         return self.patch_embed.grid_size(height, width)
 
     def set_image_size(self, img_size: int | tuple[int, int]) -> None:
@@ -207,78 +308,151 @@ class VisionTransformer(nn.Module):
             self.rope = Rotary2d(grid, self.rope.head_dim, self.rope.num_prefix).to(self.rope.sin.device)
 
     def prefix_tokens(self, batch: int) -> list[torch.Tensor]:
-        """The class token and register tokens, each expanded to the batch: ``(B, 1|R, D)``."""
-        return [t.expand(batch, -1, -1) for t in (self.class_token, self.reg_token) if t is not None]
+        """The class, register and distillation tokens, each expanded to the batch: ``(B, 1|R, D)``."""
+        tokens = (self.class_token, self.reg_token, self.dist_token)
+        return [t.expand(batch, -1, -1) for t in tokens if t is not None]
 
-    def embed(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
-        """Patch tokens with positions and prefix tokens: ``(B, R + N, D)``, and the grid."""
+    def check_keep(self) -> None:
+        """Raise :class:`~vitlab.errors.ConfigError` unless the blocks can run on a subset of the patch tokens."""
+        if self.config.attention in ("window", "lowrank"):
+            raise ConfigError(f"attention={self.config.attention!r} needs every patch token (windows tile the "
+                              f"whole grid; low-rank projects a fixed count), so it cannot run on a subset of "
+                              f"them (MAE's visible tokens): use attention 'full', 'lsa', 'linear' or 'latent'")
+
+    def embed(self, images: torch.Tensor, keep: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
+        """Patch tokens with positions, after the prefix tokens: ``(B, R + N, D)``, and the grid.
+        ``keep (B, K)``: only the patch tokens at these raster indices, in this order: ``(B, R + K, D)``."""
         grid = self.grid_size(*images.shape[-2:])
         x = self.pos_embed(self.patch_embed(images), grid)
+        if keep is not None:
+            self.check_keep()
+            x = torch.take_along_dim(x, keep[..., None], dim=1)
         x = torch.cat(self.prefix_tokens(x.shape[0]) + [x], dim=1)
         return self.norm_pre(self.pos_drop(x)), grid
 
-    def forward_features(self, images: torch.Tensor, readout: int | None = None) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> encoded tokens ``(B, R + N, D)`` after the final norm; with
-        ``readout = n`` the last block computes the first ``n`` tokens only: ``(B, n, D)``."""
-        x, grid = self.embed(images)
-        rope = self.rope(grid) if self.rope is not None else None
-        last = len(self.blocks) - 1
-        for i, block in enumerate(self.blocks):
-            x = block(x, rope, grid, readout if i == last else None)
+    def rotary(self, grid: tuple[int, int], keep: torch.Tensor | None = None) -> Rope | None:
+        """Rotary ``(sin, cos)`` for the tokens of :meth:`embed`: each ``(R + N, d)``, or ``(B, 1, R + K, d)``
+        with ``keep (B, K)`` (the rows of the kept patches: every token keeps its own angles);
+        ``None`` without rotary positions."""
+        if self.rope is None:
+            return None
+        tables = self.rope(grid)
+        if keep is None:
+            return tables
+        r = self.num_prefix_tokens
+        sin, cos = (torch.cat([t[:r].expand(len(keep), -1, -1), t[r:][keep]], dim=1)[:, None] for t in tables)
+        return sin, cos
+
+    def forward_features(self, images: torch.Tensor, readout: int | None = None, *,
+                         keep: torch.Tensor | None = None, block_fn: BlockFn | None = None,
+                         depth: int | None = None) -> torch.Tensor:
+        """The encoder: images ``(B, C, H, W)`` -> tokens after the final norm ``(B, R + N, D)``.
+
+        ``readout = n``: the last block computes the first ``n`` tokens only, ``(B, n, D)`` (attention still
+        reads every token). ``keep (B, K)``: the blocks see the prefix tokens and the patch tokens at these
+        raster indices only, ``(B, R + K, D)``, with their own positions (rotary ones too). ``block_fn(i,
+        block, x, rope, grid, queries)`` runs block ``i`` instead of ``block(x, rope, grid, queries)``.
+        ``depth``: run the first ``depth`` blocks only.
+        """
+        x, grid = self.embed(images, keep)
+        rope = self.rotary(grid, keep)
+        blocks = self.blocks if depth is None else self.blocks[:depth]
+        for i, block in enumerate(blocks):
+            queries = readout if i == len(blocks) - 1 else None
+            x = block(x, rope, grid, queries) if block_fn is None else block_fn(i, block, x, rope, grid, queries)
         return self.norm(x)
 
-    def forward_intermediates(self, images: torch.Tensor, indices: Sequence[int]) -> list[torch.Tensor]:
-        """Patch tokens after the blocks ``indices`` (0-based; ``-1`` is the last), as feature maps.
+    def forward_intermediates(self, images: torch.Tensor, indices: int | Sequence[int] | None = None,
+                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
+                              output_fmt: str = "NCHW", intermediates_only: bool = False
+                              ) -> list[Any] | tuple[torch.Tensor, list[Any]]:
+        """Block outputs as timm's ``forward_intermediates`` gives them.
 
-        Images ``(B, C, H, W)`` -> a list, in the order of ``indices``, of ``(B, D, H/P, W/P)`` maps;
-        prefix tokens are dropped, the last block's output gets the final norm.
+        Images ``(B, C, H, W)`` -> ``(final tokens (B, R + N, D) after the norm, intermediates)``, or the
+        intermediates alone with ``intermediates_only``. They are the patch tokens after the blocks of
+        :func:`take_indices` ``(indices)``, in block order: ``(B, D, H/P, W/P)`` maps (``output_fmt="NCHW"``)
+        or ``(B, N, D)`` tokens (``"NLC"``); ``norm`` passes them through the final norm; with
+        ``return_prefix_tokens`` each is a pair ``(patches, prefix tokens (B, R, D))`` (when ``R > 0``).
+        ``stop_early`` runs no block after the last one taken (the final tokens are then its output).
         """
-        depth = len(self.blocks)
-        wanted = [i % depth if -depth <= i < depth else None for i in indices]
-        if None in wanted:
-            raise ValueError(f"block indices {list(indices)} out of range for depth {depth}: "
-                             f"use 0..{depth - 1} or negative indices")
-        x, grid = self.embed(images)
-        rope = self.rope(grid) if self.rope is not None else None
-        maps = {}
-        for i, block in enumerate(self.blocks[:max(wanted) + 1]):
-            x = block(x, rope, grid)
-            if i in wanted:
-                tokens = self.norm(x) if i == depth - 1 else x
-                maps[i] = tokens[:, self.num_prefix_tokens:].transpose(1, 2).reshape(x.shape[0], -1, *grid)
-        return [maps[i] for i in wanted]
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ConfigError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take = take_indices(len(self.blocks), indices)
+        taken = []
 
-    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``(B, R + N, D) -> (B, D)``: the class token, or the mean / max over patch tokens."""
+        def record(i: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int],
+                   queries: int | None) -> torch.Tensor:
+            x = block(x, rope, grid, queries)
+            if i in take:
+                taken.append(x)
+            return x
+
+        final = self.forward_features(images, block_fn=record, depth=take[-1] + 1 if stop_early else None)
+        grid, r = self.grid_size(*images.shape[-2:]), self.num_prefix_tokens
+        maps = []
+        for x in taken:
+            x = self.norm(x) if norm else x
+            patches = x[:, r:].transpose(1, 2).reshape(len(x), -1, *grid) if output_fmt == "NCHW" else x[:, r:]
+            maps.append((patches, x[:, :r]) if return_prefix_tokens and r else patches)
+        return maps if intermediates_only else (final, maps)
+
+    def pool(self, tokens: torch.Tensor, size: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, R + N, D) -> (B, D)``: the class token, or the mean / max over patch tokens. ``size
+        (B, R + N, 1)``: how many patches each token stands for (token merging), which weighs the mean."""
         if self.config.pool == "token":
             return tokens[:, 0]
         patches = tokens[:, self.num_prefix_tokens:]
-        return patches.mean(dim=1) if self.config.pool == "mean" else patches.amax(dim=1)
+        if self.config.pool == "max":
+            return patches.amax(dim=1)
+        if size is None:
+            return patches.mean(dim=1)
+        weights = size[:, self.num_prefix_tokens:]
+        return (patches * weights).sum(dim=1) / weights.sum(dim=1)
 
-    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Encoded tokens ``(B, R + N, D)`` -> logits ``(B, num_classes)`` (or pooled ``(B, D)``)."""
-        x = self.head_drop(self.fc_norm(self.pool(tokens)))
-        return x if pre_logits else self.head(x)
+    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False, size: torch.Tensor | None = None
+                     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Encoded tokens ``(B, R + N, D)`` -> logits ``(B, num_classes)`` (or pooled ``(B, D)``); ``size``
+        as in :meth:`pool`. A DeiT student's distillation head reads the last prefix token: its logits and
+        the class head's are ``(cls, dist)`` in training mode and their mean in eval mode."""
+        x = self.head_drop(self.fc_norm(self.pool(tokens, size)))
+        if pre_logits:
+            return x
+        logits = self.head(x)
+        if self.head_dist is None:
+            return logits
+        dist = self.head_dist(self.head_drop(self.fc_norm(tokens[:, self.num_prefix_tokens - 1])))
+        return (logits, dist) if self.training else (logits + dist) / 2
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)``. The head reads the class token alone
-        under ``pool="token"``, so the last block computes only that token's output (its attention
-        still reads every token): the logits of ``forward_head(forward_features(images))`` for about
-        one block's MLP and projections less work -- as nanoGPT's inference reads the last position only."""
-        return self.forward_head(self.forward_features(images, readout=1 if self.config.pool == "token" else None))
+    def forward(self, images: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Images ``(B, C, H, W)`` -> logits ``(B, num_classes)`` (a student in training mode: both heads').
+        The heads read the class token alone under ``pool="token"``, so the last block computes only
+        :attr:`readout` tokens (its attention still reads every token): the logits of
+        ``forward_head(forward_features(images))`` for about one block's MLP and projections less work --
+        as nanoGPT's inference reads the last position only."""
+        return self.forward_head(self.forward_features(images, readout=self.readout))
 
     def reset_classifier(self, num_classes: int, pool: str | None = None) -> None:
-        """Replace the head with a fresh one for ``num_classes`` (0 removes it), optionally re-pool."""
+        """Replace the head (and a student's distillation head) with fresh ones for ``num_classes`` (0
+        removes them), optionally re-pool."""
         if pool is not None:
             if pool not in POOLS or (pool == "token" and self.class_token is None):
-                raise ValueError(f"cannot pool by {pool!r} here: choose one of {POOLS} "
-                                 "('token' needs a class token)")
+                raise ConfigError(f"cannot pool by {pool!r} here: choose one of {POOLS} "
+                                  "('token' needs a class token)")
             self.config.pool = pool
         self.config.num_classes = num_classes
         device = next(self.parameters()).device
-        self.head = nn.Linear(self.embed_dim, num_classes).to(device) if num_classes > 0 else nn.Identity()
+        self.head = self._classifier(num_classes).to(device)
+        if self.head_dist is not None:
+            self.head_dist = self._classifier(num_classes).to(device)
 
     def no_weight_decay(self) -> set[str]:
         """Names of parameters that weight decay should skip beyond norms and biases."""
-        names = {"class_token", "reg_token"}
+        names = {"class_token", "reg_token", "dist_token"}
         return {n for n, _ in self.named_parameters() if n.split(".")[0] in names or n.startswith("pos_embed.")}
+
+    def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
+        """timm's parameter groups (for layer-wise decay): regexes for the stem (embedding, prefix tokens)
+        and one group per block, the final norm in the last block's (timm's ``99999``: the previous
+        group); the heads match none. ``coarse`` changes nothing for a ViT (as in timm)."""
+        return {"stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre)",
+                "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))]}

@@ -109,7 +109,8 @@ class Loaded:
             raise CheckpointError(f"{self.path} does not record its dataset: pass one (--dataset NAME)")
         same = name == data.dataset
         splits = load_dataset(name, data_dir or (data.data_dir if same else None), seed=data.seed,
-                              rows=rows if rows is not None else data.rows if same else None)
+                              rows=rows if rows is not None else data.rows if same else None,
+                              normalization=data.normalization if same else "standardize")
         if same and data.mean:
             splits = replace(splits, mean=tuple(data.mean), std=tuple(data.std))
         return splits
@@ -318,8 +319,8 @@ def _load_weights(model: nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[l
 
 
 def _foreign_data(model: nn.Module, source: str, hf_processor: dict[str, Any] | None) -> tuple[DataConfig, dict]:
-    cfg = model.config
-    guessed = {}
+    cfg: Any = model.config
+    guessed: dict[str, str] = {}
     if hf_processor and "image_mean" in hf_processor:
         mean, std = tuple(hf_processor["image_mean"]), tuple(hf_processor["image_std"])
     elif source == "hf":
@@ -344,7 +345,7 @@ def _load_foreign(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, s
         known = {**_json_value(raw, "vitlab_model_config", path), **known}
     net, source, guessed = foreign_model(tensors, raw, path, img_size, known)
     if "vitlab_data" in raw:
-        data, data_guesses = DataConfig.from_dict(_json_value(raw, "vitlab_data", path)), {}
+        data, data_guesses = DataConfig.from_dict(_json_value(raw, "vitlab_data", path)), dict[str, str]()
         kind = _json_value(raw, "vitlab_kind", path) if "vitlab_kind" in raw else "classifier"
     else:
         data, data_guesses = _foreign_data(net, source, None)
@@ -395,7 +396,7 @@ def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[
     if img_size is not None and hasattr(loaded.model, "set_image_size"):
         if tuple(getattr(loaded.model.config, "img_size", img_size)) != tuple(img_size):
             loaded.model.set_image_size(img_size)
-    state = loaded.model.state_dict()
+    state: dict[str, torch.Tensor] = loaded.model.state_dict()
     target = model.state_dict()
     matched = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
     if 2 * len(matched) < len(target):

@@ -1,8 +1,8 @@
 """Masked autoencoder (He et al. 2022) around a vitlab :class:`~vitlab.models.VisionTransformer`.
 
-    images (B, C, H, W) -> encoder.embed        tokens (B, R + N, D), positions added
-      -> keep K = round(N (1 - ratio)) patch tokens per image (prefix tokens always kept)
-      -> encoder.blocks, encoder.norm           (B, R + K, D)
+    images (B, C, H, W)
+      -> encoder.forward_features(keep)         (B, R + K, D): the prefix tokens and K = round(N (1 - ratio))
+                                                random patch tokens, each at its own position (rotary too)
       -> decoder_embed                          (B, R + K, Dd)
       -> append N - K mask tokens, unshuffle    (B, R + N, Dd), + fixed 2-D sinusoidal positions
       -> decoder blocks, norm, pred             (B, N, P*P*C) pixel predictions
@@ -12,11 +12,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..layers.block import Block
+from ..models.config import (
+    MAX_DEPTH,
+    MAX_HEADS,
+    MAX_WIDTH,
+    Bool,
+    Check,
+    Float,
+    Int,
+    check_fields,
+    check_params,
+    transformer_block_params,
+)
 from ..models.vit import VisionTransformer
 from ..ops.patches import patchify
 from ..ops.positions import sincos_2d
@@ -32,6 +46,23 @@ class MAEConfig:
     decoder_heads: int = 4
     mlp_ratio: float = 2.0
     norm_pix_loss: bool = False
+
+    checks: ClassVar[dict[str, Check]] = {
+        "mask_ratio": Float(0, 1, low_open=True, high_open=True), "decoder_dim": Int(1, MAX_WIDTH),
+        "decoder_depth": Int(1, MAX_DEPTH), "decoder_heads": Int(1, MAX_HEADS),
+        "mlp_ratio": Float(0, 64, low_open=True), "norm_pix_loss": Bool()}
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.checks)
+        if self.decoder_dim % 4 or self.decoder_dim % self.decoder_heads:
+            raise ConfigError(f"decoder_dim {self.decoder_dim} must be a multiple of 4 (2-D sine positions) and of "
+                              f"decoder_heads {self.decoder_heads}: choose e.g. decoder_dim=64, decoder_heads=4")
+        hidden = int(self.decoder_dim * self.mlp_ratio)
+        if hidden < 1:
+            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.decoder_dim} * {self.mlp_ratio}) "
+                              f"= 0 units: raise mlp_ratio")
+        check_params(self, self.decoder_depth * transformer_block_params(self.decoder_dim, hidden),
+                     "decoder_dim or decoder_depth")
 
 
 def mae_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, norm_pix: bool = False) -> torch.Tensor:
@@ -53,9 +84,7 @@ class MaskedAutoencoder(nn.Module):
     def __init__(self, encoder: VisionTransformer, config: MAEConfig | None = None) -> None:
         super().__init__()
         cfg = config or MAEConfig()
-        if encoder.rope is not None:
-            raise ValueError("MAE drops tokens, but rotary positions expect the full grid: pretrain a ViT "
-                             "with pos_embed 'learned' or 'sincos2d'")
+        encoder.check_keep()
         self.encoder, self.config = encoder, cfg
         enc = encoder.config
         self.patch_size, self.grid = enc.patch_size, enc.grid
@@ -77,12 +106,7 @@ class MaskedAutoencoder(nn.Module):
 
     def encode(self, images: torch.Tensor, masking: Masking) -> torch.Tensor:
         """Images ``(B, C, H, W)`` -> encoded prefix + visible tokens ``(B, R + K, D)``."""
-        tokens, _ = self.encoder.embed(images)
-        r = self.encoder.num_prefix_tokens
-        x = torch.cat([tokens[:, :r], gather_tokens(tokens[:, r:], masking.keep)], dim=1)
-        for block in self.encoder.blocks:
-            x = block(x)
-        return self.encoder.norm(x)
+        return self.encoder.forward_features(images, keep=masking.keep)
 
     def decode(self, latent: torch.Tensor, masking: Masking) -> torch.Tensor:
         """Encoded ``(B, R + K, D)`` -> pixel predictions for every patch ``(B, N, P*P*C)``."""

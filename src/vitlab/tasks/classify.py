@@ -43,7 +43,8 @@ class TrainResult:
 
 def load_splits(config: TrainConfig) -> DataSplits:
     """The dataset ``config`` names, split with its seed and row budget."""
-    return load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows)
+    return load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows,
+                        normalization=config.normalization)
 
 
 def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, nn.Module | None]:
@@ -117,8 +118,9 @@ def evaluate_checkpoint(source: str | Path, *, dataset: str | None = None, data_
         if data is None:
             raise DataError(f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): "
                             f"use --split val")
-        if len(data.classes) != getattr(loaded.model.config, "num_classes", len(data.classes)):
-            raise DataError(f"{loaded.path} has {loaded.model.config.num_classes} outputs but {splits.name} has "
+        outputs = getattr(loaded.model.config, "num_classes", len(data.classes))
+        if len(data.classes) != outputs:
+            raise DataError(f"{loaded.path} has {outputs} outputs but {splits.name} has "
                             f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)")
         report = evaluate_model(loaded.model, data, splits.mean, splits.std,
                                 calibration=splits.val if temperature_scale else None)

@@ -13,11 +13,27 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..registry import create_model
 from ...errors import ConfigError
-from ..config import (MAX_CLASSES, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_TOKENS, MAX_WIDTH, Check, Float, Int, Maybe,
-                      OneOf, Seq, check_fields, reject_unknown)
-from ..vit import ViTConfig, VisionTransformer
+from ..config import (
+    MAX_CLASSES,
+    MAX_DEPTH,
+    MAX_HEADS,
+    MAX_SIDE,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    Check,
+    Float,
+    Int,
+    Maybe,
+    OneOf,
+    Seq,
+    check_fields,
+    check_params,
+    reject_unknown,
+    transformer_block_params,
+)
+from ..registry import create_model
+from ..vit import VisionTransformer, ViTConfig
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
 HEADS = {"segment": ("linear", "decoder", "queries"), "detect": ("detr",)}
@@ -72,6 +88,16 @@ class DenseConfig:
                 not -self.depth <= i < self.depth for i in self.indices):
             raise ConfigError(f"indices {self.indices} out of range for depth {self.depth}: "
                               f"use 0..{self.depth - 1} or negative indices")
+        check_params(self, self.approx_params, "embed_dim, depth, decoder_width or decoder_depth")
+
+    @property
+    def approx_params(self) -> int:
+        """The parameter count, from above: the ViT backbone of these sizes (unless ``backbone`` names one)
+        and a query decoder of ``decoder_depth`` layers (self- and cross-attention, MLP)."""
+        d, w = self.embed_dim, self.decoder_width
+        vit = self.depth * transformer_block_params(d, 4 * d) + (self.img_size // self.patch_size) ** 2 * d
+        decoder = self.decoder_depth * 2 * transformer_block_params(w, 4 * w) + self.num_queries * w
+        return (0 if self.backbone else vit) + decoder
 
     def block_indices(self) -> list[int]:
         if self.head == "linear" or self.head == "detr":

@@ -1,0 +1,72 @@
+"""Classify image files with any classifier checkpoint: ``classify_files(loaded, paths, top_k)``.
+
+Each image is read as the checkpoint's data config says (its channels, resized to its image size,
+pixels in [0, 1], then ``(x - mean) / std``) and scored; the ``top_k`` classes come back with
+their softmax probabilities.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..data import normalize, read_image
+from ..errors import CheckpointError, DataError
+from ..runs import Loaded
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm")
+
+
+@dataclass
+class Prediction:
+    """The ``top`` ``(class name, probability)`` pairs of one image, most probable first."""
+    path: Path
+    top: list[tuple[str, float]]
+
+
+def image_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The image files named, a folder standing for the images directly inside it (sorted)."""
+    files: list[Path] = []
+    for item in map(Path, paths):
+        if item.is_dir():
+            found = sorted(p for p in item.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+            if not found:
+                raise DataError(f"{item} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+            files += found
+        else:
+            files.append(item)
+    return files
+
+
+@torch.no_grad()
+def classify_files(loaded: Loaded, paths: Sequence[str | Path], top_k: int = 5,
+                   batch_size: int = 64) -> list[Prediction]:
+    """Top-``k`` classes of every image in ``paths`` (files or folders) under ``loaded``'s classifier."""
+    if loaded.kind not in ("classifier", "distilled-classifier"):
+        raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint: `vitlab predict` classifies with a "
+                              f"classifier and overlays masks or boxes with a segmenter or detector")
+    if top_k < 1:
+        raise DataError(f"--top-k must be at least 1, got {top_k}")
+    data, model = loaded.data, loaded.model.eval()
+    height, width = data.image_size
+    if height != width:
+        raise DataError(f"{loaded.path} takes {height}x{width} images; predict resizes to squares only")
+    if data.in_chans not in (1, 3):
+        raise DataError(f"{loaded.path} takes {data.in_chans}-channel images; image files give 1 or 3")
+    files = image_files(paths)
+    device = next(model.parameters()).device
+    mean, std = torch.tensor(data.mean, device=device), torch.tensor(data.std, device=device)
+    outputs: int = getattr(model.config, "num_classes", 0)
+    classes = data.classes or [str(i) for i in range(outputs)]
+    k = min(top_k, len(classes))
+    results = []
+    for start in range(0, len(files), batch_size):
+        chunk = files[start:start + batch_size]
+        images = torch.stack([read_image(f, channels=data.in_chans, size=height) for f in chunk]).to(device)
+        probs = model(normalize(images, mean, std)).float().softmax(dim=-1)
+        values, indices = probs.topk(k, dim=-1)
+        for f, vals, idx in zip(chunk, values.tolist(), indices.tolist()):
+            results.append(Prediction(f, [(classes[i], v) for i, v in zip(idx, vals)]))
+    return results
