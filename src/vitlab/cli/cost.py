@@ -6,9 +6,14 @@ import argparse
 import itertools
 import json
 
-from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, cost_figure, cost_table
+from ..models.config import check_options
+from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, cost_figure, cost_table
 
 PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)      # --plot without --image: these, at patch 16
+# The Workload field each sizing option sets.
+FIELDS = {"dim": "dim", "depth": "depth", "heads": "heads", "mlp_ratio": "mlp_ratio", "channels": "in_chans",
+          "batch": "batch", "class_token": "class_token", "window": "window_size", "rank": "lowrank_k",
+          "latents": "num_latents"}
 
 
 def _ints(text: str) -> list[int]:
@@ -60,10 +65,9 @@ def select_pairs(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
 def run(args: argparse.Namespace) -> int:
     if args.plot and not (args.pairs or args.image):
         args.image, args.patch = list(PLOT_SIDES), args.patch or [16]
+    check_options(args, {option: Workload.checks[field] for option, field in FIELDS.items()})
     pairs = select_pairs(args)
-    sizes = dict(dim=args.dim, depth=args.depth, heads=args.heads, mlp_ratio=args.mlp_ratio,
-                 batch=args.batch, class_token=args.class_token, in_chans=args.channels,
-                 window_size=args.window, lowrank_k=args.rank, num_latents=args.latents)
+    sizes = {field: getattr(args, option) for option, field in FIELDS.items()}
     rows = cost_table(pairs, **sizes)
     others = {kind: cost_table(pairs, attention=kind, **sizes) for kind in args.attention if kind != "full"}
     if args.plot:

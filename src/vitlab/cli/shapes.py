@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import argparse
 
+from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH, Int, check_options
 from ..models.summary import SHAPE_LAYOUT, trace_shapes
+
+OPTIONS = {"image": Int(1, MAX_SIDE), "patch": Int(1, MAX_SIDE), "dim": Int(1, MAX_WIDTH), "heads": Int(1, MAX_HEADS),
+           "channels": Int(1, MAX_CHANS), "depth": Int(1, MAX_DEPTH)}
 
 
 def run(args: argparse.Namespace) -> int:
+    check_options(args, OPTIONS)
     shapes = trace_shapes(image=args.image, patch=args.patch, dim=args.dim, heads=args.heads,
                           class_token=args.class_token, channels=args.channels, depth=args.depth)
     patches, tokens, head_dim = shapes["X_patch"][1], shapes["block input"][1], shapes["Q"][-1]

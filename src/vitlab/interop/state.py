@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -57,10 +58,16 @@ def model_from_state(state: StateDict, resize_to: int | tuple[int, int] | None =
         resize_to: then run at this image size, resampling learned positions (bicubic, as timm).
         **known: :class:`ViTConfig` fields known from elsewhere; the rest is inferred from shapes.
 
+    Raises:
+        ConfigError: a known or inferred field, or ``resize_to``, out of its range (``num_heads=0``, a
+            model too large to build), before anything is allocated.
+
     Returns:
         The model and the config fields that were guessed, ``{field: why}``.
     """
-    config, guessed = infer_config(state, **known)
+    config, guessed = infer_config(state, **known)          # a ConfigError for a field out of its range
+    if resize_to is not None:
+        replace(config, img_size=resize_to)                   # the same checks at the new size, before building
     model = VisionTransformer(config)
     load_state_dict(model, state)
     if resize_to is not None:

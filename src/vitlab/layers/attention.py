@@ -28,10 +28,12 @@ by name. Time and memory per head and layer, for ``N`` tokens of head width ``d`
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.attention import merge_heads, scaled_dot_product_attention
 from ..ops.positions import apply_rotary
 
@@ -66,12 +68,21 @@ class MultiHeadSelfAttention(nn.Module):
                  attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
                  fused: bool = True, kind: str = "full") -> None:
         super().__init__()
-        if num_heads < 1 or dim % num_heads:
-            raise ValueError(f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head "
-                             f"count that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})")
+        for name, value in (("dim", dim), ("num_heads", num_heads)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if dim % num_heads:
+            raise ConfigError(f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head count "
+                              f"that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})")
+        for name, value in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if not 0 <= value < 1:
+                raise ConfigError(f"{name} must be a probability in [0, 1), got {value}")
+        if not norm_eps > 0:
+            raise ConfigError(f"norm_eps must be positive, got {norm_eps}")
         if kind not in self.kinds:
-            raise ValueError(f"{type(self).__name__} computes kind {' or '.join(map(repr, self.kinds))}, got {kind!r}; "
-                             f"build any of {ATTENTION_KINDS} with vitlab.layers.build_attention(kind, ...)")
+            raise ConfigError(f"{type(self).__name__} computes kind {' or '.join(map(repr, self.kinds))}, "
+                              f"got {kind!r}; build any of {ATTENTION_KINDS} with "
+                              f"vitlab.layers.build_attention(kind, ...)")
         self.num_heads, self.head_dim, self.fused, self.kind = num_heads, dim // num_heads, fused, kind
         self.temperature = nn.Parameter(torch.tensor(math.sqrt(self.head_dim))) if kind == "lsa" else None
         self.attn_drop = attn_drop
@@ -85,7 +96,7 @@ class MultiHeadSelfAttention(nn.Module):
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values per head, each ``(..., H, N, d)`` for tokens ``(..., N, D)``."""
         qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))      # (..., N, 3, H, d)
-        q, k, v = qkv.movedim(-3, 0).transpose(-3, -2).unbind(0)
+        q, k, v = (t.transpose(-3, -2) for t in qkv.unbind(-3))                  # (..., H, N, d) each
         q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)

@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 from torch import nn
 
+from ..errors import ConfigError
+
 _REGISTRY: dict[str, tuple[Any, str]] = {}
 _BUILDERS: dict[type, Callable[[Any], nn.Module]] = {}
 
@@ -39,12 +41,12 @@ def get_config(name: str, **overrides: Any) -> Any:
     """The config registered under ``name`` with ``overrides`` applied (a fresh copy)."""
     if name not in _REGISTRY:
         close = [n for n in _REGISTRY if name.split("-")[0] in n] or list_models()
-        raise ValueError(f"unknown model {name!r}; registered models include: {', '.join(close)}")
+        raise ConfigError(f"unknown model {name!r}; registered models include: {', '.join(close)}")
     config = _REGISTRY[name][0]
     known = {f.name for f in fields(config)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"{name} has no option {', '.join(map(repr, unknown))}; "
+        raise ConfigError(f"{name} has no option {', '.join(map(repr, unknown))}; "
                          f"its options are: {', '.join(sorted(known))}")
     return replace(config, **overrides)
 
@@ -65,6 +67,6 @@ def build_from_config(config_type: str, config: dict[str, Any]) -> nn.Module:
     records them; the fields are validated by the config class."""
     by_name = {cls.__name__: (cls, builder) for cls, builder in _BUILDERS.items()}
     if config_type not in by_name:
-        raise ValueError(f"unknown model config type {config_type!r}: vitlab builds {', '.join(sorted(by_name))}")
+        raise ConfigError(f"unknown model config type {config_type!r}: vitlab builds {', '.join(sorted(by_name))}")
     cls, builder = by_name[config_type]
     return builder(cls.from_dict(config))

@@ -11,11 +11,14 @@ Both functions are reshapes and transposes only, so ``unpatchify(patchify(x))`` 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ..errors import ConfigError
 
 Array = Union[torch.Tensor, np.ndarray]
 
@@ -27,12 +30,18 @@ def _pair(value: int | tuple[int, int], name: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def divisibility_error(height: int, width: int, patch_size: int) -> ValueError:
+def check_patch_size(patch_size: int) -> None:
+    """Raise :class:`ConfigError` unless ``patch_size`` is a positive integer."""
+    if isinstance(patch_size, bool) or not isinstance(patch_size, numbers.Integral) or patch_size < 1:
+        raise ConfigError(f"patch_size must be a positive integer, got {patch_size!r}")
+
+
+def divisibility_error(height: int, width: int, patch_size: int) -> ConfigError:
     """The error for an image whose sides are not multiples of the patch size."""
     common = math.gcd(height, width)
     divisors = [p for p in range(2, min(common, 32) + 1) if common % p == 0]
     hint = f" (patches dividing {height}x{width}: {', '.join(map(str, divisors))})" if divisors else ""
-    return ValueError(
+    return ConfigError(
         f"image {height}x{width} is not divisible by patch {patch_size}: crop it, "
         f"pad it (pad=True zero-pads bottom and right to "
         f"{-(-height // patch_size) * patch_size}x{-(-width // patch_size) * patch_size}), "
@@ -42,8 +51,7 @@ def divisibility_error(height: int, width: int, patch_size: int) -> ValueError:
 
 def check_divisible(height: int, width: int, patch_size: int) -> tuple[int, int]:
     """Return the patch grid ``(H/P, W/P)`` or raise the error that names the way out."""
-    if patch_size < 1:
-        raise ValueError(f"patch_size must be >= 1, got {patch_size}")
+    check_patch_size(patch_size)
     if height % patch_size or width % patch_size:
         raise divisibility_error(height, width, patch_size)
     return height // patch_size, width // patch_size
@@ -56,6 +64,7 @@ def num_tokens(height: int, width: int, patch_size: int, class_token: bool = Fal
     ``224, 224, 16 -> 196`` (197 with ``class_token=True``). With ``pad=True`` a partial patch
     at the bottom or right counts as a whole one (the image is zero-padded).
     """
+    check_patch_size(patch_size)
     if pad:
         gh, gw = -(-height // patch_size), -(-width // patch_size)
     else:
@@ -68,6 +77,7 @@ def pad_to_multiple(images: Array, patch_size: int) -> Array:
 
     torch ``(B, C, H, W)`` or NumPy ``(B, H, W, C)``; returns the same layout and type.
     """
+    check_patch_size(patch_size)
     torch_input = isinstance(images, torch.Tensor)
     height, width = (images.shape[-2:] if torch_input else images.shape[1:3])
     pad_h, pad_w = (-height) % patch_size, (-width) % patch_size
@@ -118,6 +128,7 @@ def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> A
     Returns:
         torch ``(B, C, gh*P, gw*P)`` or NumPy ``(B, gh*P, gw*P, C)``.
     """
+    check_patch_size(patch_size)
     gh, gw = _pair(grid, "grid")
     b, n, d = tokens.shape
     if n != gh * gw:

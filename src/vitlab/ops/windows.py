@@ -106,10 +106,17 @@ class WindowLayout(NamedTuple):
     mask: torch.Tensor | None
 
 
-@lru_cache(maxsize=64)
 def window_layout(grid: Pair, window: Pair, shift: Pair = (0, 0),
                   device: torch.device | None = None) -> WindowLayout:
-    """The :class:`WindowLayout`, cached per arguments: treat its tensors as read-only."""
+    """The :class:`WindowLayout`, cached per arguments: treat its tensors as read-only. While
+    ``torch.compile`` or ``torch.export`` traces, it is built afresh: the tracer's tensors hold no
+    values, and a cache that kept them would poison every later eager call."""
+    if torch.compiler.is_compiling():
+        return _window_layout(grid, window, shift, device)
+    return _cached_window_layout(grid, window, shift, device)
+
+
+def _window_layout(grid: Pair, window: Pair, shift: Pair, device: torch.device | None) -> WindowLayout:
     index = window_token_index(grid, window, shift)
     n, flat = grid[0] * grid[1], index.flatten()
     real = flat < n
@@ -117,3 +124,6 @@ def window_layout(grid: Pair, window: Pair, shift: Pair = (0, 0),
     inverse[flat[real]] = torch.arange(flat.numel())[real]
     mask = window_mask(grid, window, shift)
     return WindowLayout(index.to(device), inverse.to(device), None if mask is None else mask.to(device))
+
+
+_cached_window_layout = lru_cache(maxsize=64)(_window_layout)
