@@ -117,7 +117,8 @@ def from_timm(module: nn.Module, img_size: int | tuple[int, int] | None = None
                              "and convert that")
         return from_timm_swin(module)
     known = timm_config(module)
-    state = timm_to_vitlab(module.state_dict(), num_patches=module.patch_embed.num_patches)
+    patch_embed: Any = module.patch_embed
+    state = timm_to_vitlab(module.state_dict(), num_patches=patch_embed.num_patches)
     model, _ = model_from_state(state, resize_to=img_size, **known)
     return model.train(module.training)
 

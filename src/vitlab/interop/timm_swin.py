@@ -46,10 +46,11 @@ def timm_swin_to_vitlab(state: StateDict) -> StateDict:
     return out
 
 
-def timm_swin_config(module: nn.Module) -> dict[str, Any]:
+def timm_swin_config(timm_module: nn.Module) -> dict[str, Any]:
     """The :class:`SwinConfig` fields of a timm ``SwinTransformer``, checking vitlab computes the same."""
-    if type(module).__name__ != "SwinTransformer":
-        raise _unsupported(f"type {type(module).__name__}")
+    if type(timm_module).__name__ != "SwinTransformer":
+        raise _unsupported(f"type {type(timm_module).__name__}")
+    module: Any = timm_module  # timm's attributes, which torch's Module stubs do not know
     if module.global_pool != "avg":
         raise _unsupported(f"global_pool={module.global_pool!r}")
     embed = module.patch_embed

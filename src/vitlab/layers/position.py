@@ -21,7 +21,7 @@ class LearnedPosition(nn.Module):
 
     def __init__(self, grid: tuple[int, int], dim: int) -> None:
         super().__init__()
-        self.grid = tuple(grid)
+        self.grid = (grid[0], grid[1])
         self.weight = nn.Parameter(torch.empty(1, grid[0] * grid[1], dim))
         nn.init.trunc_normal_(self.weight, std=0.02)
 
@@ -35,15 +35,17 @@ class LearnedPosition(nn.Module):
     def resample_(self, grid: tuple[int, int]) -> None:
         """Replace the table by its bicubic resampling to ``grid`` (for a new image size)."""
         self.weight = nn.Parameter(self.table(grid).detach().clone())
-        self.grid = tuple(grid)
+        self.grid = (grid[0], grid[1])
 
 
 class SinCosPosition(nn.Module):
     """Fixed (not trainable) sinusoidal positions, 1-D over raster index or 2-D over (row, col)."""
 
+    cached: torch.Tensor
+
     def __init__(self, grid: tuple[int, int], dim: int, two_d: bool = True, temperature: float = 10000.0) -> None:
         super().__init__()
-        self.grid, self.dim, self.two_d, self.temperature = tuple(grid), dim, two_d, temperature
+        self.grid, self.dim, self.two_d, self.temperature = (grid[0], grid[1]), dim, two_d, temperature
         self.register_buffer("cached", self.table(grid), persistent=False)
 
     def table(self, grid: tuple[int, int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -58,7 +60,7 @@ class SinCosPosition(nn.Module):
 
     def resample_(self, grid: tuple[int, int]) -> None:
         """Cache the table of ``grid`` (for a new image size)."""
-        self.grid = tuple(grid)
+        self.grid = (grid[0], grid[1])
         self.cached = self.table(self.grid, self.cached.dtype).to(self.cached.device)
 
     def _apply(self, fn, recurse: bool = True) -> "SinCosPosition":
@@ -73,7 +75,7 @@ class RowColumnPosition(nn.Module):
 
     def __init__(self, grid: tuple[int, int], dim: int) -> None:
         super().__init__()
-        self.grid = tuple(grid)
+        self.grid = (grid[0], grid[1])
         self.row = nn.Parameter(torch.empty(grid[0], dim))
         self.col = nn.Parameter(torch.empty(grid[1], dim))
         nn.init.trunc_normal_(self.row, std=0.02)
@@ -97,6 +99,10 @@ class RowColumnPosition(nn.Module):
 class NoPosition(nn.Module):
     """No absolute positions (rotary models and permutation-equivariance studies)."""
 
+    def __init__(self, grid: tuple[int, int]) -> None:
+        super().__init__()
+        self.grid = (grid[0], grid[1])
+
     def forward(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
         return x
 
@@ -108,10 +114,14 @@ class Rotary2d(nn.Module):
     rows (class and register tokens) are the identity rotation (sin 0, cos 1).
     """
 
+    sin: torch.Tensor
+    cos: torch.Tensor
+
     def __init__(self, grid: tuple[int, int], head_dim: int, num_prefix: int = 0,
                  temperature: float = 10000.0) -> None:
         super().__init__()
-        self.grid, self.head_dim, self.num_prefix, self.temperature = tuple(grid), head_dim, num_prefix, temperature
+        self.grid = (grid[0], grid[1])
+        self.head_dim, self.num_prefix, self.temperature = head_dim, num_prefix, temperature
         sin, cos = self.tables(grid)
         self.register_buffer("sin", sin, persistent=False)
         self.register_buffer("cos", cos, persistent=False)
@@ -128,7 +138,10 @@ class Rotary2d(nn.Module):
         return sin.to(self.sin.device), cos.to(self.cos.device)
 
 
-def build_position(kind: str, grid: tuple[int, int], dim: int) -> nn.Module:
+Position = LearnedPosition | SinCosPosition | RowColumnPosition | NoPosition
+
+
+def build_position(kind: str, grid: tuple[int, int], dim: int) -> Position:
     """The absolute position module for ``kind`` (``rope`` and ``none`` add nothing here)."""
     if kind == "learned":
         return LearnedPosition(grid, dim)
@@ -137,5 +150,5 @@ def build_position(kind: str, grid: tuple[int, int], dim: int) -> nn.Module:
     if kind == "rowcol":
         return RowColumnPosition(grid, dim)
     if kind in ("rope", "none"):
-        return NoPosition()
+        return NoPosition(grid)
     raise ValueError(f"unknown position embedding {kind!r}; choose one of {', '.join(POSITION_KINDS)}")

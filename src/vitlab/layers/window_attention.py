@@ -72,16 +72,20 @@ class WindowAttention(MultiHeadSelfAttention):
                              f"tokens lie on (prefix tokens such as a class token have none: pool by the mean)")
         shift = fit_window(grid, self.window_size, self.shift_size)[1]
         layout = window_layout(grid, self.window_size, shift, x.device)
-        q, k, v = (F.pad(t, (0, 0, 0, 1))[:, :, layout.index].transpose(1, 2)   # (B, nW, H, M, d); slot N: zeros
-                   for t in self.qkv_heads(x, rope))
-        bias = self.relative_position_bias().to(q.dtype)
+        # windows and heads share one axis, so attention runs on 4-D tensors as everywhere else (and exports)
+        q, k, v = (F.pad(t, (0, 0, 0, 1))[:, :, layout.index].transpose(1, 2).flatten(1, 2)  # (B, nW*H, M, d)
+                   for t in self.qkv_heads(x, rope))                                        # slot N: zeros
+        windows = layout.index.shape[0]
+        bias = self.relative_position_bias().to(q.dtype).expand(windows, -1, -1, -1)        # (nW, H, M, M)
         mask = bias if layout.mask is None else bias.masked_fill(~layout.mask[:, None], float("-inf"))
         dropout = self.attn_drop if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout,
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask.flatten(0, 1), dropout_p=dropout,
                                                     need_weights=need_weights or not self.fused)
-        out = out.transpose(-3, -2).flatten(-2).flatten(1, 2)[:, layout.inverse]   # (B, N, D)
-        weights = scatter_window_weights(weights, layout.index, n) if need_weights else None
-        return self.proj_drop(self.proj(out[:, :queries])), weights
+        out = out.unflatten(1, (windows, -1)).transpose(-3, -2).flatten(-2).flatten(1, 2)   # (B, nW*M, D)
+        out = out[:, layout.inverse]                                                         # (B, N, D)
+        if need_weights:
+            weights = scatter_window_weights(weights.unflatten(1, (windows, -1)), layout.index, n)
+        return self.proj_drop(self.proj(out[:, :queries])), weights if need_weights else None
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, grid={self.grid}, window={self.window_size}, shift={self.shift_size}"

@@ -78,12 +78,11 @@ def pad_to_multiple(images: Array, patch_size: int) -> Array:
     torch ``(B, C, H, W)`` or NumPy ``(B, H, W, C)``; returns the same layout and type.
     """
     check_patch_size(patch_size)
-    torch_input = isinstance(images, torch.Tensor)
-    height, width = (images.shape[-2:] if torch_input else images.shape[1:3])
+    height, width = (images.shape[-2:] if isinstance(images, torch.Tensor) else images.shape[1:3])
     pad_h, pad_w = (-height) % patch_size, (-width) % patch_size
     if pad_h == 0 and pad_w == 0:
         return images
-    if torch_input:
+    if isinstance(images, torch.Tensor):
         return F.pad(images, (0, pad_w, 0, pad_h))
     return np.pad(images, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
 
@@ -114,8 +113,8 @@ def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
         return x.permute(0, 2, 4, 3, 5, 1).reshape(b, gh * gw, patch_size * patch_size * c)
     b, h, w, c = images.shape
     gh, gw = check_divisible(h, w, patch_size)
-    x = images.reshape(b, gh, patch_size, gw, patch_size, c)
-    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * gw, patch_size * patch_size * c)
+    grid = images.reshape(b, gh, patch_size, gw, patch_size, c)
+    return grid.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * gw, patch_size * patch_size * c)
 
 
 def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> Array:
@@ -141,5 +140,5 @@ def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> A
     if isinstance(tokens, torch.Tensor):
         x = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
         return x.permute(0, 5, 1, 3, 2, 4).reshape(b, c, gh * patch_size, gw * patch_size)
-    x = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
-    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * patch_size, gw * patch_size, c)
+    patches = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
+    return patches.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * patch_size, gw * patch_size, c)

@@ -28,8 +28,8 @@ Pair = tuple[int, int]
 def fit_window(grid: Pair, window: Pair, shift: Pair = (0, 0)) -> tuple[Pair, Pair]:
     """Swin's rule per axis: where the grid fits in one window, the window shrinks to the grid and
     that axis is not shifted (one window already sees every token). Returns ``(window, shift)``."""
-    fitted = tuple(min(g, m) for g, m in zip(grid, window))
-    return fitted, tuple(0 if g <= m else s for g, m, s in zip(grid, window, shift))
+    (gh, gw), (mh, mw), (sh, sw) = grid, window, shift
+    return (min(gh, mh), min(gw, mw)), (0 if gh <= mh else sh, 0 if gw <= mw else sw)
 
 
 def window_partition(x: torch.Tensor, window: Pair) -> torch.Tensor:
@@ -54,7 +54,8 @@ def window_reverse(windows: torch.Tensor, window: Pair, grid: Pair) -> torch.Ten
 
 def padded_grid(grid: Pair, window: Pair) -> Pair:
     """The grid rounded up to whole windows."""
-    return tuple(-(-g // m) * m for g, m in zip(grid, window))
+    (gh, gw), (mh, mw) = grid, window
+    return -(-gh // mh) * mh, -(-gw // mw) * mw
 
 
 def window_token_index(grid: Pair, window: Pair, shift: Pair = (0, 0)) -> torch.Tensor:
@@ -101,7 +102,7 @@ class WindowLayout(NamedTuple):
     """Where tokens go for one (grid, window, shift): ``index (nW, M)`` (``N`` = padding slot),
     ``inverse (N,)`` (each token's slot in the flattened ``nW * M`` windows) and ``mask``
     ``(nW, M, M)`` bool or ``None``."""
-    index: torch.Tensor
+    index: torch.Tensor  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here uses
     inverse: torch.Tensor
     mask: torch.Tensor | None
 

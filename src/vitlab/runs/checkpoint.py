@@ -201,17 +201,28 @@ def resolve_source(source: str | Path) -> Path:
                               f"Hugging Face folder")
     if path.is_file():
         return path
+    if _is_hf_folder(path):
+        return path
     for candidate in (path / WEIGHTS, path / "best" / WEIGHTS, path / "last" / WEIGHTS):
         if candidate.is_file():
             return candidate
-    if (path / "config.json").is_file() and any((path / n).is_file() for n in HF_WEIGHTS):
-        return path
     raise CheckpointError(f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
                           f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
                           f"model.safetensors)")
 
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def _is_hf_folder(path: Path) -> bool:
+    """A Hugging Face ``save_pretrained`` folder: ``config.json`` naming a ``model_type``, and weights."""
+    config = path / "config.json"
+    if not config.is_file() or not any((path / n).is_file() for n in HF_WEIGHTS):
+        return False
+    try:
+        return "model_type" in json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
+        return False
 
 
 def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, model: str | None = None,
