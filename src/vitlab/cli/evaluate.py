@@ -7,30 +7,27 @@ SPLITS = ("test", "val", "train")
 
 
 def run_dense(args: argparse.Namespace) -> int:
-    """A dense checkpoint (``vitlab train --task segment|detect``): pixel accuracy and mean IoU, or COCO mAP."""
-    import json
-    from pathlib import Path
-
+    """A ``segmenter`` / ``detector`` checkpoint (``vitlab train --task segment|detect``): pixel
+    accuracy and mean IoU, or COCO mAP."""
     from ..dense import evaluate_dense_checkpoint
 
     report = evaluate_dense_checkpoint(args.checkpoint, split=args.split, dataset=args.dataset,
-                                       data_dir=args.data_dir, device="cpu" if args.device == "auto" else args.device)
+                                       data_dir=args.data_dir, device=args.device, out_dir=args.out,
+                                       overwrite=args.overwrite)
     head = f"{report['head']} {report['task']} on {report['dataset']} {report['split']} ({report['n']} images):"
     if report["task"] == "segment":
         print(f"{head} pixel accuracy {report['pixel_acc']:.4f}  mean IoU {report['mean_iou']:.4f}")
     else:
         print(f"{head} mAP@[.5:.95] {report['map']:.4f}  mAP@.5 {report['map50']:.4f}")
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "metrics.json").write_text(json.dumps(report, indent=2))
         print(f"wrote {args.out}/metrics.json")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dense import is_dense_checkpoint
+    from ..runs import load_checkpoint
 
-    if is_dense_checkpoint(args.checkpoint):
+    if load_checkpoint(args.checkpoint).kind in ("segmenter", "detector"):
         return run_dense(args)
     if args.linear_probe or args.knn:
         from ..ssl import probe_checkpoint

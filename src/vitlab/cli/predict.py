@@ -4,13 +4,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..dense import predict_file
 
+def run_dense(args: argparse.Namespace) -> int:
+    """A ``segmenter`` / ``detector`` checkpoint: its masks or boxes drawn over the image."""
+    from ..dense import predict_file
 
-def run(args: argparse.Namespace) -> int:
     out = args.out or str(Path(args.image).with_suffix("")) + "_overlay.png"
     print(f"wrote {predict_file(args.checkpoint, args.image, out, min_score=args.min_score, device=args.device)}")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_dense(args)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,5 +26,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("image", help="an image file (PNG, JPEG, ...)")
     p.add_argument("--out", help="overlay PNG path (default: IMAGE_overlay.png)")
     p.add_argument("--min-score", type=float, default=0.5, help="boxes below this score are not drawn")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     p.set_defaults(func=run)

@@ -1,17 +1,17 @@
-"""Dense prediction on ViT features: segmentation heads (linear per patch, convolutional decoder,
-query mask classification) and DETR-style detection.
+"""Dense prediction on ViT features: segmentation (linear per patch, convolutional decoder, query
+mask classification) and DETR-style detection. The models are :mod:`vitlab.models.dense`'s.
 
-- ``model``: :class:`DenseConfig`, :class:`DenseModel` (backbone ``forward_intermediates`` + head).
-- ``heads``: the heads; ``decoder``: cross-attention transformer decoder.
 - ``matching``: Hungarian matching and its costs; ``losses``: set losses; ``metrics``: IoU, COCO mAP.
-- ``train``: :func:`train_dense`, :func:`evaluate_dense_checkpoint`; ``predict``: masks, boxes, overlays.
+- ``train``: :class:`DenseTask` on the engine, :func:`train_dense`, :func:`evaluate_dense_checkpoint`.
+- ``predict``: masks, boxes, overlays, and :func:`dense_checkpoint` (a ``segmenter`` / ``detector``
+  checkpoint through :func:`vitlab.runs.load_checkpoint`).
+- ``compare``: segmentation heads side by side by patch size.
 """
+from ..models.dense import DenseConfig, DenseModel
 from .matching import hungarian_match
-from .model import DenseConfig, DenseModel
-from .predict import is_dense_checkpoint, load_dense, predict_boxes, predict_file, predict_masks
-from .train import (DenseResult, DenseTrainConfig, dense_train_config, evaluate_dense, evaluate_dense_checkpoint,
-                    train_dense)
+from .predict import dense_checkpoint, overlay, predict_boxes, predict_file, predict_masks
+from .train import DenseResult, DenseTask, DenseTrainConfig, dense_train_config, evaluate_dense_checkpoint, train_dense
 
-__all__ = ["DenseConfig", "DenseModel", "DenseResult", "DenseTrainConfig", "dense_train_config", "evaluate_dense",
-           "evaluate_dense_checkpoint", "hungarian_match", "is_dense_checkpoint", "load_dense", "predict_boxes",
+__all__ = ["DenseConfig", "DenseModel", "DenseResult", "DenseTask", "DenseTrainConfig", "dense_checkpoint",
+           "dense_train_config", "evaluate_dense_checkpoint", "hungarian_match", "overlay", "predict_boxes",
            "predict_file", "predict_masks", "train_dense"]

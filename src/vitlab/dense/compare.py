@@ -7,7 +7,8 @@ boundary band (pixels next to a class change).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..data.shapes import SHAPES_COUNT, load_dense_dataset
 from .train import DenseTrainConfig, train_dense
@@ -15,24 +16,26 @@ from .train import DenseTrainConfig, train_dense
 
 def compare_heads(heads: Sequence[str] = ("linear", "decoder"), patches: Sequence[int] = (4, 8, 16), *,
                   dataset: str = "shapes", data_dir: str | None = None, count: int = SHAPES_COUNT, image_size: int = 64,
-                  epochs: int = 30, seed: int = 0, device: str = "cpu", time_limit_s: float | None = None,
+                  epochs: int = 30, seed: int = 0, device: str = "auto", time_limit_s: float | None = None,
                   model: dict[str, Any] | None = None,
                   progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Train every (patch, head) pair on the same split and seed; rows of ``head``, ``patch``,
-    ``mean_iou``, ``pixel_acc``, ``boundary_acc`` (test split), ``params``, ``seconds``."""
+    ``mean_iou``, ``pixel_acc``, ``boundary_acc`` (test split), ``params``, ``seconds``. Every
+    setting is checked (as a :class:`DenseTrainConfig`) before the data is made."""
+    configs = [DenseTrainConfig(task="segment", head=head, dataset=dataset, data_dir=data_dir, count=count,
+                                image_size=image_size, epochs=epochs, seed=seed, device=device,
+                                time_limit_s=time_limit_s, model={**(model or {}), "patch_size": patch})
+               for patch in patches for head in heads]
     splits = load_dense_dataset(dataset, data_dir, seed=seed, image_size=image_size, count=count)
     rows = []
-    for patch in patches:
-        for head in heads:
-            cfg = DenseTrainConfig(task="segment", head=head, dataset=dataset, epochs=epochs, seed=seed,
-                                   device=device, time_limit_s=time_limit_s,
-                                   model={**(model or {}), "patch_size": patch})
-            r = train_dense(cfg, splits)
-            row = {"head": head, "patch": patch, **{k: r.test[k] for k in ("mean_iou", "pixel_acc", "boundary_acc")},
-                   "params": r.params, "seconds": round(r.seconds, 1)}
-            rows.append(row)
-            if progress is not None:
-                progress(row)
+    for cfg in configs:
+        r = train_dense(cfg, splits)
+        row = {"head": cfg.head, "patch": cfg.model["patch_size"],
+               **{k: r.test[k] for k in ("mean_iou", "pixel_acc", "boundary_acc")},
+               "params": r.params, "seconds": round(r.seconds, 1)}
+        rows.append(row)
+        if progress is not None:
+            progress(row)
     return rows
 
 

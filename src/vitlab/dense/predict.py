@@ -1,16 +1,29 @@
-"""Inference with a :class:`DenseModel`: class masks, boxes, checkpoints, and overlay images."""
+"""Inference with a :class:`DenseModel`: class masks, boxes, and overlay images. Checkpoints are
+the one format (``segmenter`` / ``detector`` kinds): :func:`vitlab.runs.load_checkpoint` reads them."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from torchvision.ops import box_convert
 
-from ..train.checkpoint import read_metadata, save_weights, weights_path
-from .heads import semantic_from_queries
-from .model import DenseConfig, DenseModel
+from ..engine.distributed import resolve_device
+from ..errors import CheckpointError
+from ..models.dense import DenseModel
+from ..models.dense.heads import semantic_from_queries
+from ..runs import Loaded, load_checkpoint
+
+KINDS = {"segment": "segmenter", "detect": "detector"}     # a dense task -> its checkpoint kind
+
+
+def dense_checkpoint(source: str | Path, device: str = "auto") -> Loaded:
+    """:func:`vitlab.runs.load_checkpoint` for a ``segmenter`` / ``detector`` checkpoint; another kind is refused."""
+    loaded = load_checkpoint(source, resolve_device(device))
+    if loaded.kind not in KINDS.values():
+        raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint, not a segmenter or detector: "
+                              f"train one with `vitlab train --task segment|detect --out DIR`")
+    return loaded
 
 
 def class_scores(outputs: dict) -> torch.Tensor:
@@ -47,28 +60,6 @@ def predict_boxes(model: DenseModel, images: torch.Tensor, batch_size: int = 64,
     return results
 
 
-def save_dense(model: DenseModel, path: str | Path, classes: tuple[str, ...], extra: dict | None = None) -> None:
-    """Weights as safetensors with the dense config and class names in the metadata."""
-    save_weights(model, path, {"dense_config": model.config.to_dict(), "classes": list(classes), **(extra or {})})
-
-
-def is_dense_checkpoint(path: str | Path) -> bool:
-    """Whether ``path`` (file, checkpoint folder or run folder) holds a dense model."""
-    return "dense_config" in read_metadata(weights_path(path))
-
-
-def load_dense(path: str | Path, device: str | torch.device = "cpu") -> tuple[DenseModel, dict]:
-    """Rebuild a dense model saved by :func:`save_dense`; returns ``(model in eval mode, metadata)``."""
-    file = weights_path(path)
-    meta = read_metadata(file)
-    if "dense_config" not in meta:
-        raise ValueError(f"{file} is not a dense checkpoint (no dense_config): train one with "
-                         f"`vitlab train --task segment|detect --out DIR`")
-    model = DenseModel(DenseConfig.from_dict(meta["dense_config"]))
-    model.load_state_dict(load_file(str(file)))
-    return model.to(device).eval(), meta
-
-
 PALETTE = np.array([[0, 0, 0], [230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48],
                     [145, 30, 180], [70, 240, 240], [240, 50, 230], [210, 245, 60]], np.uint8)
 
@@ -97,16 +88,18 @@ def overlay(image: torch.Tensor, mask: torch.Tensor | None = None, boxes: dict |
 
 
 def predict_file(checkpoint: str | Path, image: str | Path, out: str | Path, min_score: float = 0.5,
-                 device: str = "cpu") -> Path:
-    """Run a dense checkpoint on one image file; write the overlay PNG to ``out``."""
+                 device: str = "auto") -> Path:
+    """Run a ``segmenter`` / ``detector`` checkpoint (any source :func:`vitlab.runs.load_checkpoint`
+    reads) on one image file, resized to the model's size; write the overlay PNG to ``out``."""
     from PIL import Image
 
-    model, meta = load_dense(checkpoint, device)
+    loaded = dense_checkpoint(checkpoint, device)
+    model = loaded.model
     size = model.config.img_size
     with Image.open(image) as im:
         x = torch.from_numpy(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR),
                                         np.float32) / 255).permute(2, 0, 1)[None]
-    classes = tuple(meta.get("classes", ()))
+    classes = tuple(loaded.data.classes)
     if model.config.task == "segment":
         pil = overlay(x[0], mask=predict_masks(model, x)[0], classes=classes)
     else:

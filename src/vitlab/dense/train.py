@@ -1,75 +1,88 @@
-"""Train and evaluate dense models: ``train_dense(DenseTrainConfig) -> DenseResult``.
+"""Dense runs on the engine: ``train_dense(DenseTrainConfig) -> DenseResult``, and their evaluation.
 
 Segmentation heads ``linear`` / ``decoder`` learn by per-pixel cross-entropy, ``queries`` by the
-mask-classification set loss; ``detr`` by the detection set loss. Augmentation: a seeded random
-horizontal flip of each batch (images, masks and boxes). AdamW with warmup + cosine; with a time
-limit the cosine follows the elapsed fraction of the budget when that is ahead of the step count, so
-the learning rate has annealed when time runs out.
+mask-classification set loss; ``detr`` by the detection set loss (:class:`DenseTask`). Augmentation:
+a random horizontal flip of each batch (images, masks and boxes), drawn from the engine's per-epoch
+seed. The engine owns the rest: AdamW, warmup + cosine (following elapsed time under a time
+limit), clipping, the run folder with a ``segmenter`` / ``detector`` checkpoint that
+:func:`vitlab.runs.load_checkpoint` rebuilds, exact resume, DDP. Validation runs at the end;
+the test figures are those of the final model.
 """
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torchvision.ops import box_convert
 
-from ..models.config import reject_unknown
-from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
-from ..train.optim import WarmupCosine, build_optimizer
+from ..data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
+from ..engine import Reporter, RunConfig, Task, fit, seed_everything
+from ..engine.distributed import DistEnv
+from ..errors import ConfigError, DataError
+from ..models.config import MAX_SIDE, Check, Int, Maybe, OneOf, reject_unknown
+from ..models.dense import HEADS, DenseConfig, DenseModel
+from ..runs import DataConfig, RunDir, read_json
+from ..runs.rundir import CONFIG, LAST, SUMMARY
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
-from .model import DenseConfig, DenseModel
-from .predict import load_dense, predict_boxes, predict_masks, save_dense
+from .predict import KINDS, dense_checkpoint, predict_boxes, predict_masks
+
+TASKS = tuple(HEADS)
+# DenseConfig fields a run sets from its own fields and its data, never from ``model``
+DERIVED = ("task", "head", "num_classes", "img_size", "mean", "std")
+SPLITS = ("train", "val", "test")
 
 
 @dataclass
-class DenseTrainConfig:
-    """A dense training run. ``model`` holds :class:`DenseConfig` overrides (e.g. ``patch_size``)."""
+class DenseTrainConfig(RunConfig):
+    """A dense run: the shared run fields (:class:`~vitlab.engine.RunConfig`, here with dense
+    defaults), the ``task`` and its ``head`` (default: the task's first, ``linear`` / ``detr``), the
+    dataset's own settings (``count`` generated ``shapes`` images of ``image_size`` pixels), and
+    ``model``: :class:`~vitlab.models.dense.DenseConfig` overrides (e.g. ``{"patch_size": 4}``)."""
     task: str = "segment"
-    head: str = "linear"
+    head: str | None = None
     dataset: str = "shapes"
-    data_dir: str | None = None
     count: int = SHAPES_COUNT
     image_size: int = 64
-    rows: int | None = None
     epochs: int = 30
     batch_size: int = 16
     lr: float = 2e-3
-    weight_decay: float = 0.05
-    warmup_epochs: int = 1
-    seed: int = 0
-    device: str = "cpu"
-    time_limit_s: float | None = None
-    out_dir: str | None = None
+    min_lr: float = 0.0
+    warmup_epochs: float = 1.0
     model: dict[str, Any] = field(default_factory=dict)
 
+    def checks(self) -> dict[str, Check]:
+        return {**super().checks(), "task": OneOf(TASKS), "head": Maybe(OneOf(sum(HEADS.values(), ()))),
+                "dataset": OneOf(DENSE_DATASETS), "count": Int(7, 10_000_000), "image_size": Int(1, MAX_SIDE)}
+
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError(f"epochs={self.epochs}, batch_size={self.batch_size}: both must be >= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DenseTrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        if not isinstance(self.model, dict):
+            raise ConfigError(f"model must be a mapping of DenseConfig fields, got {self.model!r}")
+        reject_unknown(self.model, set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense model")
+        super().__post_init__()
+        self.head = self.head or HEADS[self.task][0]
+        if self.head not in HEADS[self.task]:
+            raise ConfigError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
 
 
 @dataclass
 class DenseResult:
-    """The trained model, val/test metrics, per-epoch mean training loss, wall time."""
+    """The trained model (eval mode), its val and test figures (see :func:`evaluate_dense`), the
+    engine's epoch records, the seconds the epochs took, the parameter count, and the checkpoint
+    (None without ``out_dir``)."""
+    config: DenseTrainConfig
     model: DenseModel
-    val: dict
-    test: dict
-    history: list[float]
+    val: dict[str, Any]
+    test: dict[str, Any]
+    history: list[dict[str, Any]]
     seconds: float
     params: int
+    checkpoint: Path | None = None
 
 
 def detection_targets(boxes: list[torch.Tensor], labels: list[torch.Tensor], size: tuple[int, int],
@@ -89,22 +102,23 @@ def hflip(images: torch.Tensor, masks: torch.Tensor | None, boxes: list[torch.Te
     return images.flip(-1), None if masks is None else masks.flip(-1), flipped
 
 
-def dense_loss(model: DenseModel, task: str) -> Callable:
+def dense_loss(config: DenseConfig) -> Callable[[dict, torch.Tensor | None, list | None], torch.Tensor]:
     """``(outputs, masks, targets) -> loss`` for the model's head."""
-    if task == "detect":
+    if config.task == "detect":
         criterion = DetectionLoss()
         return lambda out, masks, targets: criterion(out, targets)["loss"]
-    if model.config.head == "queries":
+    if config.head == "queries":
         criterion = MaskClassificationLoss()
         return lambda out, masks, targets: criterion(out, masks)
-    return lambda out, masks, targets: F.cross_entropy(out["logits"], masks)
+    return lambda out, masks, targets: F.cross_entropy(out["logits"].float(), masks)
 
 
-def evaluate_dense(model: DenseModel, data: DenseDataset) -> dict:
-    """Segmentation: ``pixel_acc``, ``mean_iou``, ``iou``, ``boundary_acc``; detection: ``map``, ``map50`` (COCO)."""
+def evaluate_dense(model: DenseModel, data: DenseDataset) -> dict[str, Any]:
+    """Segmentation: ``pixel_acc``, ``mean_iou``, ``iou`` (per class), ``boundary_acc``; detection:
+    ``map``, ``map50`` (COCO)."""
     if model.config.task == "segment":
         if data.masks is None:
-            raise ValueError("this dataset has no masks: evaluate a detection model on it instead")
+            raise DataError("this dataset has no masks: evaluate a detection model on it instead")
         predicted = predict_masks(model, data.images)
         report = segmentation_report(segmentation_confusion(predicted, data.masks, data.num_classes + 1))
         return {**report, "boundary_acc": boundary_accuracy(predicted, data.masks)}
@@ -113,100 +127,160 @@ def evaluate_dense(model: DenseModel, data: DenseDataset) -> dict:
                    data.num_classes)
 
 
-def train_dense(config: DenseTrainConfig, splits: DenseSplits | None = None,
-                progress: Callable[[int, float], None] | None = None) -> DenseResult:
-    """Train a dense model; ``progress(epoch, mean_loss)`` is called after each epoch. Training stops
-    after ``epochs``, or at the first step past ``time_limit_s`` seconds.
+def freeze_unreached(model: nn.Module, loss: torch.Tensor) -> list[str]:
+    """Freeze the parameters of ``model`` that ``loss`` does not depend on (a backbone's classifier
+    norm, blocks after the last map a head reads); returns their names. Their training is unchanged:
+    the optimiser skips a parameter without a gradient."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    unreached = [(n, p) for (n, p), g in zip(named, grads) if g is None]
+    for _, p in unreached:
+        p.requires_grad_(False)
+    return [n for n, _ in unreached]
 
-    With ``out_dir``: writes ``model.safetensors`` (dense config, classes, training config in the
-    metadata) and ``metrics.json``.
-    """
-    torch.manual_seed(config.seed)
+
+def build_dense_model(config: DenseTrainConfig, splits: DenseSplits) -> DenseModel:
+    """The :class:`DenseModel` for ``splits`` (its classes, image size and training statistics), then
+    ``config.model``."""
+    train = splits.train
+    mean = train.images.mean((0, 2, 3)).tolist()
+    std = train.images.std((0, 2, 3)).clamp(min=1e-3).tolist()
+    return DenseModel(DenseConfig.from_dict({"task": config.task, "head": config.head,
+                                             "num_classes": train.num_classes, "img_size": train.images.shape[-1],
+                                             "mean": mean, "std": std, **config.model}))
+
+
+class DenseTask(Task):
+    """Segmentation or detection on :class:`~vitlab.data.shapes.DenseSplits`. The training images
+    (and masks) live on the device; validation and test data stay on the CPU, scored in batches."""
+    drop_last = False
+    monitor = None
+
+    def __init__(self, model: DenseModel, splits: DenseSplits, config: DenseTrainConfig) -> None:
+        self.model, self.splits, self.config = model, splits, config
+        self.run_kind, self.checkpoint_kind = config.task, KINDS[config.task]
+        self.loss = dense_loss(model.config)
+
+    def prepare(self, env: DistEnv, amp: bool) -> None:
+        super().prepare(env, amp)
+        train = self.splits.train
+        self.images = train.images.to(env.device)
+        self.masks = None if train.masks is None else train.masks.to(env.device)
+        if env.world_size > 1:      # DDP expects a gradient for every trainable parameter
+            probe = self.examples(torch.arange(min(2, len(train))), flip=False)
+            freeze_unreached(self.model, self.step(self.model, probe, 0)[0])
+
+    def train_size(self) -> int:
+        return len(self.splits.train)
+
+    def start_epoch(self, epoch: int, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, list | None]:
+        """:meth:`examples` ``index``, mirrored with probability 1/2."""
+        return self.examples(index, flip=bool(torch.rand((), generator=self.generator) < 0.5))
+
+    def examples(self, index: torch.Tensor, flip: bool) -> tuple[torch.Tensor, torch.Tensor | None, list | None]:
+        """Training images ``(B, 3, H, W)``, masks ``(B, H, W)`` (segmentation) and box targets
+        (detection) of examples ``index (B,)``, all mirrored when ``flip``."""
+        train, device = self.splits.train, self.images.device
+        images = self.images[index.to(device)]
+        masks = None if self.masks is None else self.masks[index.to(device)]
+        rows = index.tolist()
+        boxes, labels = [train.boxes[i] for i in rows], [train.labels[i] for i in rows]
+        if flip:
+            images, masks, boxes = hflip(images, masks, boxes)
+        targets = (detection_targets(boxes, labels, tuple(images.shape[-2:]), device)
+                   if self.config.task == "detect" else None)
+        return images, masks, targets
+
+    def step(self, net: nn.Module, batch: tuple, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+        images, masks, targets = batch
+        loss = self.loss(net(images), masks, targets)
+        return loss, {"loss": loss.detach() * len(images)}, len(images)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        report = evaluate_dense(model, self.splits.val)
+        return {f"val_{k}": v for k, v in report.items() if isinstance(v, float)}
+
+    def test(self, model: nn.Module) -> dict[str, Any]:
+        return evaluate_dense(model, self.splits.test)
+
+    def data_config(self) -> dict[str, Any]:
+        """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
+        cfg, size = self.config, self.model.config.img_size
+        return DataConfig((size, size), 3, (0.0,) * 3, (1.0,) * 3, list(self.splits.classes), "unit",
+                          self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
+
+
+def train_dense(config: DenseTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
+                ) -> DenseResult:
+    """Train a dense model on ``splits`` (default: the dataset ``config`` names); with
+    ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
     if splits is None:
         splits = load_dense_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows,
                                     image_size=config.image_size, count=config.count)
     if config.task == "segment" and splits.train.masks is None:
-        raise ValueError(f"dataset {splits.name!r} has no masks: use --task detect, or a dataset with masks")
-    train = splits.train
-    size = tuple(train.images.shape[-2:])
-    mean = train.images.mean((0, 2, 3)).tolist()
-    std = train.images.std((0, 2, 3)).clamp(min=1e-3).tolist()
-    model_cfg = DenseConfig.from_dict({"task": config.task, "head": config.head, "num_classes": train.num_classes,
-                                       "img_size": size[0], "mean": mean, "std": std, **config.model})
-    device = torch.device(config.device)
-    model = DenseModel(model_cfg).to(device)
-    optimizer = build_optimizer(model, "adamw", config.lr, config.weight_decay)
-    steps = -(-len(train) // config.batch_size)
-    total = steps * config.epochs
-    rule = WarmupCosine(total, steps * config.warmup_epochs)
-    loss_fn = dense_loss(model, config.task)
-    start, history, step = time.perf_counter(), [], 0
-    for epoch in range(config.epochs):
-        model.train()
-        gen = torch.Generator().manual_seed(config.seed * 1000 + epoch)
-        order = torch.randperm(len(train), generator=gen)
-        epoch_loss, done_steps = 0.0, 0
-        for i in range(steps):
-            if config.time_limit_s is not None and time.perf_counter() - start > config.time_limit_s:
-                break
-            idx = order[i * config.batch_size:(i + 1) * config.batch_size]
-            batch = train.subset(idx)
-            images, masks, boxes = batch.images, batch.masks, batch.boxes
-            if torch.rand((), generator=gen) < 0.5:
-                images, masks, boxes = hflip(images, masks, boxes)
-            targets = detection_targets(boxes, batch.labels, size, device) if config.task == "detect" else None
-            loss = loss_fn(model(images.to(device)), None if masks is None else masks.to(device), targets)
-            # the schedule follows steps, or the time budget when that runs out first
-            done = step if config.time_limit_s is None else max(
-                step, int(total * (time.perf_counter() - start) / config.time_limit_s))
-            for group in optimizer.param_groups:
-                group["lr"] = config.lr * rule(done)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            step += 1
-            epoch_loss, done_steps = epoch_loss + float(loss.detach()), done_steps + 1
-        if done_steps == 0:
-            break
-        history.append(epoch_loss / done_steps)
-        if progress is not None:
-            progress(epoch, history[-1])
-    seconds = time.perf_counter() - start
-    val, test = evaluate_dense(model, splits.val), evaluate_dense(model, splits.test)
-    params = sum(p.numel() for p in model.parameters())
-    if config.out_dir is not None:
-        out = Path(config.out_dir)
-        save_dense(model, out / "model.safetensors", train.classes, {"train": config.to_dict()})
-        (out / "metrics.json").write_text(json.dumps({"val": val, "test": test, "history": history,
-                                                      "seconds": seconds, "params": params}, indent=2))
-    return DenseResult(model, val, test, history, seconds, params)
+        raise DataError(f"dataset {splits.name!r} has no masks: use --task detect, or a dataset with masks")
+    seed_everything(config.seed)
+    model = build_dense_model(config, splits)
+    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
+    fitted = fit(DenseTask(model, splits, config), config, run_dir, reporter)
+    last = fitted.history[-1] if fitted.history else {}
+    val = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
+    test = fitted.test or {}
+    checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
+    if checkpoint is not None:
+        run_dir.write_json(SUMMARY, {"val": val, "test": test, "epochs": len(fitted.history),
+                                     "seconds": fitted.seconds, "params": fitted.params,
+                                     "test_on": "the final model (validation runs at the end)"})
+    return DenseResult(config, fitted.model, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
 
 
 def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
     """A :class:`DenseTrainConfig` from flat options: its own fields, and the rest as model overrides
-    (e.g. ``{"task": "segment", "head": "decoder", "epochs": 5, "patch_size": 4}``)."""
+    (e.g. ``{"task": "segment", "head": "decoder", "epochs": 5, "patch_size": 4}``); a ``model``
+    mapping among them (a run's ``config.json``) is flattened first."""
+    options = {**{k: v for k, v in options.items() if k != "model"}, **options.get("model", {})}
     own = {f.name for f in fields(DenseTrainConfig)} - {"model"}
-    derived = {"task", "head", "num_classes", "img_size", "mean", "std"}  # set from the run and its data
-    known = own | ({f.name for f in fields(DenseConfig)} - derived)
-    reject_unknown(options, known, "dense")
-    model = {k: v for k, v in options.items() if k not in own}
-    return DenseTrainConfig(**{k: v for k, v in options.items() if k in own}, model=model)
+    reject_unknown(options, own | set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense")
+    return DenseTrainConfig(**{k: v for k, v in options.items() if k in own},
+                            model={k: v for k, v in options.items() if k not in own})
 
 
-def evaluate_dense_checkpoint(path: str | Path, split: str = "test", dataset: str | None = None,
-                              data_dir: str | None = None, device: str = "cpu") -> dict:
-    """Evaluate a dense checkpoint on a split of its training dataset (or of ``dataset``)."""
-    model, meta = load_dense(path, device)
-    cfg = DenseTrainConfig.from_dict(meta.get("train", {}))
-    splits = load_dense_dataset(dataset or cfg.dataset, data_dir or cfg.data_dir, seed=cfg.seed,
-                                image_size=model.config.img_size, count=cfg.count)
-    if split not in ("train", "val", "test"):
-        raise ValueError(f"split must be train, val or test, got {split!r}")
-    data = getattr(splits, split)
-    return {"task": model.config.task, "head": model.config.head, "dataset": splits.name, "split": split,
-            "n": len(data), **evaluate_dense(model, data)}
+def run_settings(path: Path) -> dict[str, Any]:
+    """The config of the dense run whose checkpoint is ``path`` (``RUN/best|last/model.safetensors``),
+    or ``{}`` for a file outside its run folder."""
+    run = RunDir(path.parent.parent)
+    if run.existing_kind() in KINDS and (run / CONFIG).is_file():
+        return read_json(run / CONFIG, "run config")
+    return {}
 
 
-__all__ = ["DenseResult", "DenseTrainConfig", "dense_train_config", "evaluate_dense", "evaluate_dense_checkpoint",
-           "train_dense"]
+def evaluate_dense_checkpoint(source: str | Path, split: str = "test", dataset: str | None = None,
+                              data_dir: str | None = None, device: str = "auto", out_dir: str | Path | None = None,
+                              overwrite: bool = False) -> dict[str, Any]:
+    """Evaluate a ``segmenter`` / ``detector`` checkpoint on a split of its training dataset (or of
+    ``dataset``): the splits are rebuilt from the checkpoint's data config (and, for generated
+    ``shapes``, its run folder's ``count``; 5000 outside a run folder). With ``out_dir``, writes
+    ``metrics.json`` there (a run folder of kind ``evaluate``)."""
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
+    loaded = dense_checkpoint(source, device)
+    model, data = loaded.model, loaded.data
+    name = dataset or data.dataset or "shapes"
+    same = name == data.dataset
+    count = run_settings(loaded.path).get("count", SHAPES_COUNT)
+    splits = load_dense_dataset(name, data_dir or (data.data_dir if same else None), seed=data.seed,
+                                rows=data.rows if same else None, image_size=model.config.img_size, count=count)
+    part = getattr(splits, split)
+    report = {"checkpoint": str(loaded.path), "task": model.config.task, "head": model.config.head,
+              "dataset": splits.name, "split": split, "n": len(part), **evaluate_dense(model, part)}
+    if out_dir is not None:
+        with RunDir(out_dir).open("evaluate", overwrite=overwrite) as run_dir:
+            run_dir.write_json("metrics.json", report)
+    return report
+
+
+__all__ = ["DenseResult", "DenseTask", "DenseTrainConfig", "dense_train_config", "evaluate_dense",
+           "evaluate_dense_checkpoint", "train_dense"]

@@ -172,7 +172,8 @@ class Engine:
         model = task.model
         self.net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
                                             else None) if env.world_size > 1 else model)
-        self.loader = BatchLoader(_Sizes(task.train_size()),  # type: ignore[arg-type] config.batch_size, shuffle=True, seed=config.seed,
+        self.loader = BatchLoader(_Sizes(task.train_size()), config.batch_size,  # type: ignore[arg-type]
+                                  shuffle=True, seed=config.seed,
                                   drop_last=task.drop_last and task.train_size() > config.batch_size,
                                   rank=env.rank, world_size=env.world_size)
         self.steps_per_epoch = max(1, math.ceil(len(self.loader) / config.accumulate))
@@ -232,7 +233,9 @@ class Engine:
                            sum(r["seconds"] for r in self.history),
                            sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad))
         if self.run_dir is not None and self.env.is_main:
-            result.checkpoints = {w: self.run_dir.checkpoint(w) for w in ("best", "last")}
+            last = self.run_dir.checkpoint("last")
+            best = self.run_dir.checkpoint("best") if task.monitor is not None else last
+            result.checkpoints = {"best": best, "last": last}
             task.finish(self.run_dir, result.model)
         return result
 

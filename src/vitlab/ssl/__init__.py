@@ -12,8 +12,8 @@
 Scratch vs pretrained vs distilled on one labelled budget is a comparison study:
 ``vitlab compare --pretrain none,mae,dino --distill none,cnn`` (:mod:`vitlab.experiments.compare`).
 """
-from .distill import DISTILL_KINDS, distillation_loss
 from .dino import Centre, DINOHead, dino_loss, ema_update_
+from .distill import DISTILL_KINDS, distillation_loss
 from .mae import MAEConfig, MaskedAutoencoder, mae_loss
 from .masking import Masking, random_masking
 from .pretrain import DINOTask, MAETask, PretrainConfig, PretrainResult, pretrain

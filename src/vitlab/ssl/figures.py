@@ -1,30 +1,33 @@
-"""Figures of pretraining runs: loss curves, and MAE's original / masked / reconstruction grids."""
+"""Figures of pretraining runs: loss curves, and MAE's original / masked / reconstruction grids.
+
+Drawn on :class:`matplotlib.figure.Figure` objects directly (no pyplot, no backend chosen)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import matplotlib
+import torch
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+from ..ops.patches import patchify, unpatchify
 
-from ..ops.patches import patchify, unpatchify  # noqa: E402
+MONITORS = ("train_loss", "train_teacher_entropy", "train_teacher_student_kl")
 
 
-def plot_pretrain_loss(history: list[dict[str, float]], path: str | Path, title: str = "") -> None:
-    """The per-epoch loss (and DINO's collapse monitors when present) against the epoch."""
-    keys = [k for k in ("loss", "teacher_entropy", "teacher_student_kl") if k in history[0]]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3), squeeze=False)
+def plot_pretrain_loss(history: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
+    """The per-epoch training loss (and DINO's collapse monitors when present) against the epoch;
+    ``history`` holds the engine's epoch records."""
+    keys = [k for k in MONITORS if k in history[0]]
+    fig = Figure(figsize=(4 * len(keys), 3))
+    axes = fig.subplots(1, len(keys), squeeze=False)
     epochs = [r["epoch"] for r in history]
     for ax, key in zip(axes[0], keys):
-        ax.plot(epochs, [r[key] for r in history])
+        ax.plot(epochs, [r[key] for r in history], marker="o" if len(epochs) < 20 else None)
         ax.set_xlabel("epoch")
-        ax.set_ylabel(key)
+        ax.set_ylabel(key.removeprefix("train_"))
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_reconstructions(images: torch.Tensor, pred: torch.Tensor, mask: torch.Tensor, patch_size: int,
@@ -44,7 +47,8 @@ def plot_reconstructions(images: torch.Tensor, pred: torch.Tensor, mask: torch.T
     recon = unpatchify(target * (1 - hidden) + pred * hidden, patch_size, grid)
     rows = [("original", images), ("masked", masked), ("reconstruction", recon)]
     b = images.shape[0]
-    fig, axes = plt.subplots(3, b, figsize=(1.2 * b, 3.8), squeeze=False)
+    fig = Figure(figsize=(1.2 * b, 3.8))
+    axes = fig.subplots(3, b, squeeze=False)
     for r, (name, batch) in enumerate(rows):
         for i in range(b):
             ax = axes[r][i]
@@ -55,4 +59,3 @@ def plot_reconstructions(images: torch.Tensor, pred: torch.Tensor, mask: torch.T
         axes[r][0].set_ylabel(name, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -1,60 +1,64 @@
-"""Self-supervised pretraining runs: ``pretrain(PretrainConfig) -> PretrainResult``.
+"""Self-supervised pretraining on the engine: ``pretrain(PretrainConfig) -> PretrainResult``.
 
-``method="mae"`` trains a :class:`~vitlab.ssl.mae.MaskedAutoencoder` around the ViT;
-``method="dino"`` a student / momentum-teacher pair (:mod:`vitlab.ssl.dino`). Labels are never
-read. The images are the training split, or with ``images="all"`` every split's (train, val and
-test: for a pretrain-then-fine-tune protocol this means the encoder has seen the validation
-images, without their labels).
+``method="mae"`` trains a :class:`~vitlab.ssl.mae.MaskedAutoencoder` around the ViT
+(:class:`MAETask`); ``method="dino"`` a student and its momentum teacher (:class:`DINOTask`,
+:mod:`vitlab.ssl.dino`). Labels are never read. The images are the training split, or with
+``images="all"`` every split's (train, val and test: for a pretrain-then-fine-tune protocol this
+means the encoder has seen the validation images, without their labels).
 
-The result's ``encoder`` is the ViT (the DINO teacher's backbone), with its classifier head as
-built. With ``out_dir`` it is saved as a vitlab checkpoint (``model.safetensors``, loadable by
-``load_checkpoint`` and ``vitlab train --init``) beside ``metrics.jsonl``, ``loss.png`` and, for
-MAE, ``reconstructions.png``.
+Both are tasks on :func:`vitlab.engine.fit`, so a run gets the run folder, exact resume, the time
+limit and DDP from the engine. The deliverable is the ViT without a classifier head (the DINO
+teacher's backbone): a checkpoint of kind ``encoder`` in ``last/model.safetensors``, which
+:func:`vitlab.runs.load_checkpoint` rebuilds and ``vitlab train --init`` starts from; ``loss.png``
+and, for MAE, ``reconstructions.png`` sit beside it.
 """
 from __future__ import annotations
 
 import copy
 import json
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from .. import __version__
-from ..data import BatchLoader, DataSplits, ImageDataset, load_dataset, normalize
+from ..data import DataSplits, load_dataset, normalize
+from ..engine import Reporter, RunConfig, Task, fit, seed_everything
+from ..engine.distributed import DistEnv, all_reduce_sum
+from ..errors import ConfigError
+from ..models import create_model
+from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, reject_unknown
 from ..models.vit import VisionTransformer
-from ..train.checkpoint import WEIGHTS, atomic_write, save_weights
-from ..train.distributed import resolve_device
-from ..train.optim import build_optimizer, build_scheduler
-from ..train.trainer import TrainConfig, build_model, epoch_seed, seed_everything
+from ..runs import DataConfig, RunDir
+from ..runs.rundir import LAST, METRICS, SUMMARY
 from .crops import multi_crop
 from .dino import Centre, DINOHead, DINONet, cosine_momentum, dino_loss, ema_update_, teacher_temperature
 from .mae import MAEConfig, MaskedAutoencoder
 
 METHODS = ("mae", "dino")
 IMAGE_SETS = ("train", "all")
+TEMPERATURE = Float(0.0, 100.0, low_open=True)
 
 
 @dataclass
-class PretrainConfig:
-    """Everything that defines a pretraining run (``mae`` fields and ``dino`` fields apply to their method)."""
+class PretrainConfig(RunConfig):
+    """A pretraining run: the shared run fields (:class:`~vitlab.engine.RunConfig`, here with
+    pretraining's defaults), the ViT (``model`` with ``model_overrides``), the images, and each
+    method's own fields: ``mae`` (an :class:`~vitlab.ssl.mae.MAEConfig`, or its fields as a mapping)
+    for MAE; the projection width ``dino_out_dim``, ``local_crops`` crops of ``local_size`` pixels
+    (default: half the image, whole patches), the temperatures (the teacher's warms up from
+    ``warmup_teacher_temp`` over ``teacher_temp_epochs``), the teacher's EMA momentum (rising to 1
+    on a cosine) and the centre's momentum for DINO.
+    """
     method: str = "mae"
     model: str = "vit-digits"
     model_overrides: dict[str, Any] = field(default_factory=dict)
-    dataset: str = "digits"
-    data_dir: str | None = None
     images: str = "train"
-    seed: int = 0
     epochs: int = 50
     batch_size: int = 128
     lr: float = 1.5e-3
-    min_lr: float = 1e-5
-    weight_decay: float = 0.05
     warmup_epochs: float = 5.0
-    clip_grad: float | None = 1.0
     mae: MAEConfig = field(default_factory=MAEConfig)
     dino_out_dim: int = 256
     local_crops: int = 4
@@ -65,27 +69,38 @@ class PretrainConfig:
     teacher_temp_epochs: int = 10
     teacher_momentum: float = 0.996
     centre_momentum: float = 0.9
-    out_dir: str | None = None
-    device: str = "auto"
+
+    def checks(self) -> dict[str, Check]:
+        return {**super().checks(), "method": OneOf(METHODS), "images": OneOf(IMAGE_SETS),
+                "dino_out_dim": Int(1, MAX_CLASSES), "local_crops": Int(0, 64), "local_size": Maybe(Int(1, MAX_SIDE)),
+                "student_temp": TEMPERATURE, "teacher_temp": TEMPERATURE, "warmup_teacher_temp": TEMPERATURE,
+                "teacher_temp_epochs": Int(0, 100_000), "teacher_momentum": Float(0.0, 1.0),
+                "centre_momentum": Float(0.0, 1.0)}
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"unknown pretraining method {self.method!r}: choose one of {METHODS}")
-        if self.images not in IMAGE_SETS:
-            raise ValueError(f"images must be one of {IMAGE_SETS}, got {self.images!r}")
         if isinstance(self.mae, dict):
+            reject_unknown(self.mae, (f.name for f in fields(MAEConfig)), "MAEConfig")
             self.mae = MAEConfig(**self.mae)
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not isinstance(self.mae, MAEConfig):
+            raise ConfigError(f"mae must be an MAEConfig or a mapping of its fields, got {self.mae!r}")
+        if not isinstance(self.model_overrides, dict):
+            raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
+        super().__post_init__()
+        if self.method == "dino" and self.ema_decay is not None:
+            raise ConfigError("DINO's teacher is already a moving average of the student: leave ema_decay unset "
+                              "(tune teacher_momentum instead)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "mae": asdict(self.mae)}
 
 
 @dataclass
 class PretrainResult:
-    """The pretrained backbone (eval mode), per-epoch records, and the checkpoint (None without out_dir)."""
+    """The pretrained encoder (eval mode; no classifier head), the per-epoch records, the seconds
+    the epochs took, and the checkpoint (None without ``out_dir``)."""
     config: PretrainConfig
     encoder: nn.Module
-    history: list[dict[str, float]]
+    history: list[dict[str, Any]]
     seconds: float
     checkpoint: Path | None
 
@@ -96,131 +111,174 @@ def unlabelled_images(splits: DataSplits, which: str) -> torch.Tensor:
     return torch.cat([p.images for p in parts])
 
 
-def pretrain(config: PretrainConfig, splits: DataSplits | None = None) -> PretrainResult:
-    """Pretrain ``config.model`` on ``splits`` (default ``load_dataset(config.dataset)``) without labels."""
-    device = resolve_device(config.device)
-    splits = splits or load_dataset(config.dataset, config.data_dir, seed=config.seed)
-    seed_everything(config.seed)
-    overrides = dict(config.model_overrides)
-    if config.method == "dino":
-        overrides.setdefault("dynamic_img_size", True)
-    encoder = build_model(TrainConfig(model=config.model, model_overrides=overrides), splits).to(device)
+def build_encoder(config: PretrainConfig, splits: DataSplits) -> VisionTransformer:
+    """``create_model(config.model)`` for the images, without a classifier head (DINO's local crops
+    need ``dynamic_img_size``), then ``config.model_overrides``."""
+    chans, height, width = splits.image_shape
+    dynamic = {"dynamic_img_size": True} if config.method == "dino" else {}
+    encoder = create_model(config.model, **{"in_chans": chans, "img_size": (height, width), **dynamic,
+                                            **config.model_overrides, "num_classes": 0})
     if not isinstance(encoder, VisionTransformer):
-        raise ValueError(f"{config.model} is not a ViT: self-supervised pretraining here needs a vit-* model")
-    images = unlabelled_images(splits, config.images).to(device)
-    data = ImageDataset(images, torch.zeros(len(images), dtype=torch.long, device=device), ["?"])
-    loader = BatchLoader(data, config.batch_size, shuffle=True, seed=config.seed,
-                         drop_last=len(data) > config.batch_size)
-    mean, std = torch.tensor(splits.mean, device=device), torch.tensor(splits.std, device=device)
-    step_fn = (_MAEStep(encoder, config) if config.method == "mae" else _DINOStep(encoder, config, splits.hflip_ok,
-                                                                                   len(loader)))
-    step_fn.to(device)
-    optimizer = build_optimizer(step_fn.student, "adamw", config.lr, config.weight_decay)
-    steps = len(loader) * config.epochs
-    scheduler = build_scheduler(optimizer, "cosine", steps, round(config.warmup_epochs * len(loader)), config.lr,
-                                config.min_lr)
-    history: list[dict[str, float]] = []
-    for epoch in range(config.epochs):
-        seed = epoch_seed(config.seed, epoch, 0)
-        seed_everything(seed)
-        generator = torch.Generator(device=device).manual_seed(seed)
-        loader.set_epoch(epoch)
-        step_fn.student.train()
-        sums: dict[str, float] = {}
-        start = time.perf_counter()
-        for x, _ in loader:
-            stats = step_fn(normalize(x, mean, std), epoch, generator)
-            optimizer.zero_grad(set_to_none=True)
-            stats["loss"].backward()
-            if config.clip_grad is not None:
-                nn.utils.clip_grad_norm_(step_fn.student.parameters(), config.clip_grad)
-            optimizer.step()
-            scheduler.step()
-            step_fn.after_step()
-            for k, v in stats.items():
-                sums[k] = sums.get(k, 0.0) + float(v.detach())
-        history.append({"epoch": epoch + 1, **{k: v / len(loader) for k, v in sums.items()},
-                        "lr": scheduler.get_last_lr()[0], "seconds": time.perf_counter() - start})
-    encoder = step_fn.backbone().eval()
-    checkpoint = None
-    if config.out_dir is not None:
-        checkpoint = _write(config, splits, encoder, step_fn, history, images, mean, std)
-    return PretrainResult(config, encoder, history, sum(r["seconds"] for r in history), checkpoint)
+        raise ConfigError(f"{config.model} is not a ViT: self-supervised pretraining here needs a vit-* model")
+    return encoder
 
 
-class _MAEStep(nn.Module):
-    def __init__(self, encoder: VisionTransformer, config: PretrainConfig) -> None:
-        super().__init__()
-        self.student = MaskedAutoencoder(encoder, config.mae)
-
-    def forward(self, x: torch.Tensor, epoch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        loss, _, _ = self.student(x, generator)
-        return {"loss": loss}
-
-    def after_step(self) -> None:
-        pass
-
-    def backbone(self) -> VisionTransformer:
-        return self.student.encoder
+def scores_per_crop(net: nn.Module, crops: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``net``'s scores ``(B, K)`` for each crop ``(B, C, S, S)``; the crops of one size run as one batch."""
+    out: list[torch.Tensor] = []
+    for size in dict.fromkeys(c.shape[-1] for c in crops):
+        group = [c for c in crops if c.shape[-1] == size]
+        out += net(torch.cat(group)).chunk(len(group))
+    return out
 
 
-class _DINOStep(nn.Module):
-    def __init__(self, encoder: VisionTransformer, config: PretrainConfig, hflip: bool, steps_per_epoch: int) -> None:
-        super().__init__()
-        self.config, self.hflip = config, hflip
-        self.student = DINONet(encoder, DINOHead(encoder.embed_dim, config.dino_out_dim))
-        self.teacher = copy.deepcopy(self.student).requires_grad_(False)
+class PretrainTask(Task):
+    """What MAE and DINO share: unlabelled, normalised images, the encoder checkpoint, the loss figure."""
+    checkpoint_kind = "encoder"
+    monitor = None
+    drop_last = True
+
+    def __init__(self, splits: DataSplits, config: PretrainConfig) -> None:
+        self.splits, self.config = splits, config
+        self.images = unlabelled_images(splits, config.images)
+
+    def prepare(self, env: DistEnv, amp: bool) -> None:
+        super().prepare(env, amp)
+        self.images = self.images.to(env.device)
+        self.mean = torch.tensor(self.splits.mean, device=env.device)
+        self.std = torch.tensor(self.splits.std, device=env.device)
+
+    def train_size(self) -> int:
+        return len(self.images)
+
+    def batch(self, index: torch.Tensor) -> torch.Tensor:
+        """Normalised images ``(B, C, H, W)``."""
+        return normalize(self.images[index.to(self.images.device)], self.mean, self.std)
+
+    def data_config(self) -> dict[str, Any]:
+        cfg = self.config
+        data = DataConfig.from_splits(self.splits, data_dir=cfg.data_dir, seed=cfg.seed, rows=cfg.rows)
+        data.classes = []                       # an encoder has no outputs to name
+        return data.to_dict()
+
+    def finish(self, run_dir: RunDir, model: nn.Module) -> None:
+        from .figures import plot_pretrain_loss
+
+        history = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
+        plot_pretrain_loss(history, run_dir.figure_path("loss.png"),
+                           title=f"{self.config.method} pretraining of {self.config.model}")
+
+
+class MAETask(PretrainTask):
+    """Masked autoencoding: the loss is the MSE on hidden patches; the masks come from a generator
+    reseeded every epoch. Delivers the encoder."""
+    run_kind = "mae"
+
+    def __init__(self, encoder: VisionTransformer, splits: DataSplits, config: PretrainConfig) -> None:
+        super().__init__(splits, config)
+        # MAE reads the tokens before pooling, so fc_norm gets no gradient: frozen, it is also left
+        # out of DDP's gradient reduction (which expects a gradient for every trainable parameter).
+        encoder.fc_norm.requires_grad_(False)
+        self.model = MaskedAutoencoder(encoder, config.mae)
+
+    def start_epoch(self, epoch: int, seed: int) -> None:
+        self.generator = torch.Generator(device=self.env.device).manual_seed(seed)
+
+    def step(self, net: nn.Module, batch: torch.Tensor, epoch: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+        loss, _, _ = net(batch, self.generator)
+        return loss, {"loss": loss.detach() * len(batch)}, len(batch)
+
+    def deliverable(self, model: nn.Module) -> nn.Module:
+        return model.encoder
+
+    def finish(self, run_dir: RunDir, model: nn.Module) -> None:
+        from .figures import plot_reconstructions
+
+        super().finish(run_dir, model)
+        mae = copy.deepcopy(self.model).eval()
+        mae.encoder.load_state_dict(model.state_dict())     # the delivered weights (the EMA when on)
+        with torch.no_grad():
+            x = self.batch(torch.arange(min(8, len(self.images))))
+            _, pred, mask = mae(x, torch.Generator(device=x.device).manual_seed(self.config.seed))
+        plot_reconstructions(x, pred, mask, mae.patch_size, run_dir.figure_path("reconstructions.png"),
+                             norm_pix=self.config.mae.norm_pix_loss)
+
+
+class DINOTask(PretrainTask):
+    """Self-distillation: the student (:attr:`model`) sees two global and ``local_crops`` local crops,
+    the teacher (the student's EMA, updated after each optimiser step) the global ones. Teacher and
+    centre are the task's state, so a resumed run continues exactly. Delivers the teacher's backbone."""
+    run_kind = "dino"
+
+    def __init__(self, encoder: VisionTransformer, splits: DataSplits, config: PretrainConfig) -> None:
+        super().__init__(splits, config)
+        self.model = DINONet(encoder, DINOHead(encoder.embed_dim, config.dino_out_dim))
+        self.teacher = copy.deepcopy(self.model)   # runs under no_grad: no gradient ever reaches it
         self.centre = Centre(config.dino_out_dim, config.centre_momentum)
-        self.total_steps, self.steps = steps_per_epoch * config.epochs, 0
-        size = encoder.config.img_size[0]
-        patch = encoder.config.patch_size
+        size, patch = encoder.config.img_size[0], encoder.config.patch_size
         self.global_size = size
         self.local_size = config.local_size or max(patch, (size // 2) // patch * patch)
+        if self.local_size % patch:
+            raise ConfigError(f"local_size {self.local_size} is not a multiple of the patch size {patch}: "
+                              f"choose e.g. {max(patch, self.local_size // patch * patch)}")
 
-    def forward(self, x: torch.Tensor, epoch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def prepare(self, env: DistEnv, amp: bool) -> None:
+        super().prepare(env, amp)
+        self.teacher.to(env.device)
+        self.centre.to(env.device)
+
+    def start_epoch(self, epoch: int, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def step(self, net: nn.Module, batch: torch.Tensor, epoch: int
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         cfg = self.config
-        cpu_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator,
-                                                                   device=generator.device)))
-        crops = multi_crop(x, self.global_size, self.local_size, cfg.local_crops, hflip=self.hflip,
-                           generator=cpu_gen)
+        crops = multi_crop(batch, self.global_size, self.local_size, cfg.local_crops, hflip=self.splits.hflip_ok,
+                           generator=self.generator)
         self.teacher.eval()
         with torch.no_grad():
-            teacher_out = [self.teacher(c) for c in crops[:2]]
-        student_out = [self.student(c) for c in crops]
+            teacher_out = scores_per_crop(self.teacher, crops[:2])
+        student_out = scores_per_crop(net, crops)
         temp = teacher_temperature(epoch, cfg.teacher_temp_epochs, cfg.warmup_teacher_temp, cfg.teacher_temp)
         stats = dino_loss(student_out, teacher_out, self.centre, cfg.student_temp, temp)
-        return {"loss": stats.loss, "teacher_entropy": stats.teacher_entropy,
-                "teacher_student_kl": stats.teacher_student_kl}
+        n = len(batch)
+        return stats.loss, {"loss": stats.loss.detach() * n, "teacher_entropy": stats.teacher_entropy * n,
+                            "teacher_student_kl": stats.teacher_student_kl * n}, n
 
-    def after_step(self) -> None:
-        ema_update_(self.teacher, self.student, cosine_momentum(self.steps, self.total_steps,
-                                                                self.config.teacher_momentum))
-        self.steps += 1
+    def after_step(self, step: int, total_steps: int) -> None:
+        """The teacher follows the student; every process's centre becomes their mean, which (the
+        update being linear in the batch means) is the centre of the global batch."""
+        ema_update_(self.teacher, self.model, cosine_momentum(step - 1, total_steps, self.config.teacher_momentum))
+        world = self.env.world_size
+        if world > 1:
+            all_reduce_sum(self.centre.centre).div_(world)
 
-    def backbone(self) -> VisionTransformer:
+    def deliverable(self, model: nn.Module) -> nn.Module:
         return self.teacher.backbone
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"teacher": self.teacher.state_dict(), "centre": self.centre.state_dict()}
 
-def _write(config: PretrainConfig, splits: DataSplits, encoder: VisionTransformer, step_fn: nn.Module,
-           history: list[dict[str, float]], images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> Path:
-    from .figures import plot_pretrain_loss, plot_reconstructions
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.teacher.load_state_dict(state["teacher"])
+        self.centre.load_state_dict(state["centre"])
 
-    out = Path(config.out_dir)
-    file = out / WEIGHTS
-    meta = {"model": config.model, "config": encoder.config.to_dict(), "dataset": splits.name,
-            "data_dir": config.data_dir, "rows": None, "seed": config.seed, "classes": splits.train.classes,
-            "mean": list(splits.mean), "std": list(splits.std), "epoch": config.epochs,
-            "weights": f"{config.method}-encoder", "pretrain": config.method, "vitlab": __version__}
-    save_weights(encoder, file, meta)
-    config_dict = {**asdict(config), "mae": asdict(config.mae)}
-    atomic_write(out / "config.json", (json.dumps(config_dict, indent=2) + "\n").encode())
-    atomic_write(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history).encode())
-    plot_pretrain_loss(history, out / "loss.png", title=f"{config.method} pretraining of {config.model}")
-    if config.method == "mae":
-        mae = step_fn.student.eval()
-        with torch.no_grad():
-            x = normalize(images[:8], mean, std)
-            _, pred, mask = mae(x, torch.Generator(device=x.device).manual_seed(config.seed))
-        plot_reconstructions(x, pred, mask, mae.patch_size, out / "reconstructions.png",
-                             norm_pix=config.mae.norm_pix_loss)
-    return file
+
+def pretrain(config: PretrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None
+             ) -> PretrainResult:
+    """Pretrain ``config.model`` on ``splits`` (default: the dataset ``config`` names) without labels;
+    with ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
+    splits = splits or load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows)
+    seed_everything(config.seed)
+    encoder = build_encoder(config, splits)
+    task = (MAETask if config.method == "mae" else DINOTask)(encoder, splits, config)
+    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
+    fitted = fit(task, config, run_dir, reporter)
+    checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
+    if checkpoint is not None:
+        last = fitted.history[-1] if fitted.history else {}
+        run_dir.write_json(SUMMARY, {"method": config.method, "epochs": len(fitted.history),
+                                     "final_loss": last.get("train_loss"), "seconds": fitted.seconds,
+                                     "params": fitted.params, "checkpoint": str(checkpoint)})
+    return PretrainResult(config, fitted.model.requires_grad_(True), fitted.history, fitted.seconds, checkpoint)

@@ -15,7 +15,7 @@ from typing import Any
 from torch import nn
 
 from ..data import DataSplits, load_dataset
-from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit
+from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit, seed_everything
 from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, DataError
 from ..runs import RunDir, load_checkpoint, load_matching_weights
@@ -76,6 +76,8 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     splits = splits or load_splits(config)
     if len(splits.val) == 0:
         raise DataError(f"{splits.name} has an empty validation split: use more images per class")
+    seed_everything(config.seed)                # the initial weights depend on the seed alone
+    seed_everything(config.seed)                    # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(ClassificationTask(model, splits, config, teacher), config, run_dir, reporter)
