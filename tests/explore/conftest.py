@@ -9,9 +9,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app
-from vitlab.train import TrainConfig, train
+from vitlab.tasks import train
 
 
 @pytest.fixture(scope="session")
@@ -43,5 +44,6 @@ def app(explore_config: ExploreConfig):
 
 @pytest.fixture(scope="session")
 def client(app) -> TestClient:
-    """A test client that talks to the app as the browser does, on the loopback address."""
-    return TestClient(app, base_url="http://127.0.0.1")
+    """A test client that talks to the app as the browser's page does: on the loopback address,
+    sending the page's origin (as fetch() does on a POST)."""
+    return TestClient(app, base_url="http://127.0.0.1", headers={"origin": "http://127.0.0.1"})

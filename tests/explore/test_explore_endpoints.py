@@ -15,7 +15,7 @@ from vitlab.layers.attention import MultiHeadSelfAttention
 from vitlab.models.cost import ATTENTION_COSTS, Workload, attention_cost, flops
 from vitlab.ops.patches import num_tokens, patchify
 from vitlab.ops.positions import sincos_2d
-from vitlab.train import load_checkpoint
+from vitlab.runs import load_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def layer_logits(model, inputs):
 @pytest.mark.parametrize("query", ["5", "mean"])
 def test_attention_equals_recorded_weights(client, trained, digits_test, query):
     answer = get(client, "/api/attention", model=0, ref="digits:7", query=query)
-    inputs = normalize(digits_test.images[7:8], trained.metadata["mean"], trained.metadata["std"])
+    inputs = normalize(digits_test.images[7:8], trained.data.mean, trained.data.std)
     logits, weights = record_weights(trained.model, inputs)
     q = int(query) if query.isdigit() else query
     expected = query_attention(weights, q, 0, (4, 4))[0]                     # (L, H, 4, 4)
@@ -119,7 +119,7 @@ def test_attention_equals_recorded_weights(client, trained, digits_test, query):
 @pytest.mark.parametrize("temperature", [0.25, 3.0])
 def test_temperature_divides_the_logits(client, trained, digits_test, temperature):
     answer = get(client, "/api/attention", model=0, ref="digits:7", query="2", temperature=temperature)
-    inputs = normalize(digits_test.images[7:8], trained.metadata["mean"], trained.metadata["std"])
+    inputs = normalize(digits_test.images[7:8], trained.data.mean, trained.data.std)
     expected = torch.stack([(s / temperature).softmax(-1)[0, :, 2] for s in layer_logits(trained.model, inputs)])
     np.testing.assert_allclose(decode_array(answer["rows"]), expected.numpy(), atol=1e-5)
     plain = get(client, "/api/attention", model=0, ref="digits:7", query="2")
@@ -129,7 +129,7 @@ def test_temperature_divides_the_logits(client, trained, digits_test, temperatur
 
 def test_maps_equal_the_explain_functions(client, trained, digits_test):
     answer = get(client, "/api/maps", model=0, ref="digits:7", query="5")
-    inputs = normalize(digits_test.images[7:8], trained.metadata["mean"], trained.metadata["std"])
+    inputs = normalize(digits_test.images[7:8], trained.data.mean, trained.data.std)
     logits, weights = record_weights(trained.model, inputs)
     target = logits.argmax(-1)
     expected = {"rollout": rollout_map(weights, 5, 0, (4, 4)), "gradient": gradient_map(trained.model, inputs, target),
@@ -139,7 +139,7 @@ def test_maps_equal_the_explain_functions(client, trained, digits_test):
         got = decode_array(answer["maps"][method]["values"])
         np.testing.assert_allclose(got, values[0].numpy(), atol=1e-5)
         assert answer["maps"][method]["range"] == pytest.approx([float(values.min()), float(values.max())], abs=1e-5)
-    assert answer["target"] == trained.metadata["classes"][int(target)]
+    assert answer["target"] == trained.data.classes[int(target)]
 
 
 def test_class_token_query_on_a_mean_pooled_model_is_refused(client):

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..explore.images import MAX_SIDE, UPLOAD_LIMIT
+from ..errors import ConfigError
+from ..explore.images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT
 
 if TYPE_CHECKING:
     from ..explore.app import ExploreConfig
@@ -13,13 +15,14 @@ if TYPE_CHECKING:
 DEFAULT_RUNS = Path("runs")
 
 
-def explore_config(args: argparse.Namespace) -> "ExploreConfig":
+def explore_config(args: argparse.Namespace) -> ExploreConfig:
     """The :class:`~vitlab.explore.ExploreConfig` the options ask for.
 
-    Without ``--runs``, ``./runs`` is served if it exists. Another machine may connect only
-    when ``--host`` names a non-loopback address.
+    Without ``--runs``, ``./runs`` is served if it exists; without ``--checkpoint``, the trained
+    classifiers found there (:func:`found_checkpoints`) are loaded. Another machine may connect only
+    when ``--host`` names a non-loopback address, and then only with the token printed.
     """
-    from ..explore.app import LOOPBACK_HOSTS, ExploreConfig
+    from ..explore.app import ExploreConfig
 
     runs = args.runs if args.runs is not None else ([DEFAULT_RUNS] if DEFAULT_RUNS.is_dir() else [])
     missing = [str(r) for r in runs if not Path(r).is_dir()]
@@ -28,26 +31,49 @@ def explore_config(args: argparse.Namespace) -> "ExploreConfig":
                                 f"or `vitlab train` wrote into (e.g. runs)")
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
         raise FileNotFoundError(f"--data-dir {args.data_dir}: no such folder")
-    if args.upload_limit < 1:
-        raise ValueError(f"--upload-limit must be a positive number of bytes, got {args.upload_limit}")
-    hosts = list(LOOPBACK_HOSTS) if args.host in LOOPBACK_HOSTS else ["*"]
-    return ExploreConfig(checkpoints=list(args.checkpoint), runs=list(runs), data_dir=args.data_dir,
-                         upload_limit=args.upload_limit, max_side=args.max_side, allowed_hosts=hosts)
+    if not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port must lie in [1, 65535], got {args.port}")
+    return ExploreConfig(checkpoints=list(args.checkpoint) or found_checkpoints(runs), runs=list(runs),
+                         data_dir=args.data_dir,
+                         upload_limit=args.upload_limit, max_side=args.max_side, max_pixels=args.max_pixels,
+                         host=args.host, allowed_hosts=list(args.allow_host))
+
+
+def found_checkpoints(roots: list[str | Path]) -> list[Path]:
+    """The classifier runs (``vitlab train``) among ``roots`` and their sub-folders that hold a
+    checkpoint (``best/`` or ``last/``), in name order."""
+    from ..runs.checkpoint import WEIGHTS
+    from ..runs.rundir import RunDir
+
+    folders = [f for root in map(Path, roots) for f in (root, *sorted(p for p in root.iterdir() if p.is_dir()))]
+    return [f for f in folders if RunDir(f).existing_kind() in ("classify", "an older vitlab run")
+            and any((f / kept / WEIGHTS).is_file() for kept in ("best", "last"))]
+
+
+def address(config: ExploreConfig, port: int) -> str:
+    """The URL to open: ``http://HOST:PORT/``, with ``?token=...`` when the explorer needs one."""
+    from ..explore.guards import bracketed
+
+    return f"http://{bracketed(config.host)}:{port}/" + (f"?token={config.token}" if config.token else "")
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..explore import create_app
+    from ..explore.serve import SERVER_OPTIONS
 
     config = explore_config(args)
     app = create_app(config)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"vitlab explore: http://{host}:{args.port}/  (Ctrl+C stops it)")
+    print(f"vitlab explore: {address(config, args.port)}  (Ctrl+C stops it)")
     print(f"  checkpoints: {', '.join(map(str, config.checkpoints)) or 'none (--checkpoint RUN_OR_FILE)'}")
     print(f"  runs:        {', '.join(map(str, config.runs)) or 'none (--runs DIR)'}")
     print(f"  data:        {config.data_dir or 'built-in samples only (--data-dir DIR for MNIST and others)'}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    if config.token:
+        print(f"vitlab explore: WARNING: serving on {config.host}, which other machines can reach: every request "
+              f"needs the token in the address above; whoever has it can read the checkpoints and runs given",
+              file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, **SERVER_OPTIONS)
     return 0
 
 
@@ -62,9 +88,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", metavar="DIR", help="dataset files for samples that need them (MNIST IDX files, ...)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 opens it to the network)")
+                   help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 opens it to the "
+                        "network, behind a token printed with the address)")
+    p.add_argument("--allow-host", nargs="+", default=[], metavar="NAME",
+                   help="further names the browser may use for this server (e.g. its DNS name)")
     p.add_argument("--upload-limit", type=int, default=UPLOAD_LIMIT, metavar="BYTES",
                    help=f"largest image file accepted (default {UPLOAD_LIMIT:,} bytes)")
+    p.add_argument("--max-pixels", type=int, default=MAX_PIXELS, metavar="PIXELS",
+                   help=f"largest image accepted, width x height, checked before decoding (default {MAX_PIXELS:,})")
     p.add_argument("--max-side", type=int, default=MAX_SIDE, metavar="PIXELS",
                    help=f"uploads are shrunk to this longest side (default {MAX_SIDE})")
     p.set_defaults(func=run)

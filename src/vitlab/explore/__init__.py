@@ -3,7 +3,8 @@
 A local web app (FastAPI, served by uvicorn on 127.0.0.1) with five pages — Tokens, Attention,
 Mechanics, Cost, Runs — whose every number comes from vitlab's functions on the server
 (:mod:`vitlab.explore.views`, :mod:`vitlab.explore.runs`); the offline front end in ``static/``
-only draws. It reads only the checkpoints, run folders and data folder it was started with.
+only draws. It reads only the checkpoints, run folders and data folder it was started with; what
+it refuses, and the tests that prove it, are in SECURITY.md at the repository root.
 
     from vitlab.explore import ExploreConfig, create_app
     app = create_app(ExploreConfig(checkpoints=["runs/digits"], runs=["runs"]))

@@ -3,7 +3,9 @@
 ``create_app(ExploreConfig(...))`` returns a FastAPI application; ``vitlab explore`` serves it
 with uvicorn on 127.0.0.1. Every number a page shows comes from an endpoint here; the front end
 (``static/``: HTML, CSS and JavaScript modules, no third-party code, nothing fetched from
-elsewhere) only draws. Responses carry a Content-Security-Policy that allows this origin alone.
+elsewhere) only draws. Every request passes :class:`~vitlab.explore.guards.Guard` first (Host
+check, token off loopback, Origin check, body cap; see SECURITY.md) and every response carries a
+Content-Security-Policy that allows this origin alone.
 
 Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx status)::
 
@@ -12,18 +14,20 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
     /api/uploads          POST     a PNG / JPEG file (multipart field "file") -> its image reference
     /api/image                     one image (ref)
     /api/tokens                    patches, token matrix, token count and cost (ref, patch)
-    /api/attention                 per layer and head attention from a query (model, ref, query, temperature)
-    /api/maps                      rollout, gradient and occlusion maps (model, ref, query)
+    /api/attention                 per layer and head attention from a query (model, ref, query, temperature),
+                                   and what the model sees (invert, keep_aspect)
+    /api/maps                      rollout, gradient and occlusion maps (model, ref, query, invert, keep_aspect)
     /api/mechanics/softmax         softmax with temperature over a row of keys
     /api/mechanics/mixing          token mixing by a Gaussian row-stochastic matrix (bandwidth)
     /api/mechanics/positions       position-encoding similarity (kind, grid, dim, base, reference, model)
     /api/cost                      attention kinds against resolution (patch, dim, heads, depth)
-    /api/runs                      the runs found and their overview table, ranked (sort, descending)
+    /api/runs                      the runs found (a broken one with its reason) and their overview table, ranked
     /api/runs/{name}               one run: its table ranked, learning curves, figures, report
     /api/runs/{name}/figures/{file}  a figure of the run (PNG)
 """
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -34,76 +38,74 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import MutableHeaders, UploadFile
+from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
+from ..errors import ConfigError
 from .arrays import encode_array
 from .checkpoints import ModelShelf
-from .images import MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
-from .runs import RunShelf, overview_table, rank_table, run_detail, run_table
-from .views import (POSITION_KINDS, attention_view, cost_view, maps_view, mixing_view, parse_query, position_view,
-                    softmax_view, tokens_view)
+from .guards import ANY_ADDRESS, Guard, SecurityHeaders, bracketed, host_names, is_loopback
+from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
+from .runs import RunShelf, overview, rank_table, run_detail, run_table
+from .views import (POSITION_KINDS, attention_view, cost_view, input_view, maps_view, mixing_view, parse_query,
+                    position_view, prepared, softmax_view, tokens_view)
 
 STATIC = files("vitlab.explore") / "static"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 MULTIPART_SLACK = 64 * 1024          # bytes of form framing allowed on top of the file itself
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; "
-                               "style-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-                               "frame-ancestors 'none'; form-action 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-
-
-class SecurityHeaders:
-    """ASGI middleware adding :data:`SECURITY_HEADERS` to every HTTP response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).update(SECURITY_HEADERS)
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+MIN_TOKEN = 16                       # characters of a token given by the caller
 
 
 @dataclass
 class ExploreConfig:
-    """What the explorer may read: checkpoints, run roots and a data folder, given at start-up.
+    """What the explorer may read (checkpoints, run roots, a data folder), its limits, and where it
+    is served.
 
-    ``allowed_hosts``: Host headers accepted (loopback names by default, which also stops DNS
-    rebinding); ``["*"]`` when serving other machines.
+    ``upload_limit`` bytes of an upload, ``max_pixels`` pixels it may declare (checked before
+    decoding), ``max_side`` the side it is shrunk to. ``host``: the address it is served on; the
+    Host header must name it (or a loopback name when it is loopback), and ``allowed_hosts`` adds
+    names (e.g. this machine's DNS name). Off loopback every request needs ``token``; one is
+    generated (``secrets.token_urlsafe``) when none is given. Raises ``ConfigError`` for a value
+    out of range.
     """
     checkpoints: list[str | Path] = field(default_factory=list)
     runs: list[str | Path] = field(default_factory=list)
     data_dir: str | Path | None = None
     upload_limit: int = UPLOAD_LIMIT
     max_side: int = MAX_SIDE
-    allowed_hosts: list[str] = field(default_factory=lambda: list(LOOPBACK_HOSTS))
+    max_pixels: int = MAX_PIXELS
+    host: str = "127.0.0.1"
+    allowed_hosts: list[str] = field(default_factory=list)
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("upload_limit", "max_side", "max_pixels"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} (--{name.replace('_', '-')}) must be a positive integer, got {value!r}")
+        for host in (self.host, *self.allowed_hosts):
+            if not host or any(c.isspace() or c in "/?#@," for c in host):
+                raise ConfigError(f"host {host!r} is not an address or host name: give e.g. 127.0.0.1")
+        if self.token is not None and len(self.token) < MIN_TOKEN:
+            raise ConfigError(f"the token must have at least {MIN_TOKEN} characters, got {len(self.token)}: "
+                              f"leave it out and one is generated")
+        if self.token is None and not is_loopback(self.host):
+            self.token = secrets.token_urlsafe(32)
 
 
 def create_app(config: ExploreConfig | None = None) -> FastAPI:
     """The explorer for ``config``. Checkpoints are loaded (and warmed up) now, so a bad one fails
     here; the first sample source is loaded too, so the first page opens quickly."""
     config = config or ExploreConfig()
-    book = ImageBook(config.data_dir, config.upload_limit, config.max_side)
+    book = ImageBook(config.data_dir, config.upload_limit, config.max_side, config.max_pixels)
     book.split(next(s["name"] for s in book.sources() if s["available"]))  # the first page's samples, ready
     shelf = ModelShelf(config.checkpoints)
     run_shelf = RunShelf(config.runs)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=config.allowed_hosts)
+    app.add_middleware(Guard, names=host_names(config.host, config.allowed_hosts),
+                       any_ip=bracketed(config.host) in ANY_ADDRESS, token=config.token,
+                       body_limit=config.upload_limit + MULTIPART_SLACK)
+    app.add_middleware(SecurityHeaders)                    # outermost: on the guard's refusals too
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, err: RequestError) -> JSONResponse:
@@ -131,6 +133,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     @app.get("/api/info")
     def info() -> dict[str, Any]:
         return {"version": __version__, "upload_limit": config.upload_limit, "max_side": config.max_side,
+                "max_pixels": config.max_pixels,
                 "samples": book.sources(), "models": [m.describe() for m in shelf.models],
                 "runs": [str(r) for r in run_shelf.roots], "position_kinds": list(POSITION_KINDS)}
 
@@ -141,11 +144,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
 
     @app.post("/api/uploads")
     async def upload(request: Request) -> dict[str, Any]:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > config.upload_limit + MULTIPART_SLACK:
-            raise RequestError(f"the upload has {int(length):,} bytes, over the limit of {config.upload_limit:,}: "
-                               f"send a smaller PNG or JPEG", 413)
-        form = await request.form(max_files=1, max_fields=1)
+        form = await request.form(max_files=1, max_fields=1)       # the guard has capped the body's bytes
         part = form.get("file")
         if not isinstance(part, UploadFile):
             raise RequestError("send the image as multipart form field 'file'")
@@ -164,14 +163,19 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
         return {**picture.describe(), **tokens_view(picture.image, patch)}
 
     @app.get("/api/attention")
-    def attention(model: int, ref: str, query: str = "mean", temperature: float = 1.0) -> dict[str, Any]:
-        entry, picture = shelf.get(model), book.get(ref)
+    def attention(model: int, ref: str, query: str = "mean", temperature: float = 1.0, invert: bool = False,
+                  keep_aspect: bool = False) -> dict[str, Any]:
+        entry, original = shelf.get(model), book.get(ref)
         with shelf.lock:
-            return {"ref": ref, **attention_view(entry, shelf.analyse(entry, picture), parse_query(query), temperature)}
+            analysis = shelf.analyse(entry, prepared(original, entry, invert, keep_aspect))
+            return {"ref": ref, **attention_view(entry, analysis, parse_query(query), temperature),
+                    "seen": input_view(entry, analysis, original.image, invert, keep_aspect)}
 
     @app.get("/api/maps")
-    def maps(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
-        entry, picture = shelf.get(model), book.get(ref)
+    def maps(model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
+             ) -> dict[str, Any]:
+        entry = shelf.get(model)
+        picture = prepared(book.get(ref), entry, invert, keep_aspect)
         with shelf.lock:
             return {"ref": ref, **maps_view(entry, shelf.analyse(entry, picture), parse_query(query))}
 
@@ -197,9 +201,10 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     @app.get("/api/runs")
     def runs(sort: str | None = None, descending: bool | None = None) -> dict[str, Any]:
         found = run_shelf.runs()
+        table, broken = overview(found)
         return {"roots": [str(r) for r in run_shelf.roots],
-                "runs": [{"name": r.name, "kind": r.kind} for r in found.values()],
-                "table": rank_table(overview_table(found), sort, descending)}
+                "runs": [{"name": r.name, "kind": r.kind, "broken": broken.get(r.name)} for r in found.values()],
+                "table": rank_table(table, sort, descending)}
 
     @app.get("/api/runs/{name}")
     def run(name: str, sort: str | None = None, descending: bool | None = None) -> dict[str, Any]:

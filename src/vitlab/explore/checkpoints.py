@@ -1,10 +1,9 @@
 """The checkpoints given on the command line, loaded once, and what each computed for an image.
 
-A checkpoint is whatever ``vitlab train`` wrote (a run folder, a checkpoint folder or its
-``model.safetensors``: the model, its classes and the normalisation it was trained with) or any
-file :func:`vitlab.interop.checkpoint.load_checkpoint` reads (a vitlab, timm or Hugging Face ViT;
-no normalisation recorded, so images go in as they are). Models are addressed by index, never by
-path: only the files given at start-up can be read.
+A checkpoint is any model source :func:`vitlab.runs.load_checkpoint` reads (a vitlab run folder or
+file, timm or Hugging Face weights, a Hugging Face folder, a ``.keras`` file), with the classes and
+the normalisation its data config records. Models are addressed by index, never by path: only the
+files given at start-up can be read.
 """
 from __future__ import annotations
 
@@ -18,11 +17,10 @@ import torch
 from torch import nn
 
 from ..data import normalize
+from ..errors import CheckpointError, VitlabError
 from ..explain.maps import applicable_methods, gradient_map, num_prefix_tokens
 from ..explain.record import attention_weights
-from ..interop.checkpoint import load_checkpoint as load_interop
-from ..train.checkpoint import load_checkpoint as load_trained
-from ..train.checkpoint import weights_path
+from ..runs import load_checkpoint
 from .images import LabeledImage, RequestError, fit_image
 
 KEEP_ANALYSES = 16
@@ -75,21 +73,27 @@ class LoadedModel:
 
 
 def load_model(path: str | Path, index: int) -> LoadedModel:
-    """Load the checkpoint at ``path`` (see the module docstring), falling back to interop's reader."""
-    path = Path(path)
+    """Load the classifier at ``path`` (any source; see the module docstring)."""
+    loaded = load_checkpoint(path)
+    if loaded.kind not in ("classifier", "distilled-classifier"):
+        raise CheckpointError(f"--checkpoint {path} is a {loaded.kind} checkpoint: the explorer shows classifiers")
+    cfg = loaded.model.config
+    chans = cfg.in_chans
+    classes = loaded.data.classes or [str(k) for k in range(cfg.num_classes)]
+    return LoadedModel(index, Path(path), loaded.model, loaded.name or "vit", list(classes),
+                       tuple(loaded.data.mean or (0.0,) * chans), tuple(loaded.data.std or (1.0,) * chans),
+                       loaded.data.dataset)
+
+
+def load_given(path: str | Path, index: int) -> LoadedModel:
+    """:func:`load_model` on a file the user named: a file that cannot be read as a checkpoint (missing,
+    empty, corrupt, foreign) raises one :class:`~vitlab.errors.CheckpointError` line naming it."""
     try:
-        trained = load_trained(path)
-    except ValueError:                                  # a model file without vitlab-train metadata
-        model = load_interop(weights_path(path)).eval()
-        chans = model.config.in_chans
-        return LoadedModel(index, path, model, "vit", [str(k) for k in range(model.config.num_classes)],
-                           (0.0,) * chans, (1.0,) * chans, None)
-    meta = trained.metadata
-    chans = trained.model.config.in_chans
-    classes = meta.get("classes") or [str(k) for k in range(trained.model.config.num_classes)]
-    return LoadedModel(index, path, trained.model, meta["model"], list(classes),
-                       tuple(meta.get("mean") or (0.0,) * chans), tuple(meta.get("std") or (1.0,) * chans),
-                       meta.get("dataset"))
+        return load_model(path, index)
+    except VitlabError:
+        raise
+    except (ValueError, OSError) as err:
+        raise CheckpointError(f"--checkpoint {path}: {' '.join(str(err).split())}") from err
 
 
 def warm_up(entry: LoadedModel) -> None:
@@ -121,7 +125,7 @@ class ModelShelf:
     """
 
     def __init__(self, checkpoints: list[str | Path]) -> None:
-        self.models = [load_model(path, i) for i, path in enumerate(checkpoints)]
+        self.models = [load_given(path, i) for i, path in enumerate(checkpoints)]
         self._analyses: OrderedDict[tuple[int, str], Analysis] = OrderedDict()
         self.lock = threading.RLock()
         for entry in self.models:

@@ -5,8 +5,9 @@ An image is named by a reference string: ``"digits:12"`` is image 12 of the digi
 ``(1, C, H, W)`` float32 in [0, 1] with ``C`` 1 (greyscale) or 3 (RGB).
 
 Uploads are decoded by Pillow from memory, only as PNG or JPEG, after a byte limit and a pixel
-limit; anything else is refused with :class:`RequestError`. Decoded uploads live in memory (a
-bounded number of them); nothing is written to disk.
+budget (the size the header declares, checked before any pixel is decoded), at most
+:data:`DECODE_SLOTS` at a time; anything else is refused with :class:`RequestError`. Decoded
+uploads live in memory (a bounded number of them); nothing is written to disk.
 """
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
 from ..data.registry import DATASETS
 
 UPLOAD_FORMATS = ("PNG", "JPEG")
 UPLOAD_LIMIT = 8 * 2**20          # bytes of one uploaded file
-MAX_PIXELS = 40_000_000           # width x height of an upload before it is decoded
+MAX_PIXELS = 4096 * 4096          # width x height of an upload, checked before it is decoded (~67 MB as RGBA)
+DECODE_SLOTS = 2                  # uploads decoded at the same time
+DECODE_WAIT = 3.0                 # seconds an upload waits for a decode slot before 503
 MAX_SIDE = 224                    # uploads are shrunk (aspect kept) to at most this side
 KEEP_UPLOADS = 32                 # decoded uploads kept in memory, oldest dropped first
 KEEP_DATASETS = 2                 # sample splits kept in memory
@@ -58,11 +61,12 @@ class LabeledImage:
         return {"ref": self.ref, "label": self.label, "channels": c, "height": h, "width": w}
 
 
-def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE) -> torch.Tensor:
+def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE,
+                  max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """Decode a PNG or JPEG file held in memory: ``(1, C, H, W)`` in [0, 1], shrunk to ``max_side``.
 
-    Raises :class:`RequestError` (413 over ``limit`` bytes or :data:`MAX_PIXELS` pixels, 415 for
-    anything Pillow cannot read as PNG or JPEG).
+    Raises :class:`RequestError`: 413 over ``limit`` bytes or ``max_pixels`` pixels (read from the
+    header, before decoding), 415 for anything Pillow cannot read as PNG or JPEG.
     """
     if len(data) > limit:
         raise RequestError(f"the file has {len(data):,} bytes, over the upload limit of {limit:,}: "
@@ -70,19 +74,32 @@ def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SI
     if not data:
         raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
     try:
-        with Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS) as img:
-            if img.width * img.height > MAX_PIXELS:
-                raise RequestError(f"the image is {img.width}x{img.height} pixels, over the limit of "
-                                   f"{MAX_PIXELS:,}: shrink it first", 413)
+        img = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        raise RequestError(f"the image declares more pixels than the explorer decodes ({err}): shrink it to at "
+                           f"most {max_pixels:,} pixels first", 413) from err
+    except Exception as err:            # Pillow's parsers raise many exception types on malformed files
+        raise unreadable(err) from err
+    with img:
+        if img.width * img.height > max_pixels:
+            raise RequestError(f"the image is {img.width}x{img.height} = {img.width * img.height:,} pixels, over "
+                               f"the explorer's budget of {max_pixels:,}: shrink it first "
+                               f"(or start `vitlab explore --max-pixels` higher)", 413)
+        try:
+            img.draft(None, (max_side, max_side))       # JPEG: decode at 1/2, 1/4 or 1/8 scale when that suffices
             img.load()
             img = img.convert("L" if img.mode in GREY_MODES else "RGB")
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as err:
-        raise RequestError(f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
-                           f"export it as .png or .jpg and try again", 415) from err
+        except Exception as err:
+            raise unreadable(err) from err
     if max(img.size) > max_side:
         img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
     return (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
+
+
+def unreadable(err: Exception) -> RequestError:
+    return RequestError(f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
+                        f"export it as .png or .jpg and try again", 415)
 
 
 def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torch.Tensor:
@@ -115,9 +132,10 @@ class ImageBook:
     """
 
     def __init__(self, data_dir: str | Path | None = None, upload_limit: int = UPLOAD_LIMIT,
-                 max_side: int = MAX_SIDE) -> None:
+                 max_side: int = MAX_SIDE, max_pixels: int = MAX_PIXELS) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.upload_limit, self.max_side = upload_limit, max_side
+        self.upload_limit, self.max_side, self.max_pixels = upload_limit, max_side, max_pixels
+        self._decoding = threading.BoundedSemaphore(DECODE_SLOTS)
         self._splits: OrderedDict[str, ImageDataset] = OrderedDict()
         self._uploads: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._lock = threading.Lock()
@@ -169,8 +187,15 @@ class ImageBook:
     # -- uploads ---------------------------------------------------------------------------------
 
     def add_upload(self, data: bytes) -> LabeledImage:
-        """Decode and keep an upload; returns it with its new reference ``upload:<id>``."""
-        image = decode_upload(data, self.upload_limit, self.max_side)
+        """Decode and keep an upload; returns it with its new reference ``upload:<id>``. At most
+        :data:`DECODE_SLOTS` decode at once; one that waits over :data:`DECODE_WAIT` seconds is
+        refused (503)."""
+        if not self._decoding.acquire(timeout=DECODE_WAIT):
+            raise RequestError(f"{DECODE_SLOTS} uploads are being decoded already: try again in a moment", 503)
+        try:
+            image = decode_upload(data, self.upload_limit, self.max_side, self.max_pixels)
+        finally:
+            self._decoding.release()
         key = secrets.token_hex(8)
         with self._lock:
             self._uploads[key] = image

@@ -4,8 +4,15 @@ A root given with ``--runs`` is a run itself or holds runs one level down. A **c
 ``results.json`` (with ``report.md`` and PNG figures); a **train** run has ``metrics.jsonl`` or
 ``summary.json`` (and ``config.json``). Runs are found afresh on every listing, so runs finished
 while the explorer is open appear, and are addressed by name, never by path: a name is looked up
-in that listing, a figure by its name in the run's listing, and a folder reached through a link
-that leaves its root is skipped. Nothing else on disk can be read.
+in that listing, a figure by its name in the run's listing.
+
+Every file is read or served through :func:`run_file`, which resolves it (links included) and
+refuses one whose real path leaves the resolved runs root, is not a regular file or is over
+:data:`MAX_RUN_FILE` bytes; a run folder reached through a link leaving its root is not listed.
+A run whose files are unreadable or not what vitlab writes is **broken**: the listing shows it
+with the reason, the other runs as usual, and its own endpoints answer 403 / 409 / 422 with the
+reason. JSON is read with NaN, infinities and numbers too large for a float as ``null``, so
+every answer is valid JSON.
 
 Tables rank on the server: :func:`rank_table` sorts the rows by a column and computes the
 extremes and bar lengths the front end draws.
@@ -13,6 +20,7 @@ extremes and bar lengths the front end draws.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +30,8 @@ from .images import RequestError
 COMPARE_FILE = "results.json"
 TRAIN_FILES = ("metrics.jsonl", "summary.json")
 REPORT_FILE = "report.md"
+MAX_RUN_FILE = 64 * 2**20         # bytes of one run file the explorer reads
+MAX_DEPTH = 32                    # nesting of lists and objects in a run's JSON (vitlab writes 5)
 LABELS = {"best_val_acc": "best val acc", "test_acc": "test acc", "final_train_acc": "final train acc",
           "train_rows": "train rows", "val_ece": "val ECE", "best_epoch": "best epoch", "train_acc": "train acc",
           "val_acc": "val acc", "train_loss": "train loss", "val_loss": "val loss", "images_per_s": "images/s"}
@@ -29,10 +39,12 @@ LABELS = {"best_val_acc": "best val acc", "test_acc": "test acc", "final_train_a
 
 @dataclass(frozen=True)
 class Run:
-    """A run folder found under a root: its unique ``name``, ``kind`` (compare, train) and ``path``."""
+    """A run folder found under a root: its unique ``name``, ``kind`` (compare, train), real
+    ``path`` and the real ``root`` it was found under (no file outside ``root`` is read)."""
     name: str
     kind: str
     path: Path
+    root: Path
 
 
 @dataclass
@@ -52,130 +64,289 @@ def run_kind(folder: Path) -> str | None:
     return None
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path.resolve().is_relative_to(root)
+def real_path(path: Path) -> Path | None:
+    """``path`` with every link resolved, or ``None`` if it cannot be reached (missing, a dangling
+    link or a link loop on the way, a folder we may not enter)."""
+    try:
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError):                          # Python 3.11 reports a link loop as RuntimeError
+        return None
+
+
+def run_folders(root: Path) -> list[tuple[str, Path]]:
+    """``(name, real path)`` of the candidate run folders of ``root`` (real): itself if it is a run,
+    else its sub-folders whose real path stays inside it."""
+    if run_kind(root):
+        return [(root.name, root)]
+    try:
+        children = sorted(root.iterdir())
+    except OSError:
+        return []
+    found = ((p.name, real_path(p)) for p in children)
+    return [(name, real) for name, real in found if real is not None and real.is_relative_to(root) and real.is_dir()]
 
 
 def find_runs(roots: list[Path]) -> dict[str, Run]:
     """The runs under ``roots`` by unique name (a repeated folder name gets ``~2``, ``~3``...)."""
     runs: dict[str, Run] = {}
-    for root in roots:
-        root = root.resolve()
-        if not root.is_dir():
-            continue
-        folders = [root] if run_kind(root) else sorted(p for p in root.iterdir() if p.is_dir() and _inside(p, root))
-        for folder in folders:
+    for root in filter(None, map(real_path, roots)):
+        for folder_name, folder in run_folders(root):
             kind = run_kind(folder)
             if kind is None:
                 continue
-            name, k = folder.name, 1
+            name, k = folder_name, 1
             while name in runs:
                 k += 1
-                name = f"{folder.name}~{k}"
-            runs[name] = Run(name, kind, folder)
+                name = f"{folder_name}~{k}"
+            runs[name] = Run(name, kind, folder, root)
     return runs
 
 
-def _read_json(path: Path) -> Any:
+def run_file(run: Run, name: str) -> Path | None:
+    """The real path of file ``name`` of ``run``, ``None`` if there is none; raises :class:`RequestError`
+    (403) if it leads outside the runs root, (422) if it is not a regular file or is too large."""
+    real = real_path(run.path / name)
+    if real is None:
+        return None
+    if not real.is_relative_to(run.root):
+        raise RequestError(f"{name} of run {run.name} links outside the runs root {run.root}: not read", 403)
+    if not real.is_file():
+        raise RequestError(f"{name} of run {run.name} is not a regular file", 422)
+    if real.stat().st_size > MAX_RUN_FILE:
+        raise RequestError(f"{name} of run {run.name} has {real.stat().st_size:,} bytes, over the "
+                           f"{MAX_RUN_FILE:,} the explorer reads", 422)
+    return real
+
+
+def read_text(run: Run, name: str) -> str | None:
+    """The text of file ``name`` of ``run`` (see :func:`run_file`), ``None`` if there is none."""
+    path = run_file(run, name)
+    if path is None:
+        return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise RequestError(f"{path.name} of run {path.parent.name} cannot be read ({err}): is the run still "
-                           f"being written?", 409) from err
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise RequestError(f"{name} of run {run.name} is not UTF-8 text ({err})", 422) from err
+    except OSError as err:
+        raise RequestError(f"{name} of run {run.name} cannot be read ({err}): is the run still being written?",
+                           409) from err
 
 
-def _epochs(run: Run) -> list[dict[str, Any]]:
-    path = run.path / "metrics.jsonl"
-    if not path.is_file():
+def finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def parse_json(text: str) -> Any:
+    """JSON with NaN, infinities and integers of more than 15 digits read as ``None`` or floats
+    (so the value can be sent back as JSON and ranked)."""
+    return json.loads(text, parse_constant=lambda _: None, parse_float=finite,
+                      parse_int=lambda s: int(s) if len(s.lstrip("-")) <= 15 else finite(s))
+
+
+def read_json(run: Run, name: str, line: int | None = None, text: str | None = None) -> Any:
+    """File ``name`` of ``run`` (or ``text``, its line ``line``) parsed as JSON; ``None`` if absent."""
+    text = read_text(run, name) if text is None else text
+    if text is None:
+        return None
+    where = f"{name} of run {run.name}" if line is None else f"line {line} of {name} of run {run.name}"
+    try:
+        value = parse_json(text)
+    except RecursionError as err:
+        raise RequestError(f"{where} nests lists and objects too deeply to be vitlab's", 422) from err
+    except ValueError as err:
+        raise RequestError(f"{where} is not JSON ({err}): is the run still being written?", 409) from err
+    if depth(value) > MAX_DEPTH:
+        raise RequestError(f"{where} nests lists and objects over {MAX_DEPTH} deep: not a file vitlab wrote", 422)
+    return value
+
+
+def depth(value: Any) -> int:
+    """How deep lists and objects nest in ``value`` (0 for a number or string)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def as_object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` if it is a JSON object, ``{}`` for ``None``; else 422 naming ``what``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RequestError(f"{what} is a {type(value).__name__}, not an object: not a file vitlab wrote", 422)
+    return value
+
+
+def as_objects(value: Any, what: str) -> list[dict[str, Any]]:
+    """``value`` if it is a list of JSON objects, ``[]`` for ``None``; else 422 naming ``what``."""
+    if value is None:
         return []
-    try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except json.JSONDecodeError as err:
-        raise RequestError(f"metrics.jsonl of run {run.name} is not JSON lines ({err})", 409) from err
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise RequestError(f"{what} is not a list of objects: not a file vitlab wrote", 422)
+    return value
 
 
-def _optional_json(path: Path) -> dict[str, Any]:
-    return _read_json(path) if path.is_file() else {}
+def number(value: Any) -> float | int | None:
+    """``value`` if it is a number (not a bool), else ``None``."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def compare_results(run: Run) -> dict[str, Any]:
+    """A study's ``results.json``, checked to have the shape `vitlab compare` writes: an object with
+    ``config`` (object), ``runs`` (objects with ``axes`` and ``curves``: objects, curves lists) and
+    ``conclusions`` (list)."""
+    where = f"{COMPARE_FILE} of run {run.name}"
+    results = as_object(read_json(run, COMPARE_FILE), where)
+    as_object(results.get("config"), f"'config' in {where}")
+    for i, record in enumerate(as_objects(results.get("runs"), f"'runs' in {where}")):
+        as_object(record.get("axes"), f"runs[{i}].axes in {where}")
+        curves = as_object(record.get("curves"), f"runs[{i}].curves in {where}")
+        if not all(isinstance(v, list) for v in curves.values()):
+            raise RequestError(f"runs[{i}].curves in {where} holds a value that is not a list", 422)
+    if not isinstance(results.get("conclusions", []), list):
+        raise RequestError(f"'conclusions' in {where} is not a list", 422)
+    return results
+
+
+def train_epochs(run: Run) -> list[dict[str, Any]]:
+    """A training run's ``metrics.jsonl``: one object per epoch (``[]`` if there is no file)."""
+    text = read_text(run, "metrics.jsonl") or ""
+    lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
+    return [as_object(read_json(run, "metrics.jsonl", i, line), f"line {i} of metrics.jsonl of run {run.name}")
+            for i, line in lines]
+
+
+def train_config(run: Run) -> dict[str, Any]:
+    """A training run's ``config.json`` (``{}`` if there is none)."""
+    return as_object(read_json(run, "config.json"), f"config.json of run {run.name}")
+
+
+def train_summary(run: Run) -> dict[str, Any]:
+    """A training run's ``summary.json`` (``{}`` if there is none), its ``test`` an object if present."""
+    summary = as_object(read_json(run, "summary.json"), f"summary.json of run {run.name}")
+    as_object(summary.get("test"), f"'test' in summary.json of run {run.name}")
+    return summary
 
 
 def overview_row(run: Run) -> dict[str, Any]:
     """One row of the overview table: the run's best validation accuracy and what it cost."""
     if run.kind == "compare":
-        results = _read_json(run.path / COMPARE_FILE)
-        best = max(results.get("runs", []), key=lambda r: r.get("best_val_acc") or -1.0, default={})
-        config = results.get("config", {})
-        return {"run": run.name, "kind": run.kind, "model": f"{config.get('vit')} vs {config.get('cnn')}",
+        results = compare_results(run)
+        best = max(results.get("runs") or [], key=lambda r: number(r.get("best_val_acc")) or -1.0, default={})
+        config = results.get("config") or {}
+        study = f"{config.get('vit')} vs {config.get('cnn')}"
+        model = f"{study} (best: {best['label']})" if best.get("label") else study   # the numbers are the best run's
+        return {"run": run.name, "kind": run.kind, "model": model,
                 "dataset": config.get("dataset"), "best_val_acc": best.get("best_val_acc"),
                 "test_acc": best.get("test_acc"), "params": best.get("params"), "epochs": config.get("epochs"),
                 "seconds": results.get("seconds")}
-    summary, config = _optional_json(run.path / "summary.json"), _optional_json(run.path / "config.json")
-    epochs = _epochs(run)
-    val = [e["val_acc"] for e in epochs if e.get("val_acc") is not None]
+    summary, config, epochs = train_summary(run), train_config(run), train_epochs(run)
+    val = [v for v in (number(e.get("val_acc")) for e in epochs) if v is not None]
+    seconds = sum(number(e.get("seconds")) or 0.0 for e in epochs)
     return {"run": run.name, "kind": run.kind, "model": config.get("model"), "dataset": config.get("dataset"),
             "best_val_acc": summary.get("best_val_acc", max(val, default=None)),
             "test_acc": (summary.get("test") or {}).get("acc"), "params": summary.get("params"),
-            "epochs": len(epochs), "seconds": summary.get("seconds", sum(e.get("seconds", 0.0) for e in epochs))}
+            "epochs": len(epochs), "seconds": summary.get("seconds", seconds)}
 
 
-def overview_table(runs: dict[str, Run]) -> Table:
-    """Every run, one row each."""
-    return Table(["run", "kind", "model", "dataset", "best_val_acc", "test_acc", "params", "epochs", "seconds"],
-                 [overview_row(run) for run in runs.values()], "run")
+def broken_row(run: Run, reason: str) -> dict[str, Any]:
+    """The overview row of a run that cannot be read: its name, kind and why."""
+    return {"run": run.name, "kind": run.kind, "broken": reason}
+
+
+def overview(runs: dict[str, Run]) -> tuple[Table, dict[str, str]]:
+    """Every run, one row each, and the reason each broken run could not be read, by name."""
+    rows, broken = [], {}
+    for run in runs.values():
+        try:
+            rows.append(overview_row(run))
+        except RequestError as err:
+            broken[run.name] = str(err)
+            rows.append(broken_row(run, str(err)))
+    columns = ["run", "kind", "model", "dataset", "best_val_acc", "test_acc", "params", "epochs", "seconds"]
+    return Table(columns, rows, "run"), broken
+
+
+def axis_values(record: dict[str, Any]) -> dict[str, Any]:
+    """A study run's axes, the full pool (``rows: None``) given as the rows it used (``train_rows``)."""
+    axes = dict(record.get("axes") or {})
+    if "rows" in axes and axes["rows"] is None:
+        axes["rows"] = record.get("train_rows")
+    return axes
 
 
 def run_table(run: Run) -> Table:
     """A study's training runs (label, axes, metrics), or a training run's epochs."""
     if run.kind == "train":
-        epochs = _epochs(run)
-        columns = list(epochs[0]) if epochs else ["epoch"]
+        epochs = train_epochs(run)
+        columns = list(dict.fromkeys(key for e in epochs for key in e)) or ["epoch"]
         return Table(columns, epochs, "epoch")
-    records = _read_json(run.path / COMPARE_FILE).get("runs", [])
-    axes = list(dict.fromkeys(name for r in records for name in r.get("axes", {})))
+    records = compare_results(run).get("runs") or []
+    axes = list(dict.fromkeys(name for r in records for name in r.get("axes") or {}))
     metrics = ["train_rows", "params", "best_val_acc", "best_epoch", "final_train_acc", "gap", "val_ece",
                "test_acc", "seconds"]
-    rows = [{"label": r.get("label"), **{a: r.get("axes", {}).get(a) for a in axes}, **{m: r.get(m) for m in metrics}}
-            for r in records]
+    rows = [{"label": r.get("label"), **{a: axis_values(r).get(a) for a in axes},
+             **{m: r.get(m) for m in metrics}} for r in records]
     return Table(["label", *axes, *metrics], rows, "label")
 
 
 def curves(run: Run) -> list[dict[str, Any]]:
     """Learning-curve panels: ``{"title", "metric", "series": [{"label", "x", "y"}]}`` per metric."""
     if run.kind == "train":
-        epochs = _epochs(run)
-        x = [e["epoch"] for e in epochs]
+        epochs = train_epochs(run)
+        x = [e.get("epoch", i + 1) for i, e in enumerate(epochs)]
         return [{"title": title, "series": [{"label": LABELS[key], "x": x, "y": [e.get(key) for e in epochs]}
                                             for key in keys]}
                 for title, keys in (("accuracy", ("train_acc", "val_acc")), ("loss", ("train_loss", "val_loss")))]
-    records = _read_json(run.path / COMPARE_FILE).get("runs", [])
+    records = compare_results(run).get("runs") or []
 
     def name(record: dict[str, Any]) -> str:
-        axes = ", ".join(f"{k} {v}" for k, v in record.get("axes", {}).items() if k != "patch")
+        axes = ", ".join(f"{k} {v}" for k, v in axis_values(record).items() if k != "patch")
         return f"{record.get('label')} ({axes})" if axes else str(record.get("label"))
 
     return [{"title": LABELS[key], "series": [{"label": name(r), "x": list(range(1, len(r["curves"][key]) + 1)),
-                                               "y": r["curves"][key]} for r in records if key in r.get("curves", {})]}
+                                               "y": r["curves"][key]} for r in records
+                                              if key in (r.get("curves") or {})]}
             for key in ("val_acc", "val_loss")]
 
 
 def figures(run: Run) -> dict[str, Path]:
-    """The PNG files directly in the run folder (not through links leaving it), by file name."""
-    root = run.path.resolve()
-    return {p.name: p for p in sorted(run.path.glob("*.png")) if p.is_file() and _inside(p, root)}
+    """The PNG files directly in the run folder, by file name, as real paths; one that links
+    outside the runs root or is not a regular file is left out."""
+    found = {}
+    for path in sorted(run.path.glob("*.png")):
+        try:
+            real = run_file(run, path.name)
+        except RequestError:
+            continue
+        if real is not None:
+            found[path.name] = real
+    return found
+
+
+def report(run: Run) -> str | None:
+    """The run's ``report.md``; ``None`` if there is none or it cannot be served (as a figure)."""
+    try:
+        return read_text(run, REPORT_FILE)
+    except RequestError:
+        return None
 
 
 def run_detail(run: Run) -> dict[str, Any]:
     """Everything the Runs page shows about one run, but its table (ranked separately)."""
-    report = run.path / REPORT_FILE
     facts: dict[str, Any]
     if run.kind == "compare":
-        results = _read_json(run.path / COMPARE_FILE)
+        results = compare_results(run)
         facts = {"config": results.get("config"), "data": results.get("data"),
                  "conclusions": results.get("conclusions", [])}
     else:
-        facts = {"config": _optional_json(run.path / "config.json"),
-                 "summary": _optional_json(run.path / "summary.json")}
+        facts = {"config": train_config(run), "summary": train_summary(run)}
     return {"name": run.name, "kind": run.kind, "facts": facts, "curves": curves(run), "figures": list(figures(run)),
-            "report": report.read_text() if report.is_file() and _inside(report, run.path.resolve()) else None}
+            "report": report(run)}
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -205,7 +376,9 @@ def rank_table(table: Table, by: str | None = None, descending: bool | None = No
         low, high = min(numbers), max(numbers)
         at = {v: next(str(r[table.label]) for r in present if r[by] == v) for v in (low, high)}
         extremes = {"min": {"value": low, "row": at[low]}, "max": {"value": high, "row": at[high]}}
-        bars = [None if r.get(by) is None else (1.0 if high == low else (r[by] - low) / (high - low)) for r in ordered]
+        # halved, so that the span between two finite extremes cannot overflow to infinity
+        bars = [None if r.get(by) is None else (1.0 if high == low else (r[by] / 2 - low / 2) / (high / 2 - low / 2))
+                for r in ordered]
     return {"columns": [{"key": c, "label": LABELS.get(c, c.replace("_", " "))} for c in table.columns],
             "label": table.label, "sort": {"by": by, "descending": descending},
             "rows": [{"rank": i + 1, "values": r, "bar": bar} for i, (r, bar) in enumerate(zip(ordered, bars))],

@@ -11,19 +11,23 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+# uvicorn's settings for the explorer: quiet, no Server header, 503 past 64 open connections.
+SERVER_OPTIONS = {"log_level": "warning", "server_header": False, "limit_concurrency": 64}
 
 
 @contextmanager
-def serve_in_background(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
+def serve_in_background(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     """Run ``app`` with uvicorn on a free port of ``host`` until the block ends; yields its base URL
-    (``http://127.0.0.1:PORT``, no trailing slash). Raises ``RuntimeError`` if the server dies starting."""
+    (``http://127.0.0.1:PORT``, no trailing slash). ``host`` must be the ``ExploreConfig.host`` the
+    app was made with (the Host check follows it). Raises ``RuntimeError`` if the server dies starting."""
     import uvicorn
 
     with socket.socket() as probe:
         probe.bind((host, 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **SERVER_OPTIONS))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started and thread.is_alive():
