@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torchvision.transforms import v2
 
+from ..errors import ConfigError
+
 AUTO_AUGMENTS = ("randaugment", "trivialaugment")
 PRESETS = ("none", "light", "strong")
 
@@ -118,7 +120,7 @@ class BatchAugment:
             images = torch.where(self._rand(len(images), like=images).view(-1, 1, 1, 1) < 0.5,
                                  images.flip(-1), images)
         if self.auto is not None:
-            images = self._auto_augment(images)
+            images = self._auto_augment(self.auto, images)
         if c.erasing:
             images = self.random_erase(images, c.erasing)
         if not c.mixing:
@@ -126,7 +128,12 @@ class BatchAugment:
         if float(self._rand(1)) >= c.mix_prob:
             return images, F.one_hot(labels, self.num_classes).to(images.dtype)
         use_cutmix = self.cutmix is not None and (self.mixup is None or float(self._rand(1)) < c.switch_prob)
-        return self._torchvision(self.cutmix if use_cutmix else self.mixup, images, labels)
+        mix = self.cutmix if use_cutmix else self.mixup
+        if mix is None:
+            raise ConfigError(f"the augment config mixes images but BatchAugment was built without MixUp or CutMix: "
+                              f"build it again from the config (mixup_alpha={c.mixup_alpha}, "
+                              f"cutmix_alpha={c.cutmix_alpha})")
+        return self._torchvision(mix, images, labels)
 
     def random_crop(self, images: torch.Tensor, padding: int) -> torch.Tensor:
         """Zero-pad ``(B, C, H, W)`` by ``padding`` on each side and crop ``H x W`` at a random offset per image."""
@@ -155,9 +162,9 @@ class BatchAugment:
         noise = self._rand(*images.shape, like=images)
         return torch.where(mask[:, None].to(images.device), noise, images)
 
-    def _auto_augment(self, images: torch.Tensor) -> torch.Tensor:
+    def _auto_augment(self, auto: Callable, images: torch.Tensor) -> torch.Tensor:
         as_uint8 = (images * 255).round().to(torch.uint8)
-        groups = [self._torchvision(self.auto, group) for group in as_uint8.split(self.config.auto_group)]
+        groups = [self._torchvision(auto, group) for group in as_uint8.split(self.config.auto_group)]
         return torch.cat(groups).to(images.dtype) / 255
 
     def _torchvision(self, transform: Callable, *inputs: torch.Tensor):

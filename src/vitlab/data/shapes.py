@@ -177,7 +177,7 @@ def _read_rgb(path: Path, size: int) -> tuple[torch.Tensor, float, float]:
 
     with Image.open(path) as im:
         w, h = im.size
-        arr = np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), np.float32) / 255
+        arr = np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
     return torch.from_numpy(arr).permute(2, 0, 1), size / w, size / h
 
 
@@ -201,7 +201,8 @@ def load_mask_folder(data_dir: str | Path, image_size: int = 64, classes: tuple[
     for img_path, mask_path in pairs:
         images.append(_read_rgb(img_path, image_size)[0])
         with Image.open(mask_path) as m:
-            masks.append(np.asarray(m.convert("L").resize((image_size, image_size), Image.NEAREST), np.int64))
+            mask_image = m.convert("L").resize((image_size, image_size), Image.Resampling.NEAREST)
+            masks.append(np.asarray(mask_image, np.int64))
     mask = torch.from_numpy(np.stack(masks))
     k = int(mask.max())
     classes = tuple(classes) if classes is not None else tuple(f"class{c}" for c in range(1, k + 1))

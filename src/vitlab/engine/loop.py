@@ -106,7 +106,7 @@ class Task:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
-    def finish(self, run_dir: "RunDir", model: nn.Module) -> None:
+    def finish(self, run_dir: RunDir, model: nn.Module) -> None:
         """Write the task's own figures into the run folder at the end (main process only)."""
 
 
@@ -147,7 +147,7 @@ class _Sizes:
         return self.n
 
 
-def fit(task: Task, config: RunConfig, run_dir: "RunDir | None" = None, reporter: Reporter | None = None
+def fit(task: Task, config: RunConfig, run_dir: RunDir | None = None, reporter: Reporter | None = None
         ) -> FitResult:
     """Train ``task.model`` under ``config``; with ``run_dir``, open it (refusing a foreign run, or
     resuming) and write checkpoints, history and summary there. Under torchrun (``RANK`` /
@@ -164,7 +164,7 @@ def fit(task: Task, config: RunConfig, run_dir: "RunDir | None" = None, reporter
 class Engine:
     """One call of :func:`fit`: the objects it builds and the loop over epochs."""
 
-    def __init__(self, task: Task, config: RunConfig, run_dir: "RunDir | None", reporter: Reporter,
+    def __init__(self, task: Task, config: RunConfig, run_dir: RunDir | None, reporter: Reporter,
                  env: DistEnv) -> None:
         self.task, self.config, self.run_dir, self.reporter, self.env = task, config, run_dir, reporter, env
         seed_everything(config.seed)
@@ -234,8 +234,8 @@ class Engine:
                            sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad))
         if self.run_dir is not None and self.env.is_main:
             last = self.run_dir.checkpoint("last")
-            best = self.run_dir.checkpoint("best") if task.monitor is not None else last
-            result.checkpoints = {"best": best, "last": last}
+            best_path = self.run_dir.checkpoint("best") if task.monitor is not None else last
+            result.checkpoints = {"best": best_path, "last": last}
             task.finish(self.run_dir, result.model)
         return result
 

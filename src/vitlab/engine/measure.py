@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
@@ -23,7 +23,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 
-def best_seconds(fns: dict[str, Callable[[], object]], rounds: int = 3, min_seconds: float = 0.2) -> dict[str, float]:
+def best_seconds(fns: Mapping[str, Callable[[], object]], rounds: int = 3, min_seconds: float = 0.2
+                 ) -> dict[str, float]:
     """Seconds per call of each function: best of ``rounds`` rounds run alternately (after one
     warm-up call each), each round repeating a call until ``min_seconds`` have passed."""
     for fn in fns.values():
@@ -74,7 +75,12 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
     finally:
         with _quiet_stderr():
             prof.stop()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    results = prof.profiler.kineto_results if prof.profiler is not None else None
+    if results is None:
+        raise RuntimeError("the PyTorch profiler recorded no events, so peak memory is unknown: "
+                           "is another profiler running?")
+    memory = [e for e in results.events() if e.name() == "[memory]"]
+    events = sorted((e.start_ns(), e.nbytes()) for e in memory)  # type: ignore[attr-defined]  # not in torch's stubs
     live = peak = 0
     for _, nbytes in events:
         live += nbytes

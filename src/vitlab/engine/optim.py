@@ -25,8 +25,10 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     Skipped: parameters with fewer than 2 dimensions (norm scales, biases, layer scales) and the
     names in ``model.no_weight_decay()`` when the model defines it (position tables, special tokens).
     """
-    skip = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
-    decay, no_decay = [], []
+    no_weight_decay = getattr(model, "no_weight_decay", None)
+    skip: set[str] = set(no_weight_decay()) if no_weight_decay is not None else set()
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, param in model.named_parameters():
         if param.requires_grad:
             (no_decay if param.ndim < 2 or name in skip else decay).append(param)
@@ -126,7 +128,7 @@ class ModelEma:
     def update(self, model: nn.Module) -> None:
         self.updates += 1
         decay = min(self.decay, (1 + self.updates) / (10 + self.updates))
-        ema_params = list(self.module.parameters())
+        ema_params: list[torch.Tensor] = list(self.module.parameters())
         torch._foreach_lerp_(ema_params, [p.detach() for p in model.parameters()], 1.0 - decay)
         for ema_buf, buf in zip(self.module.buffers(), model.buffers()):
             ema_buf.copy_(buf)

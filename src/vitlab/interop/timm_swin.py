@@ -46,23 +46,23 @@ def timm_swin_to_vitlab(state: StateDict) -> StateDict:
     return out
 
 
-def timm_swin_config(timm_module: nn.Module) -> dict[str, Any]:
+def timm_swin_config(module: nn.Module) -> dict[str, Any]:
     """The :class:`SwinConfig` fields of a timm ``SwinTransformer``, checking vitlab computes the same."""
-    if type(timm_module).__name__ != "SwinTransformer":
-        raise _unsupported(f"type {type(timm_module).__name__}")
-    module: Any = timm_module  # timm's attributes, which torch's Module stubs do not know
-    if module.global_pool != "avg":
-        raise _unsupported(f"global_pool={module.global_pool!r}")
-    embed = module.patch_embed
+    if type(module).__name__ != "SwinTransformer":
+        raise _unsupported(f"type {type(module).__name__}")
+    swin: Any = module  # timm's attributes, which torch's Module stubs do not know
+    if swin.global_pool != "avg":
+        raise _unsupported(f"global_pool={swin.global_pool!r}")
+    embed = swin.patch_embed
     ph, pw = embed.patch_size
     if ph != pw:
         raise _unsupported(f"{ph}x{pw} patches")
-    norms = [m for n, m in module.named_modules() if isinstance(m, nn.LayerNorm)]
+    norms = [m for n, m in swin.named_modules() if isinstance(m, nn.LayerNorm)]
     if not isinstance(embed.norm, nn.LayerNorm) or len({m.eps for m in norms}) != 1:
         raise _unsupported("a patch embedding without LayerNorm or LayerNorms of several eps")
-    first = module.layers[0].blocks[0]
+    first = swin.layers[0].blocks[0]
     window = first.attn.window_size
-    for s, stage in enumerate(module.layers):
+    for s, stage in enumerate(swin.layers):
         for i, block in enumerate(stage.blocks):
             attn = block.attn
             if attn.qkv.out_features != 3 * attn.proj.out_features:
@@ -82,12 +82,12 @@ def timm_swin_config(timm_module: nn.Module) -> dict[str, Any]:
                                  f"size whose stage grids the window divides")
     if window[0] != window[1]:
         raise _unsupported(f"{window[0]}x{window[1]} windows")
-    dim = module.embed_dim
+    dim = swin.embed_dim
     return dict(
         img_size=tuple(embed.img_size), patch_size=ph, in_chans=embed.proj.in_channels,
-        num_classes=module.head.fc.out_features if isinstance(module.head.fc, nn.Linear) else 0,
-        embed_dim=dim, depths=tuple(len(stage.blocks) for stage in module.layers),
-        num_heads=tuple(stage.blocks[0].attn.num_heads for stage in module.layers), window_size=window[0],
+        num_classes=swin.head.fc.out_features if isinstance(swin.head.fc, nn.Linear) else 0,
+        embed_dim=dim, depths=tuple(len(stage.blocks) for stage in swin.layers),
+        num_heads=tuple(stage.blocks[0].attn.num_heads for stage in swin.layers), window_size=window[0],
         mlp_ratio=first.mlp.fc1.out_features / dim, qkv_bias=first.attn.qkv.bias is not None,
         norm_eps=norms[0].eps)
 

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
-from ..ops.attention import merge_heads, scaled_dot_product_attention
+from ..ops.attention import merge_heads, scaled_dot_product_attention, with_weights
 from ..ops.positions import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
@@ -74,9 +74,9 @@ class MultiHeadSelfAttention(nn.Module):
         if dim % num_heads:
             raise ConfigError(f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head count "
                               f"that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})")
-        for name, value in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
-            if not 0 <= value < 1:
-                raise ConfigError(f"{name} must be a probability in [0, 1), got {value}")
+        for name, rate in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if not 0 <= rate < 1:
+                raise ConfigError(f"{name} must be a probability in [0, 1), got {rate}")
         if not norm_eps > 0:
             raise ConfigError(f"norm_eps must be positive, got {norm_eps}")
         if kind not in self.kinds:
@@ -127,7 +127,7 @@ class MultiHeadSelfAttention(nn.Module):
     def forward_with_weights(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
                              ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, N, D), attention weights (B, H, N, N))`` by the explicit path."""
-        return self._attend(x, rope, grid, need_weights=True)
+        return with_weights(self._attend(x, rope, grid, need_weights=True))
 
     def extra_repr(self) -> str:
         return f"heads={self.num_heads}, head_dim={self.head_dim}, kind={self.kind!r}"

@@ -100,7 +100,8 @@ class LowRankAttention(MultiHeadSelfAttention):
         dropout = self.attn_drop if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, dropout_p=dropout,
                                                     need_weights=need_weights or not self.fused)
-        weights = weights @ self.value_proj if need_weights else None           # (B, H, N, N): out = weights @ V
+        # (B, H, N, N): out = weights @ V
+        weights = weights @ self.value_proj if need_weights and weights is not None else None
         return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
     def extra_repr(self) -> str:
@@ -134,7 +135,7 @@ class LatentAttention(MultiHeadSelfAttention):
                                                        need_weights=explicit)               # (B, H, L, 2d)
         keys, values = summary.split(self.head_dim, dim=-1)
         out, read = scaled_dot_product_attention(q, keys, values, dropout_p=dropout, need_weights=explicit)
-        weights = read @ pooled if need_weights else None                                  # (B, H, N, N)
+        weights = read @ pooled if need_weights and read is not None and pooled is not None else None  # (B, H, N, N)
         return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
     def extra_repr(self) -> str:

@@ -18,6 +18,7 @@ see ``N, N - r, ..., N - (L - 1) r`` tokens, so both the linear and the ``N^2`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -72,7 +73,7 @@ def merge_wavg(merge: Merge, x: torch.Tensor, size: torch.Tensor | None = None
 
 def check_mergeable(block: nn.Module) -> None:
     """Raise unless ``block`` is a pre-norm :class:`Block` with full multi-head self-attention."""
-    attn = getattr(block, "attn", None)
+    attn: Any = getattr(block, "attn", None)
     if type(block) is not Block or type(attn) is not MultiHeadSelfAttention or attn.kind != "full":
         raise ConfigError(f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
                           f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "

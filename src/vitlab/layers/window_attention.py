@@ -42,6 +42,7 @@ class WindowAttention(MultiHeadSelfAttention):
     each token's window), so they can be compared with, and recorded like, full attention.
     """
     kinds = ("window",)
+    relative_position_index: torch.Tensor
 
     def __init__(self, dim: int, num_heads: int = 8, grid: tuple[int, int] = (14, 14),
                  window_size: int | tuple[int, int] = 7, shift: bool = False, qkv_bias: bool = True,
@@ -52,7 +53,7 @@ class WindowAttention(MultiHeadSelfAttention):
         self.grid = _pair(grid, "grid")
         window = _pair(window_size, "window_size")
         self.window_size, self.shift_size = fit_window(self.grid, window,
-                                                       tuple(m // 2 for m in window) if shift else (0, 0))
+                                                       (window[0] // 2, window[1] // 2) if shift else (0, 0))
         mh, mw = self.window_size
         self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * mh - 1) * (2 * mw - 1), num_heads))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
@@ -65,13 +66,13 @@ class WindowAttention(MultiHeadSelfAttention):
 
     def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
                 queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        grid = self.grid if grid is None else tuple(grid)
+        gh, gw = self.grid if grid is None else grid
         n = x.shape[1]
-        if grid[0] * grid[1] != n:
-            raise ValueError(f"windowed attention got {n} tokens for a {grid[0]}x{grid[1]} grid: pass the grid the "
+        if gh * gw != n:
+            raise ValueError(f"windowed attention got {n} tokens for a {gh}x{gw} grid: pass the grid the "
                              f"tokens lie on (prefix tokens such as a class token have none: pool by the mean)")
-        shift = fit_window(grid, self.window_size, self.shift_size)[1]
-        layout = window_layout(grid, self.window_size, shift, x.device)
+        shift = fit_window((gh, gw), self.window_size, self.shift_size)[1]
+        layout = window_layout((gh, gw), self.window_size, shift, x.device)
         # windows and heads share one axis, so attention runs on 4-D tensors as everywhere else (and exports)
         q, k, v = (F.pad(t, (0, 0, 0, 1))[:, :, layout.index].transpose(1, 2).flatten(1, 2)  # (B, nW*H, M, d)
                    for t in self.qkv_heads(x, rope))                                        # slot N: zeros
@@ -83,7 +84,7 @@ class WindowAttention(MultiHeadSelfAttention):
                                                     need_weights=need_weights or not self.fused)
         out = out.unflatten(1, (windows, -1)).transpose(-3, -2).flatten(-2).flatten(1, 2)   # (B, nW*M, D)
         out = out[:, layout.inverse]                                                         # (B, N, D)
-        if need_weights:
+        if need_weights and weights is not None:
             weights = scatter_window_weights(weights.unflatten(1, (windows, -1)), layout.index, n)
         return self.proj_drop(self.proj(out[:, :queries])), weights if need_weights else None
 

@@ -31,6 +31,7 @@ from .config import (
     OneOf,
     Pair,
     Seq,
+    as_pair,
     check_fields,
     check_params,
 )
@@ -73,7 +74,7 @@ class CNNConfig(ModelConfig):
     @property
     def pools(self) -> tuple[bool, ...]:
         """Whether each stage starts with a 2x2 max-pool: never the first, nor once a side is 1."""
-        side, flags = min(self.img_size), []
+        side, flags = min(as_pair(self.img_size)), []
         for i in range(len(self.widths)):
             flags.append(i > 0 and side >= 2)
             side = side // 2 if flags[-1] else side

@@ -173,6 +173,11 @@ class Pair(Check):
         raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
 
 
+def as_pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    """A :class:`Pair` field's value as the pair it is stored as (its type also admits the int a caller gives)."""
+    return (value, value) if isinstance(value, int) else value
+
+
 RATE = Float(0.0, 1.0, high_open=True)          # a dropout or drop-path probability
 
 
@@ -213,6 +218,7 @@ class ModelConfig:
     keys the config does not have."""
 
     checks: ClassVar[dict[str, Check]] = {}
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on every subclass
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

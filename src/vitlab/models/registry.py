@@ -57,15 +57,16 @@ def create_model(name: str, **overrides: Any) -> nn.Module:
     >>> model = create_model("vit-seed", num_classes=5)
     """
     config = get_config(name, **overrides)
-    model = _BUILDERS[type(config)](config)
-    model.registered_name = name
+    model: Any = _BUILDERS[type(config)](config)
+    model.registered_name = name  # a plain attribute, which the checkpoint reads back with getattr
     return model
 
 
 def build_from_config(config_type: str, config: dict[str, Any]) -> nn.Module:
     """Build a model from its config class's name (e.g. ``"ViTConfig"``) and fields, as a checkpoint
     records them; the fields are validated by the config class."""
-    by_name = {cls.__name__: (cls, builder) for cls, builder in _BUILDERS.items()}
+    by_name: dict[str, tuple[Any, Callable[[Any], nn.Module]]] = {
+        cls.__name__: (cls, builder) for cls, builder in _BUILDERS.items()}
     if config_type not in by_name:
         raise ConfigError(f"unknown model config type {config_type!r}: vitlab builds {', '.join(sorted(by_name))}")
     cls, builder = by_name[config_type]

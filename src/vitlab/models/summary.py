@@ -10,15 +10,21 @@ Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters an
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError
+from ..layers.attention import MultiHeadSelfAttention
+from ..layers.block import Block
+from ..layers.patch_embed import PatchEmbedding
+from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import patchify
-from .cnn import SimpleCNN
+from .cnn import ConvNormAct, SimpleCNN, Stage
+from .config import as_pair
 from .vit import VisionTransformer, ViTConfig
 
 Group = tuple[str, str, list[nn.Parameter]]
@@ -55,7 +61,7 @@ def _chain_text(linears: list[nn.Linear]) -> str:
     return " -> ".join(str(n) for n in [linears[0].in_features] + [m.out_features for m in linears])
 
 
-def _attention_text(attn: nn.Module) -> str:
+def _attention_text(attn: MultiHeadSelfAttention) -> str:
     """``"4 x (64x64 + 64)"``: the Q, K, V and output projections of one attention layer, then
     the names of any parameters of its own (e.g. a learned ``temperature``)."""
     dim = attn.proj.in_features
@@ -64,7 +70,7 @@ def _attention_text(attn: nn.Module) -> str:
     return " + ".join([text] + [name for name, _ in attn.named_parameters(recurse=False)])
 
 
-def _patch_text(embed: nn.Module) -> str:
+def _patch_text(embed: PatchEmbedding | ShiftedPatchTokenization) -> str:
     """``"49 -> 64"``: flattened patch values to token width, then any norms (``+ LayerNorm(245)``)."""
     proj = embed.proj
     if isinstance(proj, nn.Conv2d):
@@ -87,7 +93,7 @@ def _vit_groups(model: VisionTransformer) -> list[Group]:
         ("register tokens", _shape_text(_present(model.reg_token)), _present(model.reg_token)),
         ("pre-norm", _norm_text(_norms(model.norm_pre)), list(model.norm_pre.parameters())),
     ]
-    for i, block in enumerate(model.blocks, start=1):
+    for i, block in enumerate(cast(Iterable[Block], model.blocks), start=1):
         norms = [q for m in _norms(block) for q in m.parameters()]
         groups += [
             (f"block {i} attention (Q, K, V, out)", _attention_text(block.attn),
@@ -106,8 +112,8 @@ def _vit_groups(model: VisionTransformer) -> list[Group]:
 
 def _cnn_groups(model: SimpleCNN) -> list[Group]:
     groups: list[Group] = []
-    for i, stage in enumerate(model.stages, start=1):
-        convs = [block.conv for block in stage.blocks]
+    for i, stage in enumerate(cast(Iterable[Stage], model.stages), start=1):
+        convs = [cast(ConvNormAct, block).conv for block in stage.blocks]
         chain = " -> ".join(str(n) for n in [convs[0].in_channels] + [m.out_channels for m in convs])
         norms = _norms(stage)
         size = f"conv3x3 {chain}" + (f" + {_norm_text(norms)}" if norms else "")
@@ -191,18 +197,18 @@ def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int =
     seen: dict[str, torch.Tensor] = {}
 
     def keep(name: str, pre: bool) -> Callable[..., None]:
-        def hook(module: nn.Module, args: tuple, output: torch.Tensor | None = None) -> None:
-            seen[name] = args[0] if pre else output
+        def hook(module: nn.Module, args: tuple, output: Any = None) -> None:
+            seen[name] = args[0] if pre else output   # a forward hook (not pre) gets the output tensor
         return hook
 
-    attn = model.blocks[0].attn                 # the model is ours alone, so its hooks can stay
+    attn = cast(Block, model.blocks[0]).attn    # the model is ours alone, so its hooks can stay
     model.patch_embed.register_forward_pre_hook(keep("images", pre=True))
     model.patch_embed.register_forward_hook(keep("patch tokens", pre=False))
     model.blocks[0].register_forward_pre_hook(keep("block input", pre=True))
     attn.register_forward_pre_hook(keep("attention input", pre=True))
     attn.register_forward_hook(keep("attention output", pre=False))
     model.blocks[-1].register_forward_hook(keep("block output", pre=False))
-    model.forward_features(torch.randn(1, channels, *config.img_size))     # every token through every block
+    model.forward_features(torch.randn(1, channels, *as_pair(config.img_size)))     # every token through every block
     q, k, v = attn.qkv_heads(seen["attention input"])
     _, weights = attn.forward_with_weights(seen["attention input"])
     seen.update({"X_patch": patchify(seen["images"], patch), "Q": q, "K": k, "V": v,

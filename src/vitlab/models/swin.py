@@ -43,6 +43,7 @@ from .config import (
     ModelConfig,
     Pair,
     Seq,
+    as_pair,
     check_fields,
     check_params,
     transformer_block_params,
@@ -107,7 +108,8 @@ class SwinConfig(ModelConfig):
     @property
     def grid(self) -> tuple[int, int]:
         """The patch grid of stage 0 (a partial patch is padded)."""
-        return tuple(-(-side // self.patch_size) for side in self.img_size)
+        h, w = as_pair(self.img_size)
+        return -(-h // self.patch_size), -(-w // self.patch_size)
 
     @property
     def approx_params(self) -> int:
@@ -125,7 +127,8 @@ class SwinConfig(ModelConfig):
         """Token grid per stage: each patch merging halves it, rounding up."""
         grids = [self.grid]
         for _ in self.depths[1:]:
-            grids.append(tuple((g + 1) // 2 for g in grids[-1]))
+            gh, gw = grids[-1]
+            grids.append(((gh + 1) // 2, (gw + 1) // 2))
         return tuple(grids)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import nn
@@ -41,6 +41,7 @@ from .config import (
     ModelConfig,
     OneOf,
     Pair,
+    as_pair,
     check_fields,
     check_params,
     transformer_block_params,
@@ -127,7 +128,7 @@ class ViTConfig(ModelConfig):
             raise ConfigError(f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
                               f"choose a head count that divides it")
         if not self.pad:
-            check_divisible(*self.img_size, self.patch_size)
+            check_divisible(*as_pair(self.img_size), self.patch_size)
         if int(self.embed_dim * self.mlp_ratio) < 1:
             raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
                               f"= 0 units: raise mlp_ratio")
@@ -154,7 +155,7 @@ class ViTConfig(ModelConfig):
 
     @property
     def grid(self) -> tuple[int, int]:
-        h, w = self.img_size
+        h, w = as_pair(self.img_size)
         p = self.patch_size
         return (-(-h // p), -(-w // p)) if self.pad else (h // p, w // p)
 
@@ -228,7 +229,7 @@ class VisionTransformer(nn.Module):
         self.config = cfg
         dim = cfg.embed_dim
         self.num_prefix_tokens = cfg.num_prefix_tokens
-        self.patch_embed = (
+        self.patch_embed: PatchEmbedding | ShiftedPatchTokenization = (
             ShiftedPatchTokenization(cfg.patch_size, cfg.in_chans, dim, pad=cfg.pad, norm_eps=cfg.norm_eps)
             if cfg.patch_embed == "spt" else
             PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad))
@@ -289,7 +290,7 @@ class VisionTransformer(nn.Module):
     def grid_size(self, height: int, width: int) -> tuple[int, int]:
         """The patch grid for an image ``height x width``; raises a clear error if it cannot run."""
         if (height, width) != self.config.img_size and not self.config.dynamic_img_size:
-            h, w = self.config.img_size
+            h, w = as_pair(self.config.img_size)
             raise ConfigError(f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
                               f"build the model with img_size=({height}, {width}) (model.set_image_size "
                               f"resamples learned positions), or with dynamic_img_size=True")
@@ -359,7 +360,8 @@ class VisionTransformer(nn.Module):
         blocks = self.blocks if depth is None else self.blocks[:depth]
         for i, block in enumerate(blocks):
             queries = readout if i == len(blocks) - 1 else None
-            x = block(x, rope, grid, queries) if block_fn is None else block_fn(i, block, x, rope, grid, queries)
+            x = block(x, rope, grid, queries) if block_fn is None else block_fn(i, cast(Block, block), x, rope, grid,
+                                                                                queries)
         return self.norm(x)
 
     def forward_intermediates(self, images: torch.Tensor, indices: int | Sequence[int] | None = None,

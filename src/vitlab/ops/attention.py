@@ -44,6 +44,15 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return dropped @ v, weights
 
 
+def with_weights(result: tuple[torch.Tensor, torch.Tensor | None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, weights)`` of an attention asked for its weights (``need_weights=True``), which it must give."""
+    out, weights = result
+    if weights is None:
+        raise RuntimeError("an attention asked for its weights returned none: its _attend must form them "
+                           "when need_weights=True")
+    return out, weights
+
+
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(B, N, H*d) -> (B, H, N, d)``."""
     b, n, dim = x.shape

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Union
+from typing import Union, overload
 
 import numpy as np
 import torch
@@ -72,6 +72,10 @@ def num_tokens(height: int, width: int, patch_size: int, class_token: bool = Fal
     return gh * gw + int(class_token)
 
 
+@overload
+def pad_to_multiple(images: torch.Tensor, patch_size: int) -> torch.Tensor: ...
+@overload
+def pad_to_multiple(images: np.ndarray, patch_size: int) -> np.ndarray: ...
 def pad_to_multiple(images: Array, patch_size: int) -> Array:
     """Zero-pad the bottom and right edges so both sides are multiples of ``patch_size``.
 
@@ -87,6 +91,10 @@ def pad_to_multiple(images: Array, patch_size: int) -> Array:
     return np.pad(images, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
 
 
+@overload
+def patchify(images: torch.Tensor, patch_size: int, pad: bool = False) -> torch.Tensor: ...
+@overload
+def patchify(images: np.ndarray, patch_size: int, pad: bool = False) -> np.ndarray: ...
 def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
     """Cut images into flattened patches.
 
@@ -117,6 +125,10 @@ def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
     return grid.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * gw, patch_size * patch_size * c)
 
 
+@overload
+def unpatchify(tokens: torch.Tensor, patch_size: int, grid: int | tuple[int, int]) -> torch.Tensor: ...
+@overload
+def unpatchify(tokens: np.ndarray, patch_size: int, grid: int | tuple[int, int]) -> np.ndarray: ...
 def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> Array:
     """Invert :func:`patchify` exactly.
 

@@ -49,11 +49,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
 def transformer_block(x: np.ndarray, block: Params, num_heads: int, eps: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Pre-norm block: tokens ``(B, N, D)`` -> ``(tokens (B, N, D), attention weights (B, H, N, N))``."""
-    attn, weights = multihead_self_attention(layer_norm(x, *block["norm1"], eps), block["wq"], block["wk"],
+    (gamma1, beta1), (gamma2, beta2) = block["norm1"], block["norm2"]
+    attn, weights = multihead_self_attention(layer_norm(x, gamma1, beta1, eps), block["wq"], block["wk"],
                                              block["wv"], block["wo"], num_heads, block["bq"], block["bk"],
                                              block["bv"], block["bo"])
     x = x + attn
-    hidden = gelu(layer_norm(x, *block["norm2"], eps) @ block["mlp_w1"] + block["mlp_b1"])
+    hidden = gelu(layer_norm(x, gamma2, beta2, eps) @ block["mlp_w1"] + block["mlp_b1"])
     return x + hidden @ block["mlp_w2"] + block["mlp_b2"], weights
 
 
@@ -103,7 +104,8 @@ def encode(images: np.ndarray, params: Params) -> tuple[np.ndarray, list[np.ndar
         x, weights = transformer_block(x, block, params["num_heads"], params["eps"])
         attentions.append(weights)
     if params["norm"] is not None:
-        x = layer_norm(x, *params["norm"], params["eps"])
+        gamma, beta = params["norm"]
+        x = layer_norm(x, gamma, beta, params["eps"])
     return x, attentions
 
 
@@ -115,7 +117,8 @@ def vit_forward(images: np.ndarray, params: Params) -> tuple[np.ndarray, list[np
     tokens, attentions = encode(images, params)
     x = pool_sequence(tokens, params["pool"], params["prefix"].shape[0])
     if params["fc_norm"] is not None:
-        x = layer_norm(x, *params["fc_norm"], params["eps"])
+        gamma, beta = params["fc_norm"]
+        x = layer_norm(x, gamma, beta, params["eps"])
     if params["head"] is not None:
         x = x @ params["head"][0] + params["head"][1]
     return x, attentions

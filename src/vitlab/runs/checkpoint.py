@@ -350,7 +350,8 @@ def _load_foreign(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, s
         raise CheckpointError(f"{path} holds no tensors")
     known = dict(config)
     if name is not None:
-        arch = create_model(name).config.to_dict()
+        arch_config: Any = create_model(name).config
+        arch = arch_config.to_dict()
         known = {**{k: v for k, v in arch.items() if k not in ("img_size",)}, **known}
     if "vitlab_model_config" in raw:            # a timm file written by `vitlab convert --to timm`
         known = {**_json_value(raw, "vitlab_model_config", path), **known}
@@ -404,9 +405,10 @@ def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[
     :class:`CheckpointError` if fewer than half of them match (a different architecture).
     """
     loaded = load_checkpoint(source, img_size=img_size)
-    if img_size is not None and hasattr(loaded.model, "set_image_size"):
+    set_image_size = getattr(loaded.model, "set_image_size", None)
+    if img_size is not None and set_image_size is not None:
         if tuple(getattr(loaded.model.config, "img_size", img_size)) != tuple(img_size):
-            loaded.model.set_image_size(img_size)
+            set_image_size(img_size)
     state: dict[str, torch.Tensor] = loaded.model.state_dict()
     target = model.state_dict()
     matched = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}

@@ -76,7 +76,6 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     splits = splits or load_splits(config)
     if len(splits.val) == 0:
         raise DataError(f"{splits.name} has an empty validation split: use more images per class")
-    seed_everything(config.seed)                # the initial weights depend on the seed alone
     seed_everything(config.seed)                    # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None

@@ -13,13 +13,14 @@ self-attention scores (a detection head's box relations, see ``heads.box_relatio
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...layers.mlp import MLP
-from ...ops.attention import merge_heads, scaled_dot_product_attention, split_heads
+from ...ops.attention import merge_heads, scaled_dot_product_attention, split_heads, with_weights
 
 
 def sine_embed(coords: torch.Tensor, dim: int, temperature: float = 20.0) -> torch.Tensor:
@@ -72,7 +73,7 @@ class CrossAttention(nn.Module):
     def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, Q, D), weights (B, H, Q, N))``; the weights sum to 1 over the tokens."""
-        return self._attend(queries, tokens, need_weights=True)
+        return with_weights(self._attend(queries, tokens, need_weights=True))
 
 
 class DecoderLayer(nn.Module):
@@ -106,7 +107,7 @@ class DecoderLayer(nn.Module):
     def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, Q, D), cross-attention weights (B, H, Q, N))``."""
-        return self._decode(queries, tokens, need_weights=True)
+        return with_weights(self._decode(queries, tokens, need_weights=True))
 
 
 class TransformerDecoder(nn.Module):
@@ -135,6 +136,6 @@ class TransformerDecoder(nn.Module):
         """Each layer's cross-attention weights ``(B, heads, queries, tokens)``."""
         x, weights = self.queries.expand(tokens.shape[0], -1, -1), []
         for layer in self.layers:
-            x, w = layer.forward_with_weights(x, tokens)
+            x, w = cast(DecoderLayer, layer).forward_with_weights(x, tokens)
             weights.append(w)
         return weights

@@ -13,6 +13,7 @@ Each head is called as ``head(maps, images)``, ``maps`` a list of ``(B, D, h, w)
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +53,7 @@ class ConvBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
-        return x if self.conv2 is None else F.relu(self.bn2(self.conv2(x)))
+        return x if self.conv2 is None or self.bn2 is None else F.relu(self.bn2(self.conv2(x)))
 
 
 class DecoderStage(nn.Module):
@@ -65,7 +66,7 @@ class DecoderStage(nn.Module):
 
     def forward(self, x: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
         x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
-        image = F.adaptive_avg_pool2d(images, x.shape[-2:])
+        image = F.adaptive_avg_pool2d(images, (x.shape[-2], x.shape[-1]))
         return self.block(torch.cat([x, F.relu(self.skip(image))], dim=1))
 
 
@@ -220,8 +221,9 @@ class DETRHead(nn.Module):
         self.query_pos = nn.Sequential(nn.Linear(2 * width, width), nn.ReLU(), nn.Linear(width, width))
         self.predict = BoxPredictor(width, num_classes + 1)  # shared by every decoder layer
         self.relation = nn.Sequential(nn.Linear(4, width // 2), nn.ReLU(), nn.Linear(width // 2, num_heads))
-        nn.init.zeros_(self.relation[2].weight)
-        nn.init.zeros_(self.relation[2].bias)
+        relation_out = cast(nn.Linear, self.relation[2])
+        nn.init.zeros_(relation_out.weight)
+        nn.init.zeros_(relation_out.bias)
         if queries == "learned":
             side = math.ceil(math.sqrt(num_queries))
             cells = [((i % side + 0.5) / side, (i // side + 0.5) / side) for i in range(num_queries)]

@@ -142,15 +142,19 @@ def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
 class DenseModel(nn.Module):
     """Images ``(B, 3, H, W)`` in [0, 1] -> normalised -> backbone maps -> head outputs (a dict)."""
 
+    mean: torch.Tensor
+    std: torch.Tensor
+
     def __init__(self, config: DenseConfig) -> None:
         super().__init__()
         self.config = config
-        self.backbone = build_backbone(config)
+        backbone: Any = build_backbone(config)  # any registered model with timm's forward_intermediates
+        self.backbone = backbone
         with torch.no_grad():  # the maps' widths and finest stride, from a probe image
             probe = torch.zeros(1, 3, config.img_size, config.img_size)
-            maps = self.backbone.eval().forward_intermediates(probe, config.block_indices(), norm=True,
-                                                              stop_early=True, intermediates_only=True)
-        self.backbone.train()
+            maps = backbone.eval().forward_intermediates(probe, config.block_indices(), norm=True,
+                                                         stop_early=True, intermediates_only=True)
+        backbone.train()
         stride = config.img_size // max(m.shape[-1] for m in maps)
         self.head = build_head(config, [m.shape[1] for m in maps], stride)
         self.register_buffer("mean", torch.tensor(config.mean).view(1, -1, 1, 1))
