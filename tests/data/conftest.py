@@ -1,5 +1,6 @@
 """Writers of small dataset files in their official formats, for the readers' tests; every test
 searches an empty ``$VITLAB_DATA`` so files of the machine's own data home never leak in."""
+
 import gzip
 import pickle
 from pathlib import Path
@@ -43,8 +44,12 @@ def write_mnist_split(root: Path, split: str, images: np.ndarray, labels: np.nda
 
 def write_cifar_batch(path: Path, images: np.ndarray, labels: np.ndarray, protocol: int = 2) -> Path:
     """A CIFAR-10 python batch: images (N, 3, 32, 32) uint8 flattened row-major to (N, 3072)."""
-    batch = {"batch_label": path.name, "labels": [int(v) for v in labels],
-             "data": images.reshape(len(images), -1), "filenames": [f"{i}.png" for i in range(len(images))]}
+    batch = {
+        "batch_label": path.name,
+        "labels": [int(v) for v in labels],
+        "data": images.reshape(len(images), -1),
+        "filenames": [f"{i}.png" for i in range(len(images))],
+    }
     path.write_bytes(pickle.dumps(batch, protocol=protocol))
     return path
 

@@ -1,4 +1,5 @@
 """BatchAugment: each step checked against an oracle or a property; determinism; presets; normalize."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,7 @@ def test_random_crop_is_a_shifted_window_of_the_padded_image():
     batch = image.expand(64, -1, -1, -1)
     out, labels = augment(crop_padding=pad)(batch, torch.zeros(64, dtype=torch.long))
     padded = F.pad(image[0], (pad,) * 4)
-    windows = {(dy, dx): padded[:, dy:dy + 5, dx:dx + 6] for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)}
+    windows = {(dy, dx): padded[:, dy : dy + 5, dx : dx + 6] for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)}
     found = [next(k for k, w in windows.items() if torch.equal(w, o)) for o in out]
     assert out.shape == batch.shape and len(set(found)) > 10  # per-sample offsets, many of the 25
     # a hand-checked case: offset (0, 0) puts the top-left pixel at (2, 2), zeros above and left
@@ -41,7 +42,7 @@ def test_erasing_fills_one_rectangle_with_noise_in_range():
     for mask in changed[:, 0]:
         rows, cols = mask.any(1).nonzero()[:, 0], mask.any(0).nonzero()[:, 0]
         box = torch.zeros_like(mask)
-        box[rows.min():rows.max() + 1, cols.min():cols.max() + 1] = True
+        box[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1] = True
         assert torch.equal(mask, box) and 0.01 < mask.float().mean() < 0.4
     half, _ = augment(erasing=0.5)(images, torch.zeros(100, dtype=torch.long))
     assert 25 < int((half != images).flatten(1).any(1).sum()) < 75
@@ -89,9 +90,9 @@ def test_auto_augment_varies_by_group(auto):
     image = torch.rand(1, 3, 16, 16)
     out, _ = augment(auto=auto, auto_group=4)(image.expand(16, -1, -1, -1), torch.zeros(16, dtype=torch.long))
     groups = out.view(4, 4, 3, 16, 16)
-    assert (groups == groups[:, :1]).all()                       # one draw of ops per group
-    assert len({g[0].numpy().tobytes() for g in groups}) > 1     # different draws across groups
-    torch.testing.assert_close(out * 255, (out * 255).round())   # ran on uint8
+    assert (groups == groups[:, :1]).all()  # one draw of ops per group
+    assert len({g[0].numpy().tobytes() for g in groups}) > 1  # different draws across groups
+    torch.testing.assert_close(out * 255, (out * 255).round())  # ran on uint8
 
 
 def test_mix_prob_zero_gives_one_hot_and_no_mixing_gives_labels():

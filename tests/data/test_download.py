@@ -1,4 +1,5 @@
 """download() and `vitlab data` against local HTTP servers: honest, absent, trickling and over-sending."""
+
 import hashlib
 import http.server
 import socket
@@ -47,10 +48,12 @@ def md5(path) -> str:
 def mnist_files(server, rng, write_mnist_split, monkeypatch):
     """Generated MNIST files on the server, with the registry's checksums and sizes replaced by theirs."""
     root, url = server
-    write_mnist_split(root, "train", rng.integers(0, 256, (40, 28, 28), dtype=np.uint8),
-                      np.repeat(np.arange(10, dtype=np.uint8), 4))
-    write_mnist_split(root, "t10k", rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
-                      rng.integers(0, 10, 10, dtype=np.uint8))
+    write_mnist_split(
+        root, "train", rng.integers(0, 256, (40, 28, 28), dtype=np.uint8), np.repeat(np.arange(10, dtype=np.uint8), 4)
+    )
+    write_mnist_split(
+        root, "t10k", rng.integers(0, 256, (10, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10, dtype=np.uint8)
+    )
     files = {p.name: RemoteFile(md5(p), p.stat().st_size) for p in sorted(root.iterdir())}
     monkeypatch.setitem(fetch.SOURCES, "mnist", RemoteFiles("http://official.invalid/", files))
     return root, url
@@ -62,7 +65,7 @@ def test_download_verifies_and_skips_present_files(tmp_path, mnist_files):
     assert sorted(p.name for p in paths) == sorted(p.name for p in served.iterdir())
     assert all(md5(p) == md5(served / p.name) for p in paths)
     assert len(load_dataset("mnist", tmp_path / "mnist").val) == 10  # a stratified tenth of 40
-    for p in served.iterdir():          # files already present are checked, not fetched again
+    for p in served.iterdir():  # files already present are checked, not fetched again
         p.unlink()
     assert download("mnist", tmp_path / "mnist", mirror=url) == paths
 
@@ -98,9 +101,10 @@ def test_stale_part_files_of_a_killed_run_are_removed(tmp_path, mnist_files):
 def test_no_server_says_where_to_put_files_by_hand(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]          # closed once we leave the block: nothing listens there
-    with pytest.raises(DownloadError, match=r"by hand from https://www.cs.toronto.edu/~kriz/.*put them in "
-                                            + str(tmp_path / "c")):
+        port = s.getsockname()[1]  # closed once we leave the block: nothing listens there
+    with pytest.raises(
+        DownloadError, match=r"by hand from https://www.cs.toronto.edu/~kriz/.*put them in " + str(tmp_path / "c")
+    ):
         download("cifar10", tmp_path / "c", mirror=f"http://127.0.0.1:{port}")
     assert not list((tmp_path / "c").iterdir())
     with pytest.raises(DataError, match="no download for dataset 'digits'"):
@@ -175,8 +179,7 @@ def test_cifar_archive_is_unpacked(tmp_path, server, rng, write_cifar_batch, mon
     batches = tmp_path / "cifar-10-batches-py"
     batches.mkdir()
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        write_cifar_batch(batches / name, rng.integers(0, 256, (4, 3, 32, 32), dtype=np.uint8),
-                          np.arange(4) % 2)
+        write_cifar_batch(batches / name, rng.integers(0, 256, (4, 3, 32, 32), dtype=np.uint8), np.arange(4) % 2)
     archive = served / "cifar-10-python.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(batches, arcname="cifar-10-batches-py")
@@ -190,7 +193,7 @@ def test_cli_download_and_info(tmp_path, mnist_files, capsys, no_system_data):
     assert main(["data", "download", "mnist", "--data-dir", str(tmp_path), "--mirror", mnist_files[1]]) == 0
     assert capsys.readouterr().out.count("ok  ") == 4
     assert main(["data", "download", "mnist", "--to", str(tmp_path), "--mirror", mnist_files[1]]) == 0
-    assert capsys.readouterr().out.count("ok  ") == 4          # --to: the old name of --data-dir
+    assert capsys.readouterr().out.count("ok  ") == 4  # --to: the old name of --data-dir
     assert main(["data", "info", "mnist", "--data-dir", str(tmp_path), "--rows", "20"]) == 0
     out = capsys.readouterr().out
     assert "train 20  val 10  test 10" in out and "(1, 28, 28)" in out and f"source   {tmp_path}" in out

@@ -1,4 +1,5 @@
 """The folder reader on generated PNG/JPEG files and the CIFAR-10 reader on generated batches."""
+
 import os
 import pickle
 
@@ -63,7 +64,7 @@ def test_cifar_reader_keeps_pixel_layout_and_splits(tmp_path, rng, write_cifar_b
     images, labels = write_cifar(root, write_cifar_batch, rng, protocol=protocol)
     splits = load_dataset("cifar10", tmp_path)
     assert (len(splits.train), len(splits.val), len(splits.test)) == (90, 10, 20)
-    assert splits.val.labels.bincount().tolist() == [1] * 10          # a stratified tenth of the training batches
+    assert splits.val.labels.bincount().tolist() == [1] * 10  # a stratified tenth of the training batches
     assert sorted(map(bytes, [*pixels(splits.train), *pixels(splits.val)])) == sorted(map(bytes, images[:100]))
     np.testing.assert_array_equal(pixels(splits.test), images[100:])
     np.testing.assert_array_equal(splits.test.labels.numpy(), labels[100:])
@@ -79,8 +80,9 @@ def test_cifar_refuses_arbitrary_objects_and_bad_labels(tmp_path, rng, write_cif
     evil.write_bytes(pickle.dumps({"data": Exploit(), "labels": []}))
     with pytest.raises(DataError, match=r"evil: not a readable CIFAR-10 batch .*refusing to load global"):
         read_cifar_batch(evil)
-    bad = write_cifar_batch(tmp_path / "bad", rng.integers(0, 256, (3, 3, 32, 32), dtype=np.uint8),
-                            np.array([1, 10, 2]))
+    bad = write_cifar_batch(
+        tmp_path / "bad", rng.integers(0, 256, (3, 3, 32, 32), dtype=np.uint8), np.array([1, 10, 2])
+    )
     with pytest.raises(DataError, match=r"bad: label 10 at index 1 is out of range"):
         read_cifar_batch(bad)
     truncated = tmp_path / "truncated"

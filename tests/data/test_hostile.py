@@ -1,5 +1,6 @@
 """Hostile input: unreadable images, random bytes as IDX files and images, folders too small to split.
 Every failure must be a DataError naming the file, never another exception type."""
+
 import gzip
 import io
 
@@ -36,8 +37,12 @@ def test_read_image_gives_channels_height_width_in_unit_range(tmp_path, rng):
 def test_unreadable_images_name_the_file(tmp_path, rng, kind):
     path = tmp_path / f"{kind}.png"
     png = encoded(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8), "PNG")
-    contents = {"empty": b"", "text": b"hello, I am not an image\n", "truncated": png[:len(png) // 2],
-                "svg": b'<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>'}
+    contents = {
+        "empty": b"",
+        "text": b"hello, I am not an image\n",
+        "truncated": png[: len(png) // 2],
+        "svg": b'<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>',
+    }
     if kind == "folder":
         path.mkdir()
     elif kind in contents:
@@ -48,7 +53,7 @@ def test_unreadable_images_name_the_file(tmp_path, rng, kind):
 
 def test_decompression_bomb_is_refused_before_decoding(tmp_path):
     path = tmp_path / "bomb.png"
-    Image.new("1", (4000, 3000)).save(path)              # 12 megapixels in a few kilobytes
+    Image.new("1", (4000, 3000)).save(path)  # 12 megapixels in a few kilobytes
     assert path.stat().st_size < 20_000
     with pytest.raises(DataError, match=r"bomb.png: 4000x3000 pixels is over the limit of 1,000,000"):
         read_image(path, max_pixels=1_000_000)
@@ -62,7 +67,7 @@ def test_random_and_mutated_bytes_as_an_image_raise_only_data_errors(tmp_path):
     for trial in range(600):
         data = bytearray(valid[FORMATS[trial % len(FORMATS)]])
         if trial % 3 == 0:
-            data = data[:rng.integers(0, len(data))]
+            data = data[: rng.integers(0, len(data))]
         elif trial % 3 == 1:
             for at in rng.integers(0, len(data), rng.integers(1, 8)):
                 data[at] = rng.integers(0, 256)
@@ -77,7 +82,7 @@ def test_random_and_mutated_bytes_as_an_image_raise_only_data_errors(tmp_path):
         else:
             assert image.shape == (3, 6, 6) and 0 <= float(image.min()) and float(image.max()) <= 1
             outcomes["read"] += 1
-    assert outcomes["refused"] > 200 and outcomes["read"] > 20      # both paths were exercised
+    assert outcomes["refused"] > 200 and outcomes["read"] > 20  # both paths were exercised
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -89,7 +94,7 @@ def test_random_and_mutated_bytes_as_an_idx_file_raise_only_data_errors(tmp_path
     for trial in range(400):
         data = bytearray(valid)
         if trial % 3 == 0:
-            data = data[:rng.integers(0, len(data))]
+            data = data[: rng.integers(0, len(data))]
         elif trial % 3 == 1:
             for at in rng.integers(0, len(data), rng.integers(1, 4)):
                 data[at] = rng.integers(0, 256)

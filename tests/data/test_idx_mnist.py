@@ -1,5 +1,6 @@
 """IDX reader and the MNIST / Fashion-MNIST loader on generated files, where they are found, and the
 real Fashion-MNIST of Debian's dataset-fashion-mnist when it is installed."""
+
 import gzip
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from vitlab.data.idx import IMAGES_MAGIC, LABELS_MAGIC, read_idx, read_idx_pair
 from vitlab.errors import DataError
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
-needs_fashion = pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason="Fashion-MNIST is not installed in "
-                                   f"{DEBIAN_FASHION} (apt-get install dataset-fashion-mnist)")
+needs_fashion = pytest.mark.skipif(
+    not DEBIAN_FASHION.is_dir(),
+    reason=f"Fashion-MNIST is not installed in {DEBIAN_FASHION} (apt-get install dataset-fashion-mnist)",
+)
 
 
 def pixels(part) -> np.ndarray:
@@ -67,9 +70,9 @@ def test_idx_with_no_images_is_refused(tmp_path, write_idx, write_mnist_split):
 
 
 def test_gzip_bomb_is_read_only_as_far_as_its_header_promises(tmp_path):
-    header = (IMAGES_MAGIC.to_bytes(4, "big") + (1).to_bytes(4, "big") + (2).to_bytes(4, "big") * 2)
+    header = IMAGES_MAGIC.to_bytes(4, "big") + (1).to_bytes(4, "big") + (2).to_bytes(4, "big") * 2
     bomb = tmp_path / "bomb.gz"
-    with gzip.open(bomb, "wb", compresslevel=9) as f:   # a 4-byte image followed by 64 MiB of zeros
+    with gzip.open(bomb, "wb", compresslevel=9) as f:  # a 4-byte image followed by 64 MiB of zeros
         f.write(header + bytes(4))
         for _ in range(64):
             f.write(bytes(1 << 20))
@@ -110,13 +113,13 @@ def test_mnist_textbook_protocol_on_test_only_dir(tmp_path, rng, write_mnist_spl
 def test_mnist_with_train_and_test_files(tmp_path, rng, write_mnist_split):
     train = rng.integers(0, 256, (50, 28, 28), dtype=np.uint8), np.repeat(np.arange(10, dtype=np.uint8), 5)
     test = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8), rng.integers(0, 10, 20, dtype=np.uint8)
-    layout = tmp_path / "FashionMNIST" / "raw"          # torchvision's layout is found too
+    layout = tmp_path / "FashionMNIST" / "raw"  # torchvision's layout is found too
     layout.mkdir(parents=True)
     write_mnist_split(layout, "train", *train)
     write_mnist_split(layout, "t10k", *test, gz=False)
     splits = load_dataset("fashion-mnist", tmp_path, rows=30)
     assert (len(splits.train), len(splits.val), len(splits.test)) == (30, 10, 20)
-    assert np.bincount(splits.val.labels.numpy()).tolist() == [1] * 10    # one of each class's five
+    assert np.bincount(splits.val.labels.numpy()).tolist() == [1] * 10  # one of each class's five
     np.testing.assert_array_equal(splits.test.labels.numpy(), test[1])
     assert splits.hflip_ok and splits.train.classes[0] == "T-shirt/top" and splits.source == str(layout)
 
@@ -127,11 +130,17 @@ def test_mnist_missing_files_say_what_to_do(tmp_path, rng, write_idx, no_system_
     write_idx(tmp_path / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (3, 28, 28), dtype=np.uint8))
     with pytest.raises(DataError, match=r"not t10k-labels-idx1-ubyte"):
         load_dataset("mnist", tmp_path)
-    with pytest.raises(DataError, match=r"no files in .*data-home\d*/mnist or .*data-home\d* or "
-                                        r".*system-datasets\d*/mnist; get them with"):
+    with pytest.raises(
+        DataError,
+        match=r"no files in .*data-home\d*/mnist or .*data-home\d* or "
+        r".*system-datasets\d*/mnist; get them with",
+    ):
         load_dataset("mnist")
-    with pytest.raises(DataError, match=r"`apt-get install dataset-fashion-mnist`, `vitlab data download "
-                                        r"fashion-mnist` or pass --data-dir DIR"):
+    with pytest.raises(
+        DataError,
+        match=r"`apt-get install dataset-fashion-mnist`, `vitlab data download "
+        r"fashion-mnist` or pass --data-dir DIR",
+    ):
         load_dataset("fashion-mnist")
 
 
@@ -143,23 +152,28 @@ def test_mnist_bad_label_names_the_file(tmp_path, rng, write_mnist_split):
         load_dataset("mnist", tmp_path)
 
 
-def test_files_are_searched_in_data_home_then_the_system_folder(tmp_path, rng, write_mnist_split,
-                                                                 empty_data_home, no_system_data, monkeypatch):
+def test_files_are_searched_in_data_home_then_the_system_folder(
+    tmp_path, rng, write_mnist_split, empty_data_home, no_system_data, monkeypatch
+):
     def put(folder):
         folder.mkdir(parents=True, exist_ok=True)
-        write_mnist_split(folder, "t10k", rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
-                          np.repeat(np.arange(10, dtype=np.uint8), 2))
+        write_mnist_split(
+            folder,
+            "t10k",
+            rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+            np.repeat(np.arange(10, dtype=np.uint8), 2),
+        )
         return folder
 
     system = put(no_system_data / "mnist")
     assert locate_dataset("mnist") == system and load_dataset("mnist").source == str(system)
-    assert locate_dataset("mnist", put(empty_data_home)) == empty_data_home      # $VITLAB_DATA itself
+    assert locate_dataset("mnist", put(empty_data_home)) == empty_data_home  # $VITLAB_DATA itself
     assert locate_dataset("mnist") == empty_data_home
     nested = put(empty_data_home / "mnist")
-    assert locate_dataset("mnist") == nested                                      # $VITLAB_DATA/mnist first
-    assert locate_dataset("mnist", empty_data_home) == empty_data_home           # an explicit folder
+    assert locate_dataset("mnist") == nested  # $VITLAB_DATA/mnist first
+    assert locate_dataset("mnist", empty_data_home) == empty_data_home  # an explicit folder
     mine = put(tmp_path / "mine" / "mnist")
-    assert locate_dataset("mnist", tmp_path / "mine") == mine                     # ... or its NAME sub-folder
+    assert locate_dataset("mnist", tmp_path / "mine") == mine  # ... or its NAME sub-folder
     monkeypatch.delenv("VITLAB_DATA")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert locate_dataset("mnist") == system

@@ -1,4 +1,5 @@
 """BatchLoader: epochs cover the data once, and shards are DistributedSampler's."""
+
 import math
 
 import pytest

@@ -1,4 +1,5 @@
 """load_dataset: the one split rule, rows, normalization, option checking, and where files are found."""
+
 import numpy as np
 import pytest
 import torch
@@ -32,6 +33,7 @@ def test_list_datasets():
 
 def test_digits_split_is_disjoint_complete_stratified_and_seeded(digits):
     from sklearn.datasets import load_digits
+
     raw = load_digits()
     parts = [digits.train, digits.val, digits.test]
     assert [len(p) for p in parts] == [1258, 270, 269] and sum(map(len, parts)) == 1797
@@ -74,7 +76,7 @@ def test_rows_do_not_depend_on_the_validation_size():
 
 
 def test_validation_is_a_stratified_random_part_not_the_tail():
-    labels = np.tile(np.arange(5), 40)                       # 200 images, class i at i, i + 5, ...
+    labels = np.tile(np.arange(5), 40)  # 200 images, class i at i, i + 5, ...
     splits = make_splits("d", Source(indexed(labels), (0.2,)), seed=0)
     val = ids(splits.val)
     assert len(val) == 40 and np.bincount(labels[val]).tolist() == [8] * 5
@@ -95,9 +97,12 @@ def test_every_part_gets_each_class_that_has_enough_images():
     labels = np.repeat([0, 1, 2], [3, 40, 1])
     train, val, test = stratified_split(labels, (0.7, 0.15, 0.15), seed=0)
     assert [int((labels[p] == 0).sum()) for p in (train, val, test)] == [1, 1, 1]
-    assert (labels[train] == 2).sum() == 1                  # a lone image stays in training
-    with pytest.raises(DataError, match=r"leave the validation and test split empty; give every class at "
-                                        r"least 3 images \(one each for training, validation, test\)"):
+    assert (labels[train] == 2).sum() == 1  # a lone image stays in training
+    with pytest.raises(
+        DataError,
+        match=r"leave the validation and test split empty; give every class at "
+        r"least 3 images \(one each for training, validation, test\)",
+    ):
         make_splits("tiny", Source(indexed([0, 1]), (0.15, 0.15)))
 
 

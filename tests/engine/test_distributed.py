@@ -7,9 +7,10 @@ import torch
 import torch.multiprocessing as mp
 
 from vitlab.data import load_dataset
-from vitlab.train import TrainConfig, build_model, train
-from vitlab.train.distributed import all_reduce_sum, resolve_device, setup
-from vitlab.train.trainer import seed_everything
+from vitlab.engine import TrainConfig, build_model, seed_everything
+from vitlab.engine.distributed import all_reduce_sum, resolve_device, setup
+from vitlab.errors import ConfigError
+from vitlab.tasks import train
 
 CONFIG = dict(model="vit-digits", model_overrides={"depth": 1, "embed_dim": 32, "num_heads": 2}, rows=256,
               epochs=2, augment="none", warmup_epochs=1.0, device="cpu")   # 256 / 64 = 4 steps per epoch
@@ -56,8 +57,21 @@ def test_single_process_without_torchrun_env(monkeypatch):
     assert all_reduce_sum(torch.ones(2)).tolist() == [1.0, 1.0]
 
 
-def test_resolve_device_gives_each_rank_its_gpu():
+def test_resolve_device_gives_each_rank_its_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device("cuda", local_rank=1) == torch.device("cuda", 1)
     assert resolve_device("cuda:0", local_rank=1) == torch.device("cuda", 0)
     assert resolve_device("cpu", local_rank=1) == torch.device("cpu")
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("auto", local_rank=1) == torch.device("cuda", 1)
+    with pytest.raises(ConfigError, match="2 CUDA device"):
+        resolve_device("cuda:2")
+
+
+def test_resolve_device_refuses_a_device_the_machine_lacks(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="no CUDA GPU: use --device cpu"):
+        resolve_device("cuda")
+    with pytest.raises(ConfigError, match="unknown device 'gpu'"):
+        resolve_device("gpu")

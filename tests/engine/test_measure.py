@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from vitlab.train.measure import best_seconds, forward_costs, peak_memory
+from vitlab.engine.measure import best_seconds, forward_costs, peak_memory
 
 
 def test_peak_memory_sees_a_short_lived_intermediate():

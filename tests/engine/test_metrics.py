@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from vitlab.train.metrics import (accuracy, calibration_bins, confusion_matrix, ece, fit_temperature, nll,
+from vitlab.engine.metrics import (accuracy, calibration_bins, confusion_matrix, ece, fit_temperature, nll,
                                   per_class_accuracy, reliability)
 
 

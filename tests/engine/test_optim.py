@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from vitlab.models import create_model
-from vitlab.train.optim import ModelEma, WarmupCosine, build_optimizer, build_scheduler, param_groups
+from vitlab.engine.optim import ModelEma, WarmupCosine, build_optimizer, build_scheduler, param_groups
 
 
 def test_param_groups_skip_norms_biases_positions_tokens():

@@ -7,7 +7,7 @@ import torch
 from vitlab.cli.main import main
 from vitlab.data import normalize
 from vitlab.explain.record import attention_weights
-from vitlab.train.checkpoint import WEIGHTS, save_weights
+from vitlab.runs import DataConfig, save_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +16,8 @@ def run_folder(digits_run, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     splits, config = digits_run.splits, digits_run.config
     (folder / "config.json").write_text(json.dumps(config.to_dict()))
-    save_weights(digits_run.model, folder / "best" / WEIGHTS, {
-        "model": config.model, "config": digits_run.model.config.to_dict(), "dataset": "digits", "data_dir": None,
-        "rows": None, "seed": 0, "classes": splits.train.classes, "mean": list(splits.mean),
-        "std": list(splits.std), "epoch": config.epochs, "weights": "model"})
+    save_checkpoint(digits_run.model, folder / "best" / "model.safetensors", "classifier",
+                    DataConfig.from_splits(splits), name=config.model, provenance={"epoch": config.epochs})
     return folder
 
 

@@ -4,20 +4,22 @@ import argparse
 import pytest
 import torch
 
-from vitlab.interop import (infer_config, load_checkpoint, load_state_dict, read_state_dict, save_checkpoint,
-                            to_timm_state_dict)
+from vitlab.interop import infer_config, load_state_dict, read_state_dict, to_timm_state_dict
 from vitlab.models import create_model
+from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
+
+MNIST = DataConfig((28, 28), 1, (0.1307,), (0.3081,), [str(i) for i in range(10)], dataset="mnist")
 
 
 @torch.no_grad()
 @pytest.mark.parametrize("name", ["vit-seed", "vit-seed-sincos"])
 def test_vitlab_checkpoint_rebuilds_the_model(name, tmp_path, perturb):
     model = perturb(create_model(name).eval())
-    save_checkpoint(model, tmp_path / "model.safetensors")
+    save_checkpoint(model, tmp_path / "model.safetensors", "classifier", MNIST)
     loaded = load_checkpoint(tmp_path / "model.safetensors")
-    assert loaded.config == model.config
+    assert loaded.model.config == model.config and loaded.data == MNIST and loaded.name == name
     images = torch.randn(2, 1, 28, 28)
-    assert torch.equal(loaded(images), model(images))
+    assert torch.equal(loaded.model(images), model(images))
 
 
 def test_missing_and_unexpected_keys_are_named():

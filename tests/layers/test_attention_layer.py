@@ -1,4 +1,5 @@
 """MultiHeadSelfAttention: fast path == explicit path (with rotary too), and the fused qkv layout."""
+
 import numpy as np
 import pytest
 import torch
@@ -13,8 +14,15 @@ SETTINGS = settings(max_examples=15, deadline=None)
 
 
 @SETTINGS
-@given(heads=st.integers(1, 3), quarter=st.integers(1, 3), grid=st.tuples(st.integers(1, 4), st.integers(1, 4)),
-       prefix=st.integers(0, 2), rope=st.booleans(), qk_norm=st.booleans(), qkv_bias=st.booleans())
+@given(
+    heads=st.integers(1, 3),
+    quarter=st.integers(1, 3),
+    grid=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    prefix=st.integers(0, 2),
+    rope=st.booleans(),
+    qk_norm=st.booleans(),
+    qkv_bias=st.booleans(),
+)
 def test_fast_path_equals_explicit_path(heads, quarter, grid, prefix, rope, qk_norm, qkv_bias):
     dim = heads * 4 * quarter
     attn = MultiHeadSelfAttention(dim, heads, qkv_bias=qkv_bias, qk_norm=qk_norm).eval()
@@ -37,8 +45,17 @@ def test_matches_the_reference_with_fused_qkv_split_in_order():
     w = attn.qkv.weight.detach().numpy()
     b = attn.qkv.bias.detach().numpy()
     out, weights = ref.multihead_self_attention(
-        x.numpy(), w[:dim].T, w[dim:2 * dim].T, w[2 * dim:].T, attn.proj.weight.detach().numpy().T, heads,
-        b[:dim], b[dim:2 * dim], b[2 * dim:], attn.proj.bias.detach().numpy())
+        x.numpy(),
+        w[:dim].T,
+        w[dim : 2 * dim].T,
+        w[2 * dim :].T,
+        attn.proj.weight.detach().numpy().T,
+        heads,
+        b[:dim],
+        b[dim : 2 * dim],
+        b[2 * dim :],
+        attn.proj.bias.detach().numpy(),
+    )
     with torch.no_grad():
         got, got_weights = attn.forward_with_weights(x)
     np.testing.assert_allclose(got.numpy(), out, atol=1e-12)
@@ -47,11 +64,11 @@ def test_matches_the_reference_with_fused_qkv_split_in_order():
 
 def test_rotation_leaves_prefix_tokens_unchanged():
     attn = MultiHeadSelfAttention(16, 2)
-    rope = Rotary2d((3, 2), head_dim=8, num_prefix=2)((3, 2))             # 2 prefix + 6 patch tokens
+    rope = Rotary2d((3, 2), head_dim=8, num_prefix=2)((3, 2))  # 2 prefix + 6 patch tokens
     x = torch.randn(1, 8, 16)
     (q, k, _), (q0, k0, _) = attn.qkv_heads(x, rope), attn.qkv_heads(x)
     assert torch.equal(q[:, :, :2], q0[:, :, :2]) and torch.equal(k[:, :, :2], k0[:, :, :2])
-    assert not torch.allclose(q[:, :, 3:], q0[:, :, 3:])                   # patches past (0, 0) do rotate
+    assert not torch.allclose(q[:, :, 3:], q0[:, :, 3:])  # patches past (0, 0) do rotate
 
 
 def test_heads_must_divide_the_width():

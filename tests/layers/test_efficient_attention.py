@@ -1,4 +1,5 @@
 """Linear, low-rank and latent attention against their formulas; every kind by name in one ViT."""
+
 import math
 
 import pytest
@@ -6,11 +7,16 @@ import torch
 import torch.nn.functional as F
 
 from vitlab.explain.record import attention_weights
-from vitlab.layers import (ATTENTION_KINDS, LatentAttention, LinearAttention, LowRankAttention,
-                           MultiHeadSelfAttention, build_attention)
-from vitlab.models import ViTConfig, VisionTransformer
+from vitlab.layers import (
+    ATTENTION_KINDS,
+    LatentAttention,
+    LinearAttention,
+    LowRankAttention,
+    MultiHeadSelfAttention,
+    build_attention,
+)
+from vitlab.models import VisionTransformer, ViTConfig
 from vitlab.ops.attention import merge_heads, split_heads
-
 
 
 def project(attn, mixed: torch.Tensor) -> torch.Tensor:
@@ -55,7 +61,7 @@ def test_lowrank_is_attention_over_projected_keys_and_values():
     attn = LowRankAttention(16, 2, num_tokens=20, rank=5).eval()
     x = torch.randn(2, 20, 16)
     q, k, v = attn.qkv_heads(x)
-    weights = torch.softmax(q @ (attn.key_proj @ k).transpose(-2, -1) / math.sqrt(8), dim=-1)    # (B, H, N, k)
+    weights = torch.softmax(q @ (attn.key_proj @ k).transpose(-2, -1) / math.sqrt(8), dim=-1)  # (B, H, N, k)
     with torch.no_grad():
         out, effective = attn.forward_with_weights(x)
         torch.testing.assert_close(attn(x), project(attn, weights @ (attn.value_proj @ v)), atol=1e-5, rtol=1e-5)
@@ -70,7 +76,7 @@ def test_latent_attention_is_two_cross_attentions():
     x = torch.randn(2, 30, 16)
     q, k, v = attn.qkv_heads(x)
     z = split_heads(attn.latents[None].expand(2, -1, -1), 2)
-    pool = torch.softmax(z @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)          # (B, H, L, N)
+    pool = torch.softmax(z @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)  # (B, H, L, N)
     read = torch.softmax(q @ (pool @ k).transpose(-2, -1) / math.sqrt(8), dim=-1)  # (B, H, N, L)
     with torch.no_grad():
         out, effective = attn.forward_with_weights(x)
@@ -81,9 +87,23 @@ def test_latent_attention_is_two_cross_attentions():
 
 
 def small_vit(kind: str) -> VisionTransformer:
-    return VisionTransformer(ViTConfig(img_size=16, patch_size=4, in_chans=1, num_classes=3, embed_dim=16, depth=2,
-                                       num_heads=2, class_token=False, pool="mean", attention=kind, window_size=2,
-                                       lowrank_k=5, num_latents=3))
+    return VisionTransformer(
+        ViTConfig(
+            img_size=16,
+            patch_size=4,
+            in_chans=1,
+            num_classes=3,
+            embed_dim=16,
+            depth=2,
+            num_heads=2,
+            class_token=False,
+            pool="mean",
+            attention=kind,
+            window_size=2,
+            lowrank_k=5,
+            num_latents=3,
+        )
+    )
 
 
 @pytest.mark.parametrize("kind", ATTENTION_KINDS)
@@ -103,13 +123,16 @@ def test_every_kind_trains_records_and_agrees_with_its_explicit_path(kind):
     assert [tuple(w.shape) for w in weights] == [(2, 2, 16, 16)] * 2
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: build_attention("sparse", 16, 2), "unknown attention kind 'sparse'"),
-    (lambda: build_attention("window", 16, 2), "needs the token grid"),
-    (lambda: build_attention("lowrank", 16, 2), "needs the sequence length"),
-    (lambda: MultiHeadSelfAttention(16, 2, kind="window"), "build_attention"),
-    (lambda: ViTConfig(attention="lowrank", dynamic_img_size=True), "dynamic_img_size"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: build_attention("sparse", 16, 2), "unknown attention kind 'sparse'"),
+        (lambda: build_attention("window", 16, 2), "needs the token grid"),
+        (lambda: build_attention("lowrank", 16, 2), "needs the sequence length"),
+        (lambda: MultiHeadSelfAttention(16, 2, kind="window"), "build_attention"),
+        (lambda: ViTConfig(attention="lowrank", dynamic_img_size=True), "dynamic_img_size"),
+    ],
+)
 def test_bad_choices_name_the_way_out(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -1,4 +1,5 @@
 """Patch embedding: the convolution, the linear map on patches and the textbook's naive loop agree."""
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +10,15 @@ import vitlab.reference as ref
 from vitlab.layers.patch_embed import PatchEmbedding, conv_weight_to_linear, linear_weight_to_conv
 
 SETTINGS = settings(max_examples=20, deadline=None)
-configs = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3),
-                    st.integers(1, 5), st.integers(1, 8), st.booleans())
+configs = st.tuples(
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(1, 8),
+    st.booleans(),
+)
 
 
 def pair(config):
@@ -27,7 +35,7 @@ def pair(config):
 def test_conv_and_linear_paths_agree(config, trim):
     b, c, gh, gw, p, dim, pad = config
     conv, linear = pair(config)
-    h, w = gh * p - (trim % p if pad else 0), gw * p            # with pad=True the height needs padding
+    h, w = gh * p - (trim % p if pad else 0), gw * p  # with pad=True the height needs padding
     images = torch.randn(b, c, h, w)
     out = conv(images)
     assert out.shape == (b, gh * gw, dim)
@@ -40,7 +48,7 @@ def test_conv_equals_the_naive_strided_convolution(config):
     b, c, gh, gw, p, dim, _ = config
     embed = PatchEmbedding(p, c, dim).double()
     images = torch.randn(b, c, gh * p, gw * p, dtype=torch.float64)
-    kernel = embed.proj.weight.detach().permute(2, 3, 1, 0).numpy()      # (D, C, P, P) -> (P, P, C, D)
+    kernel = embed.proj.weight.detach().permute(2, 3, 1, 0).numpy()  # (D, C, P, P) -> (P, P, C, D)
     expected = ref.conv2d_strided(images.permute(0, 2, 3, 1).numpy(), kernel, embed.proj.bias.detach().numpy(), p)
     np.testing.assert_allclose(embed(images).detach().numpy(), expected.reshape(b, gh * gw, dim), atol=1e-12)
 

@@ -1,22 +1,27 @@
 """Position modules: fixed tables are exact buffers, learned tables resample, row + column adds up."""
+
 import numpy as np
 import pytest
 import torch
 
 import vitlab.reference as ref
-from vitlab.layers.position import (LearnedPosition, RowColumnPosition, SinCosPosition, build_position)
+from vitlab.layers.position import LearnedPosition, RowColumnPosition, SinCosPosition, build_position
 
 
 @pytest.mark.parametrize("two_d", [True, False])
 def test_sincos_is_a_fixed_buffer_exact_in_float64(two_d):
     module = SinCosPosition((3, 4), 8, two_d=two_d)
     assert list(module.parameters()) == []
-    assert "cached" in dict(module.named_buffers()) and module.state_dict() == {}   # not saved either
+    assert "cached" in dict(module.named_buffers()) and module.state_dict() == {}  # not saved either
     expected = ref.sincos_2d((3, 4), 8) if two_d else ref.sincos_1d(12, 8)
     x = torch.zeros(1, 12, 8, dtype=torch.float64)
     np.testing.assert_allclose(module.double()(x, (3, 4))[0].numpy(), expected, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(module(x, (4, 3))[0].numpy(),                       # another grid, computed
-                               ref.sincos_2d((4, 3), 8) if two_d else expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        module(x, (4, 3))[0].numpy(),  # another grid, computed
+        ref.sincos_2d((4, 3), 8) if two_d else expected,
+        rtol=0,
+        atol=1e-15,
+    )
     assert module.float().cached.dtype == torch.float32
 
 
@@ -31,7 +36,7 @@ def test_learned_table_resamples():
     module = LearnedPosition((3, 4), 8)
     before = module.weight.detach().clone()
     module.resample_((3, 4))
-    assert torch.equal(module.weight, before)                               # same grid: identity
+    assert torch.equal(module.weight, before)  # same grid: identity
     module.resample_((6, 8))
     assert module.weight.shape == (1, 48, 8) and module.weight.requires_grad
 

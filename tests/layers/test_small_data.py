@@ -2,6 +2,7 @@
 
 Oracles: explicit pixel loops for the shifts, the NumPy reference for patchify / LayerNorm / softmax.
 """
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +13,7 @@ import vitlab.reference as ref
 from vitlab.layers.attention import MultiHeadSelfAttention
 from vitlab.layers.position import Rotary2d
 from vitlab.layers.shifted_patch import ShiftedPatchTokenization, diagonal_shifts
-from vitlab.models import ViTConfig, VisionTransformer, create_model, get_config
+from vitlab.models import VisionTransformer, ViTConfig, create_model, get_config
 
 SETTINGS = settings(max_examples=15, deadline=None)
 # (row, column) offsets of the five channel blocks: block k holds x(i - a_k, j - b_k).
@@ -28,11 +29,12 @@ def shifts_by_loops(images: np.ndarray, s: int) -> np.ndarray:
             for j in range(w):
                 si, sj = i - a * s, j - bb * s
                 if 0 <= si < h and 0 <= sj < w:
-                    out[:, k * c:(k + 1) * c, i, j] = images[:, :, si, sj]
+                    out[:, k * c : (k + 1) * c, i, j] = images[:, :, si, sj]
     return out
 
 
 # -- Shifted Patch Tokenization ------------------------------------------------------------------
+
 
 def test_one_pixel_moves_half_a_patch_along_each_diagonal():
     image = torch.zeros(1, 1, 14, 14)
@@ -48,7 +50,7 @@ def test_shifts_fill_with_zeros_where_the_image_ends():
     shifted = diagonal_shifts(image, 3)
     assert shifted[0, 0].sum() == 49
     for k in range(1, 5):
-        assert shifted[0, k].sum() == 4 * 4                      # a 4x4 corner survives each shift
+        assert shifted[0, k].sum() == 4 * 4  # a 4x4 corner survives each shift
     assert shifted[0, 1, :3].sum() == 0 and shifted[0, 1, :, :3].sum() == 0
 
 
@@ -60,8 +62,12 @@ def test_shifts_match_the_pixel_loop(chans, h, w, shift):
 
 
 @SETTINGS
-@given(patch=st.integers(2, 5), chans=st.integers(1, 3), grid=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-       dim=st.sampled_from([4, 8]))
+@given(
+    patch=st.integers(2, 5),
+    chans=st.integers(1, 3),
+    grid=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    dim=st.sampled_from([4, 8]),
+)
 def test_spt_is_layernorm_then_linear_on_patchified_shifts(patch, chans, grid, dim):
     spt = ShiftedPatchTokenization(patch, chans, dim).double()
     for p in spt.parameters():
@@ -69,9 +75,10 @@ def test_spt_is_layernorm_then_linear_on_patchified_shifts(patch, chans, grid, d
     images = torch.randn(2, chans, grid[0] * patch, grid[1] * patch, dtype=torch.float64)
     with torch.no_grad():
         tokens = spt(images)
-    shifted = shifts_by_loops(images.numpy(), patch // 2).transpose(0, 2, 3, 1)        # NHWC
-    normed = ref.layer_norm(ref.patchify(shifted, patch), spt.norm.weight.detach().numpy(),
-                            spt.norm.bias.detach().numpy())
+    shifted = shifts_by_loops(images.numpy(), patch // 2).transpose(0, 2, 3, 1)  # NHWC
+    normed = ref.layer_norm(
+        ref.patchify(shifted, patch), spt.norm.weight.detach().numpy(), spt.norm.bias.detach().numpy()
+    )
     expected = normed @ spt.proj.weight.detach().numpy().T + spt.proj.bias.detach().numpy()
     assert tokens.shape == (2, grid[0] * grid[1], dim)
     np.testing.assert_allclose(tokens.numpy(), expected, atol=1e-10)
@@ -95,6 +102,7 @@ def test_spt_errors_name_the_way_out():
 
 
 # -- Locality Self-Attention ---------------------------------------------------------------------
+
 
 def lsa_by_hand(attn: MultiHeadSelfAttention, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """The paper's formula in NumPy from the layer's q, k, v: softmax(mask(q k^T) / tau) v, then proj."""
@@ -126,12 +134,18 @@ def test_lsa_matches_the_formula_rows_sum_to_one_and_the_diagonal_is_zero():
     np.testing.assert_allclose(out.numpy(), expected_out, atol=1e-12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 6, dtype=torch.float64))
     assert torch.all(weights.diagonal(dim1=-2, dim2=-1) == 0)
-    assert torch.all(weights + torch.eye(6, dtype=torch.float64) > 0)   # every other token keeps some weight
+    assert torch.all(weights + torch.eye(6, dtype=torch.float64) > 0)  # every other token keeps some weight
 
 
 @SETTINGS
-@given(heads=st.integers(1, 3), quarter=st.integers(1, 3), grid=st.tuples(st.integers(1, 4), st.integers(1, 4)),
-       prefix=st.integers(0, 2), rope=st.booleans(), qk_norm=st.booleans())
+@given(
+    heads=st.integers(1, 3),
+    quarter=st.integers(1, 3),
+    grid=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    prefix=st.integers(0, 2),
+    rope=st.booleans(),
+    qk_norm=st.booleans(),
+)
 def test_lsa_fast_path_equals_explicit_path(heads, quarter, grid, prefix, rope, qk_norm):
     n = prefix + grid[0] * grid[1]
     if n < 2:
@@ -139,7 +153,7 @@ def test_lsa_fast_path_equals_explicit_path(heads, quarter, grid, prefix, rope, 
     dim = heads * 4 * quarter
     attn = MultiHeadSelfAttention(dim, heads, qk_norm=qk_norm, kind="lsa").eval()
     with torch.no_grad():
-        attn.temperature.fill_(0.5 + torch.rand(()).item() * 5)          # not only the initial sqrt(d)
+        attn.temperature.fill_(0.5 + torch.rand(()).item() * 5)  # not only the initial sqrt(d)
     rotary = Rotary2d(grid, dim // heads, num_prefix=prefix)(grid) if rope else None
     x = torch.randn(2, n, dim)
     with torch.no_grad():
@@ -169,6 +183,7 @@ def test_lsa_errors_name_the_way_out():
 
 # -- the model -----------------------------------------------------------------------------------
 
+
 def test_default_configs_are_unchanged_by_the_new_options():
     seed = create_model("vit-seed")
     assert get_config("vit-seed").attention == "full" and get_config("vit-seed").patch_embed == "conv"
@@ -194,8 +209,17 @@ def test_small_data_model_fits_the_budget_and_trains():
 
 
 def test_both_options_on_any_vit_and_config_round_trip():
-    cfg = ViTConfig(img_size=16, patch_size=4, in_chans=3, num_classes=5, embed_dim=32, depth=1, num_heads=2,
-                    patch_embed="spt", attention="lsa")
+    cfg = ViTConfig(
+        img_size=16,
+        patch_size=4,
+        in_chans=3,
+        num_classes=5,
+        embed_dim=32,
+        depth=1,
+        num_heads=2,
+        patch_embed="spt",
+        attention="lsa",
+    )
     assert ViTConfig.from_dict(cfg.to_dict()) == cfg
     model = VisionTransformer(cfg).eval()
     assert model(torch.randn(2, 3, 16, 16)).shape == (2, 5)
@@ -210,7 +234,8 @@ def test_config_rejects_unknown_names(field, value):
 
 
 def test_temperature_is_not_weight_decayed():
-    from vitlab.train import param_groups
+    from vitlab.engine import param_groups
+
     model = create_model("vit-seed-small-data")
     decayed = {id(p) for p in param_groups(model, 0.05)[0]["params"]}
     assert not any(id(block.attn.temperature) in decayed for block in model.blocks)

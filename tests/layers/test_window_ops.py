@@ -1,10 +1,11 @@
 """ops.windows: partition and reverse, the gather layout, the shift mask, relative positions."""
+
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from vitlab.ops.windows import (fit_window, relative_position_index, window_layout, window_partition,
-                                window_reverse)
+from vitlab.ops.windows import fit_window, relative_position_index, window_layout, window_partition, window_reverse
 
 
 @settings(max_examples=25, deadline=None)
@@ -13,7 +14,7 @@ def test_partition_then_reverse_is_exact(nh, nw, mh, mw, c):
     x = torch.randn(2, nh * mh, nw * mw, c)
     windows = window_partition(x, (mh, mw))
     assert windows.shape == (2, nh * nw, mh * mw, c)
-    assert torch.equal(windows[:, 0], x[:, :mh, :mw].reshape(2, -1, c))            # top-left window, raster order
+    assert torch.equal(windows[:, 0], x[:, :mh, :mw].reshape(2, -1, c))  # top-left window, raster order
     assert torch.equal(windows[:, -1], x[:, -mh:, -mw:].reshape(2, -1, c))
     assert torch.equal(window_reverse(windows, (mh, mw), (nh * mh, nw * mw)), x)
 
@@ -25,8 +26,8 @@ def test_partition_needs_whole_windows():
 
 def test_fit_window_is_swins_rule():
     assert fit_window((56, 56), (7, 7), (3, 3)) == ((7, 7), (3, 3))
-    assert fit_window((7, 7), (7, 7), (3, 3)) == ((7, 7), (0, 0))            # one window: no shift
-    assert fit_window((4, 10), (7, 7), (3, 3)) == ((4, 7), (0, 3))            # per axis
+    assert fit_window((7, 7), (7, 7), (3, 3)) == ((7, 7), (0, 0))  # one window: no shift
+    assert fit_window((4, 10), (7, 7), (3, 3)) == ((4, 7), (0, 3))  # per axis
 
 
 @settings(max_examples=40, deadline=None)
@@ -45,10 +46,17 @@ def allowed_pairs(grid, window, shift):
     """(window, query token, key token) for every pair the layout lets attend, real tokens only."""
     layout = window_layout(grid, window, shift)
     n = grid[0] * grid[1]
-    mask = torch.ones(layout.index.shape + layout.index.shape[-1:], dtype=torch.bool) if layout.mask is None \
+    mask = (
+        torch.ones(layout.index.shape + layout.index.shape[-1:], dtype=torch.bool)
+        if layout.mask is None
         else layout.mask
-    return [(w, int(a), int(b)) for w, q, k in mask.nonzero().tolist()
-            for a, b in [(layout.index[w, q], layout.index[w, k])] if a < n and b < n]
+    )
+    return [
+        (w, int(a), int(b))
+        for w, q, k in mask.nonzero().tolist()
+        for a, b in [(layout.index[w, q], layout.index[w, k])]
+        if a < n and b < n
+    ]
 
 
 @pytest.mark.parametrize("grid, window", [((8, 8), (4, 4)), ((10, 7), (4, 3)), ((6, 9), (3, 3)), ((5, 5), (2, 2))])
@@ -74,13 +82,13 @@ def test_unshifted_windows_pair_every_token_of_a_window(grid, window):
 
 
 def test_padding_slots_are_keys_only_for_padding():
-    layout = window_layout((5, 5), (3, 3))                                        # padded to 6x6
+    layout = window_layout((5, 5), (3, 3))  # padded to 6x6
     n = 25
     pad = layout.index == n
     assert int(pad.sum()) == 36 - 25
     real_query_pad_key = layout.mask & ~pad[:, :, None] & pad[:, None, :]
     assert not real_query_pad_key.any()
-    assert layout.mask.diagonal(dim1=1, dim2=2).all()                             # no empty row
+    assert layout.mask.diagonal(dim1=1, dim2=2).all()  # no empty row
 
 
 def test_relative_position_index_matches_timm():

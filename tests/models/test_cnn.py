@@ -1,4 +1,5 @@
 """The CNN baseline: shapes, parameter arithmetic, sizing against the ViTs, and the budget helper."""
+
 import pytest
 import torch
 from torch import nn
@@ -43,7 +44,7 @@ def test_param_count_matches_arithmetic(convs, norm):
 
 def test_buffers_do_not_count_and_frozen_params_are_not_trainable():
     model = create_model("cnn-seed")
-    assert any(b.numel() for b in model.buffers())                 # BatchNorm running statistics
+    assert any(b.numel() for b in model.buffers())  # BatchNorm running statistics
     total = sum(p.numel() for p in model.parameters())
     model.stages[0].requires_grad_(False)
     frozen = sum(p.numel() for p in model.stages[0].parameters())
@@ -72,8 +73,9 @@ def test_overrides_and_dict_round_trip():
     assert CNNConfig.from_dict(model.config.to_dict()) == model.config
 
 
-@pytest.mark.parametrize("bad", [dict(norm="layer"), dict(widths=()), dict(widths=(8, 0)),
-                                 dict(convs_per_stage=0), dict(dropout=1.0)])
+@pytest.mark.parametrize(
+    "bad", [dict(norm="layer"), dict(widths=()), dict(widths=(8, 0)), dict(convs_per_stage=0), dict(dropout=1.0)]
+)
 def test_bad_config_raises(bad):
     with pytest.raises(ValueError):
         CNNConfig(**bad)
@@ -112,8 +114,9 @@ def test_width_family_is_monotone():
 
 
 def test_bigger_budgets_give_wider_stages():
-    widths = [cnn_for_budget(b, img_size=28, in_chans=1, num_classes=10).widths
-              for b in (10_000, 40_000, 160_000, 640_000)]
+    widths = [
+        cnn_for_budget(b, img_size=28, in_chans=1, num_classes=10).widths for b in (10_000, 40_000, 160_000, 640_000)
+    ]
     for small, large in zip(widths, widths[1:]):
         assert all(s <= l for s, l in zip(small, large)) and small != large
 

@@ -1,19 +1,25 @@
 """The token-count cost model against arithmetic, a real FLOP count, and a real score tensor."""
+
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitlab.models import ViTConfig, VisionTransformer
+from vitlab.models import VisionTransformer, ViTConfig
 from vitlab.models.cost import TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 
 
 @settings(max_examples=50, deadline=None)
-@given(grid=st.integers(1, 40), patch=st.integers(1, 32), class_token=st.booleans(), heads=st.integers(1, 8),
-       batch=st.integers(1, 4))
+@given(
+    grid=st.integers(1, 40),
+    patch=st.integers(1, 32),
+    class_token=st.booleans(),
+    heads=st.integers(1, 8),
+    batch=st.integers(1, 4),
+)
 def test_entries_are_tokens_squared(grid, patch, class_token, heads, batch):
-    work = Workload(image=grid * patch, patch=patch, dim=8 * heads, heads=heads, batch=batch,
-                    class_token=class_token)
+    work = Workload(image=grid * patch, patch=patch, dim=8 * heads, heads=heads, batch=batch, class_token=class_token)
     n = grid * grid + int(class_token)
     cost = attention_cost(work)
     assert work.tokens == n
@@ -29,7 +35,7 @@ def test_textbook_table_rows():
     assert [(r.image, r.patch) for r in rows] == list(TEXTBOOK_PAIRS)
     for r in rows:
         assert r.tokens == (r.image // r.patch) ** 2
-        assert r.entries == r.tokens ** 2
+        assert r.entries == r.tokens**2
         assert r.ratio == r.entries / first
     assert rows[0].ratio == 1.0
 
@@ -41,26 +47,49 @@ def test_halving_the_patch_multiplies_entries_by_sixteen():
 
 def measured_flops(config: ViTConfig, batch: int) -> dict[str, int]:
     model = VisionTransformer(config).eval()
-    for block in model.blocks:          # the explicit attention path: its matmuls are counted, the
-        block.attn.fused = False        # CPU fused kernel's are not
+    for block in model.blocks:  # the explicit attention path: its matmuls are counted, the
+        block.attn.fused = False  # CPU fused kernel's are not
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model.forward_features(torch.randn(batch, config.in_chans, *config.img_size))   # the whole encoder
+        model.forward_features(torch.randn(batch, config.in_chans, *config.img_size))  # the whole encoder
     counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
     return {"total": counter.get_total_flops(), "conv": counts.get("aten.convolution", 0)}
 
 
-@pytest.mark.parametrize("image, patch, dim, depth, heads, mlp_ratio, class_token, chans, batch", [
-    (32, 8, 64, 2, 4, 2.0, True, 3, 2),
-    (28, 7, 64, 2, 4, 2.0, False, 1, 1),
-    (24, 4, 48, 3, 6, 4.0, True, 3, 3),
-])
+@pytest.mark.parametrize(
+    "image, patch, dim, depth, heads, mlp_ratio, class_token, chans, batch",
+    [
+        (32, 8, 64, 2, 4, 2.0, True, 3, 2),
+        (28, 7, 64, 2, 4, 2.0, False, 1, 1),
+        (24, 4, 48, 3, 6, 4.0, True, 3, 3),
+    ],
+)
 def test_flops_match_a_measured_count(image, patch, dim, depth, heads, mlp_ratio, class_token, chans, batch):
-    config = ViTConfig(img_size=image, patch_size=patch, in_chans=chans, num_classes=0, embed_dim=dim,
-                       depth=depth, num_heads=heads, mlp_ratio=mlp_ratio, class_token=class_token,
-                       pool="token" if class_token else "mean")
-    estimate = flops(Workload(image, patch, dim=dim, depth=depth, heads=heads, mlp_ratio=mlp_ratio,
-                              batch=batch, class_token=class_token, in_chans=chans))
+    config = ViTConfig(
+        img_size=image,
+        patch_size=patch,
+        in_chans=chans,
+        num_classes=0,
+        embed_dim=dim,
+        depth=depth,
+        num_heads=heads,
+        mlp_ratio=mlp_ratio,
+        class_token=class_token,
+        pool="token" if class_token else "mean",
+    )
+    estimate = flops(
+        Workload(
+            image,
+            patch,
+            dim=dim,
+            depth=depth,
+            heads=heads,
+            mlp_ratio=mlp_ratio,
+            batch=batch,
+            class_token=class_token,
+            in_chans=chans,
+        )
+    )
     measured = measured_flops(config, batch)
     assert abs(estimate["total"] - measured["total"]) <= 0.02 * measured["total"]
     assert estimate["patch_embed"] == measured["conv"]
@@ -68,8 +97,9 @@ def test_flops_match_a_measured_count(image, patch, dim, depth, heads, mlp_ratio
 
 
 def test_score_memory_is_the_real_weight_tensor():
-    config = ViTConfig(img_size=32, patch_size=4, in_chans=3, num_classes=0, embed_dim=32, depth=1,
-                       num_heads=4, class_token=True)
+    config = ViTConfig(
+        img_size=32, patch_size=4, in_chans=3, num_classes=0, embed_dim=32, depth=1, num_heads=4, class_token=True
+    )
     model = VisionTransformer(config).eval()
     tokens = torch.randn(2, 8 * 8 + 1, 32)
     _, weights = model.blocks[0].attn.forward_with_weights(tokens)
@@ -83,13 +113,16 @@ def test_full_attention_is_quadratic():
     assert large.entries == 9 * small.entries and large.score_flops == 9 * small.score_flops
 
 
-@pytest.mark.parametrize("call", [
-    lambda: cost_table(((30, 7),)),                                 # patch does not divide image
-    lambda: cost_table(((224, 16),), attention="sparse"),
-    lambda: cost_table(((224, 16),), dim=100, heads=12),
-    lambda: cost_table(()),
-    lambda: Workload(224, 16, batch=0),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cost_table(((30, 7),)),  # patch does not divide image
+        lambda: cost_table(((224, 16),), attention="sparse"),
+        lambda: cost_table(((224, 16),), dim=100, heads=12),
+        lambda: cost_table(()),
+        lambda: Workload(224, 16, batch=0),
+    ],
+)
 def test_bad_input_raises(call):
     with pytest.raises(ValueError):
         call()

@@ -1,4 +1,5 @@
 """Heads and backbone maps: shapes, cross-attention weights, the query head's semantic scores."""
+
 import math
 
 import pytest
@@ -17,7 +18,7 @@ def test_forward_intermediates_returns_maps_of_the_patch_grid():
     x = torch.rand(2, 3, 32, 32)
     maps = vit.forward_intermediates(x, [0, -1], norm=True, intermediates_only=True)
     assert [tuple(m.shape) for m in maps] == [(2, 32, 4, 4)] * 2
-    tokens = vit.forward_features(x)[:, vit.num_prefix_tokens:]  # last map == final normed patch tokens
+    tokens = vit.forward_features(x)[:, vit.num_prefix_tokens :]  # last map == final normed patch tokens
     torch.testing.assert_close(maps[1].flatten(2).transpose(1, 2), tokens)
     with pytest.raises(ValueError, match="out of range"):
         vit.forward_intermediates(x, [3])
@@ -93,8 +94,11 @@ def test_token_positions_reach_the_keys_only():
 
 
 def test_detr_boxes_start_at_the_anchor_grid_and_each_layer_refines_them():
-    det = DenseModel(DenseConfig(task="detect", head="detr", detr_queries="learned",
-                                 **{**TINY, "num_queries": 4, "decoder_depth": 3}))
+    det = DenseModel(
+        DenseConfig(
+            task="detect", head="detr", detr_queries="learned", **{**TINY, "num_queries": 4, "decoder_depth": 3}
+        )
+    )
     out = det(torch.rand(2, 3, 32, 32))
     assert len(out["aux"]) == 2
     centres = torch.tensor([[0.25, 0.25], [0.75, 0.25], [0.25, 0.75], [0.75, 0.75]])
@@ -127,8 +131,17 @@ def test_query_selection_keeps_one_of_each_group_of_near_identical_proposals():
     from vitlab.models.dense.heads import DETRHead
 
     head = DETRHead(16, num_classes=2, width=16, num_queries=3, queries="tokens", query_nms=0.7)
-    boxes = torch.tensor([[[0.3, 0.3, 0.2, 0.2], [0.3, 0.3, 0.2, 0.21], [0.31, 0.3, 0.2, 0.2],
-                           [0.7, 0.7, 0.2, 0.2], [0.1, 0.9, 0.1, 0.1]]])
+    boxes = torch.tensor(
+        [
+            [
+                [0.3, 0.3, 0.2, 0.2],
+                [0.3, 0.3, 0.2, 0.21],
+                [0.31, 0.3, 0.2, 0.2],
+                [0.7, 0.7, 0.2, 0.2],
+                [0.1, 0.9, 0.1, 0.1],
+            ]
+        ]
+    )
     scores = torch.tensor([0.9, 0.85, 0.8, 0.6, 0.3])  # the three at (0.3, 0.3) score best
     logits = torch.stack([scores.logit(), torch.zeros(5), torch.zeros(5)], -1)[None]  # class 0 vs no-object
     assert head.select_queries(logits, boxes).tolist() == [[0, 3, 4]]  # one of the group, then the distinct ones

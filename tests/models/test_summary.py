@@ -1,4 +1,5 @@
 """Parameter tables (against independent arithmetic) and traced shapes (against the formulas)."""
+
 import pytest
 import torch
 from torch import nn
@@ -25,7 +26,7 @@ def test_vit_seed_components_match_arithmetic():
         assert rows[f"block {i} MLP"].params == mlp
         assert rows[f"block {i} norms"].params == 2 * 2 * d
     expected = patch_values * d + d + tokens * d + 2 * (attention + mlp + 4 * d) + 2 * d + d * classes + classes
-    assert expected == 71_946                                       # the textbook's Keras model
+    assert expected == 71_946  # the textbook's Keras model
     assert sum(r.params for r in rows.values()) == expected
     assert sum(p.numel() for p in create_model("vit-seed").parameters()) == expected
 
@@ -36,15 +37,26 @@ def test_fixed_positions_remove_exactly_the_table():
     assert positions == rows_by_name(learned)["position embedding"].params
     assert count_params(learned) - positions == count_params(fixed)
     assert trainable_position_params(fixed) == 0
-    assert "position embedding" not in rows_by_name(fixed)         # a buffer, not a parameter
+    assert "position embedding" not in rows_by_name(fixed)  # a buffer, not a parameter
 
 
-@pytest.mark.parametrize("overrides", [
-    {},
-    dict(class_token=True, pool="token", reg_tokens=3, layer_scale=1e-5, qk_norm=True, qkv_bias=False,
-         pos_embed="rowcol", pre_norm=True),
-    dict(fc_norm=True, depth=3, mlp_ratio=3.0),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        dict(
+            class_token=True,
+            pool="token",
+            reg_tokens=3,
+            layer_scale=1e-5,
+            qk_norm=True,
+            qkv_bias=False,
+            pos_embed="rowcol",
+            pre_norm=True,
+        ),
+        dict(fc_norm=True, depth=3, mlp_ratio=3.0),
+    ],
+)
 def test_every_parameter_lands_in_exactly_one_row(overrides):
     model = create_model("vit-seed", **overrides)
     rows = parameter_table(model)
@@ -53,8 +65,11 @@ def test_every_parameter_lands_in_exactly_one_row(overrides):
     assert len({r.component for r in rows}) == len(rows)
 
 
-@pytest.mark.parametrize("overrides", [dict(patch_embed=kind) for kind in getattr(vit, "PATCH_EMBEDS", ("conv",))]
-                         + [dict(attention=kind) for kind in getattr(attention, "ATTENTION_KINDS", ("full",))])
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(patch_embed=kind) for kind in getattr(vit, "PATCH_EMBEDS", ("conv",))]
+    + [dict(attention=kind) for kind in getattr(attention, "ATTENTION_KINDS", ("full",))],
+)
 def test_every_patch_embedding_and_attention_kind_is_covered(overrides):
     model = create_model("vit-seed", **overrides)
     rows = rows_by_name(model)
@@ -64,8 +79,9 @@ def test_every_patch_embedding_and_attention_kind_is_covered(overrides):
 
 
 def test_row_sizes_follow_the_config():
-    rows = rows_by_name(create_model("vit-seed", class_token=True, pool="token", reg_tokens=3, qkv_bias=False,
-                                     pos_embed="rowcol"))
+    rows = rows_by_name(
+        create_model("vit-seed", class_token=True, pool="token", reg_tokens=3, qkv_bias=False, pos_embed="rowcol")
+    )
     assert rows["class token"].size == "1 x 64" and rows["class token"].params == 64
     assert rows["register tokens"].size == "3 x 64" and rows["register tokens"].params == 3 * 64
     assert rows["position embedding"].params == (4 + 4) * 64
@@ -98,14 +114,18 @@ def test_unknown_models_and_unclaimed_parameters():
     assert rows_by_name(model)["other"].params == 5
 
 
-@pytest.mark.parametrize("image, patch, dim, heads, class_token, channels, depth", [
-    (32, 8, 48, 3, False, 1, 1),
-    (24, 4, 32, 4, True, 3, 2),
-    (224, 16, 768, 12, True, 3, 1),
-])
+@pytest.mark.parametrize(
+    "image, patch, dim, heads, class_token, channels, depth",
+    [
+        (32, 8, 48, 3, False, 1, 1),
+        (24, 4, 32, 4, True, 3, 2),
+        (224, 16, 768, 12, True, 3, 1),
+    ],
+)
 def test_traced_shapes_follow_the_formulas(image, patch, dim, heads, class_token, channels, depth):
-    shapes = trace_shapes(image=image, patch=patch, dim=dim, heads=heads, class_token=class_token,
-                          channels=channels, depth=depth)
+    shapes = trace_shapes(
+        image=image, patch=patch, dim=dim, heads=heads, class_token=class_token, channels=channels, depth=depth
+    )
     n = (image // patch) ** 2
     t, d = n + int(class_token), dim // heads
     assert shapes == {
@@ -113,7 +133,9 @@ def test_traced_shapes_follow_the_formulas(image, patch, dim, heads, class_token
         "X_patch": (1, n, patch * patch * channels),
         "patch tokens": (1, n, dim),
         "block input": (1, t, dim),
-        "Q": (1, heads, t, d), "K": (1, heads, t, d), "V": (1, heads, t, d),
+        "Q": (1, heads, t, d),
+        "K": (1, heads, t, d),
+        "V": (1, heads, t, d),
         "QK^T": (1, heads, t, t),
         "attention weights": (1, heads, t, t),
         "attention output": (1, t, dim),

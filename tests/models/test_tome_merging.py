@@ -1,4 +1,5 @@
 """Token merging: r = 0 is the identity, merging duplicates loses nothing, sizes add up, refusals."""
+
 import pytest
 import torch
 
@@ -26,7 +27,7 @@ def test_merging_duplicates_changes_no_token():
     torch.manual_seed(1)
     block = Block(16, 2).eval()
     half = torch.randn(1, 10, 16)
-    x = half.repeat_interleave(2, dim=1)                                          # tokens 2i and 2i+1 equal
+    x = half.repeat_interleave(2, dim=1)  # tokens 2i and 2i+1 equal
     with torch.no_grad():
         unmerged = block(x)
         merged, size = merging_block(block, x, None, r=4)
@@ -43,8 +44,8 @@ def test_merging_duplicates_changes_no_token():
 
 def test_matching_merges_the_most_similar_pairs_and_protects_the_prefix():
     metric = torch.randn(1, 9, 8)
-    metric[0, 3] = metric[0, 6] * 2.0                                              # A token 3 ~ B token 6 (cosine 1)
-    merge = bipartite_soft_matching(metric, r=1, protected=1)                      # token 0 (class) stays out
+    metric[0, 3] = metric[0, 6] * 2.0  # A token 3 ~ B token 6 (cosine 1)
+    merge = bipartite_soft_matching(metric, r=1, protected=1)  # token 0 (class) stays out
     x = torch.arange(9.0).reshape(1, 9, 1)
     out = merge(x)
     assert out.shape == (1, 8, 1) and out[0, 0, 0] == 0.0
@@ -56,12 +57,12 @@ def test_matching_merges_the_most_similar_pairs_and_protects_the_prefix():
 
 
 def test_tokens_shrink_by_r_per_block_and_sizes_add_up():
-    model = vit(depth=3)                                                           # 36 patches + class token
+    model = vit(depth=3)  # 36 patches + class token
     tokens, size = apply_tome(model, 5).forward_features(torch.randn(2, 1, 24, 24))
     assert tokens.shape == (2, 37 - 3 * 5, 16)
     assert torch.equal(size.sum(dim=1), torch.full((2, 1), 37.0)) and (size[:, 0] == 1).all()
-    tokens, _ = apply_tome(model, 50).forward_features(torch.randn(1, 1, 24, 24))   # capped at half the patches:
-    assert tokens.shape[1] == 1 + 5                                                 # 36 -> 18 -> 9 -> 5 patches
+    tokens, _ = apply_tome(model, 50).forward_features(torch.randn(1, 1, 24, 24))  # capped at half the patches:
+    assert tokens.shape[1] == 1 + 5  # 36 -> 18 -> 9 -> 5 patches
 
 
 def test_shares_the_models_weights():
@@ -75,11 +76,14 @@ def test_shares_the_models_weights():
         assert torch.allclose(fast(images), before + 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize("model, match", [
-    (vit(pos_embed="rope"), "rotary"),
-    (vit(block="postnorm"), "pre-norm blocks"),
-    (vit(attention="lsa"), "kind 'lsa'"),
-])
+@pytest.mark.parametrize(
+    "model, match",
+    [
+        (vit(pos_embed="rope"), "rotary"),
+        (vit(block="postnorm"), "pre-norm blocks"),
+        (vit(attention="lsa"), "kind 'lsa'"),
+    ],
+)
 def test_models_it_cannot_rewrite_are_refused(model, match):
     with pytest.raises(ValueError, match=match):
         apply_tome(model, 2)
@@ -100,8 +104,9 @@ def test_bad_r_is_refused(r):
 
 @pytest.mark.parametrize("reg_tokens", [0, 2])
 def test_class_token_readout_of_the_merged_model(reg_tokens):
-    model = VisionTransformer(ViTConfig(img_size=32, patch_size=4, embed_dim=32, depth=3, num_heads=4,
-                                        num_classes=5, reg_tokens=reg_tokens)).eval()
+    model = VisionTransformer(
+        ViTConfig(img_size=32, patch_size=4, embed_dim=32, depth=3, num_heads=4, num_classes=5, reg_tokens=reg_tokens)
+    ).eval()
     merged = apply_tome(model, 6)
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
@@ -132,7 +137,7 @@ def test_merged_mean_pool_weighs_tokens_by_size():
     images = torch.randn(2, 1, 24, 24)
     with torch.no_grad():
         tokens, size = merged.forward_features(images)
-        pooled = (tokens * size).sum(dim=1) / 36                                     # sizes add up to 36 patches
+        pooled = (tokens * size).sum(dim=1) / 36  # sizes add up to 36 patches
         torch.testing.assert_close(merged(images), model.head(model.fc_norm(pooled)))
 
 

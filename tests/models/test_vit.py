@@ -1,4 +1,5 @@
 """VisionTransformer against the NumPy reference (float64), its symmetries, and its errors."""
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +13,7 @@ from vitlab.layers.position import Rotary2d
 from vitlab.models import VisionTransformer
 
 CONFIGS = {
-    "seed": ("vit-seed", {}),                                    # learned, mean pool, norm on every token
+    "seed": ("vit-seed", {}),  # learned, mean pool, norm on every token
     "class-token": ("vit-seed", dict(class_token=True, pool="token")),
     "rowcol": ("vit-seed", dict(pos_embed="rowcol", class_token=True, pool="token", img_size=(28, 14))),
     "sincos2d": ("vit-seed", dict(pos_embed="sincos2d", img_size=(14, 28))),
@@ -86,7 +87,7 @@ def test_textbook_exercise_31_4():
 
 # ---- symmetries ------------------------------------------------------------------------------------
 
-N = 16          # vit-digits: 8x8 images, 2x2 patches
+N = 16  # vit-digits: 8x8 images, 2x2 patches
 
 
 @settings(max_examples=10, deadline=None)
@@ -115,7 +116,7 @@ def test_without_positions_shuffling_patches_shuffles_the_output(perm, class_tok
         out, out_shuffled = model.forward_features(images), model.forward_features(shuffled)
         torch.testing.assert_close(out_shuffled[:, r:], out[:, r:][:, perm], rtol=0, atol=1e-10)
         torch.testing.assert_close(out_shuffled[:, :r], out[:, :r], rtol=0, atol=1e-10)
-        torch.testing.assert_close(model(shuffled), model(images), rtol=0, atol=1e-10)   # mean pool: invariant
+        torch.testing.assert_close(model(shuffled), model(images), rtol=0, atol=1e-10)  # mean pool: invariant
 
 
 @pytest.mark.parametrize("pos_embed", ["learned", "sincos2d", "sincos1d", "rowcol"])
@@ -131,12 +132,13 @@ def test_with_positions_shuffling_patches_does_not_shuffle_the_output(pos_embed)
 
 # ---- image size and positions ----------------------------------------------------------------------
 
+
 def test_learned_positions_resample_to_a_new_image_size():
     model = build("vit-seed", {})
     images = images_for(model)
     with torch.no_grad():
         before, table = model(images), model.pos_embed.weight.clone()
-        model.set_image_size(28)                                            # same grid: the identity
+        model.set_image_size(28)  # same grid: the identity
         assert torch.equal(model.pos_embed.weight, table)
         torch.testing.assert_close(model(images), before, rtol=0, atol=0)
         model.set_image_size((42, 35))
@@ -148,7 +150,7 @@ def test_learned_positions_resample_to_a_new_image_size():
 
 def test_sincos_model_at_a_new_image_size_matches_the_reference():
     model = build("vit-seed", dict(pos_embed="sincos2d"))
-    assert not [n for n, _ in model.named_parameters() if n.startswith("pos_embed")]     # a fixed buffer
+    assert not [n for n, _ in model.named_parameters() if n.startswith("pos_embed")]  # a fixed buffer
     model.set_image_size((21, 35))
     images = images_for(model)
     logits, _ = ref.vit_forward(nhwc(images), reference_params(model))
@@ -180,16 +182,20 @@ def test_rope_model_with_class_token_runs_and_both_attention_paths_agree():
 
 # ---- errors ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("overrides", [
-    dict(class_token=True, pool="token"),
-    dict(class_token=True, pool="token", attention="lsa", reg_tokens=2),
-    dict(class_token=True, pool="token", attention="linear"),
-    dict(class_token=True, pool="token", attention="lowrank", lowrank_k=5),
-    dict(class_token=True, pool="token", attention="latent", num_latents=3),
-    dict(class_token=True, pool="token", block="postnorm", qk_norm=True),
-    dict(class_token=True, pool="token", pos_embed="rope"),
-    dict(class_token=True, pool="token", pos_embed="rope", reg_tokens=2, distill_token=True),
-])
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(class_token=True, pool="token"),
+        dict(class_token=True, pool="token", attention="lsa", reg_tokens=2),
+        dict(class_token=True, pool="token", attention="linear"),
+        dict(class_token=True, pool="token", attention="lowrank", lowrank_k=5),
+        dict(class_token=True, pool="token", attention="latent", num_latents=3),
+        dict(class_token=True, pool="token", block="postnorm", qk_norm=True),
+        dict(class_token=True, pool="token", pos_embed="rope"),
+        dict(class_token=True, pool="token", pos_embed="rope", reg_tokens=2, distill_token=True),
+    ],
+)
 def test_class_token_readout_gives_the_full_encoders_logits(overrides):
     # forward() runs the last block for the class token only; the logits must not notice
     model = build("vit-seed", overrides)
@@ -228,18 +234,22 @@ def test_heads_must_divide_embed_dim():
         ViTConfig(embed_dim=64, num_heads=5)
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (dict(pool="cls"), "pool must be one of"),
-    (dict(pos_embed="alibi"), "pos_embed must be one of"),
-    (dict(block="sandwich"), "block must be 'prenorm' or 'postnorm'"),
-    (dict(img_size=0), "img_size must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(pool="cls"), "pool must be one of"),
+        (dict(pos_embed="alibi"), "pos_embed must be one of"),
+        (dict(block="sandwich"), "block must be 'prenorm' or 'postnorm'"),
+        (dict(img_size=0), "img_size must be a positive int"),
+    ],
+)
 def test_bad_config_values(overrides, match):
     with pytest.raises(ValueError, match=match):
         ViTConfig(**overrides)
 
 
 # ---- the encoder's hooks: each path against a computation by hand ----------------------------------
+
 
 def blocks_by_hand(model, x, rope, grid):
     """The blocks and the final norm, one after the other, on tokens ``x`` with rotary tables ``rope``."""
@@ -255,11 +265,14 @@ def rotary_by_hand(model, grid, prefix):
     return torch.cat([eye, sin]), torch.cat([eye + 1, cos])
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(class_token=True, pool="token", reg_tokens=2, pre_norm=True),
-    dict(pos_embed="rope", class_token=True, reg_tokens=1),
-    dict(pos_embed="rope", class_token=False, pool="mean", attention="latent", num_latents=3),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(class_token=True, pool="token", reg_tokens=2, pre_norm=True),
+        dict(pos_embed="rope", class_token=True, reg_tokens=1),
+        dict(pos_embed="rope", class_token=False, pool="mean", attention="latent", num_latents=3),
+    ],
+)
 def test_kept_tokens_run_the_blocks_by_hand_with_their_own_rotary_rows(overrides):
     model = build("vit-digits", overrides)
     images = images_for(model, batch=3)
@@ -271,8 +284,8 @@ def test_kept_tokens_run_the_blocks_by_hand_with_their_own_rotary_rows(overrides
         rope = None
         if model.rope is not None:
             sin, cos = rotary_by_hand(model, (4, 4), r)
-            rows = torch.cat([torch.arange(r).expand(3, -1), r + keep], dim=1)        # (B, R + K)
-            rope = sin[rows][:, None], cos[rows][:, None]                             # (B, 1, R + K, d)
+            rows = torch.cat([torch.arange(r).expand(3, -1), r + keep], dim=1)  # (B, R + K)
+            rope = sin[rows][:, None], cos[rows][:, None]  # (B, 1, R + K, d)
         expected = blocks_by_hand(model, model.norm_pre(x), rope, (4, 4))
         torch.testing.assert_close(model.forward_features(images, keep=keep), expected, rtol=0, atol=1e-12)
 
@@ -287,8 +300,9 @@ def test_keeping_every_token_shuffled_shuffles_the_encoded_tokens(pos_embed):
         full = model.forward_features(images)
         shuffled = model.forward_features(images, keep=order)
     torch.testing.assert_close(shuffled[:, :2], full[:, :2], rtol=0, atol=1e-12)
-    torch.testing.assert_close(shuffled[:, 2:], torch.stack([f[2:][o] for f, o in zip(full, order)]),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        shuffled[:, 2:], torch.stack([f[2:][o] for f, o in zip(full, order)]), rtol=0, atol=1e-12
+    )
 
 
 def test_keep_is_refused_where_attention_needs_the_whole_grid():
@@ -297,15 +311,18 @@ def test_keep_is_refused_where_attention_needs_the_whole_grid():
         model.forward_features(torch.rand(1, 1, 8, 8), keep=torch.zeros(1, 4, dtype=torch.long))
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(class_token=True, pool="token", reg_tokens=2),
-    dict(pos_embed="rope", class_token=True, pool="token"),
-    dict(pos_embed="sincos2d", class_token=False, pool="mean", fc_norm=True),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(class_token=True, pool="token", reg_tokens=2),
+        dict(pos_embed="rope", class_token=True, pool="token"),
+        dict(pos_embed="sincos2d", class_token=False, pool="mean", fc_norm=True),
+    ],
+)
 def test_distillation_token_sits_after_the_prefix_tokens(overrides):
     model = build("vit-digits", {**overrides, "distill_token": True})
     images = images_for(model)
-    r = model.num_prefix_tokens - 1                                                   # class + registers
+    r = model.num_prefix_tokens - 1  # class + registers
     with torch.no_grad():
         patches = model.pos_embed(model.patch_embed(images), (4, 4))
         prefix = [t.expand(2, -1, -1) for t in (model.class_token, model.reg_token) if t is not None]
@@ -313,7 +330,7 @@ def test_distillation_token_sits_after_the_prefix_tokens(overrides):
         rope = rotary_by_hand(model, (4, 4), r + 1) if model.rope is not None else None
         tokens = blocks_by_hand(model, x, rope, (4, 4))
         torch.testing.assert_close(model.forward_features(images), tokens, rtol=0, atol=1e-12)
-        pooled = tokens[:, 0] if model.config.pool == "token" else tokens[:, r + 1:].mean(dim=1)
+        pooled = tokens[:, 0] if model.config.pool == "token" else tokens[:, r + 1 :].mean(dim=1)
         cls = model.head(model.fc_norm(pooled))
         dist = model.head_dist(model.fc_norm(tokens[:, r]))
         torch.testing.assert_close(model(images), (cls + dist) / 2, rtol=0, atol=1e-12)
@@ -336,11 +353,14 @@ def test_a_student_is_rebuilt_from_its_config_alone():
     assert "dist_token" in student.no_weight_decay()
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(class_token=True, pool="token", reg_tokens=2),
-    dict(pos_embed="rope", class_token=True, pool="token", distill_token=True),
-    dict(class_token=False, pool="mean"),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(class_token=True, pool="token", reg_tokens=2),
+        dict(pos_embed="rope", class_token=True, pool="token", distill_token=True),
+        dict(class_token=False, pool="mean"),
+    ],
+)
 def test_intermediates_are_the_blocks_outputs_by_hand(overrides):
     model = build("vit-digits", overrides)
     images = images_for(model)
@@ -358,7 +378,7 @@ def test_intermediates_are_the_blocks_outputs_by_hand(overrides):
     torch.testing.assert_close(final, model.norm(outputs[-1]), rtol=0, atol=1e-12)
     assert len(maps) == 2 and len(normed) == 2
     for taken, i in zip(maps, [0, 2]):
-        patches, prefix = taken if r else (taken, outputs[i][:, :0])     # (patches, prefix) pairs when R > 0
+        patches, prefix = taken if r else (taken, outputs[i][:, :0])  # (patches, prefix) pairs when R > 0
         assert patches.shape == (2, 64, 4, 4)
         torch.testing.assert_close(patches.flatten(2).transpose(1, 2), outputs[i][:, r:], rtol=0, atol=1e-12)
         torch.testing.assert_close(prefix, outputs[i][:, :r], rtol=0, atol=1e-12)
@@ -373,13 +393,22 @@ def test_intermediate_indices_out_of_range(indices, match):
         create_model("vit-digits").forward_intermediates(torch.rand(1, 1, 8, 8), indices)
 
 
-@pytest.mark.parametrize("options", [dict(), dict(reg_tokens=2, global_pool="avg"), dict(class_token=False,
-                                                                                     global_pool="avg")],
-                         ids=["class-token", "registers", "no-prefix"])
-@pytest.mark.parametrize("kwargs", [
-    dict(), dict(indices=1, norm=True), dict(indices=[-1, 0], return_prefix_tokens=True),
-    dict(indices=(0,), stop_early=True, output_fmt="NLC"), dict(indices=2, intermediates_only=True),
-], ids=["all", "last-normed", "prefix", "stop-early-nlc", "only"])
+@pytest.mark.parametrize(
+    "options",
+    [dict(), dict(reg_tokens=2, global_pool="avg"), dict(class_token=False, global_pool="avg")],
+    ids=["class-token", "registers", "no-prefix"],
+)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(),
+        dict(indices=1, norm=True),
+        dict(indices=[-1, 0], return_prefix_tokens=True),
+        dict(indices=(0,), stop_early=True, output_fmt="NLC"),
+        dict(indices=2, intermediates_only=True),
+    ],
+    ids=["all", "last-normed", "prefix", "stop-early-nlc", "only"],
+)
 def test_intermediates_match_timms(options, kwargs):
     pytest.importorskip("timm")
     from timm.models.vision_transformer import VisionTransformer as TimmViT
@@ -394,8 +423,9 @@ def test_intermediates_match_timms(options, kwargs):
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         got, expected = model.forward_intermediates(images, **kwargs), source.forward_intermediates(images, **kwargs)
-    got, expected = (got, expected) if kwargs.get("intermediates_only") else ([got[0], *got[1]],
-                                                                              [expected[0], *expected[1]])
+    got, expected = (
+        (got, expected) if kwargs.get("intermediates_only") else ([got[0], *got[1]], [expected[0], *expected[1]])
+    )
     assert len(got) == len(expected)
     for a, b in zip(got, expected):
         for x, y in zip(a, b) if isinstance(a, tuple) else [(a, b)]:
@@ -407,8 +437,15 @@ def test_group_matcher_groups_the_stem_and_each_block_as_timm_does():
     group_parameters = pytest.importorskip("timm.models._manipulate").group_parameters
     model = create_model("vit-digits", class_token=True, reg_tokens=1, distill_token=True, pre_norm=True)
     groups = group_parameters(model, model.group_matcher())
-    names = {g: sorted({n.split(".")[0] + ("." + n.split(".")[1] if n.startswith("blocks.") else "") for n in ns})
-             for g, ns in groups.items()}
-    assert names == {0: ["class_token", "dist_token", "norm_pre", "patch_embed", "pos_embed", "reg_token"],
-                     1: ["blocks.0"], 2: ["blocks.1"], 3: ["blocks.2"], 4: ["blocks.3", "norm"],
-                     5: ["head", "head_dist"]}
+    names = {
+        g: sorted({n.split(".")[0] + ("." + n.split(".")[1] if n.startswith("blocks.") else "") for n in ns})
+        for g, ns in groups.items()
+    }
+    assert names == {
+        0: ["class_token", "dist_token", "norm_pre", "patch_embed", "pos_embed", "reg_token"],
+        1: ["blocks.0"],
+        2: ["blocks.1"],
+        3: ["blocks.2"],
+        4: ["blocks.3", "norm"],
+        5: ["head", "head_dist"],
+    }

@@ -1,4 +1,5 @@
 """Attention math: row-stochastic weights, outputs in the values' hull, fast == explicit, score scale."""
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +10,15 @@ import vitlab.reference as ref
 from vitlab.ops.attention import attention_weights, merge_heads, scaled_dot_product_attention, split_heads
 
 SETTINGS = settings(max_examples=25, deadline=None)
-problems = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 9), st.integers(1, 9),
-                     st.integers(1, 8), st.integers(0, 2**16), st.sampled_from([0.1, 1.0, 10.0]))
+problems = st.tuples(
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.integers(1, 8),
+    st.integers(0, 2**16),
+    st.sampled_from([0.1, 1.0, 10.0]),
+)
 
 
 def qkv(problem, dtype=torch.float64):
@@ -41,7 +49,7 @@ def test_fused_kernel_equals_explicit_scores(problem):
     fast, none = scaled_dot_product_attention(q, k, v)
     explicit, _ = scaled_dot_product_attention(q, k, v, need_weights=True)
     assert none is None
-    spread = problem[-1]                   # float32 error in exp(score) grows with the scores' size
+    spread = problem[-1]  # float32 error in exp(score) grows with the scores' size
     torch.testing.assert_close(fast, explicit, rtol=0, atol=1e-6 * max(1.0, spread))
 
 
@@ -56,7 +64,7 @@ def test_weights_match_the_numpy_reference(problem):
 def test_masks_remove_keys():
     """Masking a key out equals deleting it, for a bool (keep) mask and an additive -inf mask."""
     q, k, v = qkv((2, 2, 4, 5, 8, 0, 1.0))
-    keep = torch.tensor([[True, False, True, True, False]])                 # (1, Nk) broadcasts over queries
+    keep = torch.tensor([[True, False, True, True, False]])  # (1, Nk) broadcasts over queries
     kept = keep[0].nonzero()[:, 0]
     weights = attention_weights(q, k, mask=keep)
     assert (weights[..., ~keep[0]] == 0).all()

@@ -1,4 +1,5 @@
 """patchify / unpatchify / num_tokens: exact round trips, the textbook's worked answers, clear errors."""
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +23,7 @@ def test_round_trip_is_exact_and_matches_the_reference(shape, seed):
     tokens_np, tokens_t = patchify(nhwc, p), patchify(nchw, p)
     assert tokens_np.shape == tokens_t.shape == (b, gh * gw, p * p * c)
     np.testing.assert_array_equal(tokens_np, ref.patchify(nhwc, p))
-    np.testing.assert_array_equal(tokens_t.numpy(), tokens_np)           # both layouts give the same tokens
+    np.testing.assert_array_equal(tokens_t.numpy(), tokens_np)  # both layouts give the same tokens
     np.testing.assert_array_equal(unpatchify(tokens_np, p, (gh, gw)), nhwc)
     assert torch.equal(unpatchify(tokens_t, p, (gh, gw)), nchw)
 
@@ -72,7 +73,7 @@ def test_padding_rounds_up(h, w, p):
     images = torch.ones(1, 2, h, w)
     tokens = patchify(images, p, pad=True)
     assert tokens.shape[1] == num_tokens(h, w, p, pad=True) == -(-h // p) * -(-w // p)
-    assert tokens.sum() == images.sum()                                     # padding adds zeros only
+    assert tokens.sum() == images.sum()  # padding adds zeros only
     assert pad_to_multiple(images, p).shape[-2:] == (-(-h // p) * p, -(-w // p) * p)
 
 

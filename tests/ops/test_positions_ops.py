@@ -1,4 +1,5 @@
 """Position tables: sinusoids against the NumPy reference, rotary as a relative rotation, resampling."""
+
 import numpy as np
 import pytest
 import torch
@@ -16,11 +17,16 @@ grids = st.tuples(st.integers(1, 6), st.integers(1, 6))
 @given(grid=grids, quarter=st.integers(1, 6))
 def test_sincos_tables_match_the_reference(grid, quarter):
     dim = 4 * quarter
-    np.testing.assert_allclose(sincos_1d(grid[0] * grid[1], dim, dtype=torch.float64).numpy(),
-                               ref.sincos_1d(grid[0] * grid[1], dim), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(sincos_2d(grid, dim, dtype=torch.float64).numpy(), ref.sincos_2d(grid, dim),
-                               rtol=0, atol=1e-15)
-    assert sincos_2d(grid, dim).dtype == torch.float32                     # the default stays float32
+    np.testing.assert_allclose(
+        sincos_1d(grid[0] * grid[1], dim, dtype=torch.float64).numpy(),
+        ref.sincos_1d(grid[0] * grid[1], dim),
+        rtol=0,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        sincos_2d(grid, dim, dtype=torch.float64).numpy(), ref.sincos_2d(grid, dim), rtol=0, atol=1e-15
+    )
+    assert sincos_2d(grid, dim).dtype == torch.float32  # the default stays float32
 
 
 def test_sincos_width_errors():
@@ -37,14 +43,14 @@ def test_sincos_width_errors():
 def test_rotary_is_a_rotation_that_sees_only_relative_offsets(grid, quarter, seed):
     gh, gw = grid
     d = 4 * quarter
-    sin, cos = (t.double() for t in rotary_2d_angles(grid, d))             # float32 tables: tolerance 1e-6
+    sin, cos = (t.double() for t in rotary_2d_angles(grid, d))  # float32 tables: tolerance 1e-6
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, d, generator=g, dtype=torch.float64)
-    queries = apply_rotary(q.expand(1, 1, gh * gw, d), sin, cos)[0, 0]      # q placed at every grid cell
+    queries = apply_rotary(q.expand(1, 1, gh * gw, d), sin, cos)[0, 0]  # q placed at every grid cell
     keys = apply_rotary(k.expand(1, 1, gh * gw, d), sin, cos)[0, 0]
     close = dict(rtol=0, atol=1e-6)
     torch.testing.assert_close(queries.norm(dim=-1), q.norm().expand(gh * gw), **close)
-    scores = (queries @ keys.T).reshape(gh, gw, gh, gw)                    # [r1, c1, r2, c2]
+    scores = (queries @ keys.T).reshape(gh, gw, gh, gw)  # [r1, c1, r2, c2]
     torch.testing.assert_close(scores[1:, :, 1:, :], scores[:-1, :, :-1, :], **close)  # shift both rows
     torch.testing.assert_close(scores[:, 1:, :, 1:], scores[:, :-1, :, :-1], **close)  # shift both columns
 

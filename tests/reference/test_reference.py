@@ -1,4 +1,5 @@
 """The NumPy oracle on its own: torch-free, and each listing against an independent computation."""
+
 import ast
 import json
 import math
@@ -42,8 +43,18 @@ def test_reference_runs_without_torch(tmp_path):
     state = {k: v.numpy() for k, v in model.state_dict().items()}
     np.savez(tmp_path / "arrays.npz", images=images.permute(0, 2, 3, 1).numpy(), **state)
     (tmp_path / "config.json").write_text(json.dumps(model.config.to_dict()))
-    subprocess.run([sys.executable, "-c", STANDALONE, str(REFERENCE_DIR), str(tmp_path / "arrays.npz"),
-                    str(tmp_path / "config.json"), str(tmp_path / "logits.npy")], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            STANDALONE,
+            str(REFERENCE_DIR),
+            str(tmp_path / "arrays.npz"),
+            str(tmp_path / "config.json"),
+            str(tmp_path / "logits.npy"),
+        ],
+        check=True,
+    )
     with torch.no_grad():
         expected = model(images).numpy()
     np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), expected, rtol=0, atol=1e-10)
@@ -67,7 +78,7 @@ def test_softmax_is_stable_and_row_stochastic():
     w = ref.softmax(x)
     assert np.isfinite(w).all()
     np.testing.assert_allclose(w.sum(axis=-1), 1.0)
-    np.testing.assert_allclose(w[0], ref.softmax(x[0] - 1000.0))       # shift invariance
+    np.testing.assert_allclose(w[0], ref.softmax(x[0] - 1000.0))  # shift invariance
 
 
 def test_layer_norm_and_gelu_match_torch():
@@ -84,7 +95,7 @@ def test_heads_split_and_combine_are_inverse():
     x = np.random.default_rng(1).normal(size=(2, 5, 12))
     heads = ref.split_heads(x, 3)
     assert heads.shape == (2, 3, 5, 4)
-    np.testing.assert_array_equal(heads[:, 1], x[:, :, 4:8])               # head h owns columns h*d:(h+1)*d
+    np.testing.assert_array_equal(heads[:, 1], x[:, :, 4:8])  # head h owns columns h*d:(h+1)*d
     np.testing.assert_array_equal(ref.combine_heads(heads), x)
     with pytest.raises(ValueError, match="12 is not divisible by num_heads=5"):
         ref.split_heads(x, 5)
@@ -113,13 +124,14 @@ def test_linear_embedding_is_the_strided_convolution():
 
 def test_sincos_tables():
     t1 = ref.sincos_1d(7, 8)
-    np.testing.assert_allclose(t1[:, :4] ** 2 + t1[:, 4:] ** 2, 1.0)           # each frequency is a unit circle
+    np.testing.assert_allclose(t1[:, :4] ** 2 + t1[:, 4:] ** 2, 1.0)  # each frequency is a unit circle
     np.testing.assert_allclose(t1[3, 1], math.sin(3 * 10000 ** (-1 / 4)))
     t2 = ref.sincos_2d((3, 4), 8)
     for r in range(3):
         for c in range(4):
-            np.testing.assert_array_equal(t2[r * 4 + c], np.concatenate([ref.sincos_1d(3, 4)[r],
-                                                                         ref.sincos_1d(4, 4)[c]]))
+            np.testing.assert_array_equal(
+                t2[r * 4 + c], np.concatenate([ref.sincos_1d(3, 4)[r], ref.sincos_1d(4, 4)[c]])
+            )
 
 
 def test_row_column_positions_and_prefix():
@@ -137,12 +149,15 @@ def test_row_column_positions_and_prefix():
     np.testing.assert_allclose(ref.pool_sequence(seq, "mean", 2), tokens.mean(axis=1))
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (dict(pos_embed="rope"), "rope"),
-    (dict(block="postnorm"), "postnorm"),
-    (dict(layer_scale=0.1), "ls1.gamma"),
-    (dict(qk_norm=True), "q_norm"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(pos_embed="rope"), "rope"),
+        (dict(block="postnorm"), "postnorm"),
+        (dict(layer_scale=0.1), "ls1.gamma"),
+        (dict(qk_norm=True), "q_norm"),
+    ],
+)
 def test_params_from_state_dict_refuses_what_it_would_get_wrong(overrides, match):
     model = create_model("vit-seed", depth=1, **overrides)
     state = {k: v.numpy() for k, v in model.state_dict().items()}

@@ -25,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
                                                                  if k in SHOWN))
     print(f"params {sum(p.numel() for p in result.model.parameters()):,}")
     for name, why in result.guessed.items():
-        print(f"guessed {name} = {why}; set it with --set {name}=... if the source differs")
+        hint = f"; set it with --set {name}=... if the source differs" if name in cfg.to_dict() else ""
+        print(f"guessed {name} = {why}{hint}")
     if args.target == "timm":
         from ..interop import timm_kwargs
 

@@ -92,9 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     debug = args.debug or os.environ.get("VITLAB_DEBUG", "") not in ("", "0")
+    shown = warnings.showwarning
     if not debug:
         warnings.showwarning = lambda message, *_, **__: print(f"vitlab {args.command}: warning: {message}",
                                                                file=sys.stderr)
+    try:
+        return _run(args, debug)
+    finally:
+        warnings.showwarning = shown
+
+
+def _run(args: argparse.Namespace, debug: bool) -> int:
+    """``args.func(args)`` inside the error boundary (see the module docstring)."""
     from ..errors import VitlabError
 
     try:

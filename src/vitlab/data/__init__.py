@@ -4,14 +4,31 @@
 :class:`BatchLoader` batches them by indexing; :class:`BatchAugment` augments whole batches;
 :func:`normalize` standardises; :func:`read_image` reads one image file or refuses it.
 """
+
 from .augment import AugmentConfig, BatchAugment, Normalize, normalize
-from .dataset import (NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits, stratified_order,
-                      stratified_split)
+from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits, stratified_order, stratified_split
 from .fetch import download
 from .image import read_image
 from .loader import BatchLoader
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
 
-__all__ = ["NORMALIZATIONS", "AugmentConfig", "BatchAugment", "BatchLoader", "DataSplits", "ImageDataset",
-           "Normalize", "Source", "describe_dataset", "download", "list_datasets", "load_dataset", "locate_dataset",
-           "make_splits", "normalize", "read_image", "stratified_order", "stratified_split"]
+__all__ = [
+    "NORMALIZATIONS",
+    "AugmentConfig",
+    "BatchAugment",
+    "BatchLoader",
+    "DataSplits",
+    "ImageDataset",
+    "Normalize",
+    "Source",
+    "describe_dataset",
+    "download",
+    "list_datasets",
+    "load_dataset",
+    "locate_dataset",
+    "make_splits",
+    "normalize",
+    "read_image",
+    "stratified_order",
+    "stratified_split",
+]

@@ -11,12 +11,12 @@ All randomness comes from the augmenter's own generator: torchvision's transform
 :func:`torch.random.fork_rng` with a seed drawn from it, so a ``BatchAugment`` is deterministic given
 its seed and leaves the global random state untouched.
 """
+
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +42,7 @@ class AugmentConfig:
     mixup_alpha / cutmix_alpha: Beta parameters (0 = off). With mixing on, targets are soft.
     mix_prob: probability per batch of mixing; switch_prob: probability of CutMix when both are on.
     """
+
     crop_padding: int = 0
     hflip: bool = False
     auto: str | None = None
@@ -62,8 +63,7 @@ class AugmentConfig:
         if self.auto_group < 1:
             raise ValueError(f"auto_group must be >= 1, got {self.auto_group}")
         if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
-            raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0, got {self.mixup_alpha}, "
-                             f"{self.cutmix_alpha}")
+            raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0, got {self.mixup_alpha}, {self.cutmix_alpha}")
         for name in ("erasing", "mix_prob", "switch_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} is a probability in [0, 1], got {getattr(self, name)}")
@@ -74,7 +74,7 @@ class AugmentConfig:
         return self.mixup_alpha > 0 or self.cutmix_alpha > 0
 
     @classmethod
-    def preset(cls, name: str, *, image_size: int = 32, hflip_ok: bool = True, **overrides) -> "AugmentConfig":
+    def preset(cls, name: str, *, image_size: int = 32, hflip_ok: bool = True, **overrides) -> AugmentConfig:
         """A named recipe: "none"; "light" = crop with padding ``image_size // 8`` (at least 1) plus flips
         if ``hflip_ok`` (pass ``DataSplits.hflip_ok``: never for digits); "strong" = light + RandAugment
         (2 ops, magnitude 9), random erasing 0.25, MixUp 0.8 / CutMix 1.0 (DeiT's recipe).
@@ -111,14 +111,14 @@ class BatchAugment:
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if images.ndim != 4 or labels.shape != images.shape[:1]:
-            raise ValueError(f"expected images (B, C, H, W) and labels (B,), got {tuple(images.shape)} and "
-                             f"{tuple(labels.shape)}")
+            raise ValueError(
+                f"expected images (B, C, H, W) and labels (B,), got {tuple(images.shape)} and {tuple(labels.shape)}"
+            )
         c = self.config
         if c.crop_padding:
             images = self.random_crop(images, c.crop_padding)
         if c.hflip:
-            images = torch.where(self._rand(len(images), like=images).view(-1, 1, 1, 1) < 0.5,
-                                 images.flip(-1), images)
+            images = torch.where(self._rand(len(images), like=images).view(-1, 1, 1, 1) < 0.5, images.flip(-1), images)
         if self.auto is not None:
             images = self._auto_augment(self.auto, images)
         if c.erasing:
@@ -130,19 +130,20 @@ class BatchAugment:
         use_cutmix = self.cutmix is not None and (self.mixup is None or float(self._rand(1)) < c.switch_prob)
         mix = self.cutmix if use_cutmix else self.mixup
         if mix is None:
-            raise ConfigError(f"the augment config mixes images but BatchAugment was built without MixUp or CutMix: "
-                              f"build it again from the config (mixup_alpha={c.mixup_alpha}, "
-                              f"cutmix_alpha={c.cutmix_alpha})")
+            raise ConfigError(
+                f"the augment config mixes images but BatchAugment was built without MixUp or CutMix: "
+                f"build it again from the config (mixup_alpha={c.mixup_alpha}, "
+                f"cutmix_alpha={c.cutmix_alpha})"
+            )
         return self._torchvision(mix, images, labels)
 
     def random_crop(self, images: torch.Tensor, padding: int) -> torch.Tensor:
         """Zero-pad ``(B, C, H, W)`` by ``padding`` on each side and crop ``H x W`` at a random offset per image."""
         b, _, h, w = images.shape
         padded = F.pad(images, (padding,) * 4).permute(0, 2, 3, 1)  # (B, H + 2p, W + 2p, C)
-        dy, dx = (torch.randint(0, 2 * padding + 1, (2, b), generator=self.generator)
-                  .to(images.device))
-        rows = dy[:, None] + torch.arange(h, device=images.device)   # (B, H)
-        cols = dx[:, None] + torch.arange(w, device=images.device)   # (B, W)
+        dy, dx = torch.randint(0, 2 * padding + 1, (2, b), generator=self.generator).to(images.device)
+        rows = dy[:, None] + torch.arange(h, device=images.device)  # (B, H)
+        cols = dx[:, None] + torch.arange(w, device=images.device)  # (B, W)
         batch = torch.arange(b, device=images.device)[:, None, None]
         return padded[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2).contiguous()
 
@@ -156,8 +157,8 @@ class BatchAugment:
         top = (self._rand(b) * (h - eh + 1)).floor()
         left = (self._rand(b) * (w - ew + 1)).floor()
         ys, xs = torch.arange(h)[None, :], torch.arange(w)[None, :]
-        inside_y = (ys >= top[:, None]) & (ys < (top + eh)[:, None])       # (B, H)
-        inside_x = (xs >= left[:, None]) & (xs < (left + ew)[:, None])     # (B, W)
+        inside_y = (ys >= top[:, None]) & (ys < (top + eh)[:, None])  # (B, H)
+        inside_x = (xs >= left[:, None]) & (xs < (left + ew)[:, None])  # (B, W)
         mask = inside_y[:, :, None] & inside_x[:, None, :] & (self._rand(b) < p)[:, None, None]
         noise = self._rand(*images.shape, like=images)
         return torch.where(mask[:, None].to(images.device), noise, images)
@@ -179,12 +180,15 @@ class BatchAugment:
         return out if like is None else out.to(device=like.device, dtype=like.dtype)
 
 
-def normalize(images: torch.Tensor, mean: Sequence[float] | torch.Tensor,
-              std: Sequence[float] | torch.Tensor) -> torch.Tensor:
+def normalize(
+    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
+) -> torch.Tensor:
     """``(images - mean) / std`` per channel; images ``(B, C, H, W)``, mean and std of length C."""
     if images.ndim != 4 or len(mean) != images.shape[1] or len(std) != images.shape[1]:
-        raise ValueError(f"need images (B, C, H, W) and C means and stds; got images {tuple(images.shape)}, "
-                         f"{len(mean)} means, {len(std)} stds")
+        raise ValueError(
+            f"need images (B, C, H, W) and C means and stds; got images {tuple(images.shape)}, "
+            f"{len(mean)} means, {len(std)} stds"
+        )
     shape = (1, -1, 1, 1)
     mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
     std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
@@ -194,6 +198,7 @@ def normalize(images: torch.Tensor, mean: Sequence[float] | torch.Tensor,
 @dataclass
 class Normalize:
     """Callable form of :func:`normalize`, e.g. ``Normalize(splits.mean, splits.std)(images)``."""
+
     mean: Sequence[float]
     std: Sequence[float]
 

@@ -9,6 +9,7 @@ globals a pickled NumPy array needs (``ndarray``, ``dtype``, NumPy's array recon
 ``_codecs.encode``), never arbitrary objects, so a malicious file cannot run code: it fails with an
 error naming the file.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -53,17 +54,31 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             batch = _SafeUnpickler(f, encoding="latin1").load()
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror or err})") from err
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            MemoryError, OverflowError) as err:
-        raise DataError(f"{path}: not a readable CIFAR-10 batch ({type(err).__name__}: {err}); "
-                        "download it again") from err
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        MemoryError,
+        OverflowError,
+    ) as err:
+        raise DataError(
+            f"{path}: not a readable CIFAR-10 batch ({type(err).__name__}: {err}); download it again"
+        ) from err
     if not isinstance(batch, dict) or "data" not in batch or "labels" not in batch:
-        raise DataError(f"{path}: expected a dict with 'data' and 'labels', got {type(batch).__name__}"
-                        + (f" with keys {sorted(map(str, batch))}" if isinstance(batch, dict) else ""))
+        raise DataError(
+            f"{path}: expected a dict with 'data' and 'labels', got {type(batch).__name__}"
+            + (f" with keys {sorted(map(str, batch))}" if isinstance(batch, dict) else "")
+        )
     data, labels = batch["data"], np.asarray(batch["labels"])
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise DataError(f"{path}: 'data' must be uint8 of shape (N, 3072), got "
-                        f"{getattr(data, 'dtype', type(data).__name__)} {getattr(data, 'shape', '')}")
+        raise DataError(
+            f"{path}: 'data' must be uint8 of shape (N, 3072), got "
+            f"{getattr(data, 'dtype', type(data).__name__)} {getattr(data, 'shape', '')}"
+        )
     if not len(data):
         raise DataError(f"{path}: holds no images; download the file again")
     if labels.shape != (len(data),) or not np.issubdtype(labels.dtype, np.integer):

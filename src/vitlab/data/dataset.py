@@ -10,6 +10,7 @@ every part keeps the class proportions. ``rows`` then keeps the first ``rows`` p
 seeded stratified order of *all* images (:func:`stratified_order`): stratified, nested (a smaller
 ``rows`` is a subset of a larger one) and independent of the size of the held-out parts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ NORMALIZATIONS = ("standardize", "unit")
 @dataclass
 class ImageDataset:
     """Images ``(N, C, H, W)`` float32 in ``[0, 1]`` with labels ``(N,)`` int64."""
+
     images: torch.Tensor
     labels: torch.Tensor
     classes: list[str]
@@ -37,8 +39,10 @@ class ImageDataset:
         if len(self.images) != len(self.labels):
             raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels")
         if len(self.labels) and (int(self.labels.min()) < 0 or int(self.labels.max()) >= len(self.classes)):
-            raise ValueError(f"labels must lie in [0, {len(self.classes) - 1}] for {len(self.classes)} classes, "
-                             f"found {int(self.labels.min())}..{int(self.labels.max())}")
+            raise ValueError(
+                f"labels must lie in [0, {len(self.classes) - 1}] for {len(self.classes)} classes, "
+                f"found {int(self.labels.min())}..{int(self.labels.max())}"
+            )
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -64,6 +68,7 @@ class DataSplits:
     per-channel statistics, ``"unit"`` to 0 and 1 (pixels stay in [0, 1]); explicit ``mean``/``std``
     are kept. ``source`` says where the images came from, ``split_rule`` how the splits were made.
     """
+
     name: str
     train: ImageDataset
     val: ImageDataset
@@ -79,8 +84,10 @@ class DataSplits:
         if self.normalization not in NORMALIZATIONS:
             raise DataError(f"normalization {self.normalization!r} is unknown; choose one of {NORMALIZATIONS}")
         if not len(self.train) or not len(self.val):
-            raise DataError(f"{self.name}: {len(self.train)} training and {len(self.val)} validation images; "
-                            "both splits need at least one")
+            raise DataError(
+                f"{self.name}: {len(self.train)} training and {len(self.val)} validation images; "
+                "both splits need at least one"
+            )
         if not self.mean:
             self.mean, self.std = channel_statistics(self.train.images, self.normalization)
 
@@ -97,8 +104,10 @@ def channel_statistics(images: torch.Tensor, normalization: str) -> tuple[tuple[
     """Per-channel ``(mean, std)`` of ``images (N, C, H, W)`` for ``normalization`` (std at least 1e-6)."""
     if normalization == "unit":
         return (0.0,) * images.shape[1], (1.0,) * images.shape[1]
-    return (tuple(images.mean(dim=(0, 2, 3)).tolist()),
-            tuple(images.std(dim=(0, 2, 3)).nan_to_num(0.0).clamp_min(1e-6).tolist()))
+    return (
+        tuple(images.mean(dim=(0, 2, 3)).tolist()),
+        tuple(images.std(dim=(0, 2, 3)).nan_to_num(0.0).clamp_min(1e-6).tolist()),
+    )
 
 
 def _class_permutations(labels: np.ndarray, seed: int) -> list[np.ndarray]:
@@ -145,6 +154,7 @@ def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
 class Source:
     """What a reader found, before splitting: ``data`` is split here into the training pool and the
     ``held_out`` fractions (validation, then test when there is no official ``test``)."""
+
     data: ImageDataset
     held_out: tuple[float, ...]
     test: ImageDataset | None = None
@@ -153,8 +163,9 @@ class Source:
     what: str = "the images"
 
 
-def make_splits(name: str, source: Source, *, seed: int = 0, rows: int | None = None,
-                normalization: str = "standardize") -> DataSplits:
+def make_splits(
+    name: str, source: Source, *, seed: int = 0, rows: int | None = None, normalization: str = "standardize"
+) -> DataSplits:
     """Split ``source`` stratified and seeded (see the module docstring) and keep ``rows`` training images.
 
     Raises :class:`DataError` when a split would be empty (saying how many images each class needs)
@@ -163,25 +174,35 @@ def make_splits(name: str, source: Source, *, seed: int = 0, rows: int | None = 
     data, held = source.data, source.held_out
     labels = data.labels.numpy()
     parts = stratified_split(labels, (1 - sum(held), *held), seed)
-    names = ["training", "validation", "test"][:len(parts)]
+    names = ["training", "validation", "test"][: len(parts)]
     empty = [n for n, p in zip(names, parts, strict=True) if not len(p)]
     if empty:
         counts = np.bincount(labels, minlength=len(data.classes))
-        raise DataError(f"{name}: {len(data)} images ({counts.min()} in the smallest class) leave the "
-                        f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
-                        f"(one each for {', '.join(names)})")
+        raise DataError(
+            f"{name}: {len(data)} images ({counts.min()} in the smallest class) leave the "
+            f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
+            f"(one each for {', '.join(names)})"
+        )
     pool = parts[0]
     if rows is not None:
         if not 1 <= rows <= len(pool):
-            raise DataError(f"rows={rows} but the {name} training pool has {len(pool)} images; "
-                            f"choose 1 <= rows <= {len(pool)}")
+            raise DataError(
+                f"rows={rows} but the {name} training pool has {len(pool)} images; choose 1 <= rows <= {len(pool)}"
+            )
         rank = np.empty(len(labels), dtype=np.int64)
         rank[stratified_order(labels, seed)] = np.arange(len(labels))
         pool = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
     test = source.test if source.test is not None else (data.subset(parts[2]) if len(parts) > 2 else None)
-    return DataSplits(name, data.subset(pool), data.subset(parts[1]), test, hflip_ok=source.hflip_ok,
-                      normalization=normalization, source=source.origin,
-                      split_rule=split_rule(source, seed, rows))
+    return DataSplits(
+        name,
+        data.subset(pool),
+        data.subset(parts[1]),
+        test,
+        hflip_ok=source.hflip_ok,
+        normalization=normalization,
+        source=source.origin,
+        split_rule=split_rule(source, seed, rows),
+    )
 
 
 def split_rule(source: Source, seed: int, rows: int | None) -> str:

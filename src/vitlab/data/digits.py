@@ -1,4 +1,5 @@
 """scikit-learn's digits: 1,797 real 8x8 handwritten digits, shipped with scikit-learn (offline)."""
+
 from __future__ import annotations
 
 import torch

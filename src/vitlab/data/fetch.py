@@ -10,6 +10,7 @@ removed on any failure, and one left by a killed run is removed when the next do
 must arrive within ``deadline`` seconds (a mirror trickling bytes is cut off), each read within
 ``timeout`` seconds, and reading stops as soon as a response exceeds the file's known size.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,6 +36,7 @@ __all__ = ["DEADLINE", "MIRROR_ENV", "SOURCES", "TIMEOUT", "DownloadError", "Rem
 @dataclass(frozen=True)
 class RemoteFile:
     """One file's MD5 checksum and size in bytes."""
+
     md5: str
     size: int
 
@@ -42,32 +44,48 @@ class RemoteFile:
 @dataclass(frozen=True)
 class RemoteFiles:
     """Files (name -> :class:`RemoteFile`) under one base URL; ``extract``: unpack each (tar.gz) archive."""
+
     base_url: str
     files: dict[str, RemoteFile]
     extract: bool = False
 
 
 SOURCES: dict[str, RemoteFiles] = {
-    "mnist": RemoteFiles("https://ossci-datasets.s3.amazonaws.com/mnist/", {
-        "train-images-idx3-ubyte.gz": RemoteFile("f68b3c2dcbeaaa9fbdd348bbdeb94873", 9_912_422),
-        "train-labels-idx1-ubyte.gz": RemoteFile("d53e105ee54ea40749a09fcbcd1e9432", 28_881),
-        "t10k-images-idx3-ubyte.gz": RemoteFile("9fb629c4189551a2d022fa330f9573f3", 1_648_877),
-        "t10k-labels-idx1-ubyte.gz": RemoteFile("ec29112dd5afa0611ce80d1b7f02629c", 4_542),
-    }),
-    "fashion-mnist": RemoteFiles("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/", {
-        "train-images-idx3-ubyte.gz": RemoteFile("8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26_421_880),
-        "train-labels-idx1-ubyte.gz": RemoteFile("25c81989df183df01b3e8a0aad5dffbe", 29_515),
-        "t10k-images-idx3-ubyte.gz": RemoteFile("bef4ecab320f06d8554ea6380940ec79", 4_422_102),
-        "t10k-labels-idx1-ubyte.gz": RemoteFile("bb300cfdad3c16e7a12a480ee83cd310", 5_148),
-    }),
-    "cifar10": RemoteFiles("https://www.cs.toronto.edu/~kriz/", {
-        "cifar-10-python.tar.gz": RemoteFile("c58f30108f718f92721af3b95e74349a", 170_498_071),
-    }, extract=True),
+    "mnist": RemoteFiles(
+        "https://ossci-datasets.s3.amazonaws.com/mnist/",
+        {
+            "train-images-idx3-ubyte.gz": RemoteFile("f68b3c2dcbeaaa9fbdd348bbdeb94873", 9_912_422),
+            "train-labels-idx1-ubyte.gz": RemoteFile("d53e105ee54ea40749a09fcbcd1e9432", 28_881),
+            "t10k-images-idx3-ubyte.gz": RemoteFile("9fb629c4189551a2d022fa330f9573f3", 1_648_877),
+            "t10k-labels-idx1-ubyte.gz": RemoteFile("ec29112dd5afa0611ce80d1b7f02629c", 4_542),
+        },
+    ),
+    "fashion-mnist": RemoteFiles(
+        "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+        {
+            "train-images-idx3-ubyte.gz": RemoteFile("8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26_421_880),
+            "train-labels-idx1-ubyte.gz": RemoteFile("25c81989df183df01b3e8a0aad5dffbe", 29_515),
+            "t10k-images-idx3-ubyte.gz": RemoteFile("bef4ecab320f06d8554ea6380940ec79", 4_422_102),
+            "t10k-labels-idx1-ubyte.gz": RemoteFile("bb300cfdad3c16e7a12a480ee83cd310", 5_148),
+        },
+    ),
+    "cifar10": RemoteFiles(
+        "https://www.cs.toronto.edu/~kriz/",
+        {
+            "cifar-10-python.tar.gz": RemoteFile("c58f30108f718f92721af3b95e74349a", 170_498_071),
+        },
+        extract=True,
+    ),
 }
 
 
-def download(name: str, to: str | Path | None = None, mirror: str | None = None, timeout: float = TIMEOUT,
-             deadline: float = DEADLINE) -> list[Path]:
+def download(
+    name: str,
+    to: str | Path | None = None,
+    mirror: str | None = None,
+    timeout: float = TIMEOUT,
+    deadline: float = DEADLINE,
+) -> list[Path]:
     """Fetch dataset ``name``'s files into folder ``to`` and verify them; returns the file paths.
 
     ``to`` defaults to ``data_home() / name`` (where :func:`~vitlab.data.load_dataset` looks).
@@ -89,9 +107,11 @@ def download(name: str, to: str | Path | None = None, mirror: str | None = None,
     for filename, remote in source.files.items():
         target = to / filename
         if not (target.is_file() and _md5(target) == remote.md5):
-            hint = (f"Without network, fetch {', '.join(source.files)} by hand from {source.base_url} (or a mirror), "
-                    f"put them in {to} and rerun `vitlab data download {name} --data-dir {to}` to verify them; "
-                    f"or point --mirror / {MIRROR_ENV} at a server that has them (tried {base})")
+            hint = (
+                f"Without network, fetch {', '.join(source.files)} by hand from {source.base_url} (or a mirror), "
+                f"put them in {to} and rerun `vitlab data download {name} --data-dir {to}` to verify them; "
+                f"or point --mirror / {MIRROR_ENV} at a server that has them (tried {base})"
+            )
             _fetch(base + filename, target, remote, timeout, deadline, hint)
         if source.extract:
             _unpack(target, to)
@@ -116,8 +136,10 @@ def _fetch(url: str, target: Path, remote: RemoteFile, timeout: float, deadline:
         _stream(url, part, remote.size, timeout, deadline, hint)
         got = _md5(part)
         if got != remote.md5:
-            raise DownloadError(f"{target.name} from {url}: checksum mismatch (md5 {got}, expected {remote.md5}); "
-                                "the file is corrupt or not the official one: retry, or use another mirror")
+            raise DownloadError(
+                f"{target.name} from {url}: checksum mismatch (md5 {got}, expected {remote.md5}); "
+                "the file is corrupt or not the official one: retry, or use another mirror"
+            )
         os.replace(part, target)
     finally:
         part.unlink(missing_ok=True)
@@ -129,18 +151,23 @@ def _stream(url: str, part: Path, size: int, timeout: float, deadline: float, hi
         with urllib.request.urlopen(url, timeout=min(timeout, deadline)) as response, part.open("wb") as out:
             announced = response.headers.get("Content-Length", "")
             if announced.isdigit() and int(announced) > size:
-                raise DownloadError(f"{url} announces {int(announced):,} bytes, more than the {size:,} of the "
-                                    "official file: use another mirror")
+                raise DownloadError(
+                    f"{url} announces {int(announced):,} bytes, more than the {size:,} of the "
+                    "official file: use another mirror"
+                )
             received = 0
             while chunk := response.read1(CHUNK):
                 received += len(chunk)
                 if received > size:
-                    raise DownloadError(f"{url} sent more than the {size:,} bytes of the official file: "
-                                        "use another mirror")
+                    raise DownloadError(
+                        f"{url} sent more than the {size:,} bytes of the official file: use another mirror"
+                    )
                 out.write(chunk)
                 if time.monotonic() > end:
-                    raise DownloadError(f"{url}: only {received:,} of {size:,} bytes arrived within the deadline "
-                                        f"of {deadline:g} s; retry, raise --deadline, or use another mirror")
+                    raise DownloadError(
+                        f"{url}: only {received:,} of {size:,} bytes arrived within the deadline "
+                        f"of {deadline:g} s; retry, raise --deadline, or use another mirror"
+                    )
     except DownloadError:
         raise
     except (OSError, HTTPException) as err:

@@ -5,6 +5,7 @@ decoded by :func:`~vitlab.data.image.read_image`, converted to RGB or greyscale 
 aspect ratio not kept) to ``image_size x image_size``, then split stratified and seeded 70/15/15, so
 every class needs at least 3 images.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

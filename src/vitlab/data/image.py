@@ -5,6 +5,7 @@ folder, empty, text, truncated, corrupt, or a decompression bomb) ends the same 
 :class:`~vitlab.errors.DataError` naming the file. The pixel count is checked from the header before
 any pixel is decoded.
 """
+
 from __future__ import annotations
 
 import struct
@@ -21,12 +22,24 @@ from ..errors import DataError
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "PPM")
 MAX_PIXELS = 1 << 26
 """The largest image read by default: 67 megapixels (8192 x 8192)."""
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, IndexError, TypeError, KeyError, struct.error,
-                  zlib.error, Image.DecompressionBombError, Image.DecompressionBombWarning)
+_DECODE_ERRORS = (
+    OSError,
+    ValueError,
+    SyntaxError,
+    EOFError,
+    IndexError,
+    TypeError,
+    KeyError,
+    struct.error,
+    zlib.error,
+    Image.DecompressionBombError,
+    Image.DecompressionBombWarning,
+)
 
 
-def read_image(path: str | Path, channels: int = 3, size: int | None = None,
-               max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def read_image(
+    path: str | Path, channels: int = 3, size: int | None = None, max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """Image file -> ``(channels, H, W)`` float32 in [0, 1]; ``size``: resize (bilinear) to ``size x size``.
 
     ``channels`` is 3 (RGB) or 1 (greyscale). Raises :class:`DataError` naming the file when it cannot be
@@ -42,8 +55,10 @@ def read_image(path: str | Path, channels: int = 3, size: int | None = None,
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path, formats=IMAGE_FORMATS) as opened:
                 if opened.width * opened.height > max_pixels:
-                    raise DataError(f"{path}: {opened.width}x{opened.height} pixels is over the limit of "
-                                    f"{max_pixels:,}; shrink the image first")
+                    raise DataError(
+                        f"{path}: {opened.width}x{opened.height} pixels is over the limit of "
+                        f"{max_pixels:,}; shrink the image first"
+                    )
                 image = opened.convert("RGB" if channels == 3 else "L")
                 if size is not None:
                     image = image.resize((size, size), Image.Resampling.BILINEAR)

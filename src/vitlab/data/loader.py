@@ -3,6 +3,7 @@
 Shuffling and sharding follow ``torch.utils.data.DistributedSampler`` exactly (``drop_last=False``),
 so a run on ``world_size`` ranks sees the same permutation as a single process with the same seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,16 @@ class BatchLoader:
     final incomplete batch (as DataLoader's ``drop_last`` does). Batches live on the dataset's device.
     """
 
-    def __init__(self, dataset: ImageDataset, batch_size: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        dataset: ImageDataset,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
@@ -55,7 +64,7 @@ class BatchLoader:
             order = torch.arange(n)
         total = self.num_samples * self.world_size
         order = order.repeat(math.ceil(total / n))[:total]
-        return order[self.rank:total:self.world_size]
+        return order[self.rank : total : self.world_size]
 
     def __len__(self) -> int:
         if self.drop_last:
@@ -66,5 +75,5 @@ class BatchLoader:
         images, labels = self.dataset.images, self.dataset.labels
         index = self.indices().to(images.device)
         for b in range(len(self)):
-            batch = index[b * self.batch_size:(b + 1) * self.batch_size]
+            batch = index[b * self.batch_size : (b + 1) * self.batch_size]
             yield images[batch], labels[batch.to(labels.device)]

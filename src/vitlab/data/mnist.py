@@ -10,6 +10,7 @@ stratified random 10% of the training file and the test split is the official t1
 the t10k files (MNIST's textbook protocol), validation is a stratified random 20% of t10k and there
 is no test split.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,12 +24,24 @@ from .idx import read_idx_pair
 
 CLASSES = {
     "mnist": [str(d) for d in range(10)],
-    "fashion-mnist": ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
-                      "Bag", "Ankle boot"],
+    "fashion-mnist": [
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ],
 }
 TORCHVISION_FOLDER = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}
-SPLIT_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-               "t10k": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+SPLIT_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "t10k": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
 VAL_FRACTION = 0.1
 TEST_ONLY_VAL_FRACTION = 0.2
 
@@ -65,8 +78,11 @@ def _read_split(root: Path, split: str, classes: list[str]) -> ImageDataset | No
         missing = images_name if images_path is None else labels_name
         raise DataError(f"{root}: found the other {split} file but not {missing}[.gz]")
     images, labels = read_idx_pair(images_path, labels_path, len(classes))
-    return ImageDataset(torch.from_numpy(np.array(images))[:, None].float().div_(255),
-                        torch.from_numpy(labels.astype(np.int64)), classes)
+    return ImageDataset(
+        torch.from_numpy(np.array(images))[:, None].float().div_(255),
+        torch.from_numpy(labels.astype(np.int64)),
+        classes,
+    )
 
 
 def _find(root: Path, name: str) -> Path | None:

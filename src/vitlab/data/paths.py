@@ -9,6 +9,7 @@ Without an explicit folder, dataset ``NAME`` is looked for, in this order, in
 
 An explicit folder ``DIR`` (``--data-dir``) is searched alone, as ``DIR`` and ``DIR/NAME``, and must exist.
 """
+
 from __future__ import annotations
 
 import os

@@ -18,6 +18,7 @@ images, so the subset keeps the class proportions, a smaller ``rows`` is nested 
 does not depend on the validation size. ``normalization`` is ``"standardize"`` (mean and std of the
 kept training images) or ``"unit"`` (mean 0, std 1: pixels stay in [0, 1]).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -40,6 +41,7 @@ from .synthetic import read_synthetic
 class DatasetEntry:
     """A reader ``(data_dir?, seed?, **options) -> Source``; ``locate(folder) -> Path | None`` finds its
     files in a folder (None: the reader takes ``data_dir`` as given, or reads no files)."""
+
     loader: Callable[..., Source]
     description: str
     locate: Callable[[Path], Path | None] | None = None
@@ -47,11 +49,14 @@ class DatasetEntry:
 
 DATASETS: dict[str, DatasetEntry] = {
     "digits": DatasetEntry(read_digits, "scikit-learn's 1,797 real 8x8 handwritten digits (embedded)"),
-    "mnist": DatasetEntry(partial(read_mnist, variant="mnist"), "MNIST 28x28 digits, IDX files",
-                          partial(locate_mnist, variant="mnist")),
-    "fashion-mnist": DatasetEntry(partial(read_mnist, variant="fashion-mnist"),
-                                  "Fashion-MNIST 28x28 clothes, IDX files",
-                                  partial(locate_mnist, variant="fashion-mnist")),
+    "mnist": DatasetEntry(
+        partial(read_mnist, variant="mnist"), "MNIST 28x28 digits, IDX files", partial(locate_mnist, variant="mnist")
+    ),
+    "fashion-mnist": DatasetEntry(
+        partial(read_mnist, variant="fashion-mnist"),
+        "Fashion-MNIST 28x28 clothes, IDX files",
+        partial(locate_mnist, variant="fashion-mnist"),
+    ),
     "cifar10": DatasetEntry(read_cifar10, "CIFAR-10 32x32 colour photos, python batches", locate_cifar10),
     "folder": DatasetEntry(read_folder, "class sub-folders of PNG/JPEG images (--data-dir DIR)"),
     "synthetic": DatasetEntry(read_synthetic, "generated shapes and textures (for tests)"),
@@ -100,8 +105,15 @@ def locate_dataset(name: str, data_dir: str | Path | None = None) -> Path | None
     raise DataError(f"{name}: no files in {' or '.join(map(str, tried))}; {install_hint(name)}")
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None, *, seed: int = 0, rows: int | None = None,
-                 normalization: str = "standardize", **options) -> DataSplits:
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    rows: int | None = None,
+    normalization: str = "standardize",
+    **options,
+) -> DataSplits:
     """Load dataset ``name`` as in-memory splits, images ``(N, C, H, W)`` float32 in [0, 1].
 
     ``options`` go to the dataset's reader (e.g. ``image_size`` for folder and synthetic); see the

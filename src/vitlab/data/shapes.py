@@ -10,6 +10,7 @@ Conventions: images ``(N, 3, H, W)`` float32 in [0, 1]; masks ``(N, H, W)`` int6
 background and ``c + 1`` for object class ``c``; per image, boxes ``(K, 4)`` float32 pixel
 ``(x0, y0, x1, y1)`` and labels ``(K,)`` int64 object classes in ``0..len(classes) - 1``.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ SHAPES_COUNT = 5000
 @dataclass
 class DenseDataset:
     """Images with optional masks and per-image boxes and labels (see the module docstring)."""
+
     images: torch.Tensor
     masks: torch.Tensor | None
     boxes: list[torch.Tensor]
@@ -49,16 +51,22 @@ class DenseDataset:
         """Object classes (masks have one more value: background)."""
         return len(self.classes)
 
-    def subset(self, index: torch.Tensor | list[int]) -> "DenseDataset":
+    def subset(self, index: torch.Tensor | list[int]) -> DenseDataset:
         index = torch.as_tensor(index, dtype=torch.long)
         masks = None if self.masks is None else self.masks[index]
-        return DenseDataset(self.images[index], masks, [self.boxes[i] for i in index.tolist()],
-                            [self.labels[i] for i in index.tolist()], self.classes)
+        return DenseDataset(
+            self.images[index],
+            masks,
+            [self.boxes[i] for i in index.tolist()],
+            [self.labels[i] for i in index.tolist()],
+            self.classes,
+        )
 
 
 @dataclass
 class DenseSplits:
     """Train / val / test dense datasets sharing one class list."""
+
     name: str
     train: DenseDataset
     val: DenseDataset
@@ -76,8 +84,13 @@ def _texture(rng: np.random.Generator, size: int) -> np.ndarray:
     angle, freq = rng.uniform(0, np.pi), rng.uniform(2, 8)
     stripes = np.sin(2 * np.pi * freq * (xx * np.cos(angle) + yy * np.sin(angle)))
     coarse = rng.normal(0, 1, (4, 4, 3))
-    noise = F.interpolate(torch.from_numpy(coarse).permute(2, 0, 1)[None], size=(size, size),
-                          mode="bicubic", align_corners=False)[0].permute(1, 2, 0).numpy()
+    noise = (
+        F.interpolate(
+            torch.from_numpy(coarse).permute(2, 0, 1)[None], size=(size, size), mode="bicubic", align_corners=False
+        )[0]
+        .permute(1, 2, 0)
+        .numpy()
+    )
     img = base + 0.08 * stripes[..., None] + 0.06 * noise + 0.1 * (xx[..., None] - 0.5)
     return img + rng.normal(0, 0.02, img.shape)
 
@@ -88,7 +101,7 @@ def _shape_mask(kind: int, rng: np.random.Generator, size: int) -> np.ndarray:
     r = rng.uniform(0.08, 0.2) * size
     cx, cy = rng.uniform(r, size - r, 2)
     if kind == 0:
-        return (xx - cx) ** 2 + (yy - cy) ** 2 <= r ** 2
+        return (xx - cx) ** 2 + (yy - cy) ** 2 <= r**2
     if kind == 1:
         return (np.abs(xx - cx) <= r * 0.85) & (np.abs(yy - cy) <= r * 0.85)
     if kind == 2:
@@ -114,8 +127,9 @@ def _boxes_from_mask(mask: np.ndarray, num_classes: int) -> tuple[np.ndarray, np
     return np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(labels, np.int64)
 
 
-def generate_shapes(count: int, image_size: int = 64, seed: int = 0, max_objects: int = 4,
-                    min_visible: float = 0.5) -> DenseDataset:
+def generate_shapes(
+    count: int, image_size: int = 64, seed: int = 0, max_objects: int = 4, min_visible: float = 0.5
+) -> DenseDataset:
     """``count`` seeded images of ``image_size x image_size`` with 1..``max_objects`` shapes each.
 
     Shapes are painted in order, so later ones occlude earlier ones; each keeps a box (of its
@@ -150,11 +164,16 @@ def generate_shapes(count: int, image_size: int = 64, seed: int = 0, max_objects
         images[i] = img.clip(0, 1)
         b = [np.argwhere(ids == j + 1) for j in range(len(kinds))]
         keep = [j for j in range(len(kinds)) if len(b[j])]
-        boxes.append(torch.tensor([[b[j][:, 1].min(), b[j][:, 0].min(), b[j][:, 1].max() + 1, b[j][:, 0].max() + 1]
-                                   for j in keep], dtype=torch.float32).reshape(-1, 4))
+        boxes.append(
+            torch.tensor(
+                [[b[j][:, 1].min(), b[j][:, 0].min(), b[j][:, 1].max() + 1, b[j][:, 0].max() + 1] for j in keep],
+                dtype=torch.float32,
+            ).reshape(-1, 4)
+        )
         labels.append(torch.tensor([kinds[j] for j in keep], dtype=torch.long))
-    return DenseDataset(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(masks),
-                        boxes, labels, SHAPE_CLASSES)
+    return DenseDataset(
+        torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(masks), boxes, labels, SHAPE_CLASSES
+    )
 
 
 def _split(name: str, data: DenseDataset, seed: int) -> DenseSplits:
@@ -181,8 +200,9 @@ def _read_rgb(path: Path, size: int) -> tuple[torch.Tensor, float, float]:
     return torch.from_numpy(arr).permute(2, 0, 1), size / w, size / h
 
 
-def load_mask_folder(data_dir: str | Path, image_size: int = 64, classes: tuple[str, ...] | None = None,
-                     seed: int = 0) -> DenseSplits:
+def load_mask_folder(
+    data_dir: str | Path, image_size: int = 64, classes: tuple[str, ...] | None = None, seed: int = 0
+) -> DenseSplits:
     """Pairs ``images/NAME.png`` + ``masks/NAME.png`` under ``data_dir``, resized, split 70/15/15.
 
     Mask pixel values are class ids (0 = background); ``classes`` names ids 1..K (default
@@ -191,12 +211,17 @@ def load_mask_folder(data_dir: str | Path, image_size: int = 64, classes: tuple[
     from PIL import Image
 
     root = Path(data_dir)
-    pairs = [(p, root / "masks" / (p.stem + ".png")) for p in sorted((root / "images").glob("*"))
-             if p.suffix.lower() in (".png", ".jpg", ".jpeg")]
+    pairs = [
+        (p, root / "masks" / (p.stem + ".png"))
+        for p in sorted((root / "images").glob("*"))
+        if p.suffix.lower() in (".png", ".jpg", ".jpeg")
+    ]
     missing = [str(m) for _, m in pairs if not m.is_file()]
     if not pairs or missing:
-        raise ValueError(f"{root} needs images/NAME.png and masks/NAME.png pairs; "
-                         f"{'no images found' if not pairs else f'missing masks: {missing[:3]}'}")
+        raise ValueError(
+            f"{root} needs images/NAME.png and masks/NAME.png pairs; "
+            f"{'no images found' if not pairs else f'missing masks: {missing[:3]}'}"
+        )
     images, masks = [], []
     for img_path, mask_path in pairs:
         images.append(_read_rgb(img_path, image_size)[0])
@@ -209,13 +234,19 @@ def load_mask_folder(data_dir: str | Path, image_size: int = 64, classes: tuple[
     if k > len(classes):
         raise ValueError(f"masks hold class id {k} but only {len(classes)} classes are named: name them all")
     found = [_boxes_from_mask(m.numpy(), len(classes)) for m in mask]
-    data = DenseDataset(torch.stack(images), mask, [torch.from_numpy(b) for b, _ in found],
-                        [torch.from_numpy(lab) for _, lab in found], classes)
+    data = DenseDataset(
+        torch.stack(images),
+        mask,
+        [torch.from_numpy(b) for b, _ in found],
+        [torch.from_numpy(lab) for _, lab in found],
+        classes,
+    )
     return _split("mask-folder", data, seed)
 
 
-def load_coco_boxes(annotations: str | Path, image_dir: str | Path | None = None, image_size: int = 64,
-                    seed: int = 0) -> DenseSplits:
+def load_coco_boxes(
+    annotations: str | Path, image_dir: str | Path | None = None, image_size: int = 64, seed: int = 0
+) -> DenseSplits:
     """COCO-style detection JSON (``images``, ``annotations`` with ``bbox`` = x, y, w, h,
     ``categories``) -> resized images with boxes; no masks. Images are read from ``image_dir``
     (default: the JSON's folder)."""
@@ -242,8 +273,15 @@ def load_coco_boxes(annotations: str | Path, image_dir: str | Path | None = None
     return _split("coco", data, seed)
 
 
-def load_dense_dataset(name: str, data_dir: str | Path | None = None, *, seed: int = 0,
-                       rows: int | None = None, image_size: int = 64, count: int = SHAPES_COUNT) -> DenseSplits:
+def load_dense_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    rows: int | None = None,
+    image_size: int = 64,
+    count: int = SHAPES_COUNT,
+) -> DenseSplits:
     """Dense splits by name: ``shapes`` (generated, ``count`` images), ``mask-folder`` (``data_dir``
     with images/ and masks/), ``coco`` (``data_dir`` = the annotation JSON). ``rows`` keeps the first
     ``rows`` training images."""
@@ -252,8 +290,11 @@ def load_dense_dataset(name: str, data_dir: str | Path | None = None, *, seed: i
     elif name in ("mask-folder", "coco"):
         if data_dir is None:
             raise ValueError(f"dataset {name!r} reads files: pass data_dir (--data-dir)")
-        splits = (load_mask_folder(data_dir, image_size, seed=seed) if name == "mask-folder"
-                  else load_coco_boxes(data_dir, image_size=image_size, seed=seed))
+        splits = (
+            load_mask_folder(data_dir, image_size, seed=seed)
+            if name == "mask-folder"
+            else load_coco_boxes(data_dir, image_size=image_size, seed=seed)
+        )
     else:
         raise ValueError(f"unknown dense dataset {name!r}; choose one of {DENSE_DATASETS}")
     if rows is not None:

@@ -25,6 +25,7 @@ by name. Time and memory per head and layer, for ``N`` tokens of head width ``d`
 - ``"latent"``: ``L`` learned latents summarise the keys and values, every token reads the summaries
   (Perceiver-style cross-attention both ways): ``O(N L d)``, ``O(N L)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,10 @@ ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent")
 def off_diagonal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
     """``(N, N)`` bool mask, ``True`` off the diagonal: the keys a token may attend to under LSA."""
     if n < 2:
-        raise ValueError(f"locality self-attention masks each token's own key, so it needs at least 2 "
-                         f"tokens, got {n}: use a larger image or attention='full'")
+        raise ValueError(
+            f"locality self-attention masks each token's own key, so it needs at least 2 "
+            f"tokens, got {n}: use a larger image or attention='full'"
+        )
     return ~torch.eye(n, dtype=torch.bool, device=device)
 
 
@@ -62,27 +65,41 @@ class MultiHeadSelfAttention(nn.Module):
         kind: ``"full"`` or ``"lsa"`` (locality self-attention: adds one parameter,
             ``temperature``, a scalar initialised to ``sqrt(d)``); subclasses compute the others.
     """
-    kinds: tuple[str, ...] = ("full", "lsa")            # the kinds this class computes
 
-    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,
-                 attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
-                 fused: bool = True, kind: str = "full") -> None:
+    kinds: tuple[str, ...] = ("full", "lsa")  # the kinds this class computes
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_eps: float = 1e-6,
+        fused: bool = True,
+        kind: str = "full",
+    ) -> None:
         super().__init__()
         for name, value in (("dim", dim), ("num_heads", num_heads)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if dim % num_heads:
-            raise ConfigError(f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head count "
-                              f"that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})")
+            raise ConfigError(
+                f"embed dim {dim} is not divisible by num_heads {num_heads}: choose a head count "
+                f"that divides it (e.g. {', '.join(str(h) for h in range(1, 17) if dim % h == 0)})"
+            )
         for name, rate in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
             if not 0 <= rate < 1:
                 raise ConfigError(f"{name} must be a probability in [0, 1), got {rate}")
         if not norm_eps > 0:
             raise ConfigError(f"norm_eps must be positive, got {norm_eps}")
         if kind not in self.kinds:
-            raise ConfigError(f"{type(self).__name__} computes kind {' or '.join(map(repr, self.kinds))}, "
-                              f"got {kind!r}; build any of {ATTENTION_KINDS} with "
-                              f"vitlab.layers.build_attention(kind, ...)")
+            raise ConfigError(
+                f"{type(self).__name__} computes kind {' or '.join(map(repr, self.kinds))}, "
+                f"got {kind!r}; build any of {ATTENTION_KINDS} with "
+                f"vitlab.layers.build_attention(kind, ...)"
+            )
         self.num_heads, self.head_dim, self.fused, self.kind = num_heads, dim // num_heads, fused, kind
         self.temperature = nn.Parameter(torch.tensor(math.sqrt(self.head_dim))) if kind == "lsa" else None
         self.attn_drop = attn_drop
@@ -92,18 +109,23 @@ class MultiHeadSelfAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else nn.Identity()
 
-    def qkv_heads(self, x: torch.Tensor, rope: Rope | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def qkv_heads(self, x: torch.Tensor, rope: Rope | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values per head, each ``(..., H, N, d)`` for tokens ``(..., N, D)``."""
-        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))      # (..., N, 3, H, d)
-        q, k, v = (t.transpose(-3, -2) for t in qkv.unbind(-3))                  # (..., H, N, d) each
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # (..., N, 3, H, d)
+        q, k, v = (t.transpose(-3, -2) for t in qkv.unbind(-3))  # (..., H, N, d) each
         q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         return q, k, v
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
-                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        grid: tuple[int, int] | None,
+        need_weights: bool,
+        queries: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(output (B, N, D), weights (B, H, N, N) if need_weights)``: the token mixing that subclasses
         replace. The explicit path runs when weights are needed or ``fused`` is off. With ``queries = n``
         only the first ``n`` tokens query (output ``(B, n, D)``, weights ``(B, H, n, N)``)."""
@@ -112,20 +134,23 @@ class MultiHeadSelfAttention(nn.Module):
         if self.temperature is not None:
             q, scale, mask = q / self.temperature, 1.0, off_diagonal_mask(k.shape[-2], q.device)[:queries]
         dropout = self.attn_drop if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout, scale=scale,
-                                                    need_weights=need_weights or not self.fused)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, dropout_p=dropout, scale=scale, need_weights=need_weights or not self.fused
+        )
         return self.proj_drop(self.proj(merge_heads(out))), weights
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
-                queries: int | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None, queries: int | None = None
+    ) -> torch.Tensor:
         """Tokens ``(B, N, D) -> (B, N, D)``. ``grid``: the patch grid ``(gh, gw)`` the tokens lie on,
         read by windowed attention only (global kinds mix tokens regardless of where they lie).
         ``queries = n``: only the first ``n`` tokens' outputs, ``(B, n, D)`` -- keys and values still come
         from every token (a class-token readout needs no more from the last block)."""
         return self._attend(x, rope, grid, need_weights=False, queries=queries)[0]
 
-    def forward_with_weights(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_weights(
+        self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, N, D), attention weights (B, H, N, N))`` by the explicit path."""
         return with_weights(self._attend(x, rope, grid, need_weights=True))
 

@@ -5,6 +5,7 @@ Post-norm: ``x = LN(x + MHSA(x));  x = LN(x + MLP(x))``  (needs warmup to train)
 Optional parts (layer scale, stochastic depth) are ``nn.Identity`` when off. The token mixer is
 any kind of :data:`~vitlab.layers.attention.ATTENTION_KINDS`, built by :func:`build_attention`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,9 +20,18 @@ from .mlp import MLP
 from .window_attention import WindowAttention
 
 
-def build_attention(kind: str, dim: int, num_heads: int, grid: tuple[int, int] | None = None,
-                    num_tokens: int | None = None, window_size: int = 7, shift: bool = False, lowrank_k: int = 64,
-                    num_latents: int = 16, **common: Any) -> MultiHeadSelfAttention:
+def build_attention(
+    kind: str,
+    dim: int,
+    num_heads: int,
+    grid: tuple[int, int] | None = None,
+    num_tokens: int | None = None,
+    window_size: int = 7,
+    shift: bool = False,
+    lowrank_k: int = 64,
+    num_latents: int = 16,
+    **common: Any,
+) -> MultiHeadSelfAttention:
     """The self-attention layer of ``kind`` for tokens ``(B, N, D)``, ``D = dim``.
 
     Each kind reads only its own options: ``"window"`` the token ``grid``, ``window_size`` and
@@ -54,15 +64,34 @@ class Block(nn.Module):
     windowed attention needs.
     """
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True,
-                 qk_norm: bool = False, dropout: float = 0.0, attn_drop: float = 0.0,
-                 drop_path: float = 0.0, layer_scale: float | None = None, norm_eps: float = 1e-6,
-                 attention: str = "full", attention_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        dropout: float = 0.0,
+        attn_drop: float = 0.0,
+        drop_path: float = 0.0,
+        layer_scale: float | None = None,
+        norm_eps: float = 1e-6,
+        attention: str = "full",
+        attention_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
-        self.attn = build_attention(attention, dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                                    attn_drop=attn_drop, proj_drop=dropout, norm_eps=norm_eps,
-                                    **(attention_options or {}))
+        self.attn = build_attention(
+            attention,
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            attn_drop=attn_drop,
+            proj_drop=dropout,
+            norm_eps=norm_eps,
+            **(attention_options or {}),
+        )
         self.ls1 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
@@ -70,8 +99,9 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
-                queries: int | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None, queries: int | None = None
+    ) -> torch.Tensor:
         """Tokens ``(B, N, D) -> (B, N, D)``; with ``queries = n`` the first ``n`` tokens' outputs
         ``(B, n, D)`` only (attention still reads every token)."""
         x = x[:, :queries] + self.drop_path1(self.ls1(self.attn(self.norm1(x), rope, grid, queries)))
@@ -81,7 +111,8 @@ class Block(nn.Module):
 class PostNormBlock(Block):
     """Post-norm block (the original Transformer's order), same parameters as :class:`Block`."""
 
-    def forward(self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None,
-                queries: int | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: Rope | None = None, grid: tuple[int, int] | None = None, queries: int | None = None
+    ) -> torch.Tensor:
         x = self.norm1(x[:, :queries] + self.drop_path1(self.ls1(self.attn(x, rope, grid, queries))))
         return self.norm2(x + self.drop_path2(self.ls2(self.mlp(x))))

@@ -1,4 +1,5 @@
 """Stochastic depth: drop a whole residual branch per sample during training."""
+
 from __future__ import annotations
 
 import torch

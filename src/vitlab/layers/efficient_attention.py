@@ -20,6 +20,7 @@ only how tokens are mixed, so it drops into the same block. ``N`` tokens, ``H`` 
 ``forward_with_weights`` returns the effective ``(B, H, N, N)`` mixing matrix of each (the
 matrix that multiplies ``V``), formed explicitly, for inspection at small ``N``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,9 @@ def positive_features(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1.0
 
 
-def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool = False
-                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Kernel attention with ``phi = elu + 1`` on ``(B, H, N, d)`` queries, keys, values.
 
     Without weights: ``phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1)``, ``O(N d^2)``, nothing ``N x N``.
@@ -44,7 +46,7 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_wei
     """
     q, k = positive_features(q), positive_features(k)
     if not need_weights:
-        state = k.transpose(-2, -1) @ v                                          # (B, H, d, d_v)
+        state = k.transpose(-2, -1) @ v  # (B, H, d, d_v)
         return (q @ state) / (q @ k.sum(dim=-2).unsqueeze(-1)), None
     weights = q @ k.transpose(-2, -1)
     weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -55,18 +57,44 @@ class LinearAttention(MultiHeadSelfAttention):
     """Linear (kernel) attention: tokens ``(B, N, D) -> (B, N, D)`` in ``O(N d^2)`` time and memory
     independent of ``N^2``. It forms no weights, so ``attn_drop`` must be 0, and its one path is the
     fast one (``fused`` changes nothing; ``forward_with_weights`` forms the ``N x N`` kernel)."""
+
     kinds = ("linear",)
 
-    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, qk_norm: bool = False,
-                 attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6, fused: bool = True) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_eps: float = 1e-6,
+        fused: bool = True,
+    ) -> None:
         if attn_drop:
-            raise ValueError(f"linear attention forms no attention weights to drop, got attn_drop={attn_drop}: "
-                             f"set attn_drop=0 (use proj_drop or drop_path to regularise)")
-        super().__init__(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, proj_drop=proj_drop,
-                         norm_eps=norm_eps, fused=fused, kind="linear")
+            raise ValueError(
+                f"linear attention forms no attention weights to drop, got attn_drop={attn_drop}: "
+                f"set attn_drop=0 (use proj_drop or drop_path to regularise)"
+            )
+        super().__init__(
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            proj_drop=proj_drop,
+            norm_eps=norm_eps,
+            fused=fused,
+            kind="linear",
+        )
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
-                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        grid: tuple[int, int] | None,
+        need_weights: bool,
+        queries: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         out, weights = linear_attention(*self.qkv_heads(x, rope), need_weights=need_weights)
         return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
@@ -77,29 +105,58 @@ class LowRankAttention(MultiHeadSelfAttention):
     ``key_proj`` and ``value_proj`` (``(k, N)``, shared by the heads) are initialised with
     ``N(0, 1/N)`` entries, so a projected key has the spread of one key.
     """
+
     kinds = ("lowrank",)
 
-    def __init__(self, dim: int, num_heads: int = 8, num_tokens: int = 197, rank: int = 64, qkv_bias: bool = True,
-                 qk_norm: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
-                 fused: bool = True) -> None:
-        super().__init__(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, attn_drop=attn_drop,
-                         proj_drop=proj_drop, norm_eps=norm_eps, fused=fused, kind="lowrank")
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        num_tokens: int = 197,
+        rank: int = 64,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_eps: float = 1e-6,
+        fused: bool = True,
+    ) -> None:
+        super().__init__(
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            attn_drop=attn_drop,
+            proj_drop=proj_drop,
+            norm_eps=norm_eps,
+            fused=fused,
+            kind="lowrank",
+        )
         if num_tokens < 1 or rank < 1:
             raise ValueError(f"low-rank attention needs num_tokens >= 1 and rank >= 1, got {num_tokens} and {rank}")
         self.num_tokens, self.rank = num_tokens, rank
-        self.key_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens ** 0.5)
-        self.value_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens ** 0.5)
+        self.key_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens**0.5)
+        self.value_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens**0.5)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
-                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        grid: tuple[int, int] | None,
+        need_weights: bool,
+        queries: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if x.shape[1] != self.num_tokens:
-            raise ValueError(f"low-rank attention was built for {self.num_tokens} tokens and got {x.shape[1]}: its "
-                             f"projections are (k, N); build the model for this image size (no dynamic sizes)")
+            raise ValueError(
+                f"low-rank attention was built for {self.num_tokens} tokens and got {x.shape[1]}: its "
+                f"projections are (k, N); build the model for this image size (no dynamic sizes)"
+            )
         q, k, v = self.qkv_heads(x, rope)
-        k, v = self.key_proj @ k, self.value_proj @ v                            # (B, H, k, d)
+        k, v = self.key_proj @ k, self.value_proj @ v  # (B, H, k, d)
         dropout = self.attn_drop if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, dropout_p=dropout,
-                                                    need_weights=need_weights or not self.fused)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout, need_weights=need_weights or not self.fused
+        )
         # (B, H, N, N): out = weights @ V
         weights = weights @ self.value_proj if need_weights and weights is not None else None
         return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
@@ -114,25 +171,51 @@ class LatentAttention(MultiHeadSelfAttention):
     ``latents`` ``(L, D)`` are queries in head space (split like the tokens' queries); the block's
     ``qkv`` gives the tokens' queries, keys and values.
     """
+
     kinds = ("latent",)
 
-    def __init__(self, dim: int, num_heads: int = 8, num_latents: int = 16, qkv_bias: bool = True,
-                 qk_norm: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
-                 fused: bool = True) -> None:
-        super().__init__(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, attn_drop=attn_drop,
-                         proj_drop=proj_drop, norm_eps=norm_eps, fused=fused, kind="latent")
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        num_latents: int = 16,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_eps: float = 1e-6,
+        fused: bool = True,
+    ) -> None:
+        super().__init__(
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            attn_drop=attn_drop,
+            proj_drop=proj_drop,
+            norm_eps=norm_eps,
+            fused=fused,
+            kind="latent",
+        )
         if num_latents < 1:
             raise ValueError(f"num_latents must be >= 1, got {num_latents}")
         self.latents = nn.Parameter(torch.zeros(num_latents, dim))
         nn.init.trunc_normal_(self.latents, std=0.02)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
-                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        grid: tuple[int, int] | None,
+        need_weights: bool,
+        queries: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         q, k, v = self.qkv_heads(x, rope)
-        latents = split_heads(self.latents.expand(x.shape[0], -1, -1), self.num_heads)   # (B, H, L, d)
+        latents = split_heads(self.latents.expand(x.shape[0], -1, -1), self.num_heads)  # (B, H, L, d)
         dropout, explicit = (self.attn_drop if self.training else 0.0), need_weights or not self.fused
-        summary, pooled = scaled_dot_product_attention(latents, k, torch.cat([k, v], dim=-1), dropout_p=dropout,
-                                                       need_weights=explicit)               # (B, H, L, 2d)
+        summary, pooled = scaled_dot_product_attention(
+            latents, k, torch.cat([k, v], dim=-1), dropout_p=dropout, need_weights=explicit
+        )  # (B, H, L, 2d)
         keys, values = summary.split(self.head_dim, dim=-1)
         out, read = scaled_dot_product_attention(q, keys, values, dropout_p=dropout, need_weights=explicit)
         weights = read @ pooled if need_weights and read is not None and pooled is not None else None  # (B, H, N, N)

@@ -1,4 +1,5 @@
 """The transformer MLP: ``Linear(D, hidden) -> GELU -> Linear(hidden, D)`` with dropout."""
+
 from __future__ import annotations
 
 import torch

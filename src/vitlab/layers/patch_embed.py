@@ -8,6 +8,7 @@ shape ``(D, C, P, P)`` equals ``patchify(x) @ W.T + b`` with the linear weight
 because :func:`vitlab.patchify` flattens each patch row, column, channel. The module keeps the
 convolution's parameters (``proj.weight``, ``proj.bias``) and can run either way.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,10 @@ def linear_weight_to_conv(weight: torch.Tensor, patch_size: int, in_chans: int) 
     """``(D, P*P*C)`` linear weight -> ``(D, C, P, P)`` convolution kernel (inverse of the above)."""
     d = weight.shape[0]
     if weight.shape[1] != patch_size * patch_size * in_chans:
-        raise ValueError(f"linear weight has {weight.shape[1]} inputs, expected "
-                         f"P*P*C = {patch_size}*{patch_size}*{in_chans} = {patch_size ** 2 * in_chans}")
+        raise ValueError(
+            f"linear weight has {weight.shape[1]} inputs, expected "
+            f"P*P*C = {patch_size}*{patch_size}*{in_chans} = {patch_size**2 * in_chans}"
+        )
     return weight.reshape(d, patch_size, patch_size, in_chans).permute(0, 3, 1, 2)
 
 
@@ -52,8 +55,12 @@ class PatchTokenizer(nn.Module):
         if images.ndim != 4 or images.shape[1] != self.in_chans:
             raise ValueError(
                 f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
-                + ("convert them to the model's channel count or build the model with "
-                   f"in_chans={images.shape[1]}" if images.ndim == 4 else "add a batch axis"))
+                + (
+                    f"convert them to the model's channel count or build the model with in_chans={images.shape[1]}"
+                    if images.ndim == 4
+                    else "add a batch axis"
+                )
+            )
 
 
 class PatchEmbedding(PatchTokenizer):
@@ -68,8 +75,15 @@ class PatchEmbedding(PatchTokenizer):
         pad: zero-pad images whose sides are not multiples of ``P``.
     """
 
-    def __init__(self, patch_size: int = 16, in_chans: int = 3, embed_dim: int = 768,
-                 method: str = "conv", pad: bool = False, bias: bool = True) -> None:
+    def __init__(
+        self,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        embed_dim: int = 768,
+        method: str = "conv",
+        pad: bool = False,
+        bias: bool = True,
+    ) -> None:
         super().__init__(patch_size, in_chans, embed_dim, pad)
         if method not in ("conv", "linear"):
             raise ValueError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
@@ -84,7 +98,7 @@ class PatchEmbedding(PatchTokenizer):
         self.check_images(images)
         if self.method == "linear":
             return F.linear(patchify(images, self.patch_size, pad=self.pad), self.linear_weight(), self.proj.bias)
-        self.grid_size(*images.shape[-2:])                 # clear error before the convolution
+        self.grid_size(*images.shape[-2:])  # clear error before the convolution
         if self.pad:
             images = pad_to_multiple(images, self.patch_size)
         return self.proj(images).flatten(2).transpose(1, 2)

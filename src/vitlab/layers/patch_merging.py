@@ -1,4 +1,5 @@
 """Patch merging: halve the token grid and double the width between hierarchical stages (Swin)."""
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ Only patch tokens get positions here: a learned position for a class token is a 
 added to that token, so it lives in the token itself (interop folds it in).
 Rotary embedding (``rope``) acts on queries and keys instead: :class:`Rotary2d`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -63,7 +64,7 @@ class SinCosPosition(nn.Module):
         self.grid = (grid[0], grid[1])
         self.cached = self.table(self.grid, self.cached.dtype).to(self.cached.device)
 
-    def _apply(self, fn, recurse: bool = True) -> "SinCosPosition":
+    def _apply(self, fn, recurse: bool = True) -> SinCosPosition:
         # A cast (``.double()``) would keep the float32 rounding: recompute the table in the new dtype.
         super()._apply(fn, recurse)
         self.resample_(self.grid)
@@ -117,8 +118,7 @@ class Rotary2d(nn.Module):
     sin: torch.Tensor
     cos: torch.Tensor
 
-    def __init__(self, grid: tuple[int, int], head_dim: int, num_prefix: int = 0,
-                 temperature: float = 10000.0) -> None:
+    def __init__(self, grid: tuple[int, int], head_dim: int, num_prefix: int = 0, temperature: float = 10000.0) -> None:
         super().__init__()
         self.grid = (grid[0], grid[1])
         self.head_dim, self.num_prefix, self.temperature = head_dim, num_prefix, temperature

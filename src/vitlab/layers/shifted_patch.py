@@ -9,6 +9,7 @@ also carries the pixels of its neighbours' nearer halves::
       -> patchify                                                   (B, N, P*P*5C)
       -> LayerNorm -> Linear                                        (B, N, D)
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,8 @@ def diagonal_shifts(images: torch.Tensor, shift: int) -> torch.Tensor:
     h, w = images.shape[-2:]
     s = shift
     padded = F.pad(images, (s, s, s, s))
-    windows = [(s, s), (0, 0), (0, 2 * s), (2 * s, 0), (2 * s, 2 * s)]   # top-left corners in padded
-    return torch.cat([padded[..., r:r + h, c:c + w] for r, c in windows], dim=1)
+    windows = [(s, s), (0, 0), (0, 2 * s), (2 * s, 0), (2 * s, 2 * s)]  # top-left corners in padded
+    return torch.cat([padded[..., r : r + h, c : c + w] for r, c in windows], dim=1)
 
 
 class ShiftedPatchTokenization(PatchTokenizer):
@@ -47,13 +48,22 @@ class ShiftedPatchTokenization(PatchTokenizer):
         pad: zero-pad images whose sides are not multiples of ``P``.
     """
 
-    def __init__(self, patch_size: int = 16, in_chans: int = 3, embed_dim: int = 768,
-                 shift: int | None = None, pad: bool = False, norm_eps: float = 1e-6) -> None:
+    def __init__(
+        self,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        embed_dim: int = 768,
+        shift: int | None = None,
+        pad: bool = False,
+        norm_eps: float = 1e-6,
+    ) -> None:
         super().__init__(patch_size, in_chans, embed_dim, pad)
         shift = patch_size // 2 if shift is None else shift
         if not 0 < shift < patch_size:
-            raise ValueError(f"shift {shift} must be between 1 and patch_size - 1 = {patch_size - 1}: "
-                             f"leave it None for half a patch ({patch_size // 2})")
+            raise ValueError(
+                f"shift {shift} must be between 1 and patch_size - 1 = {patch_size - 1}: "
+                f"leave it None for half a patch ({patch_size // 2})"
+            )
         self.shift = shift
         width = 5 * in_chans * patch_size * patch_size
         self.norm = nn.LayerNorm(width, eps=norm_eps)

@@ -15,6 +15,7 @@ Protected prefix tokens (a class token, registers) are never merged. With ``r = 
 merged and the block computes exactly what it did before. Cost: ``L`` blocks with ``r`` per block
 see ``N, N - r, ..., N - (L - 1) r`` tokens, so both the linear and the ``N^2`` parts shrink.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -44,16 +45,16 @@ def bipartite_soft_matching(metric: torch.Tensor, r: int, protected: int = 0) ->
     with torch.no_grad():
         metric = metric[:, protected:]
         metric = metric / metric.norm(dim=-1, keepdim=True)
-        scores = metric[:, ::2] @ metric[:, 1::2].transpose(-2, -1)             # (B, N_A, N_B)
+        scores = metric[:, ::2] @ metric[:, 1::2].transpose(-2, -1)  # (B, N_A, N_B)
         best, partner = scores.max(dim=-1)
         n_a, n_b = scores.shape[1:]
-        first_b = protected + n_a - r                                              # output slot of B token 0
+        first_b = protected + n_a - r  # output slot of B token 0
         merged = torch.zeros_like(best, dtype=torch.bool).scatter_(1, best.topk(r, dim=-1).indices, True)
         slot_a = torch.where(merged, first_b + partner, protected - 1 + (~merged).cumsum(dim=-1))
         slots = torch.empty(b, n, dtype=torch.long, device=metric.device)
         slots[:, :protected] = torch.arange(protected, device=metric.device)
         slots[:, protected::2] = slot_a
-        slots[:, protected + 1::2] = torch.arange(first_b, first_b + n_b, device=metric.device)
+        slots[:, protected + 1 :: 2] = torch.arange(first_b, first_b + n_b, device=metric.device)
 
     def merge(x: torch.Tensor) -> torch.Tensor:
         index = slots[..., None].expand(-1, -1, x.shape[-1])
@@ -62,8 +63,7 @@ def bipartite_soft_matching(metric: torch.Tensor, r: int, protected: int = 0) ->
     return merge
 
 
-def merge_wavg(merge: Merge, x: torch.Tensor, size: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_wavg(merge: Merge, x: torch.Tensor, size: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge tokens ``x (B, N, D)`` as size-weighted means; ``size (B, N, 1)`` (``None``: all 1).
     Returns the merged tokens and their sizes (how many original tokens each stands for)."""
     size = torch.ones_like(x[..., :1]) if size is None else size
@@ -75,13 +75,16 @@ def check_mergeable(block: nn.Module) -> None:
     """Raise unless ``block`` is a pre-norm :class:`Block` with full multi-head self-attention."""
     attn: Any = getattr(block, "attn", None)
     if type(block) is not Block or type(attn) is not MultiHeadSelfAttention or attn.kind != "full":
-        raise ConfigError(f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
-                          f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "
-                          f"use a ViT built with block='prenorm', attention='full'")
+        raise ConfigError(
+            f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
+            f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "
+            f"use a ViT built with block='prenorm', attention='full'"
+        )
 
 
-def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: int, protected: int = 0,
-                  queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def merging_block(
+    block: Block, x: torch.Tensor, size: torch.Tensor | None, r: int, protected: int = 0, queries: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Run ``block`` on tokens ``(B, N, D)`` with proportional attention, merging up to ``r`` tokens
     between its attention and its MLP: returns ``(B, N - r', D)`` and the sizes ``(B, N - r', 1)``
     (``None`` while nothing has been merged, so ``r = 0`` is exactly the block's own forward).
@@ -89,10 +92,11 @@ def merging_block(block: Block, x: torch.Tensor, size: torch.Tensor | None, r: i
     is merged among ``n`` protected tokens)."""
     attn = block.attn
     q, k, v = attn.qkv_heads(block.norm1(x))
-    bias = None if size is None else size.log().transpose(1, 2)[:, None]         # (B, 1, 1, N)
+    bias = None if size is None else size.log().transpose(1, 2)[:, None]  # (B, 1, 1, N)
     dropout = attn.attn_drop if attn.training else 0.0
-    out, _ = scaled_dot_product_attention(q[..., :queries, :], k, v, mask=bias, dropout_p=dropout,
-                                          need_weights=not attn.fused)
+    out, _ = scaled_dot_product_attention(
+        q[..., :queries, :], k, v, mask=bias, dropout_p=dropout, need_weights=not attn.fused
+    )
     x = x[:, :queries] + block.drop_path1(block.ls1(attn.proj_drop(attn.proj(merge_heads(out)))))
     r = min(r, max(0, x.shape[1] - protected) // 2)
     if r > 0:
@@ -113,7 +117,8 @@ class TokenMerging:
         self.r, self.protected = r, protected
         self.size: torch.Tensor | None = None
 
-    def __call__(self, index: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int],
-                 queries: int | None) -> torch.Tensor:
+    def __call__(
+        self, index: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int], queries: int | None
+    ) -> torch.Tensor:
         x, self.size = merging_block(block, x, self.size, self.r[index], self.protected, queries)
         return x

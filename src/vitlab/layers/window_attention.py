@@ -15,6 +15,7 @@ grid with a zero bias table is full attention.
 Prefix tokens (class token, registers) have no place on the grid; models using windowed
 attention pool by the mean of the patch tokens instead.
 """
+
 from __future__ import annotations
 
 import torch
@@ -41,19 +42,40 @@ class WindowAttention(MultiHeadSelfAttention):
     ``forward_with_weights`` returns the weights scattered into ``(B, H, N, N)`` (zero outside
     each token's window), so they can be compared with, and recorded like, full attention.
     """
+
     kinds = ("window",)
     relative_position_index: torch.Tensor
 
-    def __init__(self, dim: int, num_heads: int = 8, grid: tuple[int, int] = (14, 14),
-                 window_size: int | tuple[int, int] = 7, shift: bool = False, qkv_bias: bool = True,
-                 qk_norm: bool = False, attn_drop: float = 0.0, proj_drop: float = 0.0, norm_eps: float = 1e-6,
-                 fused: bool = True) -> None:
-        super().__init__(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm, attn_drop=attn_drop,
-                         proj_drop=proj_drop, norm_eps=norm_eps, fused=fused, kind="window")
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        grid: tuple[int, int] = (14, 14),
+        window_size: int | tuple[int, int] = 7,
+        shift: bool = False,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_eps: float = 1e-6,
+        fused: bool = True,
+    ) -> None:
+        super().__init__(
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            attn_drop=attn_drop,
+            proj_drop=proj_drop,
+            norm_eps=norm_eps,
+            fused=fused,
+            kind="window",
+        )
         self.grid = _pair(grid, "grid")
         window = _pair(window_size, "window_size")
-        self.window_size, self.shift_size = fit_window(self.grid, window,
-                                                       (window[0] // 2, window[1] // 2) if shift else (0, 0))
+        self.window_size, self.shift_size = fit_window(
+            self.grid, window, (window[0] // 2, window[1] // 2) if shift else (0, 0)
+        )
         mh, mw = self.window_size
         self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * mh - 1) * (2 * mw - 1), num_heads))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
@@ -64,26 +86,37 @@ class WindowAttention(MultiHeadSelfAttention):
         m = self.relative_position_index.shape[0]
         return self.relative_position_bias_table[self.relative_position_index.flatten()].view(m, m, -1).permute(2, 0, 1)
 
-    def _attend(self, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int] | None, need_weights: bool,
-                queries: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        grid: tuple[int, int] | None,
+        need_weights: bool,
+        queries: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         gh, gw = self.grid if grid is None else grid
         n = x.shape[1]
         if gh * gw != n:
-            raise ValueError(f"windowed attention got {n} tokens for a {gh}x{gw} grid: pass the grid the "
-                             f"tokens lie on (prefix tokens such as a class token have none: pool by the mean)")
+            raise ValueError(
+                f"windowed attention got {n} tokens for a {gh}x{gw} grid: pass the grid the "
+                f"tokens lie on (prefix tokens such as a class token have none: pool by the mean)"
+            )
         shift = fit_window((gh, gw), self.window_size, self.shift_size)[1]
         layout = window_layout((gh, gw), self.window_size, shift, x.device)
         # windows and heads share one axis, so attention runs on 4-D tensors as everywhere else (and exports)
-        q, k, v = (F.pad(t, (0, 0, 0, 1))[:, :, layout.index].transpose(1, 2).flatten(1, 2)  # (B, nW*H, M, d)
-                   for t in self.qkv_heads(x, rope))                                        # slot N: zeros
+        q, k, v = (
+            F.pad(t, (0, 0, 0, 1))[:, :, layout.index].transpose(1, 2).flatten(1, 2)  # (B, nW*H, M, d)
+            for t in self.qkv_heads(x, rope)
+        )  # slot N: zeros
         windows = layout.index.shape[0]
-        bias = self.relative_position_bias().to(q.dtype).expand(windows, -1, -1, -1)        # (nW, H, M, M)
+        bias = self.relative_position_bias().to(q.dtype).expand(windows, -1, -1, -1)  # (nW, H, M, M)
         mask = bias if layout.mask is None else bias.masked_fill(~layout.mask[:, None], float("-inf"))
         dropout = self.attn_drop if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask.flatten(0, 1), dropout_p=dropout,
-                                                    need_weights=need_weights or not self.fused)
-        out = out.unflatten(1, (windows, -1)).transpose(-3, -2).flatten(-2).flatten(1, 2)   # (B, nW*M, D)
-        out = out[:, layout.inverse]                                                         # (B, N, D)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask.flatten(0, 1), dropout_p=dropout, need_weights=need_weights or not self.fused
+        )
+        out = out.unflatten(1, (windows, -1)).transpose(-3, -2).flatten(-2).flatten(1, 2)  # (B, nW*M, D)
+        out = out[:, layout.inverse]  # (B, N, D)
         if need_weights and weights is not None:
             weights = scatter_window_weights(weights.unflatten(1, (windows, -1)), layout.index, n)
         return self.proj_drop(self.proj(out[:, :queries])), weights if need_weights else None

@@ -10,6 +10,7 @@ The interface mirrors :class:`~vitlab.models.vit.VisionTransformer` (``forward_f
 ``forward_head``, ``reset_classifier``, ``num_classes``, ``embed_dim``) so trainers and
 comparisons treat both alike.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -46,6 +47,7 @@ class CNNConfig(ModelConfig):
     ``widths`` gives the channels of each stage; a 2x2 max-pool sits between consecutive stages
     unless the feature map is already 1 pixel high or wide.
     """
+
     img_size: int | tuple[int, int] = 28
     in_chans: int = 1
     num_classes: int = 10
@@ -55,9 +57,14 @@ class CNNConfig(ModelConfig):
     dropout: float = 0.0
 
     checks: ClassVar[dict[str, Check]] = {
-        "img_size": Pair(Int(1, MAX_SIDE)), "in_chans": Int(1, MAX_CHANS), "num_classes": Int(0, MAX_CLASSES),
-        "widths": Seq(Int(1, MAX_WIDTH), 1, 64), "convs_per_stage": Int(1, MAX_DEPTH), "norm": OneOf(NORMS),
-        "dropout": RATE}
+        "img_size": Pair(Int(1, MAX_SIDE)),
+        "in_chans": Int(1, MAX_CHANS),
+        "num_classes": Int(0, MAX_CLASSES),
+        "widths": Seq(Int(1, MAX_WIDTH), 1, 64),
+        "convs_per_stage": Int(1, MAX_DEPTH),
+        "norm": OneOf(NORMS),
+        "dropout": RATE,
+    }
 
     def __post_init__(self) -> None:
         self.widths = (self.widths,) if isinstance(self.widths, int) else self.widths
@@ -79,7 +86,6 @@ class CNNConfig(ModelConfig):
             flags.append(i > 0 and side >= 2)
             side = side // 2 if flags[-1] else side
         return tuple(flags)
-
 
 
 class ConvNormAct(nn.Module):
@@ -104,8 +110,9 @@ class Stage(nn.Module):
     def __init__(self, in_chans: int, out_chans: int, depth: int, norm: str, pool: bool) -> None:
         super().__init__()
         self.pool = nn.MaxPool2d(2) if pool else nn.Identity()
-        self.blocks = nn.ModuleList([ConvNormAct(in_chans if i == 0 else out_chans, out_chans, norm)
-                                     for i in range(depth)])
+        self.blocks = nn.ModuleList(
+            [ConvNormAct(in_chans if i == 0 else out_chans, out_chans, norm) for i in range(depth)]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.pool(x)
@@ -128,8 +135,9 @@ class SimpleCNN(nn.Module):
             cfg = CNNConfig.from_dict({**cfg.to_dict(), **overrides})
         self.config = cfg
         chans = (cfg.in_chans,) + cfg.widths
-        self.stages = nn.ModuleList([Stage(chans[i], chans[i + 1], cfg.convs_per_stage, cfg.norm, pool)
-                                     for i, pool in enumerate(cfg.pools)])
+        self.stages = nn.ModuleList(
+            [Stage(chans[i], chans[i + 1], cfg.convs_per_stage, cfg.norm, pool) for i, pool in enumerate(cfg.pools)]
+        )
         self.head_drop = nn.Dropout(cfg.dropout) if cfg.dropout > 0 else nn.Identity()
         self.head = nn.Linear(self.embed_dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
 
@@ -145,8 +153,10 @@ class SimpleCNN(nn.Module):
     def forward_features(self, images: torch.Tensor) -> torch.Tensor:
         """Images ``(B, C, H, W)`` -> feature map ``(B, widths[-1], h, w)``."""
         if images.ndim != 4 or images.shape[1] != self.config.in_chans:
-            raise ValueError(f"expected images (B, {self.config.in_chans}, H, W), got shape "
-                             f"{tuple(images.shape)}: convert them or build the model with the right in_chans")
+            raise ValueError(
+                f"expected images (B, {self.config.in_chans}, H, W), got shape "
+                f"{tuple(images.shape)}: convert them or build the model with the right in_chans"
+            )
         x = images
         for stage in self.stages:
             x = stage(x)
@@ -174,20 +184,27 @@ def count_params(model: nn.Module, trainable_only: bool = True) -> int:
 
 def cnn_widths(multiplier: float, stages: int = 3, growth: float = 2.0) -> tuple[int, ...]:
     """Stage widths ``round(multiplier * growth**i)`` (at least 1): nondecreasing in ``multiplier``."""
-    return tuple(max(1, round(multiplier * growth ** i)) for i in range(stages))
+    return tuple(max(1, round(multiplier * growth**i)) for i in range(stages))
 
 
-def cnn_for_budget(params: int, img_size: int | tuple[int, int] = 28, in_chans: int = 1,
-                   num_classes: int = 10, stages: int = 3, growth: float = 2.0,
-                   **config: Any) -> CNNConfig:
+def cnn_for_budget(
+    params: int,
+    img_size: int | tuple[int, int] = 28,
+    in_chans: int = 1,
+    num_classes: int = 10,
+    stages: int = 3,
+    growth: float = 2.0,
+    **config: Any,
+) -> CNNConfig:
     """The :class:`CNNConfig` of the ``widths = cnn_widths(m, stages, growth)`` family whose
     trainable parameter count is closest to ``params``.
 
     ``config`` passes further fields (``convs_per_stage``, ``norm``, ``dropout``). Counting builds
     models on the meta device, so no memory is spent on weights.
     """
-    base = CNNConfig(img_size=img_size, in_chans=in_chans, num_classes=num_classes,
-                     widths=cnn_widths(1.0, stages, growth), **config)
+    base = CNNConfig(
+        img_size=img_size, in_chans=in_chans, num_classes=num_classes, widths=cnn_widths(1.0, stages, growth), **config
+    )
 
     def config_at(multiplier: float) -> tuple[CNNConfig, int]:
         cfg = replace(base, widths=cnn_widths(multiplier, stages, growth))
@@ -197,13 +214,15 @@ def cnn_for_budget(params: int, img_size: int | tuple[int, int] = 28, in_chans: 
     smallest = config_at(0.0)
     if params <= smallest[1]:
         if params < smallest[1]:
-            raise ValueError(f"a budget of {params:,} parameters is below the smallest {stages}-stage CNN "
-                             f"({smallest[1]:,}, all widths 1): raise the budget or use fewer stages")
+            raise ValueError(
+                f"a budget of {params:,} parameters is below the smallest {stages}-stage CNN "
+                f"({smallest[1]:,}, all widths 1): raise the budget or use fewer stages"
+            )
         return smallest[0]
     low, high = 0.0, 1.0
     while config_at(high)[1] < params:
         low, high = high, high * 2
-    for _ in range(40):                       # bisect to the jump across the budget
+    for _ in range(40):  # bisect to the jump across the budget
         middle = (low + high) / 2
         low, high = (middle, high) if config_at(middle)[1] < params else (low, middle)
     below, above = config_at(low), config_at(high)

@@ -16,6 +16,7 @@ The caps are far above any published model; :func:`check_params` also refuses a 
 would hold more than :data:`MAX_PARAMS` parameters (a hostile checkpoint's metadata asking for
 terabytes), estimated from the config before anything is allocated.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -27,20 +28,20 @@ from ..errors import ConfigError
 
 C = TypeVar("C", bound="ModelConfig")
 
-MAX_SIDE = 8192          # image side and patch side, pixels
-MAX_WIDTH = 16384        # token or channel width (ViT-22B: 6144)
-MAX_DEPTH = 1024         # blocks (ViT-22B: 48)
-MAX_HEADS = 1024         # attention heads
-MAX_CHANS = 1024         # image channels (hyperspectral cameras: a few hundred)
-MAX_CLASSES = 2 ** 20    # classifier outputs (ImageNet-21k: 21,843)
-MAX_TOKENS = 2 ** 16     # register tokens, latents, low-rank rows, queries
-MAX_PARAMS = 2 ** 33     # 8.6e9 parameters, 32 GiB at fp32
+MAX_SIDE = 8192  # image side and patch side, pixels
+MAX_WIDTH = 16384  # token or channel width (ViT-22B: 6144)
+MAX_DEPTH = 1024  # blocks (ViT-22B: 48)
+MAX_HEADS = 1024  # attention heads
+MAX_CHANS = 1024  # image channels (hyperspectral cameras: a few hundred)
+MAX_CLASSES = 2**20  # classifier outputs (ImageNet-21k: 21,843)
+MAX_TOKENS = 2**16  # register tokens, latents, low-rank rows, queries
+MAX_PARAMS = 2**33  # 8.6e9 parameters, 32 GiB at fp32
 
 
 def shown(value: Any, limit: int = 40) -> str:
     """``repr(value)``, cut to ``limit`` characters: a hostile value must not flood the one-line message."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class Check:
@@ -57,6 +58,7 @@ class Check:
 @dataclass(frozen=True)
 class Int(Check):
     """An integer in ``[low, high]`` (a ``bool`` is not one)."""
+
     low: int
     high: int
 
@@ -75,6 +77,7 @@ class Int(Check):
 @dataclass(frozen=True)
 class Float(Check):
     """A real number in ``[low, high]``, either end open; NaN is in no range."""
+
     low: float
     high: float
     low_open: bool = False
@@ -86,7 +89,7 @@ class Float(Check):
     def __call__(self, name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{name} must be a number, got {shown(value)}")
-        number = int(value) if isinstance(value, numbers.Integral) else float(value)     # 10**400 stays an int
+        number = int(value) if isinstance(value, numbers.Integral) else float(value)  # 10**400 stays an int
         above = number > self.low if self.low_open else number >= self.low
         below = number < self.high if self.high_open else number <= self.high
         if not (above and below):
@@ -110,6 +113,7 @@ class Bool(Check):
 @dataclass(frozen=True)
 class OneOf(Check):
     """One of a few named choices."""
+
     choices: tuple[str, ...]
 
     def describe(self) -> str:
@@ -126,6 +130,7 @@ class OneOf(Check):
 @dataclass(frozen=True)
 class Maybe(Check):
     """``None`` or a value ``check`` allows."""
+
     check: Check
 
     def describe(self) -> str:
@@ -141,6 +146,7 @@ class Maybe(Check):
 @dataclass(frozen=True)
 class Seq(Check):
     """``min_len`` to ``max_len`` values ``item`` allows, as a tuple (or as ``container``)."""
+
     item: Check
     min_len: int = 1
     max_len: int = 64
@@ -158,6 +164,7 @@ class Seq(Check):
 @dataclass(frozen=True)
 class Pair(Check):
     """One value ``item`` allows, or a pair of them: stored as a pair, e.g. ``(height, width)``."""
+
     item: Check
 
     def describe(self) -> str:
@@ -178,7 +185,7 @@ def as_pair(value: int | tuple[int, int]) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else value
 
 
-RATE = Float(0.0, 1.0, high_open=True)          # a dropout or drop-path probability
+RATE = Float(0.0, 1.0, high_open=True)  # a dropout or drop-path probability
 
 
 def check_fields(config: Any, checks: Mapping[str, Check]) -> None:
@@ -200,9 +207,11 @@ def check_params(config: Any, params: int, reduce: str) -> None:
     :data:`MAX_PARAMS`: building it would allocate ``4 * params`` bytes before the first image.
     ``reduce`` names the fields that make it large."""
     if params > MAX_PARAMS:
-        raise ConfigError(f"{type(config).__name__} would build a model of about {params:.2e} parameters "
-                          f"({4 * params / 2 ** 30:,.0f} GiB at fp32), above the limit of {MAX_PARAMS:.2e}: "
-                          f"reduce {reduce}")
+        raise ConfigError(
+            f"{type(config).__name__} would build a model of about {params:.2e} parameters "
+            f"({4 * params / 2**30:,.0f} GiB at fp32), above the limit of {MAX_PARAMS:.2e}: "
+            f"reduce {reduce}"
+        )
 
 
 def transformer_block_params(dim: int, hidden: int) -> int:

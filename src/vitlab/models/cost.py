@@ -20,10 +20,12 @@ tokens, ``k`` low-rank rows and ``L`` latents:
 The layers these price are in :mod:`vitlab.layers.window_attention` and
 :mod:`vitlab.layers.efficient_attention`; tests hold every formula to PyTorch's FLOP counter.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
 from ..ops.patches import check_divisible, num_tokens
@@ -31,7 +33,7 @@ from ..ops.windows import fit_window, padded_grid
 from .config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, Bool, Check, Float, Int, check_fields
 
 BYTES_FP32 = 4
-MAX_PRICED = 2 ** 20         # image and patch sides, windows, batch: pricing allocates nothing, but stays finite
+MAX_PRICED = 2**20  # image and patch sides, windows, batch: pricing allocates nothing, but stays finite
 
 
 @dataclass(frozen=True)
@@ -45,22 +47,31 @@ class AttentionCost:
         value_flops: FLOPs applying the weights to the values (``weights @ V``), batch and heads.
         memory: bytes of the scores ``(B, H, entries)`` at ``bytes_per_entry``.
     """
+
     entries: int
     score_flops: int
     value_flops: int
     memory: int
 
 
-def full_attention(tokens: int, dim: int, heads: int, batch: int = 1,
-                   bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+def full_attention(
+    tokens: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
+) -> AttentionCost:
     """Every token attends to every token: scores ``(B, H, N, N)``, ``2 B H N^2 d`` FLOPs each way."""
     entries = tokens * tokens
-    flops = 2 * batch * entries * dim                       # H heads x d = D
+    flops = 2 * batch * entries * dim  # H heads x d = D
     return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
 
 
-def window_attention(grid: tuple[int, int], window: int, dim: int, heads: int, batch: int = 1, prefix: int = 0,
-                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+def window_attention(
+    grid: tuple[int, int],
+    window: int,
+    dim: int,
+    heads: int,
+    batch: int = 1,
+    prefix: int = 0,
+    bytes_per_entry: int = BYTES_FP32,
+) -> AttentionCost:
     """Attention inside ``window x window`` windows of the patch ``grid`` (Swin's rule: a window no larger
     than the grid; the grid padded to whole windows): ``nW M^2`` scores per head. ``prefix`` tokens, if
     any, would attend to and be attended by every token: ``R (2T - R)`` more, ``T`` all tokens."""
@@ -72,19 +83,25 @@ def window_attention(grid: tuple[int, int], window: int, dim: int, heads: int, b
     return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
 
 
-def linear_attention(tokens: int, dim: int, heads: int, batch: int = 1,
-                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+def linear_attention(
+    tokens: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
+) -> AttentionCost:
     """Kernel attention ``phi(Q) (phi(K)^T V) / phi(Q) sum phi(K)``: a ``d x d`` state and a ``d``
     normaliser per head, whatever ``N``; ``2 B N D d`` FLOPs to build the state, as many (plus
     ``2 B N D`` for the normaliser) to read it."""
     head_dim = dim // heads
     state = 2 * batch * tokens * dim * head_dim
-    return AttentionCost(head_dim * head_dim + head_dim, state, state + 2 * batch * tokens * dim,
-                         batch * heads * (head_dim * head_dim + head_dim) * bytes_per_entry)
+    return AttentionCost(
+        head_dim * head_dim + head_dim,
+        state,
+        state + 2 * batch * tokens * dim,
+        batch * heads * (head_dim * head_dim + head_dim) * bytes_per_entry,
+    )
 
 
-def lowrank_attention(tokens: int, rank: int, dim: int, heads: int, batch: int = 1,
-                      bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+def lowrank_attention(
+    tokens: int, rank: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
+) -> AttentionCost:
     """Linformer: keys and values projected to ``rank`` rows (``2 B k N D`` FLOPs each), then
     ``N x k`` scores per head."""
     entries, project = tokens * rank, 2 * batch * rank * tokens * dim
@@ -92,11 +109,12 @@ def lowrank_attention(tokens: int, rank: int, dim: int, heads: int, batch: int =
     return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
 
 
-def latent_attention(tokens: int, latents: int, dim: int, heads: int, batch: int = 1,
-                     bytes_per_entry: int = BYTES_FP32) -> AttentionCost:
+def latent_attention(
+    tokens: int, latents: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
+) -> AttentionCost:
     """``L`` latents pool keys and values (``L x N`` scores, weights applied to ``[K, V]``), then every
     token reads the ``L`` summaries (``N x L``): ``2 N L`` scores per head."""
-    one = 2 * batch * tokens * latents * dim                 # one N x L (or L x N) product over all heads
+    one = 2 * batch * tokens * latents * dim  # one N x L (or L x N) product over all heads
     entries = 2 * tokens * latents
     return AttentionCost(entries, 2 * one, 3 * one, batch * heads * entries * bytes_per_entry)
 
@@ -104,6 +122,7 @@ def latent_attention(tokens: int, latents: int, dim: int, heads: int, batch: int
 @dataclass(frozen=True)
 class Workload:
     """A ViT forward pass to price: image side, patch side, and the encoder's sizes."""
+
     image: int
     patch: int
     dim: int = 768
@@ -118,16 +137,26 @@ class Workload:
     num_latents: int = 16
 
     checks: ClassVar[dict[str, Check]] = {
-        "image": Int(1, MAX_PRICED), "patch": Int(1, MAX_PRICED), "dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
-        "heads": Int(1, MAX_HEADS), "mlp_ratio": Float(0, 64, low_open=True), "batch": Int(1, MAX_PRICED),
-        "class_token": Bool(), "in_chans": Int(1, MAX_CHANS), "window_size": Int(1, MAX_PRICED),
-        "lowrank_k": Int(1, MAX_TOKENS), "num_latents": Int(1, MAX_TOKENS)}
+        "image": Int(1, MAX_PRICED),
+        "patch": Int(1, MAX_PRICED),
+        "dim": Int(1, MAX_WIDTH),
+        "depth": Int(1, MAX_DEPTH),
+        "heads": Int(1, MAX_HEADS),
+        "mlp_ratio": Float(0, 64, low_open=True),
+        "batch": Int(1, MAX_PRICED),
+        "class_token": Bool(),
+        "in_chans": Int(1, MAX_CHANS),
+        "window_size": Int(1, MAX_PRICED),
+        "lowrank_k": Int(1, MAX_TOKENS),
+        "num_latents": Int(1, MAX_TOKENS),
+    }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
         if self.dim % self.heads:
-            raise ConfigError(f"dim {self.dim} is not divisible by heads {self.heads}: choose a head count "
-                              f"that divides it")
+            raise ConfigError(
+                f"dim {self.dim} is not divisible by heads {self.heads}: choose a head count that divides it"
+            )
 
     @property
     def patches(self) -> int:
@@ -177,7 +206,7 @@ def flops(work: Workload, attention: str = "full") -> dict[str, int]:
     b, n, d = work.batch, work.tokens, work.dim
     mix = attention_cost(work, attention)
     parts = {
-        "patch_embed": 2 * b * work.patches * work.patch ** 2 * work.in_chans * d,
+        "patch_embed": 2 * b * work.patches * work.patch**2 * work.in_chans * d,
         "qkv": work.depth * 2 * b * n * d * 3 * d,
         "scores": work.depth * mix.score_flops,
         "weights_v": work.depth * mix.value_flops,
@@ -191,6 +220,7 @@ def flops(work: Workload, attention: str = "full") -> dict[str, int]:
 class CostRow:
     """One (image, patch) pair: tokens, attention entries per head per layer, their ratio to the
     table's first row, forward FLOPs and the attention-score memory per layer (bytes)."""
+
     image: int
     patch: int
     tokens: int
@@ -207,8 +237,9 @@ class CostRow:
 TEXTBOOK_PAIRS = ((28, 7), (28, 4), (64, 8), (224, 16), (224, 8))
 
 
-def cost_table(pairs: tuple[tuple[int, int], ...] = TEXTBOOK_PAIRS, attention: str = "full",
-               **sizes: Any) -> list[CostRow]:
+def cost_table(
+    pairs: tuple[tuple[int, int], ...] = TEXTBOOK_PAIRS, attention: str = "full", **sizes: Any
+) -> list[CostRow]:
     """One :class:`CostRow` per ``(image, patch)`` pair; ``sizes`` are :class:`Workload` fields
     (``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``batch``, ``class_token``, ``in_chans``, and the
     attention options ``window_size``, ``lowrank_k``, ``num_latents``)."""
@@ -216,13 +247,23 @@ def cost_table(pairs: tuple[tuple[int, int], ...] = TEXTBOOK_PAIRS, attention: s
         raise ValueError("no (image, patch) pairs to price: pass at least one, e.g. ((224, 16),)")
     works = [Workload(image=image, patch=patch, **sizes) for image, patch in pairs]
     mixes = [attention_cost(work, attention) for work in works]
-    return [CostRow(work.image, work.patch, work.tokens, mix.entries, mix.entries / mixes[0].entries,
-                    flops(work, attention)["total"], mix.memory)
-            for work, mix in zip(works, mixes)]
+    return [
+        CostRow(
+            work.image,
+            work.patch,
+            work.tokens,
+            mix.entries,
+            mix.entries / mixes[0].entries,
+            flops(work, attention)["total"],
+            mix.memory,
+        )
+        for work, mix in zip(works, mixes)
+    ]
 
 
-def cost_figure(images: tuple[int, ...], patch: int, kinds: tuple[str, ...] = ("full", "window", "linear"),
-                **sizes: Any) -> Any:
+def cost_figure(
+    images: tuple[int, ...], patch: int, kinds: tuple[str, ...] = ("full", "window", "linear"), **sizes: Any
+) -> Any:
     """A matplotlib figure: attention memory per layer and forward FLOPs (time, at a fixed FLOP rate)
     against the image side for ``patch``-sized patches, log-log, one line per kind of attention.
     ``sizes`` are :class:`Workload` fields. On log-log axes a power law is a straight line: full

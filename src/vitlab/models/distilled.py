@@ -11,6 +11,7 @@ Training mode returns ``(cls_logits, dist_logits)``, eval mode their mean. The d
 no position (like the class token) and the identity rotation under rotary positions. State-dict
 keys: the ViT's plus ``dist_token`` and ``head_dist.*``. The losses are :mod:`vitlab.ssl.distill`'s.
 """
+
 from __future__ import annotations
 
 from ..errors import ConfigError
@@ -21,8 +22,9 @@ def distilled_from(model: VisionTransformer) -> VisionTransformer:
     """A student with ``model``'s config and weights, a new distillation token and head, on ``model``'s
     device and in its dtype (a student's own copy when ``model`` is one)."""
     if not isinstance(model, VisionTransformer):
-        raise ConfigError(f"a distillation token needs a VisionTransformer student, got {type(model).__name__}: "
-                          f"use a vit-* model")
+        raise ConfigError(
+            f"a distillation token needs a VisionTransformer student, got {type(model).__name__}: use a vit-* model"
+        )
     student = VisionTransformer(model.config, distill_token=True).to(next(model.parameters()))
     student.load_state_dict(model.state_dict(), strict=False)
     return student

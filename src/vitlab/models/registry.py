@@ -3,10 +3,12 @@
 Each entry maps a name to a config dataclass instance (``ViTConfig`` or ``CNNConfig``); the
 config's class decides which model is built.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
@@ -46,8 +48,9 @@ def get_config(name: str, **overrides: Any) -> Any:
     known = {f.name for f in fields(config)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ConfigError(f"{name} has no option {', '.join(map(repr, unknown))}; "
-                         f"its options are: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"{name} has no option {', '.join(map(repr, unknown))}; its options are: {', '.join(sorted(known))}"
+        )
     return replace(config, **overrides)
 
 
@@ -66,7 +69,8 @@ def build_from_config(config_type: str, config: dict[str, Any]) -> nn.Module:
     """Build a model from its config class's name (e.g. ``"ViTConfig"``) and fields, as a checkpoint
     records them; the fields are validated by the config class."""
     by_name: dict[str, tuple[Any, Callable[[Any], nn.Module]]] = {
-        cls.__name__: (cls, builder) for cls, builder in _BUILDERS.items()}
+        cls.__name__: (cls, builder) for cls, builder in _BUILDERS.items()
+    }
     if config_type not in by_name:
         raise ConfigError(f"unknown model config type {config_type!r}: vitlab builds {', '.join(sorted(by_name))}")
     cls, builder = by_name[config_type]

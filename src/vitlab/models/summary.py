@@ -7,6 +7,7 @@ Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters an
 
 ``trace_shapes`` runs a small ViT once and reports the shape of every named intermediate.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -33,6 +34,7 @@ Group = tuple[str, str, list[nn.Parameter]]
 @dataclass(frozen=True)
 class Row:
     """One component: its name, its size in words (``"49 -> 64"``), and its parameter counts."""
+
     component: str
     size: str
     params: int
@@ -96,12 +98,18 @@ def _vit_groups(model: VisionTransformer) -> list[Group]:
     for i, block in enumerate(cast(Iterable[Block], model.blocks), start=1):
         norms = [q for m in _norms(block) for q in m.parameters()]
         groups += [
-            (f"block {i} attention (Q, K, V, out)", _attention_text(block.attn),
-             [q for q in block.attn.parameters() if all(q is not n for n in norms)]),
+            (
+                f"block {i} attention (Q, K, V, out)",
+                _attention_text(block.attn),
+                [q for q in block.attn.parameters() if all(q is not n for n in norms)],
+            ),
             (f"block {i} MLP", _chain_text([block.mlp.fc1, block.mlp.fc2]), list(block.mlp.parameters())),
             (f"block {i} norms", _norm_text(_norms(block)), norms),
-            (f"block {i} layer scale", _shape_text([*block.ls1.parameters(), *block.ls2.parameters()]),
-             [*block.ls1.parameters(), *block.ls2.parameters()]),
+            (
+                f"block {i} layer scale",
+                _shape_text([*block.ls1.parameters(), *block.ls2.parameters()]),
+                [*block.ls1.parameters(), *block.ls2.parameters()],
+            ),
         ]
     groups += [
         ("final norm", _norm_text(_norms(model.norm)), list(model.norm.parameters())),
@@ -139,8 +147,11 @@ def parameter_table(model: nn.Module) -> list[Row]:
         groups.append(("head", _chain_text([head]), list(head.parameters())))
     claimed = {id(q) for _, _, params in groups for q in params}
     groups.append(("other", "", [q for q in model.parameters() if id(q) not in claimed]))
-    return [Row(name, size, sum(q.numel() for q in params), sum(q.numel() for q in params if q.requires_grad))
-            for name, size, params in groups if params]
+    return [
+        Row(name, size, sum(q.numel() for q in params), sum(q.numel() for q in params if q.requires_grad))
+        for name, size, params in groups
+        if params
+    ]
 
 
 def trainable_position_params(model: nn.Module) -> int:
@@ -167,9 +178,17 @@ SHAPE_LAYOUT = {
 
 
 @torch.no_grad()
-def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int = 768, heads: int = 12,
-                 class_token: bool = False, channels: int = 3, depth: int = 1,
-                 max_entries: int = 2 ** 28, max_params: int = 2 ** 28) -> dict[str, tuple[int, ...]]:
+def trace_shapes(
+    image: int | tuple[int, int] = 224,
+    patch: int = 16,
+    dim: int = 768,
+    heads: int = 12,
+    class_token: bool = False,
+    channels: int = 3,
+    depth: int = 1,
+    max_entries: int = 2**28,
+    max_params: int = 2**28,
+) -> dict[str, tuple[int, ...]]:
     """Shapes of the tensors inside a ViT with these sizes, read from one forward pass at batch 1.
 
     Builds a ``depth``-block :class:`VisionTransformer` (no head), runs a random image through
@@ -181,36 +200,57 @@ def trace_shapes(image: int | tuple[int, int] = 224, patch: int = 16, dim: int =
     Returns:
         ``{name: shape}`` in forward order, with the names and layouts of :data:`SHAPE_LAYOUT`.
     """
-    config = ViTConfig(img_size=image, patch_size=patch, in_chans=channels, num_classes=0, embed_dim=dim,
-                       depth=depth, num_heads=heads, class_token=class_token,
-                       pool="token" if class_token else "mean")
+    config = ViTConfig(
+        img_size=image,
+        patch_size=patch,
+        in_chans=channels,
+        num_classes=0,
+        embed_dim=dim,
+        depth=depth,
+        num_heads=heads,
+        class_token=class_token,
+        pool="token" if class_token else "mean",
+    )
     tokens = config.grid[0] * config.grid[1] + int(class_token)
     if heads * tokens * tokens > max_entries:
-        raise ConfigError(f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
-                          f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
-                          f"it without running it (vitlab cost)")
+        raise ConfigError(
+            f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
+            f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
+            f"it without running it (vitlab cost)"
+        )
     if config.approx_params > max_params:
-        raise ConfigError(f"a ViT of depth {depth}, width {dim} on {tokens} tokens has about {config.approx_params:,} "
-                          f"parameters, above max_params={max_params:,}: lower the depth (one block shows every shape)"
-                          f" or the width, or price it without running it (vitlab cost)")
+        raise ConfigError(
+            f"a ViT of depth {depth}, width {dim} on {tokens} tokens has about {config.approx_params:,} "
+            f"parameters, above max_params={max_params:,}: lower the depth (one block shows every shape)"
+            f" or the width, or price it without running it (vitlab cost)"
+        )
     model = VisionTransformer(config).eval()
     seen: dict[str, torch.Tensor] = {}
 
     def keep(name: str, pre: bool) -> Callable[..., None]:
         def hook(module: nn.Module, args: tuple, output: Any = None) -> None:
-            seen[name] = args[0] if pre else output   # a forward hook (not pre) gets the output tensor
+            seen[name] = args[0] if pre else output  # a forward hook (not pre) gets the output tensor
+
         return hook
 
-    attn = cast(Block, model.blocks[0]).attn    # the model is ours alone, so its hooks can stay
+    attn = cast(Block, model.blocks[0]).attn  # the model is ours alone, so its hooks can stay
     model.patch_embed.register_forward_pre_hook(keep("images", pre=True))
     model.patch_embed.register_forward_hook(keep("patch tokens", pre=False))
     model.blocks[0].register_forward_pre_hook(keep("block input", pre=True))
     attn.register_forward_pre_hook(keep("attention input", pre=True))
     attn.register_forward_hook(keep("attention output", pre=False))
     model.blocks[-1].register_forward_hook(keep("block output", pre=False))
-    model.forward_features(torch.randn(1, channels, *as_pair(config.img_size)))     # every token through every block
+    model.forward_features(torch.randn(1, channels, *as_pair(config.img_size)))  # every token through every block
     q, k, v = attn.qkv_heads(seen["attention input"])
     _, weights = attn.forward_with_weights(seen["attention input"])
-    seen.update({"X_patch": patchify(seen["images"], patch), "Q": q, "K": k, "V": v,
-                 "QK^T": q @ k.transpose(-2, -1), "attention weights": weights})
+    seen.update(
+        {
+            "X_patch": patchify(seen["images"], patch),
+            "Q": q,
+            "K": k,
+            "V": v,
+            "QK^T": q @ k.transpose(-2, -1),
+            "attention weights": weights,
+        }
+    )
     return {name: tuple(seen[name].shape) for name in SHAPE_LAYOUT}

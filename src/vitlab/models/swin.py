@@ -16,6 +16,7 @@ window does not divide is padded, the padding masked (:mod:`vitlab.ops.windows`)
 Parameter names are timm's ``SwinTransformer`` names except ``stages`` (timm: ``layers``),
 ``patch_norm`` (``patch_embed.norm``) and ``head`` (``head.fc``); see :mod:`vitlab.interop.timm_swin`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class SwinConfig(ModelConfig):
     ``depths`` and ``num_heads`` give one entry per stage; stage ``s`` has width
     ``embed_dim * 2^s``. ``window_size`` is the window side ``M`` in every stage.
     """
+
     img_size: int | tuple[int, int] = 224
     patch_size: int = 4
     in_chans: int = 3
@@ -76,34 +78,50 @@ class SwinConfig(ModelConfig):
     drop_path_rate: float = 0.1
 
     checks: ClassVar[dict[str, Check]] = {
-        "img_size": Pair(Int(1, MAX_SIDE)), "patch_size": Int(1, MAX_SIDE), "in_chans": Int(1, MAX_CHANS),
-        "num_classes": Int(0, MAX_CLASSES), "embed_dim": Int(1, MAX_WIDTH),
-        "depths": Seq(Int(1, MAX_DEPTH), 1, MAX_STAGES), "num_heads": Seq(Int(1, MAX_HEADS), 1, MAX_STAGES),
-        "window_size": Int(1, MAX_SIDE), "mlp_ratio": Float(0, 64, low_open=True), "qkv_bias": Bool(),
-        "norm_eps": Float(0, 1, low_open=True), "drop_rate": RATE, "attn_drop_rate": RATE,
-        "drop_path_rate": RATE}
+        "img_size": Pair(Int(1, MAX_SIDE)),
+        "patch_size": Int(1, MAX_SIDE),
+        "in_chans": Int(1, MAX_CHANS),
+        "num_classes": Int(0, MAX_CLASSES),
+        "embed_dim": Int(1, MAX_WIDTH),
+        "depths": Seq(Int(1, MAX_DEPTH), 1, MAX_STAGES),
+        "num_heads": Seq(Int(1, MAX_HEADS), 1, MAX_STAGES),
+        "window_size": Int(1, MAX_SIDE),
+        "mlp_ratio": Float(0, 64, low_open=True),
+        "qkv_bias": Bool(),
+        "norm_eps": Float(0, 1, low_open=True),
+        "drop_rate": RATE,
+        "attn_drop_rate": RATE,
+        "drop_path_rate": RATE,
+    }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
         if len(self.depths) != len(self.num_heads):
-            raise ConfigError(f"depths {self.depths} and num_heads {self.num_heads} need one entry per stage, "
-                              f"as many of each")
+            raise ConfigError(
+                f"depths {self.depths} and num_heads {self.num_heads} need one entry per stage, as many of each"
+            )
         if self.dims[-1] > MAX_WIDTH:
-            raise ConfigError(f"the last stage's width embed_dim * 2^{len(self.depths) - 1} = {self.dims[-1]} "
-                              f"exceeds {MAX_WIDTH}: reduce embed_dim or the number of stages")
+            raise ConfigError(
+                f"the last stage's width embed_dim * 2^{len(self.depths) - 1} = {self.dims[-1]} "
+                f"exceeds {MAX_WIDTH}: reduce embed_dim or the number of stages"
+            )
         for stage, (dim, heads) in enumerate(zip(self.dims, self.num_heads)):
             if dim % heads:
-                raise ConfigError(f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
-                                  f"num_heads[{stage}] = {heads}: choose head counts that divide the widths")
+                raise ConfigError(
+                    f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
+                    f"num_heads[{stage}] = {heads}: choose head counts that divide the widths"
+                )
         if int(self.embed_dim * self.mlp_ratio) < 1:
-            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
-                              f"= 0 units: raise mlp_ratio")
+            raise ConfigError(
+                f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
+                f"= 0 units: raise mlp_ratio"
+            )
         check_params(self, self.approx_params, "embed_dim, depths or window_size")
 
     @property
     def dims(self) -> tuple[int, ...]:
         """Token width per stage: ``embed_dim * 2^s``."""
-        return tuple(self.embed_dim * 2 ** s for s in range(len(self.depths)))
+        return tuple(self.embed_dim * 2**s for s in range(len(self.depths)))
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -116,7 +134,7 @@ class SwinConfig(ModelConfig):
         """The parameter count, estimated before building: patch embedding, per stage its merging (from the
         second), blocks and relative position bias tables, the final norm and the head."""
         dims, bias = self.dims, (2 * self.window_size - 1) ** 2
-        total = self.patch_size ** 2 * self.in_chans * dims[0] + 3 * dims[0] + 2 * dims[-1]
+        total = self.patch_size**2 * self.in_chans * dims[0] + 3 * dims[0] + 2 * dims[-1]
         for s, (depth, heads) in enumerate(zip(self.depths, self.num_heads)):
             merge = 4 * dims[s - 1] * (dims[s] + 2) if s else 0
             total += merge + depth * (transformer_block_params(dims[s], int(dims[s] * self.mlp_ratio)) + bias * heads)
@@ -132,21 +150,45 @@ class SwinConfig(ModelConfig):
         return tuple(grids)
 
 
-
 class SwinStage(nn.Module):
     """Feature map ``(B, H, W, C_in) -> (B, H', W', C)``: patch merging (or ``nn.Identity`` in the first
     stage), then ``depth`` blocks of windowed attention on the ``grid`` (``H' x W'``), shifted in odd blocks."""
 
-    def __init__(self, in_dim: int, dim: int, grid: tuple[int, int], depth: int, num_heads: int,
-                 window_size: int, merge: bool, drop_paths: list[float], mlp_ratio: float = 4.0,
-                 qkv_bias: bool = True, dropout: float = 0.0, attn_drop: float = 0.0, norm_eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        dim: int,
+        grid: tuple[int, int],
+        depth: int,
+        num_heads: int,
+        window_size: int,
+        merge: bool,
+        drop_paths: list[float],
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        dropout: float = 0.0,
+        attn_drop: float = 0.0,
+        norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.downsample = PatchMerging(in_dim, dim, norm_eps=norm_eps) if merge else nn.Identity()
-        self.blocks = nn.ModuleList([
-            Block(dim, num_heads, mlp_ratio, qkv_bias=qkv_bias, dropout=dropout, attn_drop=attn_drop,
-                  drop_path=drop_paths[i], norm_eps=norm_eps, attention="window",
-                  attention_options=dict(grid=grid, window_size=window_size, shift=i % 2 == 1))
-            for i in range(depth)])
+        self.blocks = nn.ModuleList(
+            [
+                Block(
+                    dim,
+                    num_heads,
+                    mlp_ratio,
+                    qkv_bias=qkv_bias,
+                    dropout=dropout,
+                    attn_drop=attn_drop,
+                    drop_path=drop_paths[i],
+                    norm_eps=norm_eps,
+                    attention="window",
+                    attention_options=dict(grid=grid, window_size=window_size, shift=i % 2 == 1),
+                )
+                for i in range(depth)
+            ]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.downsample(x)
@@ -175,12 +217,26 @@ class SwinTransformer(nn.Module):
         self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=cfg.norm_eps)
         rates = torch.linspace(0, cfg.drop_path_rate, sum(cfg.depths)).split(list(cfg.depths))
         dims = cfg.dims
-        self.stages = nn.ModuleList([
-            SwinStage(dims[max(s - 1, 0)], dims[s], cfg.stage_grids[s], cfg.depths[s], cfg.num_heads[s],
-                      cfg.window_size, merge=s > 0, drop_paths=rates[s].tolist(), mlp_ratio=cfg.mlp_ratio,
-                      qkv_bias=cfg.qkv_bias, dropout=cfg.drop_rate, attn_drop=cfg.attn_drop_rate,
-                      norm_eps=cfg.norm_eps)
-            for s in range(len(cfg.depths))])
+        self.stages = nn.ModuleList(
+            [
+                SwinStage(
+                    dims[max(s - 1, 0)],
+                    dims[s],
+                    cfg.stage_grids[s],
+                    cfg.depths[s],
+                    cfg.num_heads[s],
+                    cfg.window_size,
+                    merge=s > 0,
+                    drop_paths=rates[s].tolist(),
+                    mlp_ratio=cfg.mlp_ratio,
+                    qkv_bias=cfg.qkv_bias,
+                    dropout=cfg.drop_rate,
+                    attn_drop=cfg.attn_drop_rate,
+                    norm_eps=cfg.norm_eps,
+                )
+                for s in range(len(cfg.depths))
+            ]
+        )
         self.norm = nn.LayerNorm(dims[-1], eps=cfg.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
         self.head = nn.Linear(dims[-1], cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()

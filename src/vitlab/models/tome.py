@@ -8,6 +8,7 @@ No retraining: the blocks run with their own weights, proportional attention acc
 merged tokens, and mean pooling weighs each token by how many patches it stands for (which is
 the plain mean over patches when tokens are averages of them).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -30,21 +31,28 @@ class TokenMergingViT(nn.Module):
     def __init__(self, model: VisionTransformer, r: int | Sequence[int]) -> None:
         super().__init__()
         if not isinstance(model, VisionTransformer):
-            raise ConfigError(f"token merging applies to a vitlab VisionTransformer, got {type(model).__name__}: "
-                              f"convert timm models with vitlab.interop.from_timm first")
+            raise ConfigError(
+                f"token merging applies to a vitlab VisionTransformer, got {type(model).__name__}: "
+                f"convert timm models with vitlab.interop.from_timm first"
+            )
         schedule = [r] * len(model.blocks) if isinstance(r, (int, float)) else list(r)
         if len(schedule) != len(model.blocks) or any(int(v) != v or v < 0 for v in schedule):
-            raise ConfigError(f"r (tokens merged per block) must be a non-negative integer or one per block "
-                              f"({len(model.blocks)}), got {r!r}")
+            raise ConfigError(
+                f"r (tokens merged per block) must be a non-negative integer or one per block "
+                f"({len(model.blocks)}), got {r!r}"
+            )
         if model.rope is not None:
-            raise ConfigError("token merging averages tokens from different places, which rotary positions (applied "
-                              "inside every block) cannot follow: use a model with additive positions")
+            raise ConfigError(
+                "token merging averages tokens from different places, which rotary positions (applied "
+                "inside every block) cannot follow: use a model with additive positions"
+            )
         for block in model.blocks:
             check_mergeable(block)
         self.model, self.r = model, tuple(int(v) for v in schedule)
 
-    def forward_features(self, images: torch.Tensor, readout: int | None = None
-                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward_features(
+        self, images: torch.Tensor, readout: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Images ``(B, C, H, W)`` -> merged tokens ``(B, R + N', D)`` after the final norm, and their sizes
         ``(B, R + N', 1)`` (``None`` when nothing was merged). ``readout = n``: the last block computes
         the first ``n`` tokens only, as in :meth:`VisionTransformer.forward_features`."""

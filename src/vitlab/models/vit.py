@@ -1,13 +1,14 @@
 """The Vision Transformer.
 
-    images (B, C, H, W)
-      -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P)
-      -> + positions               (learned, sinusoidal, row+column; or rotary inside attention)
-      -> [prefix tokens]           (B, R + N, D): class token, registers, distillation token
-      -> depth x Block             pre-norm transformer blocks
-      -> norm -> pool              class token or mean over patch tokens -> (B, D)
-      -> fc_norm -> head           logits (B, num_classes)
+images (B, C, H, W)
+  -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P)
+  -> + positions               (learned, sinusoidal, row+column; or rotary inside attention)
+  -> [prefix tokens]           (B, R + N, D): class token, registers, distillation token
+  -> depth x Block             pre-norm transformer blocks
+  -> norm -> pool              class token or mean over patch tokens -> (B, D)
+  -> fc_norm -> head           logits (B, num_classes)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -50,7 +51,7 @@ from .config import (
 POOLS = ("token", "mean", "max")
 PATCH_EMBEDS = ("conv", "linear", "spt")
 BLOCKS = ("prenorm", "postnorm")
-POSITION_WIDTH = {"sincos1d": 2, "sincos2d": 4, "rope": 4}     # what the table's width must be a multiple of
+POSITION_WIDTH = {"sincos1d": 2, "sincos2d": 4, "rope": 4}  # what the table's width must be a multiple of
 
 
 @dataclass
@@ -74,6 +75,7 @@ class ViTConfig(ModelConfig):
     ``distill_token=True`` builds a DeiT student (Touvron et al. 2021): one more prefix token, after the
     class and register tokens, read by its own head ``head_dist`` (see :mod:`vitlab.models.distilled`).
     """
+
     img_size: int | tuple[int, int] = 224
     patch_size: int = 16
     in_chans: int = 3
@@ -108,49 +110,88 @@ class ViTConfig(ModelConfig):
     drop_path_rate: float = 0.0
 
     checks: ClassVar[dict[str, Check]] = {
-        "img_size": Pair(Int(1, MAX_SIDE)), "patch_size": Int(1, MAX_SIDE), "in_chans": Int(1, MAX_CHANS),
-        "num_classes": Int(0, MAX_CLASSES), "embed_dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
-        "num_heads": Int(1, MAX_HEADS), "mlp_ratio": Float(0, 64, low_open=True), "qkv_bias": Bool(),
-        "qk_norm": Bool(), "pos_embed": OneOf(POSITION_KINDS), "pool": OneOf(POOLS), "class_token": Bool(),
-        "reg_tokens": Int(0, MAX_TOKENS), "distill_token": Bool(), "pre_norm": Bool(), "final_norm": Bool(),
-        "fc_norm": Maybe(Bool()), "block": OneOf(BLOCKS), "layer_scale": Maybe(Float(0, 10, low_open=True)),
-        "patch_embed": OneOf(PATCH_EMBEDS), "attention": OneOf(ATTENTION_KINDS),
-        "window_size": Int(1, MAX_SIDE), "lowrank_k": Int(1, MAX_TOKENS), "num_latents": Int(1, MAX_TOKENS),
-        "pad": Bool(), "dynamic_img_size": Bool(), "norm_eps": Float(0, 1, low_open=True),
-        "drop_rate": RATE, "pos_drop_rate": RATE, "attn_drop_rate": RATE, "drop_path_rate": RATE}
+        "img_size": Pair(Int(1, MAX_SIDE)),
+        "patch_size": Int(1, MAX_SIDE),
+        "in_chans": Int(1, MAX_CHANS),
+        "num_classes": Int(0, MAX_CLASSES),
+        "embed_dim": Int(1, MAX_WIDTH),
+        "depth": Int(1, MAX_DEPTH),
+        "num_heads": Int(1, MAX_HEADS),
+        "mlp_ratio": Float(0, 64, low_open=True),
+        "qkv_bias": Bool(),
+        "qk_norm": Bool(),
+        "pos_embed": OneOf(POSITION_KINDS),
+        "pool": OneOf(POOLS),
+        "class_token": Bool(),
+        "reg_tokens": Int(0, MAX_TOKENS),
+        "distill_token": Bool(),
+        "pre_norm": Bool(),
+        "final_norm": Bool(),
+        "fc_norm": Maybe(Bool()),
+        "block": OneOf(BLOCKS),
+        "layer_scale": Maybe(Float(0, 10, low_open=True)),
+        "patch_embed": OneOf(PATCH_EMBEDS),
+        "attention": OneOf(ATTENTION_KINDS),
+        "window_size": Int(1, MAX_SIDE),
+        "lowrank_k": Int(1, MAX_TOKENS),
+        "num_latents": Int(1, MAX_TOKENS),
+        "pad": Bool(),
+        "dynamic_img_size": Bool(),
+        "norm_eps": Float(0, 1, low_open=True),
+        "drop_rate": RATE,
+        "pos_drop_rate": RATE,
+        "attn_drop_rate": RATE,
+        "drop_path_rate": RATE,
+    }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
         if self.pool == "token" and not self.class_token:
-            raise ConfigError("pool='token' reads the class token, but class_token=False: "
-                              "set class_token=True or pool='mean'")
+            raise ConfigError(
+                "pool='token' reads the class token, but class_token=False: set class_token=True or pool='mean'"
+            )
         if self.embed_dim % self.num_heads:
-            raise ConfigError(f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
-                              f"choose a head count that divides it")
+            raise ConfigError(
+                f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
+                f"choose a head count that divides it"
+            )
         if not self.pad:
             check_divisible(*as_pair(self.img_size), self.patch_size)
         if int(self.embed_dim * self.mlp_ratio) < 1:
-            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
-                              f"= 0 units: raise mlp_ratio")
+            raise ConfigError(
+                f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
+                f"= 0 units: raise mlp_ratio"
+            )
         if self.pos_embed in POSITION_WIDTH and (width := self.position_width) % POSITION_WIDTH[self.pos_embed]:
             what = "head width embed_dim / num_heads" if self.pos_embed == "rope" else "embed_dim"
-            raise ConfigError(f"pos_embed={self.pos_embed!r} needs a {what} divisible by "
-                              f"{POSITION_WIDTH[self.pos_embed]}, got {width}: choose another width or pos_embed")
+            raise ConfigError(
+                f"pos_embed={self.pos_embed!r} needs a {what} divisible by "
+                f"{POSITION_WIDTH[self.pos_embed]}, got {width}: choose another width or pos_embed"
+            )
         if self.patch_embed == "spt" and self.patch_size < 2:
-            raise ConfigError("patch_embed='spt' shifts images by half a patch, so it needs patch_size >= 2, "
-                              f"got {self.patch_size}")
+            raise ConfigError(
+                f"patch_embed='spt' shifts images by half a patch, so it needs patch_size >= 2, got {self.patch_size}"
+            )
         if self.attention == "lsa" and self.num_prefix_tokens + self.grid[0] * self.grid[1] < 2:
-            raise ConfigError("attention='lsa' masks each token's own key, so it needs at least 2 tokens, got 1: "
-                              "use a larger image, a class token or attention='full'")
+            raise ConfigError(
+                "attention='lsa' masks each token's own key, so it needs at least 2 tokens, got 1: "
+                "use a larger image, a class token or attention='full'"
+            )
         if self.attention == "linear" and self.attn_drop_rate:
-            raise ConfigError(f"attention='linear' forms no attention weights to drop, got attn_drop_rate="
-                              f"{self.attn_drop_rate}: set it to 0 (use drop_path_rate to regularise)")
+            raise ConfigError(
+                f"attention='linear' forms no attention weights to drop, got attn_drop_rate="
+                f"{self.attn_drop_rate}: set it to 0 (use drop_path_rate to regularise)"
+            )
         if self.attention == "window" and self.num_prefix_tokens:
-            raise ConfigError("attention='window' partitions the patch grid, where a class or register token has "
-                              "no place: set class_token=False, reg_tokens=0 and pool='mean'")
+            raise ConfigError(
+                "attention='window' partitions the patch grid, where a class or register token has "
+                "no place: set class_token=False, reg_tokens=0 and pool='mean'"
+            )
         if self.attention == "lowrank" and self.dynamic_img_size:
-            raise ConfigError("attention='lowrank' projects a fixed number of tokens, so it cannot take "
-                              "dynamic_img_size=True: fix the image size or choose another attention")
+            raise ConfigError(
+                "attention='lowrank' projects a fixed number of tokens, so it cannot take "
+                "dynamic_img_size=True: fix the image size or choose another attention"
+            )
         check_params(self, self.approx_params, "embed_dim, depth or the token count (img_size / patch_size)")
 
     @property
@@ -174,13 +215,15 @@ class ViTConfig(ModelConfig):
         """The parameter count, estimated before building (a fixed position table counts as well)."""
         d, (gh, gw) = self.embed_dim, self.grid
         tokens = self.num_prefix_tokens + gh * gw
-        mixing = {"window": (2 * self.window_size - 1) ** 2 * self.num_heads, "lowrank": 2 * self.lowrank_k * tokens,
-                  "latent": self.num_latents * d}.get(self.attention, 0)
-        patch = self.patch_size ** 2 * self.in_chans * (5 if self.patch_embed == "spt" else 1) * (d + 2)
+        mixing = {
+            "window": (2 * self.window_size - 1) ** 2 * self.num_heads,
+            "lowrank": 2 * self.lowrank_k * tokens,
+            "latent": self.num_latents * d,
+        }.get(self.attention, 0)
+        patch = self.patch_size**2 * self.in_chans * (5 if self.patch_embed == "spt" else 1) * (d + 2)
         heads = (1 + int(self.distill_token)) * (d + 1) * self.num_classes
         blocks = self.depth * (transformer_block_params(d, int(d * self.mlp_ratio)) + mixing)
         return patch + tokens * d + blocks + heads + 4 * d
-
 
 
 def init_linears(model: nn.Module) -> None:
@@ -205,8 +248,9 @@ def take_indices(depth: int, indices: int | Sequence[int] | None) -> list[int]:
             raise ConfigError(f"indices={n} (the last n blocks) is out of range for depth {depth}: use 1..{depth}")
         return list(range(depth - n, depth))
     if not all(-depth <= i < depth for i in indices):
-        raise ConfigError(f"block indices {list(indices)} out of range for depth {depth}: "
-                          f"use 0..{depth - 1} or negative indices")
+        raise ConfigError(
+            f"block indices {list(indices)} out of range for depth {depth}: use 0..{depth - 1} or negative indices"
+        )
     return sorted({i % depth for i in indices})
 
 
@@ -231,11 +275,11 @@ class VisionTransformer(nn.Module):
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.patch_embed: PatchEmbedding | ShiftedPatchTokenization = (
             ShiftedPatchTokenization(cfg.patch_size, cfg.in_chans, dim, pad=cfg.pad, norm_eps=cfg.norm_eps)
-            if cfg.patch_embed == "spt" else
-            PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad))
+            if cfg.patch_embed == "spt"
+            else PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
+        )
         self.pos_embed = build_position(cfg.pos_embed, cfg.grid, dim)
-        self.rope = (Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens)
-                     if cfg.pos_embed == "rope" else None)
+        self.rope = Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens) if cfg.pos_embed == "rope" else None
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
         self.reg_token = nn.Parameter(torch.zeros(1, cfg.reg_tokens, dim)) if cfg.reg_tokens else None
         self.dist_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.distill_token else None
@@ -243,14 +287,32 @@ class VisionTransformer(nn.Module):
         self.norm_pre = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.pre_norm else nn.Identity()
         block = PostNormBlock if cfg.block == "postnorm" else Block
         rates = torch.linspace(0, cfg.drop_path_rate, cfg.depth).tolist()
-        options = dict(grid=cfg.grid, num_tokens=cfg.num_prefix_tokens + cfg.grid[0] * cfg.grid[1],
-                       window_size=cfg.window_size, lowrank_k=cfg.lowrank_k, num_latents=cfg.num_latents)
-        self.blocks = nn.ModuleList([
-            block(dim, cfg.num_heads, cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, qk_norm=cfg.qk_norm,
-                  dropout=cfg.drop_rate, attn_drop=cfg.attn_drop_rate, drop_path=rate,
-                  layer_scale=cfg.layer_scale, norm_eps=cfg.norm_eps, attention=cfg.attention,
-                  attention_options={**options, "shift": i % 2 == 1})
-            for i, rate in enumerate(rates)])
+        options = dict(
+            grid=cfg.grid,
+            num_tokens=cfg.num_prefix_tokens + cfg.grid[0] * cfg.grid[1],
+            window_size=cfg.window_size,
+            lowrank_k=cfg.lowrank_k,
+            num_latents=cfg.num_latents,
+        )
+        self.blocks = nn.ModuleList(
+            [
+                block(
+                    dim,
+                    cfg.num_heads,
+                    cfg.mlp_ratio,
+                    qkv_bias=cfg.qkv_bias,
+                    qk_norm=cfg.qk_norm,
+                    dropout=cfg.drop_rate,
+                    attn_drop=cfg.attn_drop_rate,
+                    drop_path=rate,
+                    layer_scale=cfg.layer_scale,
+                    norm_eps=cfg.norm_eps,
+                    attention=cfg.attention,
+                    attention_options={**options, "shift": i % 2 == 1},
+                )
+                for i, rate in enumerate(rates)
+            ]
+        )
         use_fc_norm = cfg.pool in ("mean", "max") if cfg.fc_norm is None else cfg.fc_norm
         self.norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and not use_fc_norm else nn.Identity()
         self.fc_norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and use_fc_norm else nn.Identity()
@@ -291,9 +353,11 @@ class VisionTransformer(nn.Module):
         """The patch grid for an image ``height x width``; raises a clear error if it cannot run."""
         if (height, width) != self.config.img_size and not self.config.dynamic_img_size:
             h, w = as_pair(self.config.img_size)
-            raise ConfigError(f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
-                              f"build the model with img_size=({height}, {width}) (model.set_image_size "
-                              f"resamples learned positions), or with dynamic_img_size=True")
+            raise ConfigError(
+                f"image {height}x{width} differs from the model's img_size {h}x{w}: resize it, "
+                f"build the model with img_size=({height}, {width}) (model.set_image_size "
+                f"resamples learned positions), or with dynamic_img_size=True"
+            )
         return self.patch_embed.grid_size(height, width)
 
     def set_image_size(self, img_size: int | tuple[int, int]) -> None:
@@ -316,9 +380,11 @@ class VisionTransformer(nn.Module):
     def check_keep(self) -> None:
         """Raise :class:`~vitlab.errors.ConfigError` unless the blocks can run on a subset of the patch tokens."""
         if self.config.attention in ("window", "lowrank"):
-            raise ConfigError(f"attention={self.config.attention!r} needs every patch token (windows tile the "
-                              f"whole grid; low-rank projects a fixed count), so it cannot run on a subset of "
-                              f"them (MAE's visible tokens): use attention 'full', 'lsa', 'linear' or 'latent'")
+            raise ConfigError(
+                f"attention={self.config.attention!r} needs every patch token (windows tile the "
+                f"whole grid; low-rank projects a fixed count), so it cannot run on a subset of "
+                f"them (MAE's visible tokens): use attention 'full', 'lsa', 'linear' or 'latent'"
+            )
 
     def embed(self, images: torch.Tensor, keep: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
         """Patch tokens with positions, after the prefix tokens: ``(B, R + N, D)``, and the grid.
@@ -344,9 +410,15 @@ class VisionTransformer(nn.Module):
         sin, cos = (torch.cat([t[:r].expand(len(keep), -1, -1), t[r:][keep]], dim=1)[:, None] for t in tables)
         return sin, cos
 
-    def forward_features(self, images: torch.Tensor, readout: int | None = None, *,
-                         keep: torch.Tensor | None = None, block_fn: BlockFn | None = None,
-                         depth: int | None = None) -> torch.Tensor:
+    def forward_features(
+        self,
+        images: torch.Tensor,
+        readout: int | None = None,
+        *,
+        keep: torch.Tensor | None = None,
+        block_fn: BlockFn | None = None,
+        depth: int | None = None,
+    ) -> torch.Tensor:
         """The encoder: images ``(B, C, H, W)`` -> tokens after the final norm ``(B, R + N, D)``.
 
         ``readout = n``: the last block computes the first ``n`` tokens only, ``(B, n, D)`` (attention still
@@ -360,14 +432,23 @@ class VisionTransformer(nn.Module):
         blocks = self.blocks if depth is None else self.blocks[:depth]
         for i, block in enumerate(blocks):
             queries = readout if i == len(blocks) - 1 else None
-            x = block(x, rope, grid, queries) if block_fn is None else block_fn(i, cast(Block, block), x, rope, grid,
-                                                                                queries)
+            x = (
+                block(x, rope, grid, queries)
+                if block_fn is None
+                else block_fn(i, cast(Block, block), x, rope, grid, queries)
+            )
         return self.norm(x)
 
-    def forward_intermediates(self, images: torch.Tensor, indices: int | Sequence[int] | None = None,
-                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
-                              output_fmt: str = "NCHW", intermediates_only: bool = False
-                              ) -> list[Any] | tuple[torch.Tensor, list[Any]]:
+    def forward_intermediates(
+        self,
+        images: torch.Tensor,
+        indices: int | Sequence[int] | None = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> list[Any] | tuple[torch.Tensor, list[Any]]:
         """Block outputs as timm's ``forward_intermediates`` gives them.
 
         Images ``(B, C, H, W)`` -> ``(final tokens (B, R + N, D) after the norm, intermediates)``, or the
@@ -382,8 +463,9 @@ class VisionTransformer(nn.Module):
         take = take_indices(len(self.blocks), indices)
         taken = []
 
-        def record(i: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int],
-                   queries: int | None) -> torch.Tensor:
+        def record(
+            i: int, block: Block, x: torch.Tensor, rope: Rope | None, grid: tuple[int, int], queries: int | None
+        ) -> torch.Tensor:
             x = block(x, rope, grid, queries)
             if i in take:
                 taken.append(x)
@@ -403,16 +485,17 @@ class VisionTransformer(nn.Module):
         (B, R + N, 1)``: how many patches each token stands for (token merging), which weighs the mean."""
         if self.config.pool == "token":
             return tokens[:, 0]
-        patches = tokens[:, self.num_prefix_tokens:]
+        patches = tokens[:, self.num_prefix_tokens :]
         if self.config.pool == "max":
             return patches.amax(dim=1)
         if size is None:
             return patches.mean(dim=1)
-        weights = size[:, self.num_prefix_tokens:]
+        weights = size[:, self.num_prefix_tokens :]
         return (patches * weights).sum(dim=1) / weights.sum(dim=1)
 
-    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False, size: torch.Tensor | None = None
-                     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward_head(
+        self, tokens: torch.Tensor, pre_logits: bool = False, size: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Encoded tokens ``(B, R + N, D)`` -> logits ``(B, num_classes)`` (or pooled ``(B, D)``); ``size``
         as in :meth:`pool`. A DeiT student's distillation head reads the last prefix token: its logits and
         the class head's are ``(cls, dist)`` in training mode and their mean in eval mode."""
@@ -438,8 +521,7 @@ class VisionTransformer(nn.Module):
         removes them), optionally re-pool."""
         if pool is not None:
             if pool not in POOLS or (pool == "token" and self.class_token is None):
-                raise ConfigError(f"cannot pool by {pool!r} here: choose one of {POOLS} "
-                                  "('token' needs a class token)")
+                raise ConfigError(f"cannot pool by {pool!r} here: choose one of {POOLS} ('token' needs a class token)")
             self.config.pool = pool
         self.config.num_classes = num_classes
         device = next(self.parameters()).device
@@ -456,5 +538,7 @@ class VisionTransformer(nn.Module):
         """timm's parameter groups (for layer-wise decay): regexes for the stem (embedding, prefix tokens)
         and one group per block, the final norm in the last block's (timm's ``99999``: the previous
         group); the heads match none. ``coarse`` changes nothing for a ViT (as in timm)."""
-        return {"stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre)",
-                "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))]}
+        return {
+            "stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre)",
+            "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))],
+        }

@@ -2,6 +2,7 @@
 
 Shapes: queries ``(B, H, Nq, d)``, keys and values ``(B, H, Nk, d)``, weights ``(B, H, Nq, Nk)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,9 @@ import torch
 import torch.nn.functional as F
 
 
-def attention_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None,
-                      scale: float | None = None) -> torch.Tensor:
+def attention_weights(
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+) -> torch.Tensor:
     """``softmax(q k^T / sqrt(d) + mask)`` over the keys: ``(B, H, Nq, Nk)``, rows sum to 1.
 
     ``mask`` broadcasts to the scores: a bool mask keeps ``True`` entries, a float mask is added.
@@ -23,10 +25,15 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | Non
     return scores.softmax(dim=-1)
 
 
-def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0,
-                                 scale: float | None = None, need_weights: bool = False,
-                                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    need_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention ``softmax(q k^T / sqrt(d)) v``.
 
     With ``need_weights=False`` this is one call to PyTorch's fused kernel (the fast path);
@@ -48,8 +55,9 @@ def with_weights(result: tuple[torch.Tensor, torch.Tensor | None]) -> tuple[torc
     """``(out, weights)`` of an attention asked for its weights (``need_weights=True``), which it must give."""
     out, weights = result
     if weights is None:
-        raise RuntimeError("an attention asked for its weights returned none: its _attend must form them "
-                           "when need_weights=True")
+        raise RuntimeError(
+            "an attention asked for its weights returned none: its _attend must form them when need_weights=True"
+        )
     return out, weights
 
 

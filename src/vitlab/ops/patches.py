@@ -8,6 +8,7 @@ order (left to right, then top to bottom), exactly as the textbook's NumPy listi
 
 Both functions are reshapes and transposes only, so ``unpatchify(patchify(x))`` is exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,7 @@ def check_divisible(height: int, width: int, patch_size: int) -> tuple[int, int]
     return height // patch_size, width // patch_size
 
 
-def num_tokens(height: int, width: int, patch_size: int, class_token: bool = False,
-               pad: bool = False) -> int:
+def num_tokens(height: int, width: int, patch_size: int, class_token: bool = False, pad: bool = False) -> int:
     """Sequence length of an ``height x width`` image cut into ``patch_size`` patches.
 
     ``224, 224, 16 -> 196`` (197 with ``class_token=True``). With ``pad=True`` a partial patch
@@ -82,7 +82,7 @@ def pad_to_multiple(images: Array, patch_size: int) -> Array:
     torch ``(B, C, H, W)`` or NumPy ``(B, H, W, C)``; returns the same layout and type.
     """
     check_patch_size(patch_size)
-    height, width = (images.shape[-2:] if isinstance(images, torch.Tensor) else images.shape[1:3])
+    height, width = images.shape[-2:] if isinstance(images, torch.Tensor) else images.shape[1:3]
     pad_h, pad_w = (-height) % patch_size, (-width) % patch_size
     if pad_h == 0 and pad_w == 0:
         return images
@@ -110,8 +110,10 @@ def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
     """
     if images.ndim != 4:
         layout = "(B, C, H, W)" if isinstance(images, torch.Tensor) else "(B, H, W, C)"
-        raise ValueError(f"patchify expects a batch of images {layout}, got shape "
-                         f"{tuple(images.shape)}; add a batch axis with images[None]")
+        raise ValueError(
+            f"patchify expects a batch of images {layout}, got shape "
+            f"{tuple(images.shape)}; add a batch axis with images[None]"
+        )
     if pad:
         images = pad_to_multiple(images, patch_size)
     if isinstance(images, torch.Tensor):
@@ -143,11 +145,14 @@ def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> A
     gh, gw = _pair(grid, "grid")
     b, n, d = tokens.shape
     if n != gh * gw:
-        raise ValueError(f"{n} tokens do not fill a {gh}x{gw} grid ({gh * gw} tokens); "
-                         f"pass the grid the tokens came from")
+        raise ValueError(
+            f"{n} tokens do not fill a {gh}x{gw} grid ({gh * gw} tokens); pass the grid the tokens came from"
+        )
     if d % (patch_size * patch_size):
-        raise ValueError(f"token width {d} is not a multiple of P*P = {patch_size ** 2}: "
-                         f"is patch_size={patch_size} the one used to patchify?")
+        raise ValueError(
+            f"token width {d} is not a multiple of P*P = {patch_size**2}: "
+            f"is patch_size={patch_size} the one used to patchify?"
+        )
     c = d // (patch_size * patch_size)
     if isinstance(tokens, torch.Tensor):
         x = tokens.reshape(b, gh, gw, patch_size, patch_size, c)

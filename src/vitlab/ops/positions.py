@@ -3,14 +3,16 @@
 Every table is a plain tensor; the modules in :mod:`vitlab.layers.position` decide whether it is
 a trainable parameter or a fixed buffer.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 
-def sincos_1d(positions: torch.Tensor | int, dim: int, temperature: float = 10000.0,
-              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sincos_1d(
+    positions: torch.Tensor | int, dim: int, temperature: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Transformer sinusoids: ``(N, dim)`` with ``sin`` in the first half, ``cos`` in the second.
 
     Column ``i`` of each half has frequency ``temperature ** (-i / (dim/2))``. Computed in float64,
@@ -25,8 +27,9 @@ def sincos_1d(positions: torch.Tensor | int, dim: int, temperature: float = 1000
     return torch.cat([angles.sin(), angles.cos()], dim=1).to(dtype)
 
 
-def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0,
-              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sincos_2d(
+    grid: tuple[int, int], dim: int, temperature: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """2-D sinusoids for a ``(gh, gw)`` grid in raster order: ``(gh*gw, dim)``.
 
     The first half of the width encodes the row, the second half the column.
@@ -34,14 +37,15 @@ def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0,
     if dim % 4:
         raise ValueError(f"a 2-D sinusoidal table needs a width divisible by 4, got dim={dim}")
     gh, gw = grid
-    rows = sincos_1d(gh, dim // 2, temperature, dtype)     # (gh, D/2)
-    cols = sincos_1d(gw, dim // 2, temperature, dtype)     # (gw, D/2)
+    rows = sincos_1d(gh, dim // 2, temperature, dtype)  # (gh, D/2)
+    cols = sincos_1d(gw, dim // 2, temperature, dtype)  # (gw, D/2)
     table = torch.cat([rows[:, None, :].expand(gh, gw, -1), cols[None, :, :].expand(gh, gw, -1)], dim=-1)
     return table.reshape(gh * gw, dim)
 
 
-def rotary_2d_angles(grid: tuple[int, int], head_dim: int, temperature: float = 10000.0
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_2d_angles(
+    grid: tuple[int, int], head_dim: int, temperature: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sine and cosine tables ``(gh*gw, head_dim)`` for 2-D rotary position embedding.
 
     The first half of each head's width rotates with the row index, the second with the column
@@ -54,7 +58,7 @@ def rotary_2d_angles(grid: tuple[int, int], head_dim: int, temperature: float = 
     omega = temperature ** (-torch.arange(quarter, dtype=torch.float64) / quarter)
     rows = torch.arange(gh, dtype=torch.float64)[:, None].expand(gh, gw).reshape(-1)
     cols = torch.arange(gw, dtype=torch.float64)[None, :].expand(gh, gw).reshape(-1)
-    row_angles = rows[:, None] * omega[None, :]            # (N, D/4)
+    row_angles = rows[:, None] * omega[None, :]  # (N, D/4)
     col_angles = cols[:, None] * omega[None, :]
     angles = torch.cat([row_angles, row_angles, col_angles, col_angles], dim=-1)  # (N, D)
     return angles.sin().float(), angles.cos().float()
@@ -78,8 +82,13 @@ def apply_rotary(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch
     return x * cos.to(x.dtype) + _rotate_half(x) * sin.to(x.dtype)
 
 
-def resample_grid(table: torch.Tensor, old_grid: tuple[int, int], new_grid: tuple[int, int],
-                  mode: str = "bicubic", antialias: bool = True) -> torch.Tensor:
+def resample_grid(
+    table: torch.Tensor,
+    old_grid: tuple[int, int],
+    new_grid: tuple[int, int],
+    mode: str = "bicubic",
+    antialias: bool = True,
+) -> torch.Tensor:
     """Resample a position table laid out on a grid: ``(1, gh*gw, D) -> (1, gh'*gw', D)``.
 
     Bicubic with anti-aliasing, as timm's ``resample_abs_pos_embed`` does, so a checkpoint

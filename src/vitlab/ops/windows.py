@@ -14,6 +14,7 @@ out as keys for every real token.
 All layouts are computed on an index map (the raster numbers of the tokens), so one gather puts
 tokens into windows and one gather puts them back.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -38,8 +39,10 @@ def window_partition(x: torch.Tensor, window: Pair) -> torch.Tensor:
     b, h, w, c = x.shape
     mh, mw = window
     if h % mh or w % mw:
-        raise ValueError(f"a {h}x{w} grid does not split into {mh}x{mw} windows: pad it to "
-                         f"{-(-h // mh) * mh}x{-(-w // mw) * mw} first")
+        raise ValueError(
+            f"a {h}x{w} grid does not split into {mh}x{mw} windows: pad it to "
+            f"{-(-h // mh) * mh}x{-(-w // mw) * mw} first"
+        )
     x = x.reshape(b, h // mh, mh, w // mw, mw, c).permute(0, 1, 3, 2, 4, 5)
     return x.reshape(b, (h // mh) * (w // mw), mh * mw, c)
 
@@ -94,7 +97,7 @@ def relative_position_index(window: Pair) -> torch.Tensor:
     key from query, each shifted to start at 0, as one number (Swin's and timm's layout)."""
     mh, mw = window
     coords = torch.stack(torch.meshgrid(torch.arange(mh), torch.arange(mw), indexing="ij")).flatten(1)
-    rel = coords[:, :, None] - coords[:, None, :]                             # (2, M, M)
+    rel = coords[:, :, None] - coords[:, None, :]  # (2, M, M)
     return (rel[0] + mh - 1) * (2 * mw - 1) + (rel[1] + mw - 1)
 
 
@@ -102,13 +105,13 @@ class WindowLayout(NamedTuple):
     """Where tokens go for one (grid, window, shift): ``index (nW, M)`` (``N`` = padding slot),
     ``inverse (N,)`` (each token's slot in the flattened ``nW * M`` windows) and ``mask``
     ``(nW, M, M)`` bool or ``None``."""
+
     index: torch.Tensor  # type: ignore[assignment]  # the field shadows tuple.index, which nothing here uses
     inverse: torch.Tensor
     mask: torch.Tensor | None
 
 
-def window_layout(grid: Pair, window: Pair, shift: Pair = (0, 0),
-                  device: torch.device | None = None) -> WindowLayout:
+def window_layout(grid: Pair, window: Pair, shift: Pair = (0, 0), device: torch.device | None = None) -> WindowLayout:
     """The :class:`WindowLayout`, cached per arguments: treat its tensors as read-only. While
     ``torch.compile`` or ``torch.export`` traces, it is built afresh: the tracer's tensors hold no
     values, and a cache that kept them would poison every later eager call."""

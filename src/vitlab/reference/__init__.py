@@ -21,16 +21,42 @@ standalone package::
 
 or copy the folder anywhere and ``import reference``.
 """
+
 from .attention import combine_heads, multihead_self_attention, softmax, split_heads
 from .patches import conv2d_strided, linear_patch_embedding, patchify, sequence_length
 from .positions import add_2d_position, prepend_tokens, sincos_1d, sincos_2d
-from .vit import (add_positions, embed, encode, gelu, layer_norm, params_from_state_dict, pool_sequence,
-                  transformer_block, vit_forward)
+from .vit import (
+    add_positions,
+    embed,
+    encode,
+    gelu,
+    layer_norm,
+    params_from_state_dict,
+    pool_sequence,
+    transformer_block,
+    vit_forward,
+)
 
 __all__ = [
-    "combine_heads", "multihead_self_attention", "softmax", "split_heads",
-    "conv2d_strided", "linear_patch_embedding", "patchify", "sequence_length",
-    "add_2d_position", "prepend_tokens", "sincos_1d", "sincos_2d",
-    "add_positions", "embed", "encode", "gelu", "layer_norm", "params_from_state_dict", "pool_sequence",
-    "transformer_block", "vit_forward",
+    "combine_heads",
+    "multihead_self_attention",
+    "softmax",
+    "split_heads",
+    "conv2d_strided",
+    "linear_patch_embedding",
+    "patchify",
+    "sequence_length",
+    "add_2d_position",
+    "prepend_tokens",
+    "sincos_1d",
+    "sincos_2d",
+    "add_positions",
+    "embed",
+    "encode",
+    "gelu",
+    "layer_norm",
+    "params_from_state_dict",
+    "pool_sequence",
+    "transformer_block",
+    "vit_forward",
 ]

@@ -3,6 +3,7 @@
 Shapes: tokens ``(B, N, D)``, per head ``(B, H, N, d)`` with ``d = D / H``, weights ``(B, H, N, N)``.
 Weight matrices act on the right (``x @ w``), as in the textbook.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,10 +29,18 @@ def combine_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, tokens, heads * head_dim)
 
 
-def multihead_self_attention(x: np.ndarray, wq: np.ndarray, wk: np.ndarray, wv: np.ndarray,
-                             wo: np.ndarray, num_heads: int, bq: np.ndarray | float = 0.0,
-                             bk: np.ndarray | float = 0.0, bv: np.ndarray | float = 0.0,
-                             bo: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def multihead_self_attention(
+    x: np.ndarray,
+    wq: np.ndarray,
+    wk: np.ndarray,
+    wv: np.ndarray,
+    wo: np.ndarray,
+    num_heads: int,
+    bq: np.ndarray | float = 0.0,
+    bk: np.ndarray | float = 0.0,
+    bv: np.ndarray | float = 0.0,
+    bo: np.ndarray | float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Tokens ``(B, N, D)`` -> ``(output (B, N, D), weights (B, H, N, N))``; weights ``(D, D)``, biases ``(D,)``."""
     q = split_heads(x @ wq + bq, num_heads)
     k = split_heads(x @ wk + bk, num_heads)

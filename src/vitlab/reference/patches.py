@@ -3,6 +3,7 @@
 Images are NHWC ``(B, H, W, C)``; each patch is flattened row, column, channel and patches follow
 raster order, so token ``r * (W/P) + c`` is the patch at grid row ``r``, column ``c``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,10 @@ def patchify(images: np.ndarray, patch_size: int) -> np.ndarray:
     """Images ``(B, H, W, C)`` -> flattened patches ``(B, GH*GW, P*P*C)`` by reshape and transpose."""
     b, height, width, channels = images.shape
     if height % patch_size or width % patch_size:
-        raise ValueError(f"image {height}x{width} is not divisible by patch_size={patch_size}: "
-                         f"crop or pad it, or choose a patch that divides both sides")
+        raise ValueError(
+            f"image {height}x{width} is not divisible by patch_size={patch_size}: "
+            f"crop or pad it, or choose a patch that divides both sides"
+        )
     gh, gw = height // patch_size, width // patch_size
     x = images.reshape(b, gh, patch_size, gw, patch_size, channels)
     x = x.transpose(0, 1, 3, 2, 4, 5)
@@ -41,6 +44,6 @@ def conv2d_strided(images: np.ndarray, kernel: np.ndarray, bias: np.ndarray, str
     out = np.empty((b, gh, gw, kernel.shape[-1]), dtype=np.result_type(images, kernel))
     for r in range(gh):
         for c in range(gw):
-            window = images[:, r * stride:r * stride + patch, c * stride:c * stride + patch, :]
+            window = images[:, r * stride : r * stride + patch, c * stride : c * stride + patch, :]
             out[:, r, c, :] = np.tensordot(window, kernel, axes=([1, 2, 3], [0, 1, 2])) + bias
     return out

@@ -3,6 +3,7 @@
 Tables are ``(N, D)`` in raster order and are added to patch tokens ``(B, N, D)`` only; prefix
 tokens (class token, registers) carry no position.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,9 @@ def sincos_2d(grid_hw: tuple[int, int], dim: int, temperature: float = 10000.0) 
     return np.concatenate([row_table, col_table], axis=1)
 
 
-def add_2d_position(tokens: np.ndarray, grid_hw: tuple[int, int], row_embed: np.ndarray,
-                    col_embed: np.ndarray) -> np.ndarray:
+def add_2d_position(
+    tokens: np.ndarray, grid_hw: tuple[int, int], row_embed: np.ndarray, col_embed: np.ndarray
+) -> np.ndarray:
     """Add learned row + column embeddings ``(>=gh, D)``, ``(>=gw, D)`` to patch tokens ``(B, gh*gw, D)``."""
     gh, gw = grid_hw
     pos = row_embed[:gh, None, :] + col_embed[None, :gw, :]

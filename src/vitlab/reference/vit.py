@@ -17,10 +17,12 @@
 :func:`params_from_state_dict` builds it from a vitlab ``VisionTransformer`` state dict whose
 tensors were turned into NumPy arrays by the caller (this package never imports torch).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +31,12 @@ from .patches import linear_patch_embedding, patchify
 from .positions import add_2d_position, prepend_tokens, sincos_1d, sincos_2d
 
 Params = dict[str, Any]
-_SUPPORTED = {"pos_embed": ("learned", "sincos1d", "sincos2d", "rowcol", "none"), "block": ("prenorm",),
-              "attention": ("full",), "patch_embed": ("conv", "linear")}
+_SUPPORTED = {
+    "pos_embed": ("learned", "sincos1d", "sincos2d", "rowcol", "none"),
+    "block": ("prenorm",),
+    "attention": ("full",),
+    "patch_embed": ("conv", "linear"),
+}
 _erf = np.vectorize(math.erf, otypes=[float])
 
 
@@ -46,13 +52,21 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
-def transformer_block(x: np.ndarray, block: Params, num_heads: int, eps: float
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def transformer_block(x: np.ndarray, block: Params, num_heads: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """Pre-norm block: tokens ``(B, N, D)`` -> ``(tokens (B, N, D), attention weights (B, H, N, N))``."""
     (gamma1, beta1), (gamma2, beta2) = block["norm1"], block["norm2"]
-    attn, weights = multihead_self_attention(layer_norm(x, gamma1, beta1, eps), block["wq"], block["wk"],
-                                             block["wv"], block["wo"], num_heads, block["bq"], block["bk"],
-                                             block["bv"], block["bo"])
+    attn, weights = multihead_self_attention(
+        layer_norm(x, gamma1, beta1, eps),
+        block["wq"],
+        block["wk"],
+        block["wv"],
+        block["wo"],
+        num_heads,
+        block["bq"],
+        block["bk"],
+        block["bv"],
+        block["bo"],
+    )
     x = x + attn
     hidden = gelu(layer_norm(x, gamma2, beta2, eps) @ block["mlp_w1"] + block["mlp_b1"])
     return x + hidden @ block["mlp_w2"] + block["mlp_b2"], weights
@@ -74,8 +88,10 @@ def add_positions(tokens: np.ndarray, grid_hw: tuple[int, int], params: Params) 
     else:
         raise ValueError(f"unknown pos_embed {kind!r}; the reference has learned, sincos1d, sincos2d, rowcol, none")
     if table.shape[0] != tokens.shape[1]:
-        raise ValueError(f"position table has {table.shape[0]} rows for {tokens.shape[1]} patches: "
-                         f"feed images of the size the parameters were trained at")
+        raise ValueError(
+            f"position table has {table.shape[0]} rows for {tokens.shape[1]} patches: "
+            f"feed images of the size the parameters were trained at"
+        )
     return tokens + table[None]
 
 
@@ -83,8 +99,7 @@ def embed(images: np.ndarray, params: Params) -> np.ndarray:
     """Images ``(B, H, W, C)`` -> tokens with positions and prefix tokens ``(B, R + N, D)``."""
     kernel = params["patch_kernel"]
     patch = kernel.shape[0]
-    tokens = linear_patch_embedding(patchify(images, patch), kernel.reshape(-1, kernel.shape[-1]),
-                                    params["patch_b"])
+    tokens = linear_patch_embedding(patchify(images, patch), kernel.reshape(-1, kernel.shape[-1]), params["patch_b"])
     tokens = add_positions(tokens, (images.shape[1] // patch, images.shape[2] // patch), params)
     return prepend_tokens(tokens, params["prefix"])
 
@@ -139,8 +154,10 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
     """
     for option, values in _SUPPORTED.items():
         if config.get(option, values[0]) not in values:
-            raise ValueError(f"the NumPy reference has no {option}={config[option]!r}: compare a model with "
-                             f"{option} in {', '.join(values)}")
+            raise ValueError(
+                f"the NumPy reference has no {option}={config[option]!r}: compare a model with "
+                f"{option} in {', '.join(values)}"
+            )
     if config["pool"] == "token" and not config["class_token"]:
         raise ValueError("pool='token' reads the class token, but class_token=False: use pool='mean'")
     unused = dict(state_dict)
@@ -152,16 +169,23 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
 
     dim = config["embed_dim"]
 
-    params: Params = {"pos_embed": config["pos_embed"], "pool": config["pool"],
-                      "num_heads": config["num_heads"], "eps": config["norm_eps"],
-                      "patch_kernel": take("patch_embed.proj.weight").transpose(2, 3, 1, 0),
-                      "patch_b": take("patch_embed.proj.bias")}
+    params: Params = {
+        "pos_embed": config["pos_embed"],
+        "pool": config["pool"],
+        "num_heads": config["num_heads"],
+        "eps": config["norm_eps"],
+        "patch_kernel": take("patch_embed.proj.weight").transpose(2, 3, 1, 0),
+        "patch_b": take("patch_embed.proj.bias"),
+    }
     if config["pos_embed"] == "learned":
         params["pos_table"] = take("pos_embed.weight")[0]
     if config["pos_embed"] == "rowcol":
         params["row_pos"], params["col_pos"] = take("pos_embed.row"), take("pos_embed.col")
-    prefix = [take(name).reshape(-1, dim) for name, on in
-              (("class_token", config["class_token"]), ("reg_token", config["reg_tokens"])) if on]
+    prefix = [
+        take(name).reshape(-1, dim)
+        for name, on in (("class_token", config["class_token"]), ("reg_token", config["reg_tokens"]))
+        if on
+    ]
     params["prefix"] = np.concatenate(prefix) if prefix else np.zeros((0, dim))
 
     params["blocks"] = []
@@ -169,13 +193,24 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
         p = f"blocks.{i}."
         wq, wk, wv = np.split(take(p + "attn.qkv.weight"), 3)
         bq, bk, bv = np.split(take(p + "attn.qkv.bias"), 3) if config["qkv_bias"] else (0.0, 0.0, 0.0)
-        params["blocks"].append({
-            "norm1": (take(p + "norm1.weight"), take(p + "norm1.bias")),
-            "wq": wq.T, "wk": wk.T, "wv": wv.T, "bq": bq, "bk": bk, "bv": bv,
-            "wo": take(p + "attn.proj.weight").T, "bo": take(p + "attn.proj.bias"),
-            "norm2": (take(p + "norm2.weight"), take(p + "norm2.bias")),
-            "mlp_w1": take(p + "mlp.fc1.weight").T, "mlp_b1": take(p + "mlp.fc1.bias"),
-            "mlp_w2": take(p + "mlp.fc2.weight").T, "mlp_b2": take(p + "mlp.fc2.bias")})
+        params["blocks"].append(
+            {
+                "norm1": (take(p + "norm1.weight"), take(p + "norm1.bias")),
+                "wq": wq.T,
+                "wk": wk.T,
+                "wv": wv.T,
+                "bq": bq,
+                "bk": bk,
+                "bv": bv,
+                "wo": take(p + "attn.proj.weight").T,
+                "bo": take(p + "attn.proj.bias"),
+                "norm2": (take(p + "norm2.weight"), take(p + "norm2.bias")),
+                "mlp_w1": take(p + "mlp.fc1.weight").T,
+                "mlp_b1": take(p + "mlp.fc1.bias"),
+                "mlp_w2": take(p + "mlp.fc2.weight").T,
+                "mlp_b2": take(p + "mlp.fc2.bias"),
+            }
+        )
 
     use_fc_norm = config["pool"] in ("mean", "max") if config["fc_norm"] is None else config["fc_norm"]
     final = config["final_norm"]
@@ -183,6 +218,8 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
     params["fc_norm"] = (take("fc_norm.weight"), take("fc_norm.bias")) if final and use_fc_norm else None
     params["head"] = (take("head.weight").T, take("head.bias")) if config["num_classes"] > 0 else None
     if unused:
-        raise ValueError(f"the NumPy reference does not implement the parts holding {', '.join(sorted(unused))}: "
-                         f"compare a model without them (no layer scale, qk-norm or pre-norm)")
+        raise ValueError(
+            f"the NumPy reference does not implement the parts holding {', '.join(sorted(unused))}: "
+            f"compare a model without them (no layer scale, qk-norm or pre-norm)"
+        )
     return params

@@ -4,6 +4,7 @@
 - ``heads``: linear per-patch, convolutional decoder, query mask classification, DETR.
 - ``decoder``: the cross-attention transformer decoder and sine position embeddings.
 """
+
 from .model import HEADS, DenseConfig, DenseModel
 
 __all__ = ["HEADS", "DenseConfig", "DenseModel"]

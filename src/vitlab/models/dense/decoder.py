@@ -10,6 +10,7 @@ keys of the self-attention and the queries of the cross-attention; :func:`sine_p
 fixed 2-D sine embedding of a patch grid. ``self_bias (B, H, Q, Q)``, also optional, is added to the
 self-attention scores (a detection head's box relations, see ``heads.box_relations``).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,9 +54,14 @@ class CrossAttention(nn.Module):
         self.kv = nn.Linear(dim, 2 * dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
-    def _attend(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
-                token_pos: torch.Tensor | None = None, bias: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _attend(
+        self,
+        queries: torch.Tensor,
+        tokens: torch.Tensor,
+        need_weights: bool,
+        token_pos: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         q = split_heads(self.q(queries), self.num_heads)
         if token_pos is None:
             k, v = (split_heads(t, self.num_heads) for t in self.kv(tokens).chunk(2, dim=-1))
@@ -70,8 +76,7 @@ class CrossAttention(nn.Module):
     def forward(self, queries: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         return self._attend(queries, tokens, need_weights=False)[0]
 
-    def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, Q, D), weights (B, H, Q, N))``; the weights sum to 1 over the tokens."""
         return with_weights(self._attend(queries, tokens, need_weights=True))
 
@@ -88,24 +93,38 @@ class DecoderLayer(nn.Module):
         self.norm3 = nn.LayerNorm(dim)
         self.mlp = MLP(dim, int(dim * mlp_ratio), dropout=dropout)
 
-    def _decode(self, queries: torch.Tensor, tokens: torch.Tensor, need_weights: bool,
-                query_pos: torch.Tensor | None = None, token_pos: torch.Tensor | None = None,
-                self_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _decode(
+        self,
+        queries: torch.Tensor,
+        tokens: torch.Tensor,
+        need_weights: bool,
+        query_pos: torch.Tensor | None = None,
+        token_pos: torch.Tensor | None = None,
+        self_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         h = self.norm1(queries)
-        x = queries + self.self_attn._attend(h if query_pos is None else h + query_pos, h, False, query_pos,
-                                             self_bias)[0]
+        x = (
+            queries
+            + self.self_attn._attend(h if query_pos is None else h + query_pos, h, False, query_pos, self_bias)[0]
+        )
         h = self.norm2(x)
-        attended, weights = self.cross_attn._attend(h if query_pos is None else h + query_pos, tokens,
-                                                    need_weights, token_pos)
+        attended, weights = self.cross_attn._attend(
+            h if query_pos is None else h + query_pos, tokens, need_weights, token_pos
+        )
         x = x + attended
         return x + self.mlp(self.norm3(x)), weights
 
-    def forward(self, queries: torch.Tensor, tokens: torch.Tensor, query_pos: torch.Tensor | None = None,
-                token_pos: torch.Tensor | None = None, self_bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        queries: torch.Tensor,
+        tokens: torch.Tensor,
+        query_pos: torch.Tensor | None = None,
+        token_pos: torch.Tensor | None = None,
+        self_bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         return self._decode(queries, tokens, False, query_pos, token_pos, self_bias)[0]
 
-    def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_weights(self, queries: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (B, Q, D), cross-attention weights (B, H, Q, N))``."""
         return with_weights(self._decode(queries, tokens, need_weights=True))
 
@@ -117,8 +136,9 @@ class TransformerDecoder(nn.Module):
     others feed auxiliary losses.
     """
 
-    def __init__(self, dim: int, depth: int = 2, num_heads: int = 4, num_queries: int = 10,
-                 mlp_ratio: float = 4.0) -> None:
+    def __init__(
+        self, dim: int, depth: int = 2, num_heads: int = 4, num_queries: int = 10, mlp_ratio: float = 4.0
+    ) -> None:
         super().__init__()
         self.queries = nn.Parameter(torch.randn(1, num_queries, dim) * 0.02)
         self.layers = nn.ModuleList([DecoderLayer(dim, num_heads, mlp_ratio) for _ in range(depth)])

@@ -10,6 +10,7 @@
 Each head is called as ``head(maps, images)``, ``maps`` a list of ``(B, D, h, w)``, ``images``
 ``(B, C, H, W)``, and returns a dict (keys in each docstring).
 """
+
 from __future__ import annotations
 
 import math
@@ -78,17 +79,24 @@ class ConvDecoder(nn.Module):
     stage has two 3x3 convs but the last (full resolution, where convs cost most), which has one.
     """
 
-    def __init__(self, dims: list[int], patch_size: int, out_channels: int, in_chans: int = 3,
-                 width: int = 96) -> None:
+    def __init__(self, dims: list[int], patch_size: int, out_channels: int, in_chans: int = 3, width: int = 96) -> None:
         super().__init__()
         stages = int(math.log2(patch_size))
-        if 2 ** stages != patch_size:
-            raise ValueError(f"the decoder upsamples by 2 per stage, so patch_size must be a power of 2, "
-                             f"got {patch_size}: use patch 4, 8, 16 or the linear head")
+        if 2**stages != patch_size:
+            raise ValueError(
+                f"the decoder upsamples by 2 per stage, so patch_size must be a power of 2, "
+                f"got {patch_size}: use patch 4, 8, 16 or the linear head"
+            )
         self.fuse = nn.Conv2d(sum(dims), width, 1)
         widths = [width] + [max(16, width >> (s + 1)) for s in range(stages)]
-        self.stages = nn.ModuleList([DecoderStage(widths[s], max(8, widths[s + 1] // 2), widths[s + 1], in_chans,
-                                                  convs=1 if s == stages - 1 else 2) for s in range(stages)])
+        self.stages = nn.ModuleList(
+            [
+                DecoderStage(
+                    widths[s], max(8, widths[s + 1] // 2), widths[s + 1], in_chans, convs=1 if s == stages - 1 else 2
+                )
+                for s in range(stages)
+            ]
+        )
         self.out = nn.Conv2d(widths[-1], out_channels, 1)
         self.to(memory_format=torch.channels_last)  # ~20% faster convolutions on CPU (oneDNN)
 
@@ -96,8 +104,15 @@ class ConvDecoder(nn.Module):
         maps = [m.contiguous(memory_format=torch.channels_last) for m in maps]
         images = images.contiguous(memory_format=torch.channels_last)
         size = max((m.shape[-2:] for m in maps), key=lambda s: s[0] * s[1])
-        x = self.fuse(torch.cat([F.interpolate(m, size=size, mode="bilinear", align_corners=False)
-                                 if m.shape[-2:] != size else m for m in maps], dim=1))
+        x = self.fuse(
+            torch.cat(
+                [
+                    F.interpolate(m, size=size, mode="bilinear", align_corners=False) if m.shape[-2:] != size else m
+                    for m in maps
+                ],
+                dim=1,
+            )
+        )
         for stage in self.stages:
             x = stage(x, images)
         return self.out(x)
@@ -106,8 +121,7 @@ class ConvDecoder(nn.Module):
 class ConvDecoderHead(nn.Module):
     """Encoder-decoder segmentation: ``{"logits": (B, K, H, W)}`` from :class:`ConvDecoder`."""
 
-    def __init__(self, dims: list[int], patch_size: int, num_classes: int, in_chans: int = 3,
-                 width: int = 96) -> None:
+    def __init__(self, dims: list[int], patch_size: int, num_classes: int, in_chans: int = 3, width: int = 96) -> None:
         super().__init__()
         self.decoder = ConvDecoder(dims, patch_size, num_classes, in_chans, width)
 
@@ -136,8 +150,17 @@ class QueryMaskHead(QueryHeadBase):
     the dot product of its mask embedding with per-pixel embeddings from a :class:`ConvDecoder`.
     """
 
-    def __init__(self, dims: list[int], patch_size: int, num_classes: int, in_chans: int = 3, width: int = 64,
-                 num_queries: int = 10, depth: int = 2, num_heads: int = 4) -> None:
+    def __init__(
+        self,
+        dims: list[int],
+        patch_size: int,
+        num_classes: int,
+        in_chans: int = 3,
+        width: int = 64,
+        num_queries: int = 10,
+        depth: int = 2,
+        num_heads: int = 4,
+    ) -> None:
         super().__init__(dims[-1], num_classes + 1, width, num_queries, depth, num_heads)
         self.pixel_decoder = ConvDecoder(dims, patch_size, width, in_chans)
         self.mask_mlp = MLP(width, width)
@@ -145,8 +168,10 @@ class QueryMaskHead(QueryHeadBase):
     def forward(self, maps: list[torch.Tensor], images: torch.Tensor) -> dict:
         states = self.decode(maps)
         pixels = self.pixel_decoder(maps, images)
-        outs = [{"logits": self.class_head(s), "masks": torch.einsum("bqc,bchw->bqhw", self.mask_mlp(s), pixels)}
-                for s in states]
+        outs = [
+            {"logits": self.class_head(s), "masks": torch.einsum("bqc,bchw->bqhw", self.mask_mlp(s), pixels)}
+            for s in states
+        ]
         return {**outs[-1], "aux": outs[:-1]}
 
 
@@ -178,9 +203,12 @@ def box_relations(boxes: torch.Tensor) -> torch.Tensor:
     boxes ``(cx, cy, w, h)`` ``i`` and ``j``, ``log(|cx_i - cx_j| / w_i + 1)``, the same for ``y``,
     ``log(w_i / w_j)`` and ``log(h_i / h_j)``; all zero for a box and itself or its duplicate."""
     cx, cy, w, h = (c.clamp(min=1e-4) for c in boxes.unbind(-1))
-    rel = [((cx[..., :, None] - cx[..., None, :]).abs() / w[..., :, None]).log1p(),
-           ((cy[..., :, None] - cy[..., None, :]).abs() / h[..., :, None]).log1p(),
-           (w[..., :, None] / w[..., None, :]).log(), (h[..., :, None] / h[..., None, :]).log()]
+    rel = [
+        ((cx[..., :, None] - cx[..., None, :]).abs() / w[..., :, None]).log1p(),
+        ((cy[..., :, None] - cy[..., None, :]).abs() / h[..., :, None]).log1p(),
+        (w[..., :, None] / w[..., None, :]).log(),
+        (h[..., :, None] / h[..., None, :]).log(),
+    ]
     return torch.stack(rel, -1)
 
 
@@ -208,9 +236,18 @@ class DETRHead(nn.Module):
     and its output needs no NMS.
     """
 
-    def __init__(self, dim: int, num_classes: int, width: int = 64, num_queries: int = 10, depth: int = 2,
-                 num_heads: int = 4, queries: str = "learned", anchor_size: float = 0.25,
-                 query_nms: float = 0.5) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_classes: int,
+        width: int = 64,
+        num_queries: int = 10,
+        depth: int = 2,
+        num_heads: int = 4,
+        queries: str = "learned",
+        anchor_size: float = 0.25,
+        query_nms: float = 0.5,
+    ) -> None:
         super().__init__()
         if queries not in ("learned", "tokens"):
             raise ValueError(f"DETR queries must be 'learned' or 'tokens', got {queries!r}")

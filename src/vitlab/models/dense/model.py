@@ -5,6 +5,7 @@ block order, through the final norm): a plain ViT by default, or a registered mo
 Swin once it has the method. The heads learn the maps' widths and the finest stride from one probe
 image at build time.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -50,6 +51,7 @@ class DenseConfig:
     distinct proposals, after class-agnostic NMS at IoU ``query_nms``, become the queries) or
     ``"learned"`` (``num_queries`` learned queries and anchors); see :class:`~vitlab.models.dense.heads.DETRHead`.
     """
+
     task: str = "segment"
     head: str = "linear"
     num_classes: int = 4
@@ -69,25 +71,41 @@ class DenseConfig:
     std: list[float] = field(default_factory=lambda: [0.25, 0.25, 0.25])
 
     checks: ClassVar[dict[str, Check]] = {
-        "task": OneOf(tuple(HEADS)), "num_classes": Int(1, MAX_CLASSES), "img_size": Int(1, MAX_SIDE),
-        "patch_size": Int(1, MAX_SIDE), "embed_dim": Int(1, MAX_WIDTH), "depth": Int(1, MAX_DEPTH),
-        "num_heads": Int(1, MAX_HEADS), "indices": Maybe(Seq(Int(-MAX_DEPTH, MAX_DEPTH - 1), container=list)),
-        "decoder_width": Int(1, MAX_WIDTH), "num_queries": Int(1, MAX_TOKENS), "decoder_depth": Int(1, MAX_DEPTH),
-        "detr_queries": OneOf(("learned", "tokens")), "query_nms": Float(0, 1),
+        "task": OneOf(tuple(HEADS)),
+        "num_classes": Int(1, MAX_CLASSES),
+        "img_size": Int(1, MAX_SIDE),
+        "patch_size": Int(1, MAX_SIDE),
+        "embed_dim": Int(1, MAX_WIDTH),
+        "depth": Int(1, MAX_DEPTH),
+        "num_heads": Int(1, MAX_HEADS),
+        "indices": Maybe(Seq(Int(-MAX_DEPTH, MAX_DEPTH - 1), container=list)),
+        "decoder_width": Int(1, MAX_WIDTH),
+        "num_queries": Int(1, MAX_TOKENS),
+        "decoder_depth": Int(1, MAX_DEPTH),
+        "detr_queries": OneOf(("learned", "tokens")),
+        "query_nms": Float(0, 1),
         "mean": Seq(Float(-255, 255), 3, 3, container=list),
-        "std": Seq(Float(0, 255, low_open=True), 3, 3, container=list)}
+        "std": Seq(Float(0, 255, low_open=True), 3, 3, container=list),
+    }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
         if self.head not in HEADS[self.task]:
             raise ConfigError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
         if self.head in ("queries", "detr") and self.decoder_width % 4:
-            raise ConfigError(f"head {self.head!r} decodes with 4 heads and 2-D sine positions, so decoder_width "
-                              f"must be a multiple of 4, got {self.decoder_width}")
-        if self.backbone is None and self.indices is not None and any(
-                not -self.depth <= i < self.depth for i in self.indices):
-            raise ConfigError(f"indices {self.indices} out of range for depth {self.depth}: "
-                              f"use 0..{self.depth - 1} or negative indices")
+            raise ConfigError(
+                f"head {self.head!r} decodes with 4 heads and 2-D sine positions, so decoder_width "
+                f"must be a multiple of 4, got {self.decoder_width}"
+            )
+        if (
+            self.backbone is None
+            and self.indices is not None
+            and any(not -self.depth <= i < self.depth for i in self.indices)
+        ):
+            raise ConfigError(
+                f"indices {self.indices} out of range for depth {self.depth}: "
+                f"use 0..{self.depth - 1} or negative indices"
+            )
         check_params(self, self.approx_params, "embed_dim, depth, decoder_width or decoder_depth")
 
     @property
@@ -111,7 +129,7 @@ class DenseConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DenseConfig":
+    def from_dict(cls, d: dict[str, Any]) -> DenseConfig:
         reject_unknown(d, (f.name for f in fields(cls)), "dense")
         return cls(**d)
 
@@ -119,9 +137,19 @@ class DenseConfig:
 def build_backbone(cfg: DenseConfig) -> nn.Module:
     if cfg.backbone is not None:
         return create_model(cfg.backbone, num_classes=0)
-    return VisionTransformer(ViTConfig(img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=3, num_classes=0,
-                                       embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads,
-                                       class_token=False, pool="mean"))
+    return VisionTransformer(
+        ViTConfig(
+            img_size=cfg.img_size,
+            patch_size=cfg.patch_size,
+            in_chans=3,
+            num_classes=0,
+            embed_dim=cfg.embed_dim,
+            depth=cfg.depth,
+            num_heads=cfg.num_heads,
+            class_token=False,
+            pool="mean",
+        )
+    )
 
 
 def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
@@ -133,10 +161,18 @@ def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
     if cfg.head == "decoder":
         return ConvDecoderHead(dims, stride, k, width=cfg.decoder_width)
     if cfg.head == "queries":
-        return QueryMaskHead(dims, stride, k, width=cfg.decoder_width, num_queries=cfg.num_queries,
-                             depth=cfg.decoder_depth)
-    return DETRHead(dim, cfg.num_classes, width=cfg.decoder_width, num_queries=cfg.num_queries,
-                    depth=cfg.decoder_depth, queries=cfg.detr_queries, query_nms=cfg.query_nms)
+        return QueryMaskHead(
+            dims, stride, k, width=cfg.decoder_width, num_queries=cfg.num_queries, depth=cfg.decoder_depth
+        )
+    return DETRHead(
+        dim,
+        cfg.num_classes,
+        width=cfg.decoder_width,
+        num_queries=cfg.num_queries,
+        depth=cfg.decoder_depth,
+        queries=cfg.detr_queries,
+        query_nms=cfg.query_nms,
+    )
 
 
 class DenseModel(nn.Module):
@@ -152,8 +188,9 @@ class DenseModel(nn.Module):
         self.backbone = backbone
         with torch.no_grad():  # the maps' widths and finest stride, from a probe image
             probe = torch.zeros(1, 3, config.img_size, config.img_size)
-            maps = backbone.eval().forward_intermediates(probe, config.block_indices(), norm=True,
-                                                         stop_early=True, intermediates_only=True)
+            maps = backbone.eval().forward_intermediates(
+                probe, config.block_indices(), norm=True, stop_early=True, intermediates_only=True
+            )
         backbone.train()
         stride = config.img_size // max(m.shape[-1] for m in maps)
         self.head = build_head(config, [m.shape[1] for m in maps], stride)
@@ -162,6 +199,7 @@ class DenseModel(nn.Module):
 
     def forward(self, images: torch.Tensor) -> dict:
         x = (images - self.mean) / self.std
-        maps = self.backbone.forward_intermediates(x, self.config.block_indices(), norm=True, stop_early=True,
-                                                   intermediates_only=True)
+        maps = self.backbone.forward_intermediates(
+            x, self.config.block_indices(), norm=True, stop_early=True, intermediates_only=True
+        )
         return self.head(maps, x)
