@@ -1,4 +1,4 @@
-"""`vitlab explore` latency: every interaction's request, and the first page load in Chromium.
+"""`vitlab explore` latency: every interaction's request, the page's own drawing, and the first page load.
 
     python benchmarks/bench_explore.py                       # trains the digits model first (~20 s)
     python benchmarks/bench_explore.py --checkpoint runs/digits --runs runs
@@ -6,9 +6,11 @@
 The app is served by uvicorn on 127.0.0.1 in this process and requested over HTTP (stdlib urllib),
 as the browser does. Each interaction is repeated ``--repeats`` times with its parameter varied the
 way a user varies it (the next patch size, the next query patch, the next image...), and the median
-and 90th percentile are printed. The first page load opens a fresh headless Chromium page (cold cache)
-on the explorer and waits until the Tokens page has drawn its first answer. Targets (issue #8):
-under 100 ms per interaction, under 1 s for the first load.
+and 90th percentile are printed. In headless Chromium, the page's side is timed too: from a slider's
+input to its figures drawn (request, decoding, canvases, colour bars, overlays), and from hovering a
+patch to every linked view lit (no request). The first page load opens a fresh page (cold cache) on
+the explorer and waits until the Tokens page has drawn its first answer. Targets: under 100 ms per
+interaction, under 1 s for the first load.
 
 There is no peer to compare against in the same process: no other ViT library ships an explorer.
 Prints one JSON line per measurement, then a summary line.
@@ -29,9 +31,10 @@ from pathlib import Path
 import torch
 
 from vitlab import __version__
+from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.train import TrainConfig, train
+from vitlab.tasks import train
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -66,6 +69,8 @@ def interactions(runs: list[str]) -> dict[str, tuple[str, callable]]:
         "attention: move the temperature": ("/api/attention", lambda i: {"model": 0, "ref": "digits:0", "query": 5,
                                                                           "temperature": round(0.1 + 0.1 * i, 2)}),
         "attention: pick another image": ("/api/attention", lambda i: {"model": 0, "ref": f"digits:{100 + i}"}),
+        "attention: invert the image": ("/api/attention", lambda i: {"model": 0, "ref": f"digits:{50 + i}",
+                                                                    "invert": "true"}),
         "maps: rollout, gradient, occlusion of a new image": ("/api/maps", lambda i: {"model": 0,
                                                                                       "ref": f"digits:{200 + i}"}),
         "mechanics: softmax temperature": ("/api/mechanics/softmax",
@@ -79,6 +84,52 @@ def interactions(runs: list[str]) -> dict[str, tuple[str, callable]]:
         "runs: rank the overview": ("/api/runs", lambda i: {"sort": sort_keys[i % 5]}),
         "runs: open a run and rank it": (f"/api/runs/{runs[0]}", lambda i: {"sort": "val_acc" if i % 2 else "epoch"}),
     }
+
+
+# In the page: set a slider, then wait until its unit has drawn the answer and a frame has been painted.
+SLIDER_TO_DRAWN = """async ([unit, slider, value]) => {
+    const box = document.getElementById(unit), input = document.getElementById(slider);
+    const frame = () => new Promise((done) => requestAnimationFrame(done));
+    const start = performance.now();
+    input.value = value;
+    input.dispatchEvent(new Event("input"));
+    while (box.dataset.state !== "ready") await frame();
+    await frame();
+    return performance.now() - start;
+}"""
+# In the page: hover patch i of the 4x4 query image, until every linked view is lit and a frame painted.
+HOVER_TO_LIT = """async (i) => {
+    const canvas = document.getElementById("attn-image"), rect = canvas.getBoundingClientRect();
+    const cell = rect.width / 4;
+    const start = performance.now();
+    canvas.dispatchEvent(new PointerEvent("pointermove", { bubbles: true,
+        clientX: rect.left + ((i % 4) + 0.5) * cell, clientY: rect.top + (Math.floor(i / 4) + 0.5) * cell }));
+    if (document.getElementById("attn-bars").dataset.highlight === "") throw new Error("nothing lit");
+    await new Promise((done) => requestAnimationFrame(done));
+    return performance.now() - start;
+}"""
+
+
+def page_interactions(base: str, chromium: str, repeats: int) -> dict[str, list[float]]:
+    """Milliseconds the page takes per interaction, in Chromium: name -> times."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/#tokens")
+        page.wait_for_selector("#page-tokens.active[data-state=ready]", timeout=30_000)
+        times = {"page: patch slider to figures drawn": [
+            page.evaluate(SLIDER_TO_DRAWN, ["page-tokens", "patch-slider", str(1 + i % 4)]) for i in range(repeats)]}
+        page.evaluate("location.hash = '#attention'")
+        page.wait_for_selector("#attn-maps[data-state=ready]", timeout=30_000)
+        times["page: temperature slider to 16 heads drawn"] = [
+            page.evaluate(SLIDER_TO_DRAWN, ["page-attention", "attn-temperature", str(round(-1 + 0.07 * i, 2))])
+            for i in range(repeats)]
+        times["page: hover a patch to every linked view lit"] = [page.evaluate(HOVER_TO_LIT, i % 16)
+                                                                 for i in range(repeats)]
+        browser.close()
+    return times
 
 
 def first_loads(base: str, chromium: str, repeats: int) -> list[float]:
@@ -133,6 +184,10 @@ def main() -> None:
                 results[name] = summary(times)
                 print(json.dumps({"bench": "explore", "interaction": name, "path": path, "n": args.repeats,
                                   **results[name], **machine}))
+            for name, times in page_interactions(base, args.chromium, args.repeats).items():
+                results[name] = summary(times)
+                print(json.dumps({"bench": "explore", "interaction": name, "n": args.repeats, **results[name],
+                                  **machine}))
             loads = summary(first_loads(base, args.chromium, args.loads))
             print(json.dumps({"bench": "explore", "interaction": "first page load (Chromium, cold cache)",
                               "n": args.loads, **loads, **machine}))

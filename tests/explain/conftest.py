@@ -11,7 +11,8 @@ from torch import nn
 
 from vitlab.data import DataSplits, load_dataset
 from vitlab.explain.synthetic import key_patch_splits
-from vitlab.train import TrainConfig, train
+from vitlab.engine import TrainConfig
+from vitlab.tasks import train
 
 KEY_PATCH = 5
 SMALL_VIT = {"embed_dim": 32, "depth": 2, "num_heads": 2}

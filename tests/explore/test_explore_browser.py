@@ -1,7 +1,12 @@
 """End to end in headless Chromium (Debian's `chromium`, driven by Playwright): every page loads, the
-patch slider changes the token count, a clicked patch becomes the query and the heatmaps change, the
-runs table ranks by the clicked column, an upload is tokenised. Screenshots of every page are saved
-in $VITLAB_EXPLORE_SCREENSHOTS (default: a pytest temporary folder)."""
+patch slider changes the token count, a chosen patch becomes the query and the heatmaps change, the
+runs table ranks by the chosen column, an upload and a drawing are tokenised; linked views, colour
+bars and legends, keyboard use, the URL state, the errors beside their controls, crisp canvases at
+any pixel ratio, no sideways scrolling at 390 px and an accessibility audit (axe-core) of every page.
+
+Screenshots of every page at desktop and phone widths are saved in $VITLAB_EXPLORE_SCREENSHOTS
+(default: a pytest temporary folder); `VITLAB_EXPLORE_SCREENSHOTS=docs/screenshots` refreshes the
+README's."""
 import io
 import os
 import re
@@ -12,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vitlab.explore import serve_in_background
+from vitlab.explore import ExploreConfig, create_app, serve_in_background
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
 expect = sync_api.expect
@@ -24,6 +29,8 @@ if not Path(CHROMIUM).is_file():
 # A closed network refuses Chromium's background connections; these flags keep it from trying.
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGES = ["tokens", "attention", "mechanics", "cost", "runs"]
+SCREENS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
 
 
 @pytest.fixture(scope="module")
@@ -42,18 +49,31 @@ def shots(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser_page(server, tmp_path_factory):
+def browser():
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.errors = []
-        page.on("pageerror", lambda err: page.errors.append(str(err)))
-        page.on("console", lambda msg: page.errors.append(msg.text) if msg.type == "error" else None)
-        page.set_default_timeout(20_000)
-        page.goto(server)
-        page.wait_for_selector("body[data-ready=true]")
-        yield page
+        yield browser
         browser.close()
+
+
+def new_page(browser, url: str, screen: str = "desktop", scale: float = 1):
+    """A fresh page of the explorer at ``url`` (the hash names the page and its settings), collecting
+    JavaScript errors in ``page.errors``."""
+    page = browser.new_page(viewport=SCREENS[screen], device_scale_factor=scale)
+    page.errors = []
+    page.on("pageerror", lambda err: page.errors.append(str(err)))
+    page.on("console", lambda msg: page.errors.append(msg.text) if msg.type == "error" else None)
+    page.set_default_timeout(20_000)
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    return page
+
+
+@pytest.fixture(scope="module")
+def browser_page(browser, server):
+    page = new_page(browser, server)
+    yield page
+    page.close()
 
 
 def open_page(page, name: str) -> None:
@@ -64,6 +84,14 @@ def open_page(page, name: str) -> None:
 def settle(page, selector: str) -> None:
     """Wait until the latest request of the element's page has been drawn."""
     page.wait_for_selector(f"{selector}[data-state=ready]")
+
+
+def canvas_pixels(page, selector: str) -> str:
+    return page.eval_on_selector(selector, "canvas => canvas.toDataURL()")
+
+
+def highlight(page, selector: str) -> str:
+    return page.get_attribute(selector, "data-highlight")
 
 
 def test_tokens_slider_changes_the_token_count(browser_page, shots):
@@ -77,15 +105,42 @@ def test_tokens_slider_changes_the_token_count(browser_page, shots):
     page.locator("#patch-slider").fill("3")
     expect(page.locator("#token-count")).to_have_text("9")
     assert "zero-padded to 9×9" in page.text_content("#token-grid")
-    page.screenshot(path=shots / "tokens.png", full_page=True)
+    expect(page.locator("#announce")).to_have_text("patch 3: 9 tokens of 9 values, 81 attention entries")
+    assert page.get_attribute("#announce", "aria-live") == "polite"
+    assert page.title() == "Tokens — vitlab explore"
     assert page.errors == []
 
 
-def canvas_pixels(page, selector: str) -> str:
-    return page.eval_on_selector(selector, "canvas => canvas.toDataURL()")
+def test_a_patch_its_tile_and_its_token_row_light_up_together(browser_page):
+    page = browser_page
+    open_page(page, "tokens")
+    page.locator("#patch-slider").fill("2")
+    expect(page.locator("#token-count")).to_have_text("16")
+    page.hover("#tokens-pixels", position={"x": 100, "y": 165})              # 4x4 cells of 65 px: patch 9
+    for canvas in ("#tokens-pixels", "#tokens-patches", "#tokens-matrix"):
+        assert highlight(page, canvas) == "9"
+    page.hover("#tokens-matrix", position={"x": 130, "y": 8})               # the first token row
+    assert highlight(page, "#tokens-pixels") == "0" and highlight(page, "#tokens-patches") == "0"
+    page.focus("#tokens-patches")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    assert highlight(page, "#tokens-matrix") == "5" and highlight(page, "#tokens-pixels") == "5"
+    assert page.get_attribute("#tokens-patches", "aria-valuetext") == "patch 5: row 1, column 1"
+    assert page.errors == []
 
 
-def test_clicking_a_patch_makes_it_the_query(browser_page, shots):
+def test_cost_ratios_have_one_format(browser_page):
+    page = browser_page
+    open_page(page, "tokens")
+    page.locator("#patch-slider").fill("8")                                  # 1 token: 1/256 of the reference
+    expect(page.locator("#token-count")).to_have_text("1")
+    assert page.text_content("#token-ratio").startswith("0.00391× the entries of 28×28")
+    formats = page.evaluate("""async () => { const f = await import('/static/js/format.js');
+        return [f.ratio(15006.25), f.ratio(3841600), f.ratio(2.25), f.count(3841600), f.prob(0.0625)]; }""")
+    assert formats == ["15,006×", "3,841,600×", "2.25×", "3,841,600", "0.0625"]
+
+
+def test_clicking_a_patch_makes_it_the_query(browser_page):
     page = browser_page
     open_page(page, "attention")
     page.wait_for_selector("#attn-heads figure")
@@ -103,34 +158,178 @@ def test_clicking_a_patch_makes_it_the_query(browser_page, shots):
     settle(page, "#attn-maps")
     assert sorted(page.eval_on_selector_all("#attn-maps figure", "fs => fs.map(f => f.dataset.method)")) == \
         ["gradient", "occlusion", "rollout"]
-    page.screenshot(path=shots / "attention.png", full_page=True)
+    assert page.title() == "Attention — vitlab explore"
     assert page.errors == []
 
 
-def test_mechanics_and_cost_pages_draw(browser_page, shots):
+def test_a_patch_lights_up_on_the_image_the_bars_every_head_and_map(browser_page, client):
+    page = browser_page
+    open_page(page, "attention")
+    settle(page, "#attn-maps")
+    prefix = client.get("/api/info").json()["models"][0]["prefix_tokens"]
+    keys = prefix + 16
+    page.hover("#attn-image", position={"x": 245, "y": 35})          # patch 3
+    assert highlight(page, "#attn-bars") == str(prefix + 3)
+    heads = page.eval_on_selector_all("#attn-heads canvas.heatmap", "cs => cs.map(c => c.dataset.highlight)")
+    maps = page.eval_on_selector_all("#attn-maps canvas.heatmap", "cs => cs.map(c => c.dataset.highlight)")
+    assert heads == ["3"] * 16 and maps == ["3"] * 3
+    geometry = page.evaluate("() => { const r = document.querySelector('#attn-bars').getBoundingClientRect();"
+                             " return [r.width, r.height]; }")
+    step = (geometry[0] - 48) / keys                                 # 40 px of axis, 8 px margin
+    page.hover("#attn-bars", position={"x": 40 + step * (prefix + 10.5), "y": 100})
+    assert highlight(page, "#attn-image") == "10" and highlight(page, "#attn-bars") == str(prefix + 10)
+    page.mouse.move(5, 5)
+    assert highlight(page, "#attn-image") == ""
+    assert page.errors == []
+
+
+def test_the_query_and_the_head_are_chosen_from_the_keyboard(browser_page):
+    page = browser_page
+    open_page(page, "attention")
+    page.focus("#attn-image")
+    for key in ("Home", "ArrowRight", "ArrowRight", "ArrowDown", "Enter"):
+        page.keyboard.press(key)
+    page.wait_for_selector("#attn-heads[data-query='6']")
+    settle(page, "#page-attention")
+    page.focus("#attn-heads button[tabindex='0']")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowRight")
+    focused = page.evaluate("() => { const f = document.activeElement.closest('figure');"
+                            " return [f.dataset.layer, f.dataset.head]; }")
+    assert focused == ["2", "1"]
+    page.keyboard.press("Enter")
+    expect(page.locator("#attn-bars-caption")).to_have_text(re.compile("^layer 2, head 1:"))
+    assert page.get_attribute("#attn-heads figure[data-layer='2'][data-head='1'] button", "aria-pressed") == "true"
+    assert page.errors == []
+
+
+def test_heatmaps_have_colour_bars_on_honest_scales(browser_page):
+    page = browser_page
+    open_page(page, "attention")
+    settle(page, "#attn-maps")
+    page.locator("#attn-temperature").fill("1")                      # T = 10: every weight near 1/17
+    settle(page, "#page-attention")
+    bars = page.eval_on_selector_all("canvas[data-colourbar]", """cs => cs.filter(c => c.offsetParent).map(c => {
+        const bar = document.getElementById(c.dataset.colourbar);
+        return [bar.dataset.lo, bar.dataset.hi, bar.dataset.map, bar.offsetParent !== null]; })""")
+    assert len(bars) == 16 + 3 + 1 and all(bar[3] for bar in bars)
+    scale = page.locator("#attn-heads-scale")
+    assert (scale.get_attribute("data-lo"), scale.get_attribute("data-hi")) == ("0", "1")    # fixed: probabilities
+    occlusion = page.locator("#map-scale-occlusion")
+    assert occlusion.get_attribute("data-map") == "diverging"
+    assert float(occlusion.get_attribute("data-lo")) == -float(occlusion.get_attribute("data-hi"))
+    page.check("#attn-auto")
+    stretched = float(page.get_attribute("#attn-heads-scale", "data-hi"))
+    assert 0 < stretched < 0.2 and "stretched" in page.text_content("#attn-scale")
+    page.uncheck("#attn-auto")
+    page.locator("#attn-temperature").fill("0")
+    settle(page, "#page-attention")
+    assert page.errors == []
+
+
+def test_canvases_are_crisp_at_any_pixel_ratio(browser, server):
+    page = new_page(browser, server + "#attention", scale=2)
+    page.wait_for_selector("#page-attention.active[data-state=ready]")
+    settle(page, "#attn-maps")
+    sizes = page.eval_on_selector_all("canvas[data-width]", """cs => cs.filter(c => c.offsetParent)
+        .map(c => [c.width / Number(c.dataset.width), c.height / Number(c.dataset.height)])""")
+    assert len(sizes) > 20 and all(size == [2, 2] for size in sizes)
+    assert page.errors == []
+    page.close()
+
+
+def test_legends_sit_beside_the_plot_toggle_series_and_name_coinciding_lines(browser_page):
+    page = browser_page
+    open_page(page, "cost")
+    page.select_option("#cost-metric", "flops")
+    note = page.locator("#cost-legend .legend-note")
+    expect(note).to_have_text(re.compile("^window, linear, lowrank, latent coincide"))
+    legend = page.locator("#cost-legend button.series")
+    assert legend.count() == 5
+    colours = page.evaluate("async () => (await import('/static/js/draw.js')).SERIES")
+    assert len(set(colours)) >= 12
+    chart, box = page.locator("#cost-chart").bounding_box(), page.locator("#cost-legend").bounding_box()
+    assert box["x"] >= chart["x"] + chart["width"] or box["y"] >= chart["y"] + chart["height"]
+    before = canvas_pixels(page, "#cost-chart")
+    legend.first.click()
+    assert legend.first.get_attribute("aria-pressed") == "false" and canvas_pixels(page, "#cost-chart") != before
+    legend.first.click()
+    assert canvas_pixels(page, "#cost-chart") == before
+    page.select_option("#cost-metric", "entries")
+    settle(page, "#page-cost")
+    assert page.text_content("#cost-table tbody tr:first-child td") == "16×16"
+    assert page.errors == []
+
+
+def test_mechanics_pages_draw_and_keep_the_reference_patch(browser_page):
     page = browser_page
     open_page(page, "mechanics")
     page.wait_for_selector("#softmax-facts dd")
     flat = page.text_content("#softmax-facts")
     page.locator("#softmax-temperature").fill("-1")
     expect(page.locator("#softmax-facts")).not_to_have_text(flat)
+    assert page.get_attribute("#softmax-temperature", "aria-valuetext") == "temperature 0.1"
     page.locator("#mixing-bandwidth").fill("1.5")
     expect(page.locator("#mixing-bandwidth-value")).to_have_text("31.623")
+    assert page.get_attribute("#mixing-bandwidth", "aria-valuetext") == "bandwidth 31.623"
     page.locator("#pos-map").click(position={"x": 225, "y": 225})           # 8x8 grid of 30-pixel cells
     expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 63,"))
-    page.screenshot(path=shots / "mechanics.png", full_page=True)
-    open_page(page, "cost")
-    page.wait_for_selector("#cost-table tr:nth-child(2)")
-    assert page.text_content("#cost-table tr:nth-child(2) td") == "16×16"
-    page.screenshot(path=shots / "cost.png", full_page=True)
+    page.select_option("#pos-dim", "32")
+    settle(page, "#positions-panel")
+    expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 63,"))
+    page.locator("#pos-grid").fill("4")
+    expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 15,"))   # the corner
+    page.locator("#pos-grid").fill("8")
+    page.select_option("#pos-kind", "learned")                              # the model's 4x4 grid
+    expect(page.locator("#pos-grid-value")).to_have_text("4")
+    assert page.input_value("#pos-grid") == "4" and page.is_disabled("#pos-grid")
+    settle(page, "#positions-panel")
+    assert page.text_content("#pos-facts").startswith("positions4 × 4 grid")
+    page.select_option("#pos-kind", "sincos")
+    expect(page.locator("#pos-grid-value")).to_have_text("8")
     assert page.errors == []
+
+
+def test_models_with_the_same_name_are_told_apart_by_their_paths(browser_page):
+    labels = browser_page.evaluate("""async () => (await import('/static/js/api.js')).modelLabels([
+        {model: 'vit-digits', pos_embed: 'learned', file: 'runs/a/best/model.safetensors'},
+        {model: 'vit-digits', pos_embed: 'learned', file: 'runs/b/best/model.safetensors'},
+        {model: 'vit-digits', pos_embed: 'sincos', file: 'runs/c'}])""")
+    assert labels == ["vit-digits (learned) — a/best/model.safetensors",
+                      "vit-digits (learned) — b/best/model.safetensors", "vit-digits (sincos)"]
+
+
+@pytest.fixture(scope="module")
+def bare_server(explore_config):
+    """An explorer with no checkpoint (and the fixture's runs)."""
+    with serve_in_background(create_app(ExploreConfig(runs=explore_config.runs))) as url:
+        yield url + "/"
+
+
+def test_without_a_checkpoint_learned_positions_say_why_beside_the_controls(browser, bare_server):
+    page = new_page(browser, bare_server + "#mechanics?kind=learned")
+    asked = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.wait_for_selector("#positions-panel[data-state=ready]")
+    assert page.input_value("#pos-kind") == "sincos" and page.is_disabled("#pos-kind option[value=learned]")
+    page.eval_on_selector("#pos-kind", "s => { s.value = 'learned'; s.dispatchEvent(new Event('input')); }")
+    page.wait_for_selector("#positions-panel[data-state=error]")
+    error = page.locator("#positions-error")
+    expect(error).to_have_text(re.compile("choose a model"))
+    assert error.get_attribute("role") == "alert"
+    assert page.eval_on_selector("#positions-panel .result", "r => getComputedStyle(r).visibility") == "hidden"
+    controls, message = page.locator("#positions-panel .controls").bounding_box(), error.bounding_box()
+    assert 0 <= message["y"] - (controls["y"] + controls["height"]) < 40
+    assert not any("model=" in url for url in asked if "/api/mechanics/positions" in url)
+    assert all(e.startswith("Failed to load resource: the server responded with a status of 400") for e in page.errors)
+    page.close()
 
 
 def labels(page, table: str) -> list[str]:
     return page.eval_on_selector_all(f"{table} tbody tr", "rows => rows.map(r => r.dataset.label)")
 
 
-def test_runs_table_ranks_by_the_clicked_column(browser_page, client, shots):
+def test_runs_table_ranks_by_the_clicked_column(browser_page, client):
     page = browser_page
     open_page(page, "runs")
     page.wait_for_selector("#run-detail[data-state=ready]")
@@ -139,10 +338,13 @@ def test_runs_table_ranks_by_the_clicked_column(browser_page, client, shots):
     ranked = client.get("/api/runs", params={"sort": "best_val_acc"}).json()["table"]["rows"]
     expected = [r["values"]["run"] for r in ranked]
     assert labels(page, "#runs-table") == expected
-    page.click("#runs-table th[data-key=best_val_acc]")
+    page.focus("#runs-table th[data-key=best_val_acc] button")
+    page.keyboard.press("Enter")
     expect(page.locator("#runs-table caption")).to_have_text(re.compile("^ranked by best val acc, lowest first"))
+    assert page.get_attribute("#runs-table th[data-key=best_val_acc]", "aria-sort") == "ascending"
     assert labels(page, "#runs-table") == expected[::-1]
-    page.click("#runs-table tbody tr[data-label=study]")
+    page.focus("#runs-table tbody tr[data-label=study] button.link")
+    page.keyboard.press("Enter")
     expect(page.locator("#run-title")).to_have_text("study (compare)")
     page.click("#run-table th[data-key=params]")
     expect(page.locator("#run-table caption")).to_have_text(re.compile("^ranked by params"))
@@ -151,11 +353,15 @@ def test_runs_table_ranks_by_the_clicked_column(browser_page, client, shots):
     for image in page.locator("#run-figures img").all():
         expect(image).to_have_js_property("complete", True)
         assert image.evaluate("img => img.naturalWidth") > 0
-    page.screenshot(path=shots / "runs.png", full_page=True)
+    page.click("#runs-table tbody tr[data-label=digits-vit] button.link")
+    expect(page.locator("#run-links a")).to_have_text("Open its checkpoint on the Attention page")
+    page.click("#run-links a")
+    page.wait_for_selector("#page-attention.active[data-state=ready]")
+    assert page.input_value("#attn-model") == "0"
     assert page.errors == []
 
 
-def test_an_uploaded_image_is_tokenised(browser_page, tmp_path):
+def test_an_uploaded_image_is_tokenised(browser_page):
     page = browser_page
     open_page(page, "tokens")
     buffer = io.BytesIO()
@@ -166,3 +372,72 @@ def test_an_uploaded_image_is_tokenised(browser_page, tmp_path):
     expect(page.locator("#token-count")).to_have_text("28")                     # patch 6: a 7 x 4 grid
     assert page.text_content("#token-grid") == "7 × 4 (image 40×24 zero-padded to 42×24)"
     assert page.errors == []
+
+
+def test_a_drawn_digit_is_read_and_shown_as_the_model_sees_it(browser, server):
+    page = new_page(browser, server + "#attention")
+    settle(page, "#page-attention")
+    box = page.locator("#pad").bounding_box()
+    page.mouse.move(box["x"] + 56, box["y"] + 15)
+    page.mouse.down()
+    for y in range(15, 100, 5):                                                 # a vertical stroke: a "1"
+        page.mouse.move(box["x"] + 56, box["y"] + y)
+    page.mouse.up()
+    expect(page.locator("#picker-current")).to_have_text(re.compile(r"^your drawing \(112×112"))
+    page.wait_for_function("() => location.hash.includes('ref=upload')")
+    settle(page, "#page-attention")
+    expect(page.locator("#seen-steps")).to_contain_text("resized from 112×112 to 8×8")
+    page.check("#attn-invert")                                                  # black ink on white: far off
+    settle(page, "#page-attention")
+    expect(page.locator("#seen-warning")).to_be_visible()
+    expect(page.locator("#seen-warning")).to_contain_text("far from the images the model was trained on")
+    assert page.errors == []
+    page.close()
+
+
+def test_the_view_is_kept_in_the_url(browser, server):
+    page = new_page(browser, server + "#attention?ref=digits:7&query=5&head=1.2&t=0.501")
+    settle(page, "#page-attention")
+    assert page.text_content("#attn-query-caption").startswith("query: patch 5")
+    assert page.text_content("#attn-bars-caption").startswith("layer 1, head 2:")
+    assert page.text_content("#attn-temperature-value") == "0.501"
+    assert page.text_content("#picker-current").startswith("digits #7")
+    page.locator("#attn-image").click(position={"x": 35, "y": 35})            # patch 0
+    page.wait_for_selector("#attn-heads[data-query='0']")
+    url = page.url
+    assert "query=0" in url and "ref=digits%3A7" in url
+    page.goto(server + "#tokens?ref=digits:7&patch=4")
+    page.wait_for_selector("#page-tokens.active[data-state=ready]")
+    expect(page.locator("#token-count")).to_have_text("4")
+    page.reload()
+    page.wait_for_selector("#page-tokens.active[data-state=ready]")
+    expect(page.locator("#token-count")).to_have_text("4")
+    assert page.text_content("#picker-current").startswith("digits #7")
+    assert page.errors == []
+    page.close()
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, server, shots, screen):
+    axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python")
+    page = new_page(browser, server, screen)
+    width = SCREENS[screen]["width"]
+    for name in PAGES:
+        open_page(page, name)
+        if name == "attention":                         # patch 9 as the query, lit from the keyboard
+            page.focus("#attn-image")
+            for key in ["Home", *["ArrowRight"] * 9, "Enter"]:
+                page.keyboard.press(key)
+            page.wait_for_selector("#attn-heads[data-query='9']")
+            settle(page, "#attn-maps")
+        if name == "runs":
+            settle(page, "#run-detail")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} scrolls sideways"
+        assert page.title().startswith(name.capitalize())
+        found = axe.Axe().run(page).response["violations"]
+        serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in found
+                   if v["impact"] in ("serious", "critical")]
+        assert serious == [], f"{name} at {width} px"
+        page.screenshot(path=shots / f"{name}-{screen}.png", full_page=True)
+    assert page.errors == []
+    page.close()

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..explain import METHODS, audit_checkpoint, explain_checkpoint
-from ..explain.report import SPLITS
+METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
+SPLITS = ("val", "test", "train")
 
 
 def parse_query(text: str) -> str | int:
@@ -18,9 +18,11 @@ def parse_query(text: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..explain import audit_checkpoint, explain_checkpoint
+
     methods = None if args.method == "all" else (args.method,)
     common = dict(dataset=args.dataset, data_dir=args.data_dir, methods=methods, split=args.split,
-                  patch_size=args.patch_size, device=args.device)
+                  patch_size=args.patch_size, device=args.device, overwrite=args.overwrite)
     if args.audit:
         result = audit_checkpoint(args.checkpoint, args.out, samples=args.samples, seed=args.seed, steps=args.steps,
                                   sanity_epochs=args.sanity_epochs, threshold=args.threshold, **common)
@@ -67,5 +69,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "explaining the model")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="explain", help="output folder (default: ./explain)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace the explanation already in --out")
+    p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     p.set_defaults(func=run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..explore.images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT
@@ -33,7 +33,8 @@ def explore_config(args: argparse.Namespace) -> ExploreConfig:
         raise FileNotFoundError(f"--data-dir {args.data_dir}: no such folder")
     if not 1 <= args.port <= 65535:
         raise ConfigError(f"--port must lie in [1, 65535], got {args.port}")
-    return ExploreConfig(checkpoints=list(args.checkpoint) or found_checkpoints(runs), runs=list(runs),
+    checkpoints: list[str | Path] = list(args.checkpoint) or list(found_checkpoints(runs))
+    return ExploreConfig(checkpoints=checkpoints, runs=list(runs),
                          data_dir=args.data_dir,
                          upload_limit=args.upload_limit, max_side=args.max_side, max_pixels=args.max_pixels,
                          host=args.host, allowed_hosts=list(args.allow_host))
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"vitlab explore: WARNING: serving on {config.host}, which other machines can reach: every request "
               f"needs the token in the address above; whoever has it can read the checkpoints and runs given",
               file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, **SERVER_OPTIONS)
+    options: dict[str, Any] = SERVER_OPTIONS     # uvicorn's keyword arguments, each of its own type
+    uvicorn.run(app, host=args.host, port=args.port, **options)
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,7 +51,9 @@ def box_map(predictions: list[dict], targets: list[dict], num_classes: int) -> d
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    images, gts, dets = [], [], []
+    images: list[dict[str, Any]] = []
+    gts: list[dict[str, Any]] = []
+    dets: list[dict[str, Any]] = []
     for i, (p, t) in enumerate(zip(predictions, targets)):
         images.append({"id": i})
         for box, label in zip(t["boxes"].tolist(), t["labels"].tolist()):

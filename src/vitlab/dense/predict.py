@@ -3,6 +3,7 @@ the one format (``segmenter`` / ``detector`` kinds): :func:`vitlab.runs.load_che
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -76,7 +77,7 @@ def overlay(image: torch.Tensor, mask: torch.Tensor | None = None, boxes: dict |
         fg = (mask.numpy() > 0)[..., None]
         rgb = np.where(fg, (1 - alpha) * rgb + alpha * colour, rgb)
     h, w = rgb.shape[:2]
-    pil = Image.fromarray(rgb.astype(np.uint8)).resize((w * scale, h * scale), Image.NEAREST)
+    pil = Image.fromarray(rgb.astype(np.uint8)).resize((w * scale, h * scale), Image.Resampling.NEAREST)
     if boxes is not None:
         draw = ImageDraw.Draw(pil)
         for box, score, label in zip(boxes["boxes"].tolist(), boxes["scores"].tolist(), boxes["labels"].tolist()):
@@ -94,10 +95,10 @@ def predict_file(checkpoint: str | Path, image: str | Path, out: str | Path, min
     from PIL import Image
 
     loaded = dense_checkpoint(checkpoint, device)
-    model = loaded.model
+    model = cast(DenseModel, loaded.model)     # dense_checkpoint admits only dense kinds
     size = model.config.img_size
     with Image.open(image) as im:
-        x = torch.from_numpy(np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR),
+        x = torch.from_numpy(np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR),
                                         np.float32) / 255).permute(2, 0, 1)[None]
     classes = tuple(loaded.data.classes)
     if model.config.task == "segment":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -105,12 +105,17 @@ def hflip(images: torch.Tensor, masks: torch.Tensor | None, boxes: list[torch.Te
 def dense_loss(config: DenseConfig) -> Callable[[dict, torch.Tensor | None, list | None], torch.Tensor]:
     """``(outputs, masks, targets) -> loss`` for the model's head."""
     if config.task == "detect":
-        criterion = DetectionLoss()
-        return lambda out, masks, targets: criterion(out, targets)["loss"]
+        detection = DetectionLoss()
+        return lambda out, masks, targets: detection(out, targets)["loss"]
     if config.head == "queries":
-        criterion = MaskClassificationLoss()
-        return lambda out, masks, targets: criterion(out, masks)
-    return lambda out, masks, targets: F.cross_entropy(out["logits"].float(), masks)
+        mask_classification = MaskClassificationLoss()
+        return lambda out, masks, targets: mask_classification(out, masks)
+
+    def pixel_cross_entropy(out: dict, masks: torch.Tensor | None, targets: list | None) -> torch.Tensor:
+        if masks is None:
+            raise DataError("a segmentation loss needs target masks, got None: use a dataset with masks")
+        return F.cross_entropy(out["logits"].float(), masks)
+    return pixel_cross_entropy
 
 
 def evaluate_dense(model: DenseModel, data: DenseDataset) -> dict[str, Any]:
@@ -190,7 +195,7 @@ class DenseTask(Task):
         boxes, labels = [train.boxes[i] for i in rows], [train.labels[i] for i in rows]
         if flip:
             images, masks, boxes = hflip(images, masks, boxes)
-        targets = (detection_targets(boxes, labels, tuple(images.shape[-2:]), device)
+        targets = (detection_targets(boxes, labels, (images.shape[-2], images.shape[-1]), device)
                    if self.config.task == "detect" else None)
         return images, masks, targets
 
@@ -200,15 +205,15 @@ class DenseTask(Task):
         return loss, {"loss": loss.detach() * len(images)}, len(images)
 
     def validate(self, model: nn.Module) -> dict[str, float]:
-        report = evaluate_dense(model, self.splits.val)
+        report = evaluate_dense(cast(DenseModel, model), self.splits.val)
         return {f"val_{k}": v for k, v in report.items() if isinstance(v, float)}
 
     def test(self, model: nn.Module) -> dict[str, Any]:
-        return evaluate_dense(model, self.splits.test)
+        return evaluate_dense(cast(DenseModel, model), self.splits.test)
 
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
-        cfg, size = self.config, self.model.config.img_size
+        cfg, size = self.config, cast(DenseModel, self.model).config.img_size
         return DataConfig((size, size), 3, (0.0,) * 3, (1.0,) * 3, list(self.splits.classes), "unit",
                           self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
 
@@ -230,11 +235,12 @@ def train_dense(config: DenseTrainConfig, splits: DenseSplits | None = None, rep
     val = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
     test = fitted.test or {}
     checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
-    if checkpoint is not None:
+    if run_dir is not None and checkpoint is not None:
         run_dir.write_json(SUMMARY, {"val": val, "test": test, "epochs": len(fitted.history),
                                      "seconds": fitted.seconds, "params": fitted.params,
                                      "test_on": "the final model (validation runs at the end)"})
-    return DenseResult(config, fitted.model, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
+    return DenseResult(config, cast(DenseModel, fitted.model), val, test, fitted.history, fitted.seconds,
+                       fitted.params, checkpoint)
 
 
 def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
@@ -267,7 +273,7 @@ def evaluate_dense_checkpoint(source: str | Path, split: str = "test", dataset: 
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
     loaded = dense_checkpoint(source, device)
-    model, data = loaded.model, loaded.data
+    model, data = cast(DenseModel, loaded.model), loaded.data     # dense_checkpoint admits only dense kinds
     name = dataset or data.dataset or "shapes"
     same = name == data.dataset
     count = run_settings(loaded.path).get("count", SHAPES_COUNT)

@@ -155,6 +155,10 @@ def fit(task: Task, config: RunConfig, run_dir: RunDir | None = None, reporter: 
     env = setup(config.device)
     try:
         return Engine(task, config, run_dir, reporter or Reporter(), env).run()
+    except BaseException:
+        if run_dir is not None and env.is_main:
+            run_dir.discard_if_unused()
+        raise
     finally:
         if run_dir is not None and env.is_main:
             run_dir.close()

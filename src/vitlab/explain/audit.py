@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ from scipy.stats import rankdata
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
+from ..runs import atomic_write, write_json
 from ..engine import ClassificationTask, TrainConfig, build_model, fit, predict_logits
 from .maps import applicable_methods, compute_maps, head_attention, masked_probs, patch_layout
 
@@ -361,8 +361,8 @@ def write_audit(result: AuditResult, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "audit.json", out / "audit.md", out / "curves.png", out / "cascade.png"]
-    paths[0].write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-    paths[1].write_text(result.markdown())
+    write_json(paths[0], result.to_dict())
+    atomic_write(paths[1], result.markdown().encode())
     plot_curves(result.curves, paths[2], title=f"{result.dataset} {result.split}: {len(result.samples)} samples")
     plot_cascade({r.method: r.cascade for r in result.rows}, result.stages, paths[3], threshold=result.threshold)
     for case in result.cases:

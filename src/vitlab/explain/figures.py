@@ -36,7 +36,8 @@ def _show_image(ax: Axes, image: torch.Tensor) -> tuple[int, int]:
         ax.imshow(pixels[:3].permute(1, 2, 0).numpy())
     ax.set_xticks([])
     ax.set_yticks([])
-    return tuple(pixels.shape[-2:])
+    height, width = pixels.shape[-2:]
+    return height, width
 
 
 def _overlay(ax: Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> None:

@@ -58,7 +58,7 @@ class AttentionRecorder:
         if missing:
             raise ValueError(f"no attention recorded for {missing}: run the model forward inside "
                              f"`with record_attention(model) as recorder:` first")
-        return list(self._weights)
+        return [w for w in self._weights if w is not None]
 
     def stack(self) -> torch.Tensor:
         """All layers' weights ``(L, B, H, N, N)`` (layers must agree in token count)."""

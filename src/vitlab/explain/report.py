@@ -21,7 +21,8 @@ from torch import nn
 from ..data import DataSplits, ImageDataset, normalize
 from ..engine import TrainConfig
 from ..errors import CheckpointError
-from ..runs import Loaded, checkpoint_data
+from ..models.config import Float, Int, Maybe
+from ..runs import Loaded, RunDir, checkpoint_data
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_head_attention, plot_maps
 from .textbook import textbook_figures
@@ -132,35 +133,54 @@ def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
     if ckpt.name is None:
         raise CheckpointError(f"{ckpt.path} records no registered model name: the permuted-label check cannot "
                               f"retrain it; pass --sanity-epochs 0")
-    return TrainConfig(model=ckpt.name, model_overrides=ckpt.model.config.to_dict(),
+    model_config: Any = ckpt.model.config
+    return TrainConfig(model=ckpt.name, model_overrides=model_config.to_dict(),
                        dataset=ckpt.data.dataset or "digits", seed=ckpt.data.seed)
 
 
 def explain_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,
                        data_dir: str | Path | None = None, index: int = 0, methods: Sequence[str] | None = None,
                        split: str = "val", query: Query | None = None, patch_size: int | None = None,
-                       textbook: bool = False, device: str = "auto") -> dict[str, Any]:
+                       textbook: bool = False, device: str = "auto", overwrite: bool = False
+                       ) -> dict[str, Any]:
     """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`); with ``textbook``, also
     :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
+    check_explain_options(index=index, patch_size=patch_size)
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
-    report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
-    if textbook:
-        report["files"] += [str(p) for p in textbook_figures(out_dir, ckpt.model)]
+    with RunDir(out_dir).open("explain", overwrite=overwrite):
+        report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
+        if textbook:
+            report["files"] += [str(p) for p in textbook_figures(out_dir, ckpt.model)]
     return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
 
 
 def audit_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,
                      data_dir: str | Path | None = None, samples: int = 100, methods: Sequence[str] | None = None,
                      split: str = "val", seed: int = 0, sanity_epochs: int = 5, threshold: float = 0.5,
-                     patch_size: int | None = None, steps: int | None = None, device: str = "auto") -> AuditResult:
+                     patch_size: int | None = None, steps: int | None = None, device: str = "auto",
+                     overwrite: bool = False) -> AuditResult:
     """:func:`~vitlab.explain.audit.audit` a checkpoint and :func:`write_audit` the result to ``out_dir``.
 
     The permuted-label copy trains with the run's own config (:func:`checkpoint_train_config`) for
     ``sanity_epochs`` epochs; 0 skips it.
     """
+    check_explain_options(patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs,
+                          threshold=threshold, steps=steps, seed=seed)
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
-    config = checkpoint_train_config(ckpt) if sanity_epochs > 0 else None
-    result = audit(ckpt.model, splits, samples, methods, seed, split, config, sanity_epochs, threshold,
-                   patch_size=patch_size, steps=steps)
-    write_audit(result, out_dir)
+    with RunDir(out_dir).open("audit", overwrite=overwrite):
+        config = checkpoint_train_config(ckpt) if sanity_epochs > 0 else None
+        result = audit(ckpt.model, splits, samples, methods, seed, split, config, sanity_epochs, threshold,
+                       patch_size=patch_size, steps=steps)
+        write_audit(result, out_dir)
     return result
+
+
+def check_explain_options(**options: Any) -> None:
+    """Refuse out-of-range explanation options (:class:`ConfigError` naming the option): ``index``,
+    ``patch_size``, ``samples``, ``steps`` >= 1 (index, seed >= 0), ``sanity_epochs`` >= 0,
+    ``threshold`` a rank correlation in [-1, 1]."""
+    ranges = {"index": Maybe(Int(0, 2 ** 31)), "patch_size": Maybe(Int(1, 4096)), "samples": Int(1, 1_000_000),
+              "steps": Maybe(Int(1, 100_000)), "sanity_epochs": Int(0, 10_000), "seed": Int(0, 2 ** 63 - 1),
+              "threshold": Float(-1.0, 1.0)}
+    for name, value in options.items():
+        ranges[name](f"--{name.replace('_', '-')}", value)

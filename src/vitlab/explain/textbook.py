@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,7 +36,8 @@ def model_positions(model: nn.Module) -> torch.Tensor:
     if table is None:
         raise ValueError(f"{type(model).__name__} has no absolute position table (rotary, none, or not a "
                          f"ViT): position similarity needs pos_embed learned, sincos1d/2d or rowcol")
-    return table(model.config.grid)[0].detach()
+    config: Any = model.config
+    return table(config.grid)[0].detach()
 
 
 def make_tokens(kind: str, n: int = 16, dim: int = 16, period: int = 4, seed: int = 0) -> torch.Tensor:
@@ -75,10 +77,10 @@ def textbook_figures(out_dir: str | Path, model: nn.Module | None = None, seed: 
     from .figures import plot_matrices, plot_position_similarity, plot_temperature_sweep
 
     out = Path(out_dir)
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     grid, dim = (config.grid, config.embed_dim) if hasattr(config, "grid") else ((7, 7), 64)
     tables = {"sinusoidal 1-D": sincos_1d(grid[0] * grid[1], dim), "sinusoidal 2-D": sincos_2d(grid, dim)}
-    if getattr(config, "pos_embed", None) in ("learned", "rowcol"):
+    if model is not None and getattr(config, "pos_embed", None) in ("learned", "rowcol"):
         tables = {f"model ({config.pos_embed})": model_positions(model), **tables}
     tokens = {kind: make_tokens(kind, seed=seed) for kind in TOKEN_KINDS}
     query = tokens["random"]

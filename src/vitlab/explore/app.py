@@ -48,8 +48,19 @@ from .checkpoints import ModelShelf
 from .guards import ANY_ADDRESS, Guard, SecurityHeaders, bracketed, host_names, is_loopback
 from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
 from .runs import RunShelf, overview, rank_table, run_detail, run_table
-from .views import (POSITION_KINDS, attention_view, cost_view, input_view, maps_view, mixing_view, parse_query,
-                    position_view, prepared, softmax_view, tokens_view)
+from .views import (
+    POSITION_KINDS,
+    attention_view,
+    cost_view,
+    input_view,
+    maps_view,
+    mixing_view,
+    parse_query,
+    position_view,
+    prepared,
+    softmax_view,
+    tokens_view,
+)
 
 STATIC = files("vitlab.explore") / "static"
 MULTIPART_SLACK = 64 * 1024          # bytes of form framing allowed on top of the file itself

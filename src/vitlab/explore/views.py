@@ -4,6 +4,8 @@
   count costs (the cost model's full attention).
 - :func:`attention_view`, :func:`maps_view`: a checkpoint's attention from one query, per layer and
   head, at a temperature; rollout, gradient and occlusion maps (:mod:`vitlab.explain`).
+- :func:`prepared`, :func:`input_view`: the image as the model reads it (inverted, padded to its
+  aspect on request), and what it then sees: resized, normalised, and how far from its training data.
 - :func:`softmax_view`, :func:`mixing_view`, :func:`position_view`: the textbook's mechanics.
 - :func:`cost_view`: every attention kind in :data:`~vitlab.models.cost.ATTENTION_COSTS` against
   resolution.
@@ -11,27 +13,44 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
-from ..explain.maps import (gradient_map, head_statistics, num_prefix_tokens, occlusion_map, query_rows,
-                            rollout_map, to_grid)
+from ..data import normalize
+from ..explain.maps import (
+    gradient_map,
+    head_statistics,
+    num_prefix_tokens,
+    occlusion_map,
+    query_rows,
+    rollout_map,
+    to_grid,
+)
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..ops.attention import attention_weights
 from ..ops.patches import num_tokens, patchify
 from ..ops.positions import sincos_2d
 from .arrays import encode_array
-from .checkpoints import Analysis, LoadedModel
-from .images import RequestError
+from .images import LabeledImage, RequestError
+
+if TYPE_CHECKING:
+    from .checkpoints import Analysis, LoadedModel
 
 Query = str | int
 POSITION_KINDS = ("sincos", "learned", "random")
 COST_METRICS = ("entries", "flops", "memory")
 # Image sides for the cost chart, in patches: doubling, with the 1.5x steps between.
 COST_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+# Cost series within this fraction of each other at every size draw as one line on a log chart
+# spanning a few decades (5% is about the width of the line there).
+COINCIDE = 0.05
+# The normalised input of a training image has mean about 0 and std about 1; one whose mean is
+# further than OOD_MEAN from 0, or whose std is outside OOD_STD, is far from what the model learned on.
+OOD_MEAN = 0.75
+OOD_STD = (0.5, 2.0)
 
 
 def _check_range(name: str, value: float, low: float, high: float) -> None:
@@ -128,6 +147,75 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
             "heat": encode_array(heat), "heat_max": float(heat.max()), "rows": encode_array(rows),
             "stats": _stats(rows),
             "image": encode_array(analysis.image[0]), "prediction": prediction(entry, analysis.logits)}
+
+
+def pad_to_aspect(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """``image (1, C, h, w)`` padded (centred) to the aspect of ``size (H, W)``, the padding filled
+    per channel with the mean of the image's border, so it reads as background."""
+    _, c, h, w = image.shape
+    height, width = (h, -(-h * size[1] // size[0])) if h * size[1] >= w * size[0] else (-(-w * size[0] // size[1]), w)
+    if (height, width) == (h, w):
+        return image
+    border = torch.cat([image[..., 0, :], image[..., -1, :], image[..., :, 0], image[..., :, -1]], -1).mean(-1)
+    out = border[:, :, None, None].expand(1, c, height, width).clone()
+    top, left = (height - h) // 2, (width - w) // 2
+    out[..., top:top + h, left:left + w] = image
+    return out
+
+
+def prepared(picture: LabeledImage, entry: LoadedModel, invert: bool = False, keep_aspect: bool = False
+             ) -> LabeledImage:
+    """``picture`` as the model should read it: inverted (``1 - x``) and/or padded to the model's aspect
+    (:func:`pad_to_aspect`, so the resize that follows does not stretch it). The reference names the
+    options, so each variant is analysed, and cached, apart."""
+    if not (invert or keep_aspect):
+        return picture
+    image = 1 - picture.image if invert else picture.image
+    if keep_aspect:
+        image = pad_to_aspect(image, entry.image_size)
+    tags = [tag for tag, on in (("invert", invert), ("keep-aspect", keep_aspect)) if on]
+    return LabeledImage(f"{picture.ref}|{'|'.join(tags)}", image, picture.label)
+
+
+def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float) -> str | None:
+    """A sentence when the normalised input's ``mean`` and ``std`` are far from the training images'
+    (about 0 and 1; see :data:`OOD_MEAN`, :data:`OOD_STD`), else ``None``. ``image (1, C, H, W)`` is the
+    fitted image in [0, 1]: if its inverse would be nearer, the note says to invert."""
+    if abs(mean) <= OOD_MEAN and OOD_STD[0] <= std <= OOD_STD[1]:
+        return None
+    note = (f"This input is far from the images the model was trained on: its normalised mean is {mean:+.2f} and "
+            f"its std {std:.2f}, where theirs are about 0 and 1. Read the prediction with care.")
+    inverse = float(normalize(1 - image, entry.mean, entry.std).mean())
+    if abs(inverse) < abs(mean) and abs(mean) > OOD_MEAN:
+        note += (f" Inverted, its mean would be {inverse:+.2f}: its light and dark are likely swapped from the "
+                 f"training images' (try 'invert the image').")
+    return note
+
+
+def input_view(entry: LoadedModel, analysis: Analysis, original: torch.Tensor, invert: bool = False,
+               keep_aspect: bool = False) -> dict[str, Any]:
+    """What the model sees of ``original (1, C, h, w)``: the steps that made its input, the normalised
+    input ``(C, H, W)`` and its range, the input's mean and std, and :func:`domain_note`."""
+    _, c, h, w = original.shape
+    size = entry.image_size
+    steps = ["inverted: x becomes 1 − x"] if invert else []
+    if c != entry.channels:
+        steps.append("colour to grey by luma (0.299 R + 0.587 G + 0.114 B)" if entry.channels == 1
+                     else "grey repeated into 3 channels")
+    if (h, w) != tuple(size):
+        same_aspect = h * size[1] == w * size[0]
+        how = ("padded to the model's aspect with the border's colour, then resized" if keep_aspect and not same_aspect
+               else "resized")
+        stretched = "" if keep_aspect or same_aspect else " (stretched: 'keep the aspect ratio' pads it instead)"
+        steps.append(f"{how} from {h}×{w} to {size[0]}×{size[1]}{stretched}")
+    mean_words = ", ".join(f"{m:.3f}" for m in entry.mean)
+    std_words = ", ".join(f"{s:.3f}" for s in entry.std)
+    steps.append(f"normalised: (x − mean) / std with the training images' mean {mean_words} and std {std_words}")
+    inputs = analysis.inputs[0]
+    mean, std = float(inputs.mean()), float(inputs.std())
+    return {"input": encode_array(inputs), "range": [float(inputs.min()), float(inputs.max())],
+            "channels_words": "greyscale" if entry.channels == 1 else "RGB", "steps": steps, "mean": mean, "std": std,
+            "out_of_domain": domain_note(entry, analysis.image, mean, std)}
 
 
 def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
@@ -270,6 +358,22 @@ def cost_view(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12,
         mixes = [attention_cost(work, kind) for work in works]
         series[kind] = {"entries": [m.entries for m in mixes], "memory": [m.memory for m in mixes],
                         "flops": [flops(work, kind)["total"] for work in works]}
+    coincide = {metric: coinciding({kind: series[kind][metric] for kind in series}) for metric in COST_METRICS}
     return {"patch": patch, "dim": dim, "heads": heads, "depth": depth, "images": sides,
             "tokens": [work.tokens for work in works], "kinds": list(ATTENTION_COSTS), "metrics": list(COST_METRICS),
-            "series": series}
+            "series": series, "coincide": coincide, "coincide_tolerance": COINCIDE}
+
+
+def coinciding(series: dict[str, list[float]], tolerance: float = COINCIDE) -> list[list[str]]:
+    """Groups of two or more series whose values lie within ``tolerance`` (relative) of their group's
+    first series at every point, in the order given: lines a log chart draws on top of each other."""
+    groups: list[list[str]] = []
+    for name, values in series.items():
+        for group in groups:
+            first = series[group[0]]
+            if all(abs(a - b) <= tolerance * max(abs(a), abs(b)) for a, b in zip(values, first)):
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return [group for group in groups if len(group) > 1]

@@ -68,7 +68,8 @@ def from_hf(module: nn.Module) -> VisionTransformer:
     name = type(module).__name__
     if name not in ("ViTForImageClassification", "ViTModel"):
         raise ValueError(f"{name} is not a Hugging Face ViTForImageClassification or ViTModel")
-    model, _ = model_from_state(hf_to_vitlab(module.state_dict()), **hf_config_fields(module.config.to_dict()))
+    hf_config: Any = module.config
+    model, _ = model_from_state(hf_to_vitlab(module.state_dict()), **hf_config_fields(hf_config.to_dict()))
     return model.train(module.training)
 
 

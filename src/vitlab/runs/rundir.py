@@ -61,6 +61,8 @@ class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock_fd: int | None = None
+        self._started: bool = False         # this process wrote run.json (a new run, not a resumed one)
+        self._made_folder: bool = False
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -93,7 +95,8 @@ class RunDir:
         folder holds no other run, write ``run.json`` and ``config.json``."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other: choose one")
-        check_writable_dir(self.path).mkdir(parents=True, exist_ok=True)
+        self._made_folder = not check_writable_dir(self.path).exists()
+        self.path.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
             clean_temp_files(self.path)
@@ -111,6 +114,7 @@ class RunDir:
                 self._empty()
             self.write_json(RUN, {"kind": kind, "vitlab": __version__,
                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            self._started = True
             if config is not None:
                 self.write_json(CONFIG, config)
         except BaseException:
@@ -169,8 +173,25 @@ class RunDir:
     def __enter__(self) -> "RunDir":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None:
+            self.discard_if_unused()
         self.close()
+
+    def discard_if_unused(self) -> None:
+        """Undo :meth:`open` for a run that failed before writing anything but ``run.json`` and
+        ``config.json``, so that trying again needs no ``--overwrite``."""
+        if not self._started or not self.path.is_dir():
+            return
+        left = {p.name for p in self.path.iterdir()} - {LOCK}
+        if left <= {RUN, CONFIG}:
+            for name in left:
+                (self.path / name).unlink(missing_ok=True)
+            self._started = False
+            if self._made_folder:
+                self.close()
+                (self.path / LOCK).unlink(missing_ok=True)
+                self.path.rmdir()
 
     # -- writing ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -48,11 +49,13 @@ class DINONet(nn.Module):
         self.backbone, self.head = backbone, head
 
     def no_weight_decay(self) -> set[str]:
-        inner = self.backbone.no_weight_decay() if hasattr(self.backbone, "no_weight_decay") else set()
+        backbone: Any = self.backbone
+        inner = backbone.no_weight_decay() if hasattr(backbone, "no_weight_decay") else set()
         return {f"backbone.{n}" for n in inner}
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone.forward_head(self.backbone.forward_features(images), pre_logits=True))
+        backbone: Any = self.backbone
+        return self.head(backbone.forward_head(backbone.forward_features(images), pre_logits=True))
 
 
 @torch.no_grad()
@@ -70,6 +73,8 @@ class Centre(nn.Module):
     ``momentum=m``: ``c <- m c + (1 - m) mean(batch)`` (DINO). ``momentum=None``: ``c`` is the exact
     mean of every output seen so far (a count-weighted running mean).
     """
+    centre: torch.Tensor
+    count: torch.Tensor
 
     def __init__(self, dim: int, momentum: float | None = 0.9) -> None:
         super().__init__()
@@ -119,7 +124,9 @@ def dino_loss(student_out: list[torch.Tensor], teacher_out: list[torch.Tensor], 
     """
     teacher_p = [F.softmax((t.detach().float() - centre.centre) / teacher_temp, dim=-1) for t in teacher_out]
     student_logp = [F.log_softmax(s.float() / student_temp, dim=-1) for s in student_out]
-    total, pairs, kl = 0.0, 0, 0.0
+    total: torch.Tensor | float = 0.0
+    kl: torch.Tensor | float = 0.0
+    pairs = 0
     for i, p in enumerate(teacher_p):
         for j, logq in enumerate(student_logp):
             if i == j:
@@ -127,6 +134,10 @@ def dino_loss(student_out: list[torch.Tensor], teacher_out: list[torch.Tensor], 
                 continue
             total = total + (-p * logq).sum(-1).mean()
             pairs += 1
-    entropy = sum(-(p * p.clamp_min(1e-12).log()).sum(-1).mean() for p in teacher_p) / len(teacher_p)
+    if not isinstance(total, torch.Tensor) or not isinstance(kl, torch.Tensor):
+        raise ValueError(f"dino_loss needs the teacher's crops first among the student's and one crop more, got "
+                         f"{len(teacher_out)} teacher and {len(student_out)} student crops: pass more student crops")
+    entropies = sum(-(p * p.clamp_min(1e-12).log()).sum(-1).mean() for p in teacher_p)
+    entropy = cast(torch.Tensor, entropies) / len(teacher_p)
     centre.update(torch.cat(teacher_out))
     return DINOStats(total / pairs, entropy.detach(), kl / len(teacher_p))

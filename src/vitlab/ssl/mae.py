@@ -80,6 +80,7 @@ def mae_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, norm_
 
 class MaskedAutoencoder(nn.Module):
     """``encoder`` (a VisionTransformer, trained in place) plus a light transformer decoder."""
+    decoder_pos: torch.Tensor
 
     def __init__(self, encoder: VisionTransformer, config: MAEConfig | None = None) -> None:
         super().__init__()

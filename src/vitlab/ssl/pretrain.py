@@ -18,7 +18,7 @@ import copy
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -28,7 +28,7 @@ from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv, all_reduce_sum
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, reject_unknown
+from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, as_pair, reject_unknown
 from ..models.vit import VisionTransformer
 from ..runs import DataConfig, RunDir
 from ..runs.rundir import LAST, METRICS, SUMMARY
@@ -190,13 +190,13 @@ class MAETask(PretrainTask):
         return loss, {"loss": loss.detach() * len(batch)}, len(batch)
 
     def deliverable(self, model: nn.Module) -> nn.Module:
-        return model.encoder
+        return cast(MaskedAutoencoder, model).encoder
 
     def finish(self, run_dir: RunDir, model: nn.Module) -> None:
         from .figures import plot_reconstructions
 
         super().finish(run_dir, model)
-        mae = copy.deepcopy(self.model).eval()
+        mae = cast(MaskedAutoencoder, copy.deepcopy(self.model)).eval()
         mae.encoder.load_state_dict(model.state_dict())     # the delivered weights (the EMA when on)
         with torch.no_grad():
             x = self.batch(torch.arange(min(8, len(self.images))))
@@ -216,7 +216,7 @@ class DINOTask(PretrainTask):
         self.model = DINONet(encoder, DINOHead(encoder.embed_dim, config.dino_out_dim))
         self.teacher = copy.deepcopy(self.model)   # runs under no_grad: no gradient ever reaches it
         self.centre = Centre(config.dino_out_dim, config.centre_momentum)
-        size, patch = encoder.config.img_size[0], encoder.config.patch_size
+        size, patch = as_pair(encoder.config.img_size)[0], encoder.config.patch_size
         self.global_size = size
         self.local_size = config.local_size or max(patch, (size // 2) // patch * patch)
         if self.local_size % patch:
@@ -276,7 +276,7 @@ def pretrain(config: PretrainConfig, splits: DataSplits | None = None, reporter:
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(task, config, run_dir, reporter)
     checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
-    if checkpoint is not None:
+    if run_dir is not None and checkpoint is not None:
         last = fitted.history[-1] if fitted.history else {}
         run_dir.write_json(SUMMARY, {"method": config.method, "epochs": len(fitted.history),
                                      "final_loss": last.get("train_loss"), "seconds": fitted.seconds,

@@ -29,10 +29,11 @@ def extract_features(model: nn.Module, images: torch.Tensor, mean: Sequence[floa
     model.eval()
     device = next(model.parameters()).device
     mean_t, std_t = torch.tensor(mean, device=device), torch.tensor(std, device=device)
+    backbone: Any = model
     chunks = []
     for chunk in images.split(batch_size):
-        tokens = model.forward_features(normalize(chunk.to(device), mean_t, std_t))
-        chunks.append(model.forward_head(tokens, pre_logits=True).float())
+        tokens = backbone.forward_features(normalize(chunk.to(device), mean_t, std_t))
+        chunks.append(backbone.forward_head(tokens, pre_logits=True).float())
     return torch.cat(chunks)
 
 

@@ -107,9 +107,9 @@ def evaluate_checkpoint(source: str | Path, *, dataset: str | None = None, data_
 
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
+    loaded = load_checkpoint(source, resolve_device(device))
     run_dir = RunDir(out_dir).open("evaluate", overwrite=overwrite) if out_dir is not None else None
     try:
-        loaded = load_checkpoint(source, resolve_device(device))
         if loaded.kind not in ("classifier", "distilled-classifier"):
             raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint, not a classifier: "
                                   + ("evaluate it with --task probe" if loaded.kind == "encoder"
@@ -135,6 +135,10 @@ def evaluate_checkpoint(source: str | Path, *, dataset: str | None = None, data_
                              report.get("calibrated", {}).get("reliability"), title=title)
             plot_confusion(report["confusion"], data.classes, run_dir.figure_path("confusion.png"), title=title)
         return report
+    except BaseException:
+        if run_dir is not None:
+            run_dir.discard_if_unused()
+        raise
     finally:
         if run_dir is not None:
             run_dir.close()

@@ -1,4 +1,4 @@
-// Talking to the explorer's server: JSON requests, encoded tensors, page states.
+// Talking to the explorer's server: JSON requests, encoded tensors, the state of each part of a page.
 // The server computes every number; this module only fetches and decodes.
 
 export class ApiError extends Error {}
@@ -6,15 +6,15 @@ export class ApiError extends Error {}
 export async function getJSON(path, params = {}) {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null) query.set(key, value);
+    if (value !== undefined && value !== null && value !== "") query.set(key, value);
   }
   const url = query.toString() ? `${path}?${query}` : path;
   return answer(await fetch(url));
 }
 
-export async function postFile(path, file) {
+export async function postFile(path, file, name = "image.png") {
   const form = new FormData();
-  form.append("file", file);
+  form.append("file", file, file.name || name);
   return answer(await fetch(path, { method: "POST", body: form }));
 }
 
@@ -32,38 +32,63 @@ export function decode(encoded) {
   return { shape: encoded.shape, data: new Float32Array(bytes.buffer) };
 }
 
-// Run `request` for a page, keeping only the latest answer: a slider fires many requests, and an
-// older one that returns late must not overwrite a newer one. The page element's data-state says
-// "loading", "ready" or "error" (tests and the benchmark wait on it).
-export function latest(page, errorBox) {
-  let counter = 0;
-  return async (request, draw) => {
-    const ticket = ++counter;
-    page.dataset.state = "loading";
-    try {
-      const result = await request();
-      if (ticket !== counter) return;
-      draw(result);
-      errorBox.textContent = "";
-      page.dataset.state = "ready";
-    } catch (err) {
-      if (ticket !== counter) return;
-      errorBox.textContent = err.message;
-      page.dataset.state = "error";
-    }
-  };
+// Names for the loaded models, told apart: "vit-digits (learned)", and where two would read the same,
+// the end of their paths as well ("vit-digits (learned) — a/best", "vit-digits (learned) — b/best").
+export function modelLabels(models) {
+  const base = models.map((m) => `${m.model} (${m.pos_embed ?? "no positions"})`);
+  return models.map((m, i) => {
+    const twins = models.filter((_, j) => base[j] === base[i]);
+    if (twins.length < 2) return base[i];
+    const parts = twins.map((t) => t.file.split("/").filter(Boolean));
+    let depth = 1;
+    const tail = (p) => p.slice(-depth).join("/");
+    while (depth < Math.max(...parts.map((p) => p.length)) && new Set(parts.map(tail)).size < parts.length) depth++;
+    return `${base[i]} — ${tail(m.file.split("/").filter(Boolean))}`;
+  });
 }
 
 export function $(id) {
   return document.getElementById(id);
 }
 
-// Numbers as the pages print them (formatting only: the values come from the server).
-export function fmt(value, digits = 4) {
-  if (value === null || value === undefined) return "–";
-  if (typeof value !== "number") return String(value);
-  if (Number.isInteger(value)) return value.toLocaleString("en");
-  const size = Math.abs(value);
-  if (size !== 0 && (size >= 1e6 || size < 1e-3)) return value.toExponential(2);
-  return value.toFixed(digits);
+// Say `text` in the page's polite live region (results), once the current one has been read.
+let pending = null;
+export function announce(text) {
+  clearTimeout(pending);
+  pending = setTimeout(() => { $("announce").textContent = text; }, 250);
+}
+
+// A page's state is its parts' (".unit" elements): error if one failed, loading while one loads.
+function settlePage(unit) {
+  const page = unit.closest(".page");
+  if (!page || page === unit) return;
+  const units = [...(page.classList.contains("unit") ? [page] : []), ...page.querySelectorAll(".unit")];
+  const states = units.map((u) => u.dataset.state);
+  page.dataset.state = states.includes("error") ? "error" : states.includes("loading") ? "loading" : "ready";
+}
+
+// Run `request` for one part of a page (`unit`), keeping only the latest answer: a slider fires many
+// requests, and an older one that returns late must not overwrite a newer one. The unit's data-state
+// says "loading", "ready" or "error" (tests and the benchmark wait on it). An error is shown in
+// `errorBox` (next to the controls that caused it, role=alert so it is announced) and the unit's
+// figures, now stale, are hidden until an answer draws them again.
+export function latest(unit, errorBox) {
+  let counter = 0;
+  const set = (state) => { unit.dataset.state = state; settlePage(unit); };
+  return async (request, draw) => {
+    const ticket = ++counter;
+    set("loading");
+    try {
+      const result = await request();
+      if (ticket !== counter) return;
+      draw(result);
+      errorBox.textContent = "";
+      set("ready");
+    } catch (err) {
+      if (ticket !== counter) return;
+      errorBox.textContent = err.message;
+      set("error");
+      if (!(err instanceof ApiError)) console.error(err);
+    }
+  };
 }

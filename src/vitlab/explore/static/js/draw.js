@@ -1,29 +1,82 @@
-// Canvas drawing: images, heatmaps, bars and line charts. Drawing only; every value is given.
+// Canvas drawing: images, heatmaps and their colour bars, bars, line charts with their legends beside
+// the plot, and overlays for linked highlights. Drawing only: every value is given.
+//
+// A canvas is drawn in CSS pixels (its width and height attributes as first written, kept in
+// data-width and data-height) on a backing store devicePixelRatio times larger, so it is crisp on any
+// screen; CSS shrinks it with the page (max-width: 100%) and keeps its aspect.
+import { measure } from "./format.js";
 
-const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
-  [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
-const GREY = [[0, 0, 0], [255, 255, 255]];
-export const SERIES = ["#3b5bdb", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#1098ad", "#5c940d", "#862e9c"];
+const MAPS = {
+  viridis: [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+    [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]],
+  // Signed values: blue below zero, white at zero, red above (ColorBrewer RdBu).
+  diverging: [[33, 102, 172], [67, 147, 195], [146, 197, 222], [209, 229, 240], [247, 247, 247],
+    [253, 219, 199], [244, 165, 130], [214, 96, 77], [178, 24, 43]],
+  grey: [[0, 0, 0], [255, 255, 255]],
+};
+// Twelve colours apart to most eyes (Tableau 10 and two more); past twelve series the dash pattern varies too.
+export const SERIES = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+  "#bcbd22", "#17becf", "#393b79", "#b15928"];
+const DASHES = [[], [7, 4], [2, 3], [9, 3, 2, 3]];
+const INK = "#5d6675", HIGHLIGHT = "#ff2d55", SELECTED = "#e8590c";
 
-export function colour(t, map = VIRIDIS) {
-  const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (map.length - 1);
-  const i = Math.min(map.length - 2, Math.floor(x));
+function seriesStyle(k) {
+  return { colour: SERIES[k % SERIES.length], dash: DASHES[Math.floor(k / SERIES.length) % DASHES.length] };
+}
+
+export function colour(t, map = "viridis") {
+  const stops = MAPS[map];
+  const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (stops.length - 1);
+  const i = Math.min(stops.length - 2, Math.floor(x));
   const f = x - i;
-  return map[i].map((c, k) => Math.round(c + f * (map[i + 1][k] - c)));
+  return stops[i].map((c, k) => Math.round(c + f * (stops[i + 1][k] - c)));
 }
 
-export function grey(t) {
-  return colour(t, GREY);
-}
-
-function context(canvas) {
+// The canvas ready to draw on in CSS pixels: {canvas, ctx, w, h}. Cleared unless `clear` is false.
+export function surface(canvas, clear = true) {
+  if (!canvas.dataset.width) {
+    canvas.dataset.width = canvas.getAttribute("width");
+    canvas.dataset.height = canvas.getAttribute("height");
+  }
+  const w = Number(canvas.dataset.width), h = Number(canvas.dataset.height);
+  const ratio = window.devicePixelRatio || 1;
+  const bw = Math.round(w * ratio), bh = Math.round(h * ratio);
+  if (canvas.width !== bw || canvas.height !== bh) { canvas.width = bw; canvas.height = bh; }
+  if (!canvas.classList.contains("fluid")) canvas.style.width = `${w}px`;
   const ctx = canvas.getContext("2d");
+  ctx.setTransform(bw / w, 0, 0, bh / h, 0, 0);
   ctx.imageSmoothingEnabled = false;
-  return ctx;
+  if (clear) ctx.clearRect(0, 0, w, h);
+  return { canvas, ctx, w, h };
 }
 
-// rows x cols RGBA cells from `pixel(r, c) -> [r, g, b, a]`, scaled into the rectangle.
-function paintCells(ctx, rows, cols, pixel, x, y, w, h) {
+// A chart's surface: as wide as it was first made, or as the room its page has if that is less, so its
+// text keeps its size on a narrow screen (a chart is redrawn narrower, not shrunk).
+function chartSurface(canvas) {
+  if (!canvas.dataset.fullWidth) canvas.dataset.fullWidth = canvas.dataset.width || canvas.getAttribute("width");
+  if (!canvas.dataset.height) canvas.dataset.height = canvas.getAttribute("height");
+  const room = canvas.closest(".page")?.clientWidth || Infinity;
+  canvas.dataset.width = Math.min(Number(canvas.dataset.fullWidth), Math.max(200, Math.floor(room - 4)));
+  return surface(canvas);
+}
+
+// A new canvas of `width` x `height` CSS pixels; with a `label` it is an image with that text alternative.
+export function makeCanvas(width, height, label = null) {
+  const canvas = document.createElement("canvas");
+  canvas.width = width; canvas.height = height;
+  canvas.dataset.width = width; canvas.dataset.height = height;
+  if (label) describe(canvas, label);
+  return canvas;
+}
+
+// A drawn figure's text alternative (a canvas that is not a control is an image).
+export function describe(canvas, label) {
+  if (!canvas.getAttribute("role")) canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", label);
+}
+
+// rows x cols RGBA cells from `pixel(r, c) -> [r, g, b, a]`, scaled into `box`.
+function paintCells(s, rows, cols, pixel, box) {
   const off = new OffscreenCanvas(cols, rows);
   const octx = off.getContext("2d");
   const data = octx.createImageData(cols, rows);
@@ -34,48 +87,53 @@ function paintCells(ctx, rows, cols, pixel, x, y, w, h) {
     }
   }
   octx.putImageData(data, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, x, y, w, h);
+  s.ctx.imageSmoothingEnabled = false;
+  s.ctx.drawImage(off, box.x, box.y, box.w, box.h);
 }
 
-// Fit a rows x cols grid of square cells into the canvas; returns the rectangle used.
-export function fitBox(canvas, rows, cols, margin = 0) {
-  const cell = Math.min((canvas.width - 2 * margin) / cols, (canvas.height - 2 * margin) / rows);
+// The rectangle of square cells of a rows x cols grid centred in the surface.
+export function fitBox(s, rows, cols, margin = 0) {
+  const cell = Math.min((s.w - 2 * margin) / cols, (s.h - 2 * margin) / rows);
   const w = cell * cols, h = cell * rows;
-  return { x: (canvas.width - w) / 2, y: (canvas.height - h) / 2, w, h, cell };
+  return { x: (s.w - w) / 2, y: (s.h - h) / 2, w, h, cell };
 }
 
-// An image {shape: [C, H, W], data} in [0, 1], over an area of `pad` (padded size [H', W']).
-export function drawImage(canvas, image, pad = null, clear = true) {
+// An image {shape: [C, H, W], data} in [0, 1] over an area of `pad` (padded size [H', W']); returns its box.
+export function paintImage(s, image, pad = null) {
   const [c, h, w] = image.shape;
   const [ph, pw] = pad || [h, w];
-  const ctx = context(canvas);
-  if (clear) ctx.clearRect(0, 0, canvas.width, canvas.height);
-  const box = fitBox(canvas, ph, pw);
+  const box = fitBox(s, ph, pw);
   const plane = h * w;
-  paintCells(ctx, ph, pw, (r, col) => {
+  paintCells(s, ph, pw, (r, col) => {
     if (r >= h || col >= w) return [230, 232, 236];
     const i = r * w + col;
     const v = c === 3 ? [image.data[i], image.data[plane + i], image.data[2 * plane + i]]
       : [image.data[i], image.data[i], image.data[i]];
     return v.map((x) => Math.round(255 * Math.min(1, Math.max(0, x))));
-  }, box.x, box.y, box.w, box.h);
+  }, box);
   return box;
 }
 
-// Values on a rows x cols grid over `box`, coloured on [lo, hi], with transparency `alpha`.
-export function drawHeat(canvas, values, rows, cols, lo, hi, { box = null, alpha = 1, offset = 0, map = colour } = {}) {
-  const ctx = context(canvas);
-  const area = box || fitBox(canvas, rows, cols);
-  const span = hi - lo || 1;
-  paintCells(ctx, rows, cols, (r, c) => [...map((values[offset + r * cols + c] - lo) / span), Math.round(255 * alpha)],
-    area.x, area.y, area.w, area.h);
+export function drawImage(canvas, image, pad = null) {
+  return paintImage(surface(canvas), image, pad);
+}
+
+// Values on a rows x cols grid over `box`, coloured on `scale` {lo, hi, map}, with transparency `alpha`.
+export function paintHeat(s, values, rows, cols, scale, { box = null, alpha = 1, offset = 0 } = {}) {
+  const area = box || fitBox(s, rows, cols);
+  const span = scale.hi - scale.lo || 1;
+  paintCells(s, rows, cols, (r, c) => [...colour((values[offset + r * cols + c] - scale.lo) / span, scale.map),
+    Math.round(255 * alpha)], area);
   return area;
 }
 
-export function drawGridLines(canvas, box, rows, cols, colourText = "rgba(255,255,255,0.8)") {
-  const ctx = context(canvas);
-  ctx.strokeStyle = colourText;
+export function drawHeat(canvas, values, rows, cols, scale, options = {}) {
+  return paintHeat(surface(canvas), values, rows, cols, scale, options);
+}
+
+export function paintGrid(s, box, rows, cols, stroke = "rgba(255,255,255,0.8)") {
+  const { ctx } = s;
+  ctx.strokeStyle = stroke;
   ctx.lineWidth = 1;
   ctx.beginPath();
   for (let r = 0; r <= rows; r++) {
@@ -89,47 +147,125 @@ export function drawGridLines(canvas, box, rows, cols, colourText = "rgba(255,25
   ctx.stroke();
 }
 
-export function outlineCell(canvas, box, rows, cols, index, stroke = "#ff2d55") {
-  const ctx = context(canvas);
+// A frame around cell `index` (raster order) of a rows x cols grid over `box`.
+export function paintOutline(s, box, rows, cols, index, stroke = SELECTED, width = 3) {
+  if (index === null || index < 0 || index >= rows * cols) return;
   const r = Math.floor(index / cols), c = index % cols;
-  ctx.strokeStyle = stroke;
+  const cw = box.w / cols, ch = box.h / rows, inset = Math.min(width / 2, cw / 4, ch / 4);
+  s.ctx.strokeStyle = stroke;
+  s.ctx.lineWidth = Math.min(width, cw / 3, ch / 3) || 1;
+  s.ctx.strokeRect(box.x + c * cw + inset, box.y + r * ch + inset, cw - 2 * inset, ch - 2 * inset);
+}
+
+// The linked highlight: the cell framed in white over a dark edge, visible on any colour.
+export function paintHighlight(s, box, rows, cols, index) {
+  paintOutline(s, box, rows, cols, index, "rgba(0,0,0,0.7)", 5);
+  paintOutline(s, box, rows, cols, index, HIGHLIGHT, 2.5);
+}
+
+// Each cell's number (raster order) in its corner, where cells are at least `smallest` pixels.
+export function paintNumbers(s, box, rows, cols, smallest = 18) {
+  const cw = box.w / cols, ch = box.h / rows;
+  if (Math.min(cw, ch) < smallest) return;
+  const { ctx } = s;
+  const size = Math.max(8, Math.min(12, Math.floor(Math.min(cw, ch) / 3)));
+  ctx.font = `600 ${size}px system-ui, sans-serif`;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
   ctx.lineWidth = 3;
-  ctx.strokeRect(box.x + (box.w * c) / cols + 1.5, box.y + (box.h * r) / rows + 1.5, box.w / cols - 3, box.h / rows - 3);
+  ctx.strokeStyle = "rgba(0,0,0,0.75)";
+  ctx.fillStyle = "#fff";
+  for (let k = 0; k < rows * cols; k++) {
+    const x = box.x + (k % cols) * cw + 2, y = box.y + Math.floor(k / cols) * ch + 2;
+    ctx.strokeText(String(k), x, y);
+    ctx.fillText(String(k), x, y);
+  }
+  ctx.textBaseline = "alphabetic";
 }
 
-// The grid cell under a click, or -1.
-export function cellAt(event, canvas, box, rows, cols) {
-  const rect = canvas.getBoundingClientRect();
-  const x = ((event.clientX - rect.left) * canvas.width) / rect.width - box.x;
-  const y = ((event.clientY - rect.top) * canvas.height) / rect.height - box.y;
-  if (x < 0 || y < 0 || x >= box.w || y >= box.h) return -1;
-  return Math.floor((y / box.h) * rows) * cols + Math.floor((x / box.w) * cols);
+// The scale {lo, hi, map} of a heatmap as a colour bar: a gradient strip and its values at both ends and
+// the middle, in `element` (which states the range in data-lo and data-hi, and as text for screen readers).
+export function colourBar(element, scale, label, format = measure) {
+  element.replaceChildren();
+  element.dataset.lo = scale.lo;
+  element.dataset.hi = scale.hi;
+  element.dataset.map = scale.map;
+  element.setAttribute("role", "img");
+  element.setAttribute("aria-label", `colour scale, ${label}: ${format(scale.lo)} to ${format(scale.hi)}`);
+  const strip = makeCanvas(200, 10);
+  strip.classList.add("fluid");
+  const s = surface(strip);
+  const steps = 100;
+  for (let i = 0; i < steps; i++) {
+    s.ctx.fillStyle = `rgb(${colour(i / (steps - 1), scale.map).join(",")})`;
+    s.ctx.fillRect((i * s.w) / steps, 0, s.w / steps + 0.5, s.h);
+  }
+  const ticks = document.createElement("div");
+  ticks.className = "ticks";
+  for (const v of [scale.lo, (scale.lo + scale.hi) / 2, scale.hi]) {
+    const tick = document.createElement("span");
+    tick.textContent = format(v);
+    ticks.append(tick);
+  }
+  const name = document.createElement("span");
+  name.className = "scale-label";
+  name.textContent = label;
+  element.append(strip, ticks, name);
 }
 
-// Bars of `values` from 0 (or the lowest negative value) with an optional dashed reference line.
-export function drawBars(canvas, values, { line = null, lineLabel = "", top = null, highlight = -1, labels = null } = {}) {
-  const ctx = context(canvas);
-  const W = canvas.width, H = canvas.height, left = 34, bottom = 18, right = 8, topPad = 10;
-  ctx.clearRect(0, 0, W, H);
-  const hi = Math.max(top ?? -Infinity, ...values, line ?? -Infinity, 0);
+// The canvas laid over `canvas` (created once, in a wrapper that stacks them) for highlights that change
+// often; `paint(s)` draws on it, cleared, at the base canvas's size.
+export function drawOverlay(canvas, paint = null) {
+  let top = canvas.overlayCanvas;
+  if (!top) {
+    const stack = document.createElement("span");
+    stack.className = "stack";
+    canvas.replaceWith(stack);
+    top = document.createElement("canvas");
+    top.className = "overlay fluid";
+    top.setAttribute("aria-hidden", "true");
+    stack.append(canvas, top);
+    canvas.overlayCanvas = top;
+  }
+  top.dataset.width = canvas.dataset.width || canvas.getAttribute("width");
+  top.dataset.height = canvas.dataset.height || canvas.getAttribute("height");
+  const s = surface(top);
+  if (paint) paint(s);
+  return s;
+}
+
+// Bars of `values` from 0 (or the lowest negative value), up to `top` when given, with an optional dashed
+// reference line; bar `selected` in orange, bar `highlight` framed. Returns the geometry to hit-test.
+export function drawBars(canvas, values, { line = null, lineLabel = "", top = null, selected = -1, highlight = -1,
+  labels = null } = {}) {
+  const s = chartSurface(canvas);
+  const { ctx, w: W, h: H } = s;
+  const left = 40, bottom = 18, right = 8, topPad = 10;
+  const hi = top ?? Math.max(...values, line ?? -Infinity, 0);
   const lo = Math.min(0, ...values);
-  const y = (v) => topPad + (H - topPad - bottom) * (1 - (v - lo) / (hi - lo || 1));
+  const y = (v) => topPad + (H - topPad - bottom) * (1 - (Math.min(v, hi) - lo) / (hi - lo || 1));
   const step = (W - left - right) / values.length;
   values.forEach((v, i) => {
-    ctx.fillStyle = i === highlight ? "#e8590c" : "#3b5bdb";
+    ctx.fillStyle = i === selected ? SELECTED : "#3b5bdb";
     const y0 = y(Math.max(0, v)), y1 = y(Math.min(0, v));
     ctx.fillRect(left + i * step + step * 0.12, y0, step * 0.76, Math.max(1, y1 - y0));
   });
-  ctx.fillStyle = "#5d6675";
-  ctx.font = "10px system-ui";
+  if (highlight >= 0 && highlight < values.length) {
+    ctx.strokeStyle = HIGHLIGHT;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(left + highlight * step + 1, topPad - 4, step - 2, H - topPad - bottom + 6);
+  }
+  ctx.fillStyle = INK;
+  ctx.font = "10px system-ui, sans-serif";
   ctx.textAlign = "right";
-  ctx.fillText(hi.toPrecision(2), left - 4, topPad + 8);
-  ctx.fillText(lo === 0 ? "0" : lo.toPrecision(2), left - 4, y(lo));
+  ctx.fillText(measure(hi), left - 4, topPad + 8);
+  ctx.fillText(lo === 0 ? "0" : measure(lo), left - 4, y(lo));
   ctx.strokeStyle = "#98a1b0";
+  ctx.lineWidth = 1;
   ctx.beginPath(); ctx.moveTo(left, y(0)); ctx.lineTo(W - right, y(0)); ctx.stroke();
   if (labels) {
     ctx.textAlign = "center";
-    const every = Math.ceil(labels.length / 24);
+    const every = Math.ceil(labels.length / Math.max(4, Math.floor((W - left) / 18)));
     labels.forEach((label, i) => { if (i % every === 0) ctx.fillText(label, left + (i + 0.5) * step, H - 5); });
   }
   if (line !== null) {
@@ -145,6 +281,7 @@ export function drawBars(canvas, values, { line = null, lineLabel = "", top = nu
     ctx.fillText(lineLabel, W - right, y(line) - 4);
     ctx.lineWidth = 1;
   }
+  return { left, step, count: values.length };
 }
 
 function ticks(lo, hi, log, integers = false) {
@@ -167,14 +304,16 @@ function tickText(v, log) {
   return Math.abs(v) >= 1e4 ? v.toExponential(0) : String(Number(v.toPrecision(4)));
 }
 
-// Lines of {label, x, y} on linear or log axes, with a legend.
-export function drawLines(canvas, series, { logX = false, logY = false, xLabel = "", yLabel = "", points = false } = {}) {
-  const ctx = context(canvas);
-  const W = canvas.width, H = canvas.height, left = 58, right = 12, top = 12, bottom = 40;
-  ctx.clearRect(0, 0, W, H);
+// Lines of {label, x, y, colour, dash} on linear or log axes; the axes fit every series, drawn or hidden,
+// so hiding one never rescales the others. Series whose label is in `hidden` are not drawn.
+export function drawLines(canvas, series, { logX = false, logY = false, xLabel = "", yLabel = "", points = false,
+  hidden = new Set() } = {}) {
+  const s = chartSurface(canvas);
+  const { ctx, w: W, h: H } = s;
+  const left = 58, right = 12, top = 12, bottom = 40;
   const ok = (v, log) => v !== null && Number.isFinite(v) && (!log || v > 0);
-  const xs = series.flatMap((s) => s.x.filter((v) => ok(v, logX)));
-  const ys = series.flatMap((s) => s.y.filter((v) => ok(v, logY)));
+  const xs = series.flatMap((c) => c.x.filter((v) => ok(v, logX)));
+  const ys = series.flatMap((c) => c.y.filter((v) => ok(v, logY)));
   if (!xs.length || !ys.length) return;
   const tx = (v) => (logX ? Math.log10(v) : v), ty = (v) => (logY ? Math.log10(v) : v);
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)], [y0, y1] = [Math.min(...ys), Math.max(...ys)];
@@ -182,9 +321,10 @@ export function drawLines(canvas, series, { logX = false, logY = false, xLabel =
   if (y0 === y1) { y0 = logY ? y0 / 2 : y0 - 0.5; y1 = logY ? y1 * 2 : y1 + 0.5; }
   const X = (v) => left + ((tx(v) - tx(x0)) / (tx(x1) - tx(x0))) * (W - left - right);
   const Y = (v) => top + (1 - (ty(v) - ty(y0)) / (ty(y1) - ty(y0))) * (H - top - bottom);
-  ctx.font = "10px system-ui";
+  ctx.font = "10px system-ui, sans-serif";
   ctx.strokeStyle = "#e3e6ec";
-  ctx.fillStyle = "#5d6675";
+  ctx.fillStyle = INK;
+  ctx.lineWidth = 1;
   ctx.textAlign = "right";
   for (const v of ticks(y0, y1, logY)) {
     if (v < y0 * (logY ? 0.999 : 1) - 1e-12 || v > y1 * 1.001 + 1e-12) continue;
@@ -198,22 +338,64 @@ export function drawLines(canvas, series, { logX = false, logY = false, xLabel =
     ctx.fillText(tickText(v, logX), X(v), H - bottom + 12);
   }
   ctx.fillText(xLabel, (left + W - right) / 2, H - 6);
-  ctx.save(); ctx.translate(12, (top + H - bottom) / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(yLabel, 0, 0); ctx.restore();
-  series.forEach((s, k) => {
-    ctx.strokeStyle = ctx.fillStyle = s.colour || SERIES[k % SERIES.length];
+  ctx.save();
+  ctx.translate(12, (top + H - bottom) / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(yLabel, 0, 0);
+  ctx.restore();
+  series.forEach((c, k) => {
+    if (hidden.has(c.label)) return;
+    const style = seriesStyle(k);
+    ctx.strokeStyle = ctx.fillStyle = c.colour || style.colour;
+    ctx.setLineDash(c.dash || style.dash);
     ctx.lineWidth = 2;
     ctx.beginPath();
     let started = false;
-    s.x.forEach((xv, i) => {
-      const yv = s.y[i];
+    c.x.forEach((xv, i) => {
+      const yv = c.y[i];
       if (!ok(xv, logX) || !ok(yv, logY)) { started = false; return; }
       if (started) ctx.lineTo(X(xv), Y(yv)); else ctx.moveTo(X(xv), Y(yv));
       started = true;
     });
     ctx.stroke();
-    if (points) s.x.forEach((xv, i) => { if (ok(xv, logX) && ok(s.y[i], logY)) ctx.fillRect(X(xv) - 2, Y(s.y[i]) - 2, 4, 4); });
-    ctx.textAlign = "left";
-    ctx.fillText(s.label, left + 8, top + 12 + 13 * k);
+    ctx.setLineDash([]);
+    if (!points) return;
+    c.x.forEach((xv, i) => { if (ok(xv, logX) && ok(c.y[i], logY)) ctx.fillRect(X(xv) - 2, Y(c.y[i]) - 2, 4, 4); });
   });
   ctx.lineWidth = 1;
+}
+
+// A line chart with its legend beside the plot: each entry a toggle button (aria-pressed) that hides or
+// shows its series; `notes` are sentences under the legend (e.g. which series coincide).
+export function lineChart(canvas, list, series, options = {}, notes = []) {
+  const hidden = canvas.hiddenSeries || (canvas.hiddenSeries = new Set());
+  for (const label of [...hidden]) if (!series.some((c) => c.label === label)) hidden.delete(label);
+  const redraw = () => drawLines(canvas, series, { ...options, hidden });
+  redraw();
+  list.replaceChildren();
+  series.forEach((c, k) => {
+    const style = seriesStyle(k);
+    const item = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "series";
+    button.style.setProperty("--colour", c.colour || style.colour);
+    if ((c.dash || style.dash).length) button.classList.add("dashed");
+    button.setAttribute("aria-pressed", String(!hidden.has(c.label)));
+    button.dataset.colour = c.colour || style.colour;
+    button.textContent = c.label;
+    button.addEventListener("click", () => {
+      if (hidden.has(c.label)) hidden.delete(c.label); else hidden.add(c.label);
+      button.setAttribute("aria-pressed", String(!hidden.has(c.label)));
+      redraw();
+    });
+    item.append(button);
+    list.append(item);
+  });
+  for (const note of notes) {
+    const item = document.createElement("li");
+    item.className = "legend-note";
+    item.textContent = note;
+    list.append(item);
+  }
+  const names = series.map((c) => c.label).join(", ");
+  describe(canvas, `${options.yLabel || "value"} against ${options.xLabel || "x"}: ${names}`);
 }

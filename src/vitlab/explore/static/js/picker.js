@@ -1,9 +1,13 @@
-// The image picker shared by the Tokens and Attention pages: a sample source, its thumbnails,
-// or an uploaded PNG / JPEG. Listeners hear the new image reference ("digits:3", "upload:ab12...").
+// The image picker shared by the Tokens and Attention pages: a sample source and its thumbnails, an
+// uploaded PNG / JPEG, or a digit drawn on the pad. Listeners hear the new image reference
+// ("digits:3", "upload:ab12..."), which is also kept in the URL.
 import { $, decode, getJSON, postFile } from "./api.js";
-import { drawImage } from "./draw.js";
+import { arrowKeys, roving } from "./cursor.js";
+import { drawImage, surface } from "./draw.js";
+import { remember, setting } from "./state.js";
 
 const THUMBS = 24;
+const PAD_INK = 14;             // stroke width on the 112-pixel pad: about a pixel of an 8x8 digit, 3 of a 28x28
 const listeners = [];
 export const picker = { ref: null };
 
@@ -14,35 +18,104 @@ export function onImage(listener) {
 function choose(ref, caption) {
   picker.ref = ref;
   $("picker-current").textContent = caption;
+  remember({ ref });
   listeners.forEach((listener) => listener(ref));
 }
 
-async function showSource(name) {
+function thumbButtons() {
+  return [...$("picker-thumbs").querySelectorAll("button")];
+}
+
+function press(button) {
+  const buttons = thumbButtons();
+  buttons.forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
+  roving(buttons, Math.max(0, buttons.indexOf(button)));
+}
+
+// The thumbnails of `name` from `start`; chooses image `wanted` (an index) when given, else the first.
+async function showSource(name, start = 0, wanted = null) {
   const box = $("picker-thumbs");
   box.replaceChildren();
   $("picker-error").textContent = "";
   try {
-    const page = await getJSON(`/api/samples/${encodeURIComponent(name)}`, { count: THUMBS });
+    const page = await getJSON(`/api/samples/${encodeURIComponent(name)}`, { start, count: THUMBS });
     const images = decode(page.images);
-    const [n, c, h, w] = images.shape;
+    const [, c, h, w] = images.shape;
     page.index.forEach((index, k) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "thumb";
+      button.dataset.ref = `${name}:${index}`;
+      button.setAttribute("aria-label", `${name} #${index}, label ${page.labels[k]}`);
       const canvas = document.createElement("canvas");
       canvas.width = w; canvas.height = h;
-      canvas.title = `${name} #${index}: ${page.labels[k]}`;
-      canvas.dataset.ref = `${name}:${index}`;
+      canvas.classList.add("fluid");
+      canvas.setAttribute("aria-hidden", "true");
       drawImage(canvas, { shape: [c, h, w], data: images.data.subarray(k * c * h * w, (k + 1) * c * h * w) });
-      canvas.addEventListener("click", () => select(canvas, `${name} #${index} (label ${page.labels[k]}, ${h}×${w})`));
-      box.append(canvas);
+      button.append(canvas);
+      button.addEventListener("click", () => {
+        press(button);
+        choose(button.dataset.ref, `${name} #${index} (label ${page.labels[k]}, ${h}×${w})`);
+      });
+      box.append(button);
     });
-    select(box.firstChild, `${name} #${page.index[0]} (label ${page.labels[0]}, ${h}×${w})`);
+    const first = wanted === null ? 0 : Math.max(0, page.index.indexOf(wanted));
+    thumbButtons()[first].click();
   } catch (err) {
     $("picker-error").textContent = err.message;
   }
 }
 
-function select(canvas, caption) {
-  for (const other of $("picker-thumbs").children) other.classList.toggle("selected", other === canvas);
-  choose(canvas.dataset.ref, caption);
+async function upload(file, caption) {
+  $("picker-error").textContent = "";
+  try {
+    const answer = await postFile("/api/uploads", file);
+    press(null);
+    const channels = answer.channels === 1 ? "greyscale" : "RGB";
+    choose(answer.ref, `${caption || answer.filename} (${answer.height}×${answer.width}, ${channels})`);
+  } catch (err) {
+    $("picker-error").textContent = err.message;
+  }
+}
+
+// The drawing pad: white ink on black, as the digits were written; the drawing is sent when the pen lifts.
+function initPad() {
+  const pad = $("pad");
+  const clear = () => {
+    const s = surface(pad);
+    s.ctx.fillStyle = "#000";
+    s.ctx.fillRect(0, 0, s.w, s.h);
+  };
+  clear();
+  const point = (event) => {
+    const rect = pad.getBoundingClientRect();
+    return [((event.clientX - rect.left) * 112) / rect.width, ((event.clientY - rect.top) * 112) / rect.height];
+  };
+  let drawing = false;
+  pad.addEventListener("pointerdown", (event) => {
+    drawing = true;
+    pad.setPointerCapture(event.pointerId);
+    const ctx = pad.getContext("2d");
+    const [x, y] = point(event);
+    Object.assign(ctx, { strokeStyle: "#fff", lineWidth: PAD_INK, lineCap: "round", lineJoin: "round" });
+    ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x + 0.01, y); ctx.stroke();
+  });
+  pad.addEventListener("pointermove", (event) => {
+    if (!drawing) return;
+    const ctx = pad.getContext("2d");
+    const [x, y] = point(event);
+    ctx.lineTo(x, y); ctx.stroke();
+  });
+  const finish = async () => {
+    if (!drawing) return;
+    drawing = false;
+    const copy = new OffscreenCanvas(112, 112);
+    copy.getContext("2d").drawImage(pad, 0, 0, 112, 112);
+    await upload(await copy.convertToBlob({ type: "image/png" }), "your drawing");
+  };
+  pad.addEventListener("pointerup", finish);
+  pad.addEventListener("pointercancel", finish);
+  $("pad-clear").addEventListener("click", clear);
 }
 
 export function initPicker(info) {
@@ -54,23 +127,23 @@ export function initPicker(info) {
     select.append(option);
   }
   select.addEventListener("change", () => showSource(select.value));
+  arrowKeys($("picker-thumbs"), "button", () => 1);
   $("picker-upload").addEventListener("change", async (event) => {
     const file = event.target.files[0];
-    if (!file) return;
-    $("picker-error").textContent = "";
-    try {
-      const upload = await postFile("/api/uploads", file);
-      for (const other of $("picker-thumbs").children) other.classList.remove("selected");
-      const channels = upload.channels === 1 ? "greyscale" : "RGB";
-      choose(upload.ref, `${upload.filename} (${upload.height}×${upload.width}, ${channels})`);
-    } catch (err) {
-      $("picker-error").textContent = err.message;
-    }
+    if (file) await upload(file);
     event.target.value = "";
   });
-  const first = info.samples.find((s) => s.available);
-  if (first) {
-    select.value = first.name;
-    showSource(first.name);
+  initPad();
+  const [source, key] = (setting("ref") || "").split(":");
+  const available = info.samples.filter((s) => s.available).map((s) => s.name);
+  if (source === "upload" && key) {
+    choose(`upload:${key}`, "your upload");
+  } else if (available.includes(source) && /^\d+$/.test(key || "")) {
+    const index = Number(key);
+    select.value = source;
+    showSource(source, index - (index % THUMBS), index);
+  } else if (available.length) {
+    select.value = available[0];
+    showSource(available[0]);
   }
 }

@@ -1,12 +1,16 @@
-// Runs page: the overview of every run and one run's table, each ranked by the clicked column on
-// the server (which also gives the extremes and bar lengths); learning curves; the report's figures.
-import { $, fmt, getJSON, latest } from "./api.js";
-import { drawLines } from "./draw.js";
+// Runs page: the overview of every run and one run's table, each ranked by the chosen column on the
+// server (which also gives the extremes and bar lengths); learning curves; the report's figures; a link
+// from a trained run to its checkpoint on the Attention page when the explorer loaded it.
+import { $, announce, getJSON, latest } from "./api.js";
+import { openModel } from "./attention.js";
+import { lineChart, makeCanvas } from "./draw.js";
+import { column } from "./format.js";
+import { remember, setting } from "./state.js";
 
-const page = $("page-runs");
-const runOverview = latest(page, $("runs-error"));
-const runDetail = latest($("run-detail"), $("runs-error"));
-const state = { overview: { sort: null, descending: null }, detail: { sort: null, descending: null }, selected: null };
+const runOverview = latest($("page-runs"), $("runs-error"));
+const runDetail = latest($("run-detail"), $("run-error"));
+const state = { overview: { sort: null, descending: null }, detail: { sort: null, descending: null }, selected: null,
+  info: null, roots: [] };
 
 function renderTable(table, ranked, onSort, onRow = null) {
   table.replaceChildren();
@@ -15,14 +19,23 @@ function renderTable(table, ranked, onSort, onRow = null) {
   const ex = ranked.extremes;
   caption.textContent = `ranked by ${ranked.columns.find((c) => c.key === sorted).label}, ` +
     `${ranked.sort.descending ? "highest" : "lowest"} first` +
-    (ex ? ` · highest ${fmt(ex.max.value)} (${ex.max.row}) · lowest ${fmt(ex.min.value)} (${ex.min.row})` : "");
+    (ex ? ` · highest ${column(sorted, ex.max.value)} (${ex.max.row})` +
+      ` · lowest ${column(sorted, ex.min.value)} (${ex.min.row})` : "");
   const head = table.createTHead().insertRow();
-  for (const column of ranked.columns) {
+  for (const col of ranked.columns) {
     const th = document.createElement("th");
-    th.textContent = column.key === sorted ? `${column.label} ${ranked.sort.descending ? "▼" : "▲"}` : column.label;
-    th.dataset.key = column.key;
-    th.classList.toggle("sorted", column.key === sorted);
-    th.addEventListener("click", () => onSort(column.key, column.key === sorted ? !ranked.sort.descending : null));
+    th.scope = "col";
+    th.dataset.key = col.key;
+    th.classList.toggle("sorted", col.key === sorted);
+    th.classList.toggle("text", ranked.rows.some((r) => typeof r.values[col.key] === "string"));
+    if (col.key === sorted) th.setAttribute("aria-sort", ranked.sort.descending ? "descending" : "ascending");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "sort";
+    button.textContent = col.key === sorted ? `${col.label} ${ranked.sort.descending ? "▼" : "▲"}` : col.label;
+    button.setAttribute("aria-label", `rank by ${col.label}`);
+    th.append(button);
+    th.addEventListener("click", () => onSort(col.key, col.key === sorted ? !ranked.sort.descending : null));
     head.append(th);
   }
   const body = table.createTBody();
@@ -30,22 +43,36 @@ function renderTable(table, ranked, onSort, onRow = null) {
     const tr = body.insertRow();
     tr.dataset.rank = row.rank;
     tr.dataset.label = row.values[ranked.label];
-    for (const column of ranked.columns) {
+    const broken = row.values.broken;          // a run whose files cannot be read: its reason, across the row
+    for (const col of broken ? ranked.columns.slice(0, 2) : ranked.columns) {
       const td = tr.insertCell();
-      const value = row.values[column.key];
+      const value = row.values[col.key];
       if (typeof value !== "number") td.classList.add("text");
-      if (column.key === sorted && row.bar !== null) {
+      if (onRow && col.key === ranked.label) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "link";
+        button.textContent = value;
+        button.setAttribute("aria-label", `open run ${value}`);
+        td.append(button);
+      } else if (col.key === sorted && row.bar !== null) {
         td.classList.add("ranked");
         const fill = document.createElement("div");
         fill.className = "fill";
         fill.style.width = `${100 * row.bar}%`;
         const text = document.createElement("span");
-        text.textContent = fmt(value);
+        text.textContent = column(col.key, value);
         td.append(fill, text);
         if (ex && (value === ex.max.value || value === ex.min.value)) td.classList.add("extreme");
       } else {
-        td.textContent = fmt(value);
+        td.textContent = column(col.key, value);
       }
+    }
+    if (broken) {
+      const td = tr.insertCell();
+      td.colSpan = ranked.columns.length - 2;
+      td.className = "text broken";
+      td.textContent = `cannot be read: ${broken}`;
     }
     if (onRow) {
       tr.classList.add("clickable");
@@ -55,9 +82,31 @@ function renderTable(table, ranked, onSort, onRow = null) {
   }
 }
 
+// The loaded checkpoint that is this run's (given as the run folder or a file inside it), or -1. A run is
+// the folder NAME under a root, or a root itself.
+function checkpointOf(name) {
+  const trim = (path) => path.replace(/\/+$/, "");
+  const folders = state.roots.map(trim)
+    .flatMap((root) => [`${root}/${name}`, ...(root.split("/").pop() === name ? [root] : [])]);
+  return state.info.models.findIndex((m) => folders.some((f) => trim(m.file) === f || m.file.startsWith(`${f}/`)));
+}
+
+function drawLinks(detail) {
+  const links = $("run-links");
+  links.replaceChildren();
+  const index = detail.kind === "train" ? checkpointOf(detail.name) : -1;
+  if (index < 0) return;
+  const a = document.createElement("a");
+  a.href = `#attention?model=${index}`;
+  a.textContent = "Open its checkpoint on the Attention page";
+  a.addEventListener("click", () => openModel(index));
+  links.append(a);
+}
+
 function drawDetail(detail) {
   $("run-detail").hidden = false;
   $("run-title").textContent = `${detail.name} (${detail.kind})`;
+  drawLinks(detail);
   const conclusions = $("run-conclusions");
   conclusions.replaceChildren();
   for (const sentence of detail.facts.conclusions || []) {
@@ -73,13 +122,18 @@ function drawDetail(detail) {
   curves.replaceChildren();
   for (const panel of detail.curves) {
     const figure = document.createElement("figure");
+    figure.className = "chart";
     const caption = document.createElement("figcaption");
     caption.textContent = panel.title;
-    const canvas = document.createElement("canvas");
-    canvas.width = 460; canvas.height = 260;
-    figure.append(caption, canvas);
+    const body = document.createElement("div");
+    body.className = "chart-body";
+    const canvas = makeCanvas(460, 260);
+    const legend = document.createElement("ul");
+    legend.className = "legend";
+    body.append(canvas, legend);
+    figure.append(caption, body);
     curves.append(figure);
-    drawLines(canvas, panel.series, { xLabel: "epoch", yLabel: panel.title, points: true });
+    lineChart(canvas, legend, panel.series, { xLabel: "epoch", yLabel: panel.title, points: true });
   }
   const figures = $("run-figures");
   figures.replaceChildren();
@@ -88,23 +142,29 @@ function drawDetail(detail) {
     const caption = document.createElement("figcaption");
     caption.textContent = name;
     const img = document.createElement("img");
-    img.alt = name;
+    img.alt = `figure ${name} of run ${detail.name}`;
     img.src = `/api/runs/${encodeURIComponent(detail.name)}/figures/${encodeURIComponent(name)}`;
     figure.append(caption, img);
     figures.append(figure);
   }
   $("run-report").textContent = detail.report || "(no report.md in this run)";
+  announce(`run ${detail.name} opened`);
 }
 
 function openRun(name) {
   state.selected = name;
-  for (const tr of $("runs-table").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.label === name);
-  runDetail(() => getJSON(`/api/runs/${encodeURIComponent(name)}`, { sort: state.detail.sort, descending: state.detail.descending }),
-    drawDetail);
+  remember({ run: name });
+  for (const tr of $("runs-table").querySelectorAll("tbody tr")) {
+    tr.classList.toggle("selected", tr.dataset.label === name);
+  }
+  const { sort, descending } = state.detail;
+  runDetail(() => getJSON(`/api/runs/${encodeURIComponent(name)}`, { sort, descending }), drawDetail);
 }
 
 function refreshOverview(openFirst = true) {
-  runOverview(() => getJSON("/api/runs", { sort: state.overview.sort, descending: state.overview.descending }), (answer) => {
+  const { sort, descending } = state.overview;
+  runOverview(() => getJSON("/api/runs", { sort, descending }), (answer) => {
+    state.roots = answer.roots;
     $("runs-roots").textContent = answer.roots.length
       ? `Run folders from: ${answer.roots.join(", ")} — ${answer.runs.length} run(s).`
       : "No run folders: start `vitlab explore --runs DIR` (the folder `vitlab compare` or `vitlab train` wrote into).";
@@ -112,10 +172,15 @@ function refreshOverview(openFirst = true) {
       state.overview = { sort: key, descending };
       refreshOverview(false);
     }, (name) => { state.detail = { sort: null, descending: null }; openRun(name); });
-    if (openFirst && answer.runs.length && state.selected === null) openRun(answer.table.rows[0].values.run);
+    if (openFirst && answer.runs.length && state.selected === null) {
+      const wanted = setting("run");
+      const names = answer.table.rows.map((r) => r.values.run);
+      openRun(names.includes(wanted) ? wanted : names[0]);
+    }
   });
 }
 
-export function initRuns() {
+export function initRuns(info) {
+  state.info = info;
   refreshOverview();
 }
