@@ -12,7 +12,7 @@ from ._version import __version__
 _LAZY = {
     "patchify": "vitlab.ops.patches", "unpatchify": "vitlab.ops.patches", "num_tokens": "vitlab.ops.patches",
     "PatchEmbedding": "vitlab.layers", "MultiHeadSelfAttention": "vitlab.layers",
-    "ViTConfig": "vitlab.models", "VisionTransformer": "vitlab.models", "create_model": "vitlab.models",
+    "ViTConfig": "vitlab.models", "VisionTransformer": "vitlab.models", "create_model": "vitlab.runs",
     "list_models": "vitlab.models", "load_checkpoint": "vitlab.runs", "save_checkpoint": "vitlab.runs",
 }
 

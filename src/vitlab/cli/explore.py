@@ -59,6 +59,10 @@ def address(config: ExploreConfig, port: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import require
+
+    for module in ("fastapi", "uvicorn", "multipart"):
+        require(module, "explore", "vitlab explore")
     import uvicorn
 
     from ..explore import create_app

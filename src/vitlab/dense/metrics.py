@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import require
+
 
 def segmentation_confusion(predicted: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Pixel counts ``(K, K)``, rows the true class, columns the predicted; inputs ``(B, H, W)`` ids."""
@@ -48,6 +50,7 @@ def box_map(predictions: list[dict], targets: list[dict], num_classes: int) -> d
     ``predictions``: per image ``{"boxes": (M, 4), "scores": (M,), "labels": (M,)}``; ``targets``:
     per image ``{"boxes": (T, 4), "labels": (T,)}``; boxes ``(x0, y0, x1, y1)`` in pixels.
     """
+    require("pycocotools", "dense", "COCO mAP of detections")
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 

@@ -41,7 +41,8 @@ from ..data import DataSplits, load_dataset
 from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
-from ..models.registry import build_from_config, create_model, list_models
+from ..models.registry import build_from_config, list_models
+from ..models.registry import create_model as build_registered
 from .files import atomic_write
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
@@ -256,6 +257,7 @@ def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, m
         raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: "
                               f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from err
     loaded.model.to(device).eval()
+    loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)
     return loaded
 
 
@@ -318,7 +320,7 @@ def _legacy_fields(meta: dict[str, Any]) -> tuple[str | None, str | None, Any, s
 
 def _build(name: str | None, config_type: str | None, config: dict[str, Any]) -> nn.Module:
     if name is not None and name in list_models():
-        return create_model(name, **config)
+        return build_registered(name, **config)
     if config_type is None:
         raise CheckpointError(f"unknown model {name!r} and no config type recorded: it cannot be rebuilt")
     return build_from_config(config_type, config)
@@ -427,3 +429,30 @@ def checkpoint_data(source: str | Path, dataset: str | None = None, data_dir: st
         device = "cuda" if torch.cuda.is_available() else "cpu"
     loaded = load_checkpoint(source, device)
     return loaded, loaded.splits(dataset, data_dir, rows)
+
+
+def pretrained_cfg(model: nn.Module, data: DataConfig) -> dict[str, Any]:
+    """timm's ``pretrained_cfg`` for ``model`` fed as ``data`` says: input size, mean, std, classes."""
+    return {"input_size": (data.in_chans, *data.image_size), "mean": tuple(data.mean), "std": tuple(data.std),
+            "num_classes": getattr(getattr(model, "config", None), "num_classes", len(data.classes)),
+            "label_names": list(data.classes), "interpolation": "bilinear", "crop_pct": 1.0}
+
+
+def create_model(name: str, checkpoint_path: str | Path | None = None, **overrides: Any) -> nn.Module:
+    """:func:`vitlab.models.create_model` (``name`` with config ``overrides``), then, with
+    ``checkpoint_path``, every weight of that checkpoint (any source :func:`load_checkpoint` reads),
+    strictly: a checkpoint that does not fit the model exactly is refused. As timm's ``create_model``.
+    The model carries ``pretrained_cfg`` from the checkpoint's data config."""
+    model = build_registered(name, **overrides)
+    if checkpoint_path is not None:
+        loaded = load_checkpoint(checkpoint_path)
+        source, target = loaded.model.state_dict(), model.state_dict()
+        wrong = sorted(k for k in set(source) | set(target)
+                       if k not in source or k not in target or source[k].shape != target[k].shape)
+        if wrong:
+            raise CheckpointError(f"{loaded.path} does not fit {name} ({len(wrong)} tensors missing, extra or of "
+                                  f"another shape, e.g. {wrong[0]}): name the architecture it was trained as, or "
+                                  f"pass its config fields")
+        model.load_state_dict(source)
+        model.pretrained_cfg = pretrained_cfg(model, loaded.data)
+    return model
