@@ -7,7 +7,7 @@ torchvision's layout (``DIR/MNIST/raw``, ``DIR/FashionMNIST/raw``) is found too.
 
 Splits (by :func:`~vitlab.data.dataset.make_splits`): with the training files, validation is a
 stratified random 10% of the training file and the test split is the official t10k file. With only
-the t10k files (MNIST's textbook protocol), validation is a stratified random 20% of t10k and there
+the t10k files (the MNIST test-set protocol), validation is a stratified random 20% of t10k and there
 is no test split.
 """
 

@@ -8,7 +8,7 @@ fixed for a given seed, never a file's tail.
 - ``synthetic``: generated shapes and textures, 70/15/15.
 - ``folder``: class sub-folders of PNG/JPEG images (``--data-dir``), 70/15/15.
 - ``mnist`` / ``fashion-mnist`` / ``cifar10``: validation is 10% of the training file(s), the test split
-  is the official test file. With only the test file (e.g. MNIST's t10k: the textbook protocol),
+  is the official test file. With only the test file (e.g. MNIST's t10k alone),
   validation is 20% of it and there is no test split. Their files are searched for as
   :mod:`vitlab.data.paths` says (``$VITLAB_DATA``, ``~/.cache/vitlab/data``, ``/usr/share/datasets``)
   unless ``data_dir`` is given.
