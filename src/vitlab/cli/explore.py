@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"vitlab explore: WARNING: serving on {config.host}, which other machines can reach: every request "
               f"needs the token in the address above; whoever has it can read the checkpoints and runs given",
               file=sys.stderr)
-    options: dict[str, Any] = SERVER_OPTIONS     # uvicorn's keyword arguments, each of its own type
+    options: dict[str, Any] = dict(SERVER_OPTIONS)     # uvicorn's keyword arguments, each of its own type
     uvicorn.run(app, host=args.host, port=args.port, **options)
     return 0
 

@@ -77,7 +77,7 @@ def load_model(path: str | Path, index: int) -> LoadedModel:
     loaded = load_checkpoint(path)
     if loaded.kind not in ("classifier", "distilled-classifier"):
         raise CheckpointError(f"--checkpoint {path} is a {loaded.kind} checkpoint: the explorer shows classifiers")
-    cfg = loaded.model.config
+    cfg: Any = loaded.model.config
     chans = cfg.in_chans
     classes = loaded.data.classes or [str(k) for k in range(cfg.num_classes)]
     return LoadedModel(index, Path(path), loaded.model, loaded.name or "vit", list(classes),

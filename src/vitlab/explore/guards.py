@@ -127,7 +127,7 @@ class Guard:
         if self.token is not None:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             if TOKEN_QUERY in query and scope["method"] in SAFE_METHODS and self.is_token(query[TOKEN_QUERY]):
-                return self.token_accepted(scope, query)
+                return self.token_accepted(scope, query, self.token)
             if not (self.is_token(headers.get(TOKEN_HEADER)) or self.is_token(self.cookie(scope, headers))):
                 return refuse(401, "this explorer needs its token: open the address `vitlab explore` printed "
                                    "(http://HOST:PORT/?token=...) or send the X-Vitlab-Token header")
@@ -152,7 +152,8 @@ class Guard:
         return (port if port is not None else DEFAULT_PORTS.get(scope["scheme"])) == server[1]
 
     def is_token(self, given: str | None) -> bool:
-        return given is not None and secrets.compare_digest(given.encode(), self.token.encode())
+        return (given is not None and self.token is not None
+                and secrets.compare_digest(given.encode(), self.token.encode()))
 
     @staticmethod
     def cookie_name(scope: Scope) -> str:
@@ -163,12 +164,12 @@ class Guard:
     def cookie(self, scope: Scope, headers: Headers) -> str | None:
         return cookie_parser(headers.get("cookie", "")).get(self.cookie_name(scope))
 
-    def token_accepted(self, scope: Scope, query: dict[str, str]) -> Response:
+    def token_accepted(self, scope: Scope, query: dict[str, str], token: str) -> Response:
         """The first visit with ``?token=``: set the cookie and reload the page without the token."""
         rest = urlencode({k: v for k, v in query.items() if k != TOKEN_QUERY})
         page = "/" + scope["path"].lstrip("/")                 # never "//host": no redirect elsewhere
         response = Response(status_code=303, headers={"Location": page + (f"?{rest}" if rest else "")})
-        response.set_cookie(self.cookie_name(scope), self.token, httponly=True, samesite="strict", path="/")
+        response.set_cookie(self.cookie_name(scope), token, httponly=True, samesite="strict", path="/")
         return response
 
     async def capped(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -74,7 +74,7 @@ def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SI
     if not data:
         raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
     try:
-        img = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
+        img: Image.Image = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
         raise RequestError(f"the image declares more pixels than the explorer decodes ({err}): shrink it to at "
                            f"most {max_pixels:,} pixels first", 413) from err

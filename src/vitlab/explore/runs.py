@@ -236,7 +236,8 @@ def overview_row(run: Run) -> dict[str, Any]:
     """One row of the overview table: the run's best validation accuracy and what it cost."""
     if run.kind == "compare":
         results = compare_results(run)
-        best = max(results.get("runs") or [], key=lambda r: number(r.get("best_val_acc")) or -1.0, default={})
+        best: dict[str, Any] = max(results.get("runs") or [], default={},
+                                   key=lambda r: number(r.get("best_val_acc")) or -1.0)
         config = results.get("config") or {}
         study = f"{config.get('vit')} vs {config.get('cnn')}"
         model = f"{study} (best: {best['label']})" if best.get("label") else study   # the numbers are the best run's
@@ -371,7 +372,8 @@ def rank_table(table: Table, by: str | None = None, descending: bool | None = No
     numeric = bool(numbers) and len(numbers) == len(present)
     descending = numeric if descending is None else descending
     ordered = sorted(present, key=lambda r: _sort_key(r.get(by)), reverse=descending) + missing
-    extremes, bars = None, [None] * len(ordered)
+    extremes: dict[str, Any] | None = None
+    bars: list[float | None] = [None] * len(ordered)
     if numeric:
         low, high = min(numbers), max(numbers)
         at = {v: next(str(r[table.label]) for r in present if r[by] == v) for v in (low, high)}

@@ -10,11 +10,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from starlette.types import ASGIApp
 
 # uvicorn's settings for the explorer: quiet, no Server header, 503 past 64 open connections.
-SERVER_OPTIONS = {"log_level": "warning", "server_header": False, "limit_concurrency": 64}
+SERVER_OPTIONS: dict[str, Any] = {"log_level": "warning", "server_header": False, "limit_concurrency": 64}
 
 
 @contextmanager

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +28,7 @@ from ..explain.maps import (
     rollout_map,
     to_grid,
 )
+from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..ops.attention import attention_weights
@@ -113,7 +114,7 @@ def tempered(weights: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 def _grid(entry: LoadedModel) -> tuple[int, int]:
-    return entry.model.patch_embed.grid_size(*entry.image_size)
+    return cast(PatchTokenizer, entry.model.patch_embed).grid_size(*entry.image_size)
 
 
 def prediction(entry: LoadedModel, logits: torch.Tensor, top: int = 5) -> dict[str, Any]:
@@ -323,7 +324,7 @@ def position_view(kind: str, grid: tuple[int, int] = (8, 8), dim: int = 64, base
         _check_range("dim", dim, 4, 1024)
         _check_range("base", base, 1.0, 1e8)
     table = position_table(kind, grid, dim, base, seed, entry)
-    if kind == "learned":
+    if kind == "learned" and entry is not None:            # position_table refused a missing entry
         grid = _grid(entry)
     n = table.shape[0]
     _check_range("reference", reference, 0, n - 1)
@@ -353,7 +354,7 @@ def cost_view(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12,
         works = [Workload(image=side, patch=patch, dim=dim, heads=heads, depth=depth) for side in sides]
     except ValueError as err:
         raise RequestError(str(err)) from err
-    series = {}
+    series: dict[str, dict[str, list[float]]] = {}
     for kind in ATTENTION_COSTS:
         mixes = [attention_cost(work, kind) for work in works]
         series[kind] = {"entries": [m.entries for m in mixes], "memory": [m.memory for m in mixes],
