@@ -23,7 +23,7 @@ def run_dense(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engine.distributed import resolve_device
+    from ..device import resolve_device
     from ..runs import load_checkpoint
     from ..tasks import classify_files
 

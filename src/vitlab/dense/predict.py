@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torchvision.ops import box_convert
 
-from ..engine.distributed import resolve_device
+from ..device import resolve_device
 from ..errors import CheckpointError
 from ..models.dense import DenseModel
 from ..models.dense.heads import semantic_from_queries

@@ -5,8 +5,16 @@
 - ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume).
 - ``files``: atomic writes with the user's umask, strict JSON.
 """
-from .checkpoint import (DataConfig, Loaded, checkpoint_data, create_model, load_checkpoint, load_matching_weights,
-                         pretrained_cfg, save_checkpoint)
+from .checkpoint import (
+                         DataConfig,
+                         Loaded,
+                         checkpoint_data,
+                         create_model,
+                         load_checkpoint,
+                         load_matching_weights,
+                         pretrained_cfg,
+                         save_checkpoint,
+)
 from .files import atomic_write, read_json, write_json
 from .rundir import RunDir
 

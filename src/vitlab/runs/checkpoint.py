@@ -3,7 +3,7 @@
 A vitlab checkpoint is a safetensors file. Its metadata (each value a JSON string) holds::
 
     format          "vitlab"                 format_version   1
-    kind            classifier | distilled-classifier | encoder | segmenter | detector
+    kind            classifier | distilled-classifier | encoder | segmenter | detector | promptable
     model           the registered model name (or null)      config_type  e.g. "ViTConfig"
     model_config    the model's full config
     data            what a user needs to feed it: image_size, in_chans, mean, std, classes,
@@ -38,6 +38,7 @@ from torch import nn
 
 from .. import __version__
 from ..data import DataSplits, load_dataset
+from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
@@ -47,7 +48,7 @@ from .files import atomic_write
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
 WEIGHTS = "model.safetensors"
-KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector")
+KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_HEADER = 100 * 2 ** 20        # a safetensors header above 100 MB is not a checkpoint
 
@@ -235,6 +236,7 @@ def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, m
     image size (learned positions resampled). Every failure is a :class:`CheckpointError` naming
     the file.
     """
+    device = resolve_device(device)
     path = resolve_source(source)
     try:
         if path.is_dir():
@@ -425,8 +427,6 @@ def checkpoint_data(source: str | Path, dataset: str | None = None, data_dir: st
                     device: str | torch.device = "auto", rows: int | None = None) -> tuple[Loaded, DataSplits]:
     """The checkpoint's model (eval mode, on ``device``; ``auto``: CUDA when present) and the splits
     of its dataset (or of ``dataset``), normalised with the training run's statistics."""
-    if str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     loaded = load_checkpoint(source, device)
     return loaded, loaded.splits(dataset, data_dir, rows)
 

@@ -102,7 +102,7 @@ def evaluate_checkpoint(source: str | Path, *, dataset: str | None = None, data_
     normalised with its statistics. With ``out_dir``, writes ``metrics.json``, ``reliability.png``
     and ``confusion.png`` there (a run folder of kind ``evaluate``).
     """
-    from ..engine.distributed import resolve_device
+    from ..device import resolve_device
     from ..engine.figures import plot_confusion, plot_reliability
 
     if split not in SPLITS:
