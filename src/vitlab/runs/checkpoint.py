@@ -3,7 +3,7 @@
 A vitlab checkpoint is a safetensors file. Its metadata (each value a JSON string) holds::
 
     format          "vitlab"                 format_version   1
-    kind            classifier | distilled-classifier | encoder | segmenter | detector | promptable
+    kind            classifier | distilled-classifier | encoder | segmenter | detector | promptable | clip
     model           the registered model name (or null)      config_type  e.g. "ViTConfig"
     model_config    the model's full config
     data            what a user needs to feed it: image_size, in_chans, mean, std, classes,
@@ -48,7 +48,7 @@ from .files import atomic_write
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
 WEIGHTS = "model.safetensors"
-KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable")
+KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable", "clip")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_HEADER = 100 * 2 ** 20        # a safetensors header above 100 MB is not a checkpoint
 
@@ -178,7 +178,7 @@ def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str
         raw_meta = header.get("__metadata__") or {}
         tensors = safetensors_load(blob)
     except (SafetensorError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, ValueError) as err:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({str(err).splitlines()[0]})") from err
+        raise CheckpointError(f"{path} is not a readable safetensors file ({' '.join(str(err).split()[:30])})") from err
     if "sha256" in raw_meta:
         expected = _json_value(raw_meta, "sha256", path)
         if hashlib.sha256(_tensor_bytes(blob)).hexdigest() != expected:
@@ -256,8 +256,8 @@ def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, m
         raise CheckpointError(f"{path}: {err}") from err
     except (ValueError, TypeError, KeyError, RuntimeError, OSError, EOFError, pickle.UnpicklingError,
             zipfile.BadZipFile) as err:
-        raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from err
+        detail = " ".join(str(err).split()[:40]) or "no detail"
+        raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: {detail})") from err
     loaded.model.to(device).eval()
     loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)
     return loaded
@@ -406,9 +406,13 @@ def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[
     whose name and shape match ``model``'s; learned positions are resampled to ``img_size`` first.
 
     Returns the names of ``model``'s tensors left as initialised (e.g. a new head). Raises
-    :class:`CheckpointError` if fewer than half of them match (a different architecture).
+    :class:`CheckpointError` if fewer than half of them match (a different architecture). A source
+    that does not record its number of heads (a timm state dict) is read with ``model``'s: the
+    weights are the same for every head count.
     """
-    loaded = load_checkpoint(source, img_size=img_size)
+    heads = getattr(getattr(model, "config", None), "num_heads", None)
+    unrecorded: dict[str, Any] = {"num_heads": heads} if isinstance(heads, int) else {}
+    loaded = load_checkpoint(source, img_size=img_size, **unrecorded)
     set_image_size = getattr(loaded.model, "set_image_size", None)
     if img_size is not None and set_image_size is not None:
         if tuple(getattr(loaded.model.config, "img_size", img_size)) != tuple(img_size):
@@ -423,11 +427,12 @@ def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[
     return sorted(set(target) - set(matched))
 
 
-def checkpoint_data(source: str | Path, dataset: str | None = None, data_dir: str | Path | None = None,
+def checkpoint_data(source: str | Path | Loaded, dataset: str | None = None, data_dir: str | Path | None = None,
                     device: str | torch.device = "auto", rows: int | None = None) -> tuple[Loaded, DataSplits]:
     """The checkpoint's model (eval mode, on ``device``; ``auto``: CUDA when present) and the splits
-    of its dataset (or of ``dataset``), normalised with the training run's statistics."""
-    loaded = load_checkpoint(source, device)
+    of its dataset (or of ``dataset``), normalised with the training run's statistics. A model
+    already loaded (:class:`Loaded`, e.g. with config fields its file does not record) is used as it is."""
+    loaded = source if isinstance(source, Loaded) else load_checkpoint(source, device)
     return loaded, loaded.splits(dataset, data_dir, rows)
 
 
