@@ -7,7 +7,8 @@ Prints one JSON line per measurement and a ``summary`` line with the issue's goa
 
 - ``blocks``: one pre-norm block (ViT-Ti's width, D=192, 3 heads; batch 1) at 224 ... 1024 pixels
   in 16x16 patches (196 ... 4,096 tokens) with full attention (explicit scores, and PyTorch's fused
-  kernel), shifted windows of 8x8, linear and low-rank (k=64) attention: forward seconds, peak
+  kernel), shifted windows of 8x8, linear and low-rank (k=64) attention, and sparse attention (band and
+  stride the grid's width, as a bool mask on the fused kernel): forward seconds, peak
   memory, the exponent ``a`` of ``time ~ N^a`` (least squares on log-log, over all sizes and over
   the largest three; beside it the exponent of the cost model's FLOPs) and, per size, the ratios
   to explicit full attention measured and predicted. Predicted time ratio: the cost model's FLOPs.
@@ -54,13 +55,13 @@ import torch
 import torch.nn.functional as F
 
 from vitlab.data.idx import read_idx_pair
+from vitlab.engine.measure import best_seconds, peak_memory
 from vitlab.interop import from_timm
 from vitlab.layers import Block
-from vitlab.models import ViTConfig, VisionTransformer, apply_tome, create_model, front_loaded
+from vitlab.models import VisionTransformer, ViTConfig, apply_tome, create_model, front_loaded
 from vitlab.models.cost import Workload, attention_cost, flops
-from vitlab.train.measure import best_seconds, peak_memory
 
-BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank")
+BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank", "sparse")
 SECTIONS = ("blocks", "tome", "mnist", "swin")
 
 
@@ -94,8 +95,8 @@ def bench_blocks(args: argparse.Namespace) -> dict:
         blocks = {kind: attention_block(kind, args.dim, args.heads, grid, args.window, args.rank)
                   for kind in BLOCK_KINDS}
         with torch.no_grad():
-            seconds = best_seconds({k: (lambda b=b: b(x)) for k, b in blocks.items()}, args.rounds)
-            peaks = {k: peak_memory(lambda b=b: b(x)) for k, b in blocks.items()}
+            seconds = best_seconds({k: (lambda b=b, x=x: b(x)) for k, b in blocks.items()}, args.rounds)
+            peaks = {k: peak_memory(lambda b=b, x=x: b(x)) for k, b in blocks.items()}
         work = Workload(image, args.patch, dim=args.dim, depth=1, heads=args.heads, window_size=args.window,
                         lowrank_k=args.rank)
         for kind in BLOCK_KINDS:
@@ -104,6 +105,8 @@ def bench_blocks(args: argparse.Namespace) -> dict:
             scores = attention_cost(work, model_kind).memory
             if kind == "full-fused":
                 scores = 0                                        # the fused kernel never forms the scores
+            if kind == "sparse":
+                scores = n * n                                    # the masked kernel's (N, N) bool mask
             activations = 4 * n * args.dim                        # one (N, D) float tensor, bytes
             peak = max((2 if kind == "full-explicit" else 1) * scores + 5 * activations, (2 + 2 * 4) * activations)
             rows.append(emit({"bench": "block", "image": image, "tokens": n, "kind": kind,
@@ -133,6 +136,8 @@ def bench_blocks(args: argparse.Namespace) -> dict:
     summary = {"exponents": exponents,
                "window_memory_saving_at_largest": round(by[(largest, "full-explicit")]["peak_bytes"]
                                                          / by[(largest, "window")]["peak_bytes"], 2),
+               "sparse_memory_saving_at_largest": round(by[(largest, "full-explicit")]["peak_bytes"]
+                                                         / by[(largest, "sparse")]["peak_bytes"], 2),
                "largest_image": largest, "largest_tokens": tokens[-1]}
     if args.plot:
         plot_blocks(args.plot, args.images, by, tokens)
@@ -174,8 +179,9 @@ def bench_tome(args: argparse.Namespace) -> dict:
     model = create_model("vit-tiny-patch16-224").eval()
     x = torch.randn(args.tome_batch, 3, 224, 224)
     fns = {("none", 0): lambda: model(x)}
-    fns.update({(schedule, r): (lambda m=apply_tome(model, tome_schedule(schedule, r, 12)): m(x))
-                for r in args.tome_r for schedule in SCHEDULES})
+    merged = {(schedule, r): apply_tome(model, tome_schedule(schedule, r, 12))
+              for r in args.tome_r for schedule in SCHEDULES}
+    fns.update({key: (lambda m=m: m(x)) for key, m in merged.items()})
     with torch.no_grad():
         seconds = best_seconds(fns, args.rounds)
     speedups = {}

@@ -126,7 +126,7 @@ def test_every_kind_trains_records_and_agrees_with_its_explicit_path(kind):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: build_attention("sparse", 16, 2), "unknown attention kind 'sparse'"),
+        (lambda: build_attention("dilated", 16, 2), "unknown attention kind 'dilated'"),
         (lambda: build_attention("window", 16, 2), "needs the token grid"),
         (lambda: build_attention("lowrank", 16, 2), "needs the sequence length"),
         (lambda: MultiHeadSelfAttention(16, 2, kind="window"), "build_attention"),

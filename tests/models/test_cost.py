@@ -117,7 +117,7 @@ def test_full_attention_is_quadratic():
     "call",
     [
         lambda: cost_table(((30, 7),)),  # patch does not divide image
-        lambda: cost_table(((224, 16),), attention="sparse"),
+        lambda: cost_table(((224, 16),), attention="dilated"),
         lambda: cost_table(((224, 16),), dim=100, heads=12),
         lambda: cost_table(()),
         lambda: Workload(224, 16, batch=0),

@@ -67,7 +67,7 @@ def test_every_parameter_lands_in_exactly_one_row(overrides):
 
 @pytest.mark.parametrize(
     "overrides",
-    [dict(patch_embed=kind) for kind in getattr(vit, "PATCH_EMBEDS", ("conv",))]
+    [dict(patch_embed=kind, patch_size=4 if "stem" in kind else 7) for kind in getattr(vit, "PATCH_EMBEDS", ("conv",))]
     + [dict(attention=kind) for kind in getattr(attention, "ATTENTION_KINDS", ("full",))],
 )
 def test_every_patch_embedding_and_attention_kind_is_covered(overrides):

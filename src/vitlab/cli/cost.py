@@ -13,21 +13,21 @@ PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)      # --plot without -
 # The Workload field each sizing option sets.
 FIELDS = {"dim": "dim", "depth": "depth", "heads": "heads", "mlp_ratio": "mlp_ratio", "channels": "in_chans",
           "batch": "batch", "class_token": "class_token", "window": "window_size", "rank": "lowrank_k",
-          "latents": "num_latents"}
+          "latents": "num_latents", "sparse_local": "sparse_local", "sparse_stride": "sparse_stride"}
 
 
 def _ints(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 224,448; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 224,448; got {text!r}") from None
 
 
 def _pairs(text: str) -> list[tuple[int, int]]:
     try:
         return [(int(image), int(patch)) for image, patch in (item.split("/") for item in text.split(","))]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected IMAGE/PATCH pairs, e.g. 28/7,224/16; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected IMAGE/PATCH pairs, e.g. 28/7,224/16; got {text!r}") from None
 
 
 def _kinds(text: str) -> list[str]:
@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     print("entries: attention scores per head per layer (N^2); FLOPs: forward, 2 per multiply-add;\n"
           "scores: B x H x N x N at fp32, one layer" + (
               f"; per other kind, its FLOPs and attention memory (window {args.window}, low-rank k {args.rank}, "
-              f"{args.latents} latents; linear: its d x d state)" if others else ""))
+              f"{args.latents} latents; sparse: band {args.sparse_local or 'grid width'}, stride "
+              f"{args.sparse_stride or 'grid width'}; linear: its d x d state)" if others else ""))
     header = ("image", "patch", "tokens", "entries", "vs first", "FLOPs", "scores") + tuple(
         f"{what} {kind}" for kind in others for what in ("FLOPs", "mem"))
     table = [(f"{r.image}x{r.image}", str(r.patch), f"{r.tokens:,}", f"{r.entries:,}", f"{r.ratio:,.1f}x",
@@ -123,6 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rank", type=int, default=64,
                    help="k, the rows keys/values are projected to (lowrank; default 64)")
     p.add_argument("--latents", type=int, default=16, help="learned latent tokens (latent; default 16)")
+    p.add_argument("--sparse-local", type=int, help="band radius l for sparse attention (default: the grid's width)")
+    p.add_argument("--sparse-stride", type=int,
+                   help="stride s of sparse attention's strided positions (default: the grid's width)")
     p.add_argument("--plot", metavar="PNG", help="also draw attention memory and FLOPs against the image side "
                    f"(log-log) for the --attention kinds; without --image: sides {','.join(map(str, PLOT_SIDES))}")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -24,6 +24,13 @@ by name. Time and memory per head and layer, for ``N`` tokens of head width ``d`
 - ``"lowrank"``: Linformer, keys and values projected along the tokens to ``k`` rows: ``O(N k d)``, ``O(N k)``.
 - ``"latent"``: ``L`` learned latents summarise the keys and values, every token reads the summaries
   (Perceiver-style cross-attention both ways): ``O(N L d)``, ``O(N L)``.
+- ``"sparse"`` (:mod:`~vitlab.layers.sparse_attention`): a fixed pattern -- a local band, strided
+  positions and global prefix tokens -- as a mask on full attention: ``P`` allowed pairs priced, ``N^2``
+  computed by the masked kernel.
+
+``full``, ``lsa`` and ``sparse`` take a relative position bias (``rel_pos``,
+:mod:`~vitlab.layers.relative_position`): owned by the layer, or shared by every block of a model
+(:meth:`MultiHeadSelfAttention.share_position_bias`).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from ..ops.attention import merge_heads, scaled_dot_product_attention, with_weig
 from ..ops.positions import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
-ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent")
+ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent", "sparse")
 
 
 def off_diagonal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
@@ -64,6 +71,8 @@ class MultiHeadSelfAttention(nn.Module):
         fused: use the fused kernel in ``forward`` (turn off to force the explicit path).
         kind: ``"full"`` or ``"lsa"`` (locality self-attention: adds one parameter,
             ``temperature``, a scalar initialised to ``sqrt(d)``); subclasses compute the others.
+        rel_pos: a relative position bias of this layer's own, a module whose call gives the
+            ``(1, H, N, N)`` bias added to the scores (:class:`~vitlab.layers.RelativePositionBias`).
     """
 
     kinds: tuple[str, ...] = ("full", "lsa")  # the kinds this class computes
@@ -79,6 +88,7 @@ class MultiHeadSelfAttention(nn.Module):
         norm_eps: float = 1e-6,
         fused: bool = True,
         kind: str = "full",
+        rel_pos: nn.Module | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("dim", dim), ("num_heads", num_heads)):
@@ -108,6 +118,27 @@ class MultiHeadSelfAttention(nn.Module):
         self.k_norm = nn.LayerNorm(self.head_dim, eps=norm_eps) if qk_norm else nn.Identity()
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop) if proj_drop > 0 else nn.Identity()
+        self.rel_pos = rel_pos
+        self.shared_rel_pos: nn.Module | None = None
+
+    def share_position_bias(self, rel_pos: nn.Module) -> None:
+        """Add the bias of ``rel_pos``, a module the model owns (timm's ``shared_rel_pos``), to the scores.
+        It is referenced, not registered, so its parameters appear once, under the model's name."""
+        object.__setattr__(self, "shared_rel_pos", rel_pos)
+
+    def allowed(self, n: int, device: torch.device) -> torch.Tensor | None:
+        """``(N, N)`` bool, ``True`` where a query may attend to a key; ``None``: everywhere."""
+        return off_diagonal_mask(n, device) if self.kind == "lsa" else None
+
+    def score_mask(self, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+        """What the scores of ``N`` tokens get: ``None``, the bool mask of :meth:`allowed` ``(N, N)``, or the
+        relative position bias ``(1, H, N, N)`` with ``-inf`` where no attention is allowed."""
+        allowed = self.allowed(n, device)
+        rel_pos = self.rel_pos if self.rel_pos is not None else self.shared_rel_pos
+        if rel_pos is None:
+            return allowed
+        bias = rel_pos().to(dtype)
+        return bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
 
     def qkv_heads(self, x: torch.Tensor, rope: Rope | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values per head, each ``(..., H, N, d)`` for tokens ``(..., N, D)``."""
@@ -130,9 +161,11 @@ class MultiHeadSelfAttention(nn.Module):
         replace. The explicit path runs when weights are needed or ``fused`` is off. With ``queries = n``
         only the first ``n`` tokens query (output ``(B, n, D)``, weights ``(B, H, n, N)``)."""
         q, k, v = self.qkv_heads(x, rope)
-        q, mask, scale = q[..., :queries, :], None, None
+        q, scale = q[..., :queries, :], None
         if self.temperature is not None:
-            q, scale, mask = q / self.temperature, 1.0, off_diagonal_mask(k.shape[-2], q.device)[:queries]
+            q, scale = q / self.temperature, 1.0
+        mask = self.score_mask(k.shape[-2], q.dtype, q.device)
+        mask = None if mask is None else mask[..., :queries, :]
         dropout = self.attn_drop if self.training else 0.0
         out, weights = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout_p=dropout, scale=scale, need_weights=need_weights or not self.fused

@@ -17,6 +17,7 @@ from .attention import ATTENTION_KINDS, MultiHeadSelfAttention, Rope
 from .drop import DropPath, LayerScale
 from .efficient_attention import LatentAttention, LinearAttention, LowRankAttention
 from .mlp import MLP
+from .sparse_attention import SparseAttention
 from .window_attention import WindowAttention
 
 
@@ -30,14 +31,19 @@ def build_attention(
     shift: bool = False,
     lowrank_k: int = 64,
     num_latents: int = 16,
+    sparse_local: int | None = None,
+    sparse_stride: int | None = None,
+    global_tokens: int = 0,
     **common: Any,
 ) -> MultiHeadSelfAttention:
     """The self-attention layer of ``kind`` for tokens ``(B, N, D)``, ``D = dim``.
 
     Each kind reads only its own options: ``"window"`` the token ``grid``, ``window_size`` and
     ``shift``; ``"lowrank"`` ``num_tokens`` (sequence length) and ``lowrank_k``; ``"latent"``
-    ``num_latents``. ``common`` are :class:`MultiHeadSelfAttention`'s keyword arguments
-    (``qkv_bias``, ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_eps``, ``fused``).
+    ``num_latents``; ``"sparse"`` the ``grid``, ``sparse_local``, ``sparse_stride`` and ``global_tokens``
+    (:class:`SparseAttention`). ``common`` are :class:`MultiHeadSelfAttention`'s keyword arguments
+    (``qkv_bias``, ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_eps``, ``fused``; ``rel_pos`` for
+    ``"full"``, ``"lsa"`` and ``"sparse"``).
     """
     if kind in MultiHeadSelfAttention.kinds:
         return MultiHeadSelfAttention(dim, num_heads, kind=kind, **common)
@@ -49,6 +55,12 @@ def build_attention(
         if grid is None:
             raise ValueError("windowed attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
         return WindowAttention(dim, num_heads, grid=grid, window_size=window_size, shift=shift, **common)
+    if kind == "sparse":
+        if grid is None:
+            raise ValueError("sparse attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
+        return SparseAttention(
+            dim, num_heads, grid=grid, local=sparse_local, stride=sparse_stride, global_tokens=global_tokens, **common
+        )
     if kind == "lowrank":
         if num_tokens is None:
             raise ValueError("low-rank attention needs the sequence length: pass num_tokens (a model passes its own)")

@@ -72,13 +72,18 @@ def merge_wavg(merge: Merge, x: torch.Tensor, size: torch.Tensor | None = None) 
 
 
 def check_mergeable(block: nn.Module) -> None:
-    """Raise unless ``block`` is a pre-norm :class:`Block` with full multi-head self-attention."""
+    """Raise unless ``block`` is a pre-norm :class:`Block` with full multi-head self-attention (no relative bias)."""
     attn: Any = getattr(block, "attn", None)
     if type(block) is not Block or type(attn) is not MultiHeadSelfAttention or attn.kind != "full":
         raise ConfigError(
             f"token merging rewrites pre-norm blocks with full attention, got {type(block).__name__} "
             f"with {type(attn).__name__}{f' kind {attn.kind!r}' if hasattr(attn, 'kind') else ''}: "
             f"use a ViT built with block='prenorm', attention='full'"
+        )
+    if attn.rel_pos is not None or attn.shared_rel_pos is not None:
+        raise ConfigError(
+            "token merging averages tokens from different places, which a relative position bias (indexed "
+            "by grid offsets) cannot follow: use a model with rel_pos='none'"
         )
 
 

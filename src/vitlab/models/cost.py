@@ -16,9 +16,13 @@ tokens, ``k`` low-rank rows and ``L`` latents:
     full     N^2 scores                  window   nW M^2 ~ N M scores (padded to whole windows)
     linear   d^2 + d state, no scores    lowrank  N k scores (+ projecting K and V to k rows)
     latent   2 N L scores (latents read the tokens, tokens read the latents)
+    sparse   P allowed pairs of a band of radius l and stride s (+ global prefix tokens):
+             ~ N (2l + 1 + N/s); with l ~ s ~ sqrt(N), ~ 3 N^1.5
 
-The layers these price are in :mod:`vitlab.layers.window_attention` and
-:mod:`vitlab.layers.efficient_attention`; tests hold every formula to PyTorch's FLOP counter.
+The layers these price are in :mod:`vitlab.layers.window_attention`, :mod:`vitlab.layers.sparse_attention`
+and :mod:`vitlab.layers.efficient_attention`; tests hold every formula to PyTorch's FLOP counter. Sparse
+attention is priced as a kernel that computes the allowed pairs only would run; vitlab's masked kernel
+computes all ``N^2`` (tests hold its count to full attention's and ``P`` to the mask's nonzeros).
 """
 
 from __future__ import annotations
@@ -30,7 +34,19 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from ..ops.patches import check_divisible, num_tokens
 from ..ops.windows import fit_window, padded_grid
-from .config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, Bool, Check, Float, Int, check_fields
+from .config import (
+    MAX_CHANS,
+    MAX_DEPTH,
+    MAX_HEADS,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    Bool,
+    Check,
+    Float,
+    Int,
+    Maybe,
+    check_fields,
+)
 
 BYTES_FP32 = 4
 MAX_PRICED = 2**20  # image and patch sides, windows, batch: pricing allocates nothing, but stays finite
@@ -119,6 +135,43 @@ def latent_attention(
     return AttentionCost(entries, 2 * one, 3 * one, batch * heads * entries * bytes_per_entry)
 
 
+def offset_pairs(n: int, step: int, reach: int) -> int:
+    """Pairs ``(i, j)`` of ``n`` positions whose offset ``i - j`` is a multiple of ``step`` with ``|i - j| <= reach``:
+    ``n`` at offset 0 and ``n - |o|`` at each offset ``o = +-step, +-2 step, ...`` up to ``min(reach, n - 1)``."""
+    k = min(reach, n - 1) // step
+    return n + 2 * (k * n - step * k * (k + 1) // 2)
+
+
+def sparse_pairs(n: int, local: int, stride: int, prefix: int = 0) -> int:
+    """Allowed pairs of :func:`vitlab.ops.attention.sparse_pattern`: the band ``|i - j| <= local`` or the stride
+    ``(i - j) mod stride == 0`` over ``n`` patch tokens (inclusion-exclusion), and every pair touching one of
+    the ``prefix`` global tokens, ``R (2T - R)`` for ``T = R + n`` tokens."""
+    band, strided = offset_pairs(n, 1, local), offset_pairs(n, stride, n)
+    both = offset_pairs(n, stride, local)
+    tokens = n + prefix
+    return band + strided - both + prefix * (2 * tokens - prefix)
+
+
+def sparse_attention(
+    grid: tuple[int, int],
+    local: int | None,
+    stride: int | None,
+    dim: int,
+    heads: int,
+    batch: int = 1,
+    prefix: int = 0,
+    bytes_per_entry: int = BYTES_FP32,
+) -> AttentionCost:
+    """A fixed sparse pattern on the patch ``grid`` (``local`` and ``stride`` ``None``: the grid's width) with
+    ``prefix`` global tokens: :func:`sparse_pairs` scores per head, ``2 B P D`` FLOPs each way."""
+    width = grid[1]
+    entries = sparse_pairs(
+        grid[0] * grid[1], width if local is None else local, width if stride is None else stride, prefix
+    )
+    flops = 2 * batch * entries * dim
+    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+
+
 @dataclass(frozen=True)
 class Workload:
     """A ViT forward pass to price: image side, patch side, and the encoder's sizes."""
@@ -135,6 +188,8 @@ class Workload:
     window_size: int = 7
     lowrank_k: int = 64
     num_latents: int = 16
+    sparse_local: int | None = None
+    sparse_stride: int | None = None
 
     checks: ClassVar[dict[str, Check]] = {
         "image": Int(1, MAX_PRICED),
@@ -149,6 +204,8 @@ class Workload:
         "window_size": Int(1, MAX_PRICED),
         "lowrank_k": Int(1, MAX_TOKENS),
         "num_latents": Int(1, MAX_TOKENS),
+        "sparse_local": Maybe(Int(0, MAX_PRICED)),
+        "sparse_stride": Maybe(Int(1, MAX_PRICED)),
     }
 
     def __post_init__(self) -> None:
@@ -187,6 +244,9 @@ ATTENTION_COSTS: dict[str, Callable[[Workload], AttentionCost]] = {
     "linear": lambda w: linear_attention(w.tokens, w.dim, w.heads, w.batch),
     "lowrank": lambda w: lowrank_attention(w.tokens, w.lowrank_k, w.dim, w.heads, w.batch),
     "latent": lambda w: latent_attention(w.tokens, w.num_latents, w.dim, w.heads, w.batch),
+    "sparse": lambda w: sparse_attention(
+        w.grid, w.sparse_local, w.sparse_stride, w.dim, w.heads, w.batch, prefix=int(w.class_token)
+    ),
 }
 
 
@@ -242,7 +302,7 @@ def cost_table(
 ) -> list[CostRow]:
     """One :class:`CostRow` per ``(image, patch)`` pair; ``sizes`` are :class:`Workload` fields
     (``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``batch``, ``class_token``, ``in_chans``, and the
-    attention options ``window_size``, ``lowrank_k``, ``num_latents``)."""
+    attention options ``window_size``, ``lowrank_k``, ``num_latents``, ``sparse_local``, ``sparse_stride``)."""
     if not pairs:
         raise ValueError("no (image, patch) pairs to price: pass at least one, e.g. ((224, 16),)")
     works = [Workload(image=image, patch=patch, **sizes) for image, patch in pairs]

@@ -1,8 +1,8 @@
 """The Vision Transformer.
 
 images (B, C, H, W)
-  -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P)
-  -> + positions               (learned, sinusoidal, row+column; or rotary inside attention)
+  -> PatchEmbedding            tokens (B, N, D), N = (H/P) * (W/P) (or a conv stem first: HybridEmbedding)
+  -> + positions               (learned, sinusoidal, row+column; or rotary / a relative bias inside attention)
   -> [prefix tokens]           (B, R + N, D): class token, registers, distillation token
   -> depth x Block             pre-norm transformer blocks
   -> norm -> pool              class token or mean over patch tokens -> (B, D)
@@ -21,8 +21,11 @@ from torch import nn
 from ..errors import ConfigError
 from ..layers.attention import ATTENTION_KINDS, Rope
 from ..layers.block import Block, PostNormBlock
+from ..layers.conv_stem import conv_stem_widths
+from ..layers.hybrid_embed import STEMS, HybridEmbedding, conv_stem_convs
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, SinCosPosition, build_position
+from ..layers.relative_position import REL_POS_KINDS, RelativePositionBias
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import _pair, check_divisible
 from .config import (
@@ -49,7 +52,9 @@ from .config import (
 )
 
 POOLS = ("token", "mean", "max")
-PATCH_EMBEDS = ("conv", "linear", "spt")
+PATCH_EMBEDS = ("conv", "linear", "spt", *STEMS)
+STEM_REDUCTION = {"conv_stem": 2, "resnet_stem": 4}  # what the patch size must be a multiple of
+BIASED_KINDS = ("full", "lsa", "sparse")  # attention kinds that take a relative position bias
 BLOCKS = ("prenorm", "postnorm")
 POSITION_WIDTH = {"sincos1d": 2, "sincos2d": 4, "rope": 4}  # what the table's width must be a multiple of
 
@@ -69,8 +74,19 @@ class ViTConfig(ModelConfig):
     ``window_size`` x ``window_size`` windows of the patch grid, shifted by half a window in every
     odd block, and needs ``class_token=False, reg_tokens=0`` (prefix tokens have no place on the
     grid; pool by the mean); ``"linear"``; ``"lowrank"`` projects keys and values to ``lowrank_k``
-    rows (a fixed image size); ``"latent"`` mixes through ``num_latents`` learned tokens. The
+    rows (a fixed image size); ``"latent"`` mixes through ``num_latents`` learned tokens; ``"sparse"``
+    attends to a band of ``sparse_local`` raster positions, every ``sparse_stride``-th position and the
+    prefix tokens (global), both ``None``: the grid's width (a token's row neighbourhood and column). The
     options are read only by their kind, so they change nothing else (parameters, state-dict keys).
+
+    ``rel_pos`` adds a learned relative position bias to the scores of ``full``, ``lsa`` or ``sparse``
+    attention (timm's ``VisionTransformerRelPos``): ``"per_block"`` a table in every block,
+    ``"shared"`` one for all; usually with ``pos_embed="none"``. A fixed image size.
+
+    Hybrid stems: ``patch_embed="conv_stem"`` runs Xiao et al.'s stride-2 3x3 convolutions (as many as
+    the factors of 2 in ``patch_size``, up to 4) before a projection of the rest; ``"resnet_stem"``
+    timm's ResNetV2 stem (reduction 4) as in its hybrid ViTs (``patch_size`` a multiple of 4). The token
+    grid stays ``img_size / patch_size``.
 
     ``distill_token=True`` builds a DeiT student (Touvron et al. 2021): one more prefix token, after the
     class and register tokens, read by its own head ``head_dist`` (see :mod:`vitlab.models.distilled`).
@@ -101,6 +117,9 @@ class ViTConfig(ModelConfig):
     window_size: int = 7
     lowrank_k: int = 64
     num_latents: int = 16
+    sparse_local: int | None = None
+    sparse_stride: int | None = None
+    rel_pos: str = "none"
     pad: bool = False
     dynamic_img_size: bool = False
     norm_eps: float = 1e-6
@@ -135,6 +154,9 @@ class ViTConfig(ModelConfig):
         "window_size": Int(1, MAX_SIDE),
         "lowrank_k": Int(1, MAX_TOKENS),
         "num_latents": Int(1, MAX_TOKENS),
+        "sparse_local": Maybe(Int(0, MAX_TOKENS)),
+        "sparse_stride": Maybe(Int(1, MAX_TOKENS)),
+        "rel_pos": OneOf(REL_POS_KINDS),
         "pad": Bool(),
         "dynamic_img_size": Bool(),
         "norm_eps": Float(0, 1, low_open=True),
@@ -187,6 +209,22 @@ class ViTConfig(ModelConfig):
                 "attention='window' partitions the patch grid, where a class or register token has "
                 "no place: set class_token=False, reg_tokens=0 and pool='mean'"
             )
+        if self.rel_pos != "none" and self.attention not in BIASED_KINDS:
+            raise ConfigError(
+                f"rel_pos={self.rel_pos!r} adds a bias to the scores of attention {BIASED_KINDS}, got "
+                f"attention={self.attention!r}: set rel_pos='none' or choose one of those"
+            )
+        if self.rel_pos != "none" and self.dynamic_img_size:
+            raise ConfigError(
+                f"rel_pos={self.rel_pos!r} holds a bias table for one patch grid, so it cannot take "
+                f"dynamic_img_size=True: fix the image size or set rel_pos='none'"
+            )
+        if self.patch_embed in STEM_REDUCTION and (self.pad or self.patch_size % STEM_REDUCTION[self.patch_embed]):
+            raise ConfigError(
+                f"patch_embed={self.patch_embed!r} reduces by powers of 2 in its stem, so it needs a patch_size "
+                f"that is a multiple of {STEM_REDUCTION[self.patch_embed]} and pad=False, got patch_size="
+                f"{self.patch_size}, pad={self.pad}: choose another patch size or patch_embed='conv'"
+            )
         if self.attention == "lowrank" and self.dynamic_img_size:
             raise ConfigError(
                 "attention='lowrank' projects a fixed number of tokens, so it cannot take "
@@ -220,10 +258,23 @@ class ViTConfig(ModelConfig):
             "lowrank": 2 * self.lowrank_k * tokens,
             "latent": self.num_latents * d,
         }.get(self.attention, 0)
-        patch = self.patch_size**2 * self.in_chans * (5 if self.patch_embed == "spt" else 1) * (d + 2)
+        bias = RelativePositionBias.num_entries((gh, gw), self.num_prefix_tokens) * self.num_heads
         heads = (1 + int(self.distill_token)) * (d + 1) * self.num_classes
         blocks = self.depth * (transformer_block_params(d, int(d * self.mlp_ratio)) + mixing)
-        return patch + tokens * d + blocks + heads + 4 * d
+        relative = {"per_block": self.depth * bias, "shared": bias}.get(self.rel_pos, 0)
+        return self.patch_params + tokens * d + blocks + relative + heads + 4 * d
+
+    @property
+    def patch_params(self) -> int:
+        """Parameters of the patch embedding (with a stem's, whose BatchNorm statistics are buffers)."""
+        p, c, d = self.patch_size, self.in_chans, self.embed_dim
+        if self.patch_embed == "conv_stem":
+            widths = conv_stem_widths(d, conv_stem_convs(p))
+            convs = sum(9 * c_in * c_out + 2 * c_out for c_in, c_out in zip([c, *widths], widths))
+            return convs + (p >> len(widths)) ** 2 * widths[-1] * d + d
+        if self.patch_embed == "resnet_stem":
+            return 49 * c * 64 + 2 * 64 + (p // 4) ** 2 * 64 * d + d
+        return p**2 * c * (5 if self.patch_embed == "spt" else 1) * (d + 2)
 
 
 def init_linears(model: nn.Module) -> None:
@@ -273,11 +324,15 @@ class VisionTransformer(nn.Module):
         self.config = cfg
         dim = cfg.embed_dim
         self.num_prefix_tokens = cfg.num_prefix_tokens
-        self.patch_embed: PatchEmbedding | ShiftedPatchTokenization = (
-            ShiftedPatchTokenization(cfg.patch_size, cfg.in_chans, dim, pad=cfg.pad, norm_eps=cfg.norm_eps)
-            if cfg.patch_embed == "spt"
-            else PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
-        )
+        self.patch_embed: PatchEmbedding | ShiftedPatchTokenization | HybridEmbedding
+        if cfg.patch_embed == "spt":
+            self.patch_embed = ShiftedPatchTokenization(
+                cfg.patch_size, cfg.in_chans, dim, pad=cfg.pad, norm_eps=cfg.norm_eps
+            )
+        elif cfg.patch_embed in STEMS:
+            self.patch_embed = HybridEmbedding(cfg.patch_embed, cfg.patch_size, cfg.in_chans, dim)
+        else:
+            self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
         self.pos_embed = build_position(cfg.pos_embed, cfg.grid, dim)
         self.rope = Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens) if cfg.pos_embed == "rope" else None
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
@@ -293,6 +348,9 @@ class VisionTransformer(nn.Module):
             window_size=cfg.window_size,
             lowrank_k=cfg.lowrank_k,
             num_latents=cfg.num_latents,
+            sparse_local=cfg.sparse_local,
+            sparse_stride=cfg.sparse_stride,
+            global_tokens=cfg.num_prefix_tokens,
         )
         self.blocks = nn.ModuleList(
             [
@@ -308,11 +366,15 @@ class VisionTransformer(nn.Module):
                     layer_scale=cfg.layer_scale,
                     norm_eps=cfg.norm_eps,
                     attention=cfg.attention,
-                    attention_options={**options, "shift": i % 2 == 1},
+                    attention_options={**options, "shift": i % 2 == 1, **self._block_position_bias()},
                 )
                 for i, rate in enumerate(rates)
             ]
         )
+        self.shared_rel_pos = self._relative_position_bias() if cfg.rel_pos == "shared" else None
+        if self.shared_rel_pos is not None:
+            for b in self.blocks:
+                cast(Block, b).attn.share_position_bias(self.shared_rel_pos)
         use_fc_norm = cfg.pool in ("mean", "max") if cfg.fc_norm is None else cfg.fc_norm
         self.norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and not use_fc_norm else nn.Identity()
         self.fc_norm = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.final_norm and use_fc_norm else nn.Identity()
@@ -320,6 +382,14 @@ class VisionTransformer(nn.Module):
         self.head = self._classifier(cfg.num_classes)
         self.head_dist = self._classifier(cfg.num_classes) if cfg.distill_token else None
         self._init_weights()
+
+    def _relative_position_bias(self) -> RelativePositionBias:
+        cfg = self.config
+        return RelativePositionBias(cfg.grid, cfg.num_heads, cfg.num_prefix_tokens)
+
+    def _block_position_bias(self) -> dict[str, RelativePositionBias]:
+        """A block's own relative position bias (``rel_pos="per_block"``) as an attention option, or none."""
+        return {"rel_pos": self._relative_position_bias()} if self.config.rel_pos == "per_block" else {}
 
     def _classifier(self, num_classes: int) -> nn.Module:
         return nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
@@ -364,6 +434,11 @@ class VisionTransformer(nn.Module):
         """Run at a new image size from now on: a learned position table is resampled bicubically,
         a sinusoidal one recomputed."""
         size = _pair(img_size, "img_size")
+        if self.config.rel_pos != "none":
+            raise ConfigError(
+                f"rel_pos={self.config.rel_pos!r} holds a bias table for the {self.config.grid} grid: build "
+                f"the model at img_size={size} instead (vitlab does not resample relative bias tables)"
+            )
         grid = self.patch_embed.grid_size(*size)
         if isinstance(self.pos_embed, (LearnedPosition, SinCosPosition)):
             self.pos_embed.resample_(grid)
@@ -379,11 +454,17 @@ class VisionTransformer(nn.Module):
 
     def check_keep(self) -> None:
         """Raise :class:`~vitlab.errors.ConfigError` unless the blocks can run on a subset of the patch tokens."""
-        if self.config.attention in ("window", "lowrank"):
+        if self.config.attention in ("window", "lowrank", "sparse"):
             raise ConfigError(
                 f"attention={self.config.attention!r} needs every patch token (windows tile the "
-                f"whole grid; low-rank projects a fixed count), so it cannot run on a subset of "
-                f"them (MAE's visible tokens): use attention 'full', 'lsa', 'linear' or 'latent'"
+                f"whole grid; low-rank projects a fixed count; a sparse pattern is laid on raster positions), "
+                f"so it cannot run on a subset of them (MAE's visible tokens): use attention 'full', 'lsa', "
+                f"'linear' or 'latent'"
+            )
+        if self.config.rel_pos != "none":
+            raise ConfigError(
+                f"rel_pos={self.config.rel_pos!r} biases every pair of the whole grid, so the blocks cannot "
+                f"run on a subset of the patch tokens (MAE's visible tokens): use rel_pos='none'"
             )
 
     def embed(self, images: torch.Tensor, keep: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -532,13 +613,17 @@ class VisionTransformer(nn.Module):
     def no_weight_decay(self) -> set[str]:
         """Names of parameters that weight decay should skip beyond norms and biases."""
         names = {"class_token", "reg_token", "dist_token"}
-        return {n for n, _ in self.named_parameters() if n.split(".")[0] in names or n.startswith("pos_embed.")}
+        return {
+            n
+            for n, _ in self.named_parameters()
+            if n.split(".")[0] in names or n.startswith("pos_embed.") or n.endswith("relative_position_bias_table")
+        }
 
     def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
         """timm's parameter groups (for layer-wise decay): regexes for the stem (embedding, prefix tokens)
         and one group per block, the final norm in the last block's (timm's ``99999``: the previous
         group); the heads match none. ``coarse`` changes nothing for a ViT (as in timm)."""
         return {
-            "stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre)",
+            "stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre|shared_rel_pos)",
             "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))],
         }

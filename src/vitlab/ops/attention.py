@@ -71,3 +71,21 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """``(B, H, N, d) -> (B, N, H*d)``."""
     b, h, n, d = x.shape
     return x.transpose(1, 2).reshape(b, n, h * d)
+
+
+def sparse_pattern(
+    num_tokens: int, local: int, stride: int, global_tokens: int = 0, device: torch.device | None = None
+) -> torch.Tensor:
+    """``(T, T)`` bool: ``True`` where query ``i`` may attend to key ``j`` under a fixed sparse pattern.
+
+    The last ``N = T - G`` tokens (the patch tokens, raster order) attend to keys within ``local``
+    positions of them (the band ``|i - j| <= local``) and to keys a multiple of ``stride`` away
+    (``(i - j) mod stride == 0``; Child et al.'s strided pattern). The first ``G = global_tokens``
+    (class token, registers) attend to every token and every token attends to them.
+    """
+    if global_tokens > num_tokens:
+        raise ValueError(f"{global_tokens} global tokens among only {num_tokens} tokens: use at most {num_tokens}")
+    index = torch.arange(num_tokens - global_tokens, device=device)
+    offset = index[:, None] - index[None, :]
+    patches = (offset.abs() <= local) | (offset.remainder(stride) == 0)
+    return F.pad(patches, (global_tokens, 0, global_tokens, 0), value=True)
