@@ -5,6 +5,7 @@ The names below are imported on first use, so ``import vitlab`` (and ``vitlab --
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from ._version import __version__
@@ -22,9 +23,12 @@ __all__ = [*_LAZY, "__version__"]
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'vitlab' has no attribute {name!r}")
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:   # a subpackage: vitlab.models, ...
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'vitlab' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

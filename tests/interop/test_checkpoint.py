@@ -53,9 +53,11 @@ def test_torch_files_are_read_with_weights_only(tmp_path):
         read_state_dict(tmp_path / "pickled.pth")
 
 
-def test_heads_must_be_given_when_the_width_does_not_suggest_them():
-    state = create_model("vit-seed", embed_dim=48, num_heads=4).state_dict()
-    with pytest.raises(ValueError, match="pass num_heads"):
+@pytest.mark.parametrize("width, readings", [(48, "1, 2, 3, 4, 6, 8, 12, 16, 24 or 48 heads"),
+                                             (64, "1, 2, 4, 8, 16, 32 or 64 heads")])
+def test_heads_must_be_given(width, readings):
+    state = create_model("vit-seed", embed_dim=width, num_heads=4).state_dict()
+    with pytest.raises(ValueError, match=f"{readings}: pass num_heads"):
         infer_config(state)
     config, guessed = infer_config(state, num_heads=4)
-    assert config == create_model("vit-seed", embed_dim=48, num_heads=4).config and guessed == {}
+    assert config == create_model("vit-seed", embed_dim=width, num_heads=4).config and guessed == {}

@@ -38,10 +38,14 @@ def test_timm_file_to_vitlab_and_back(tmp_path, perturb, capsys):
     assert (back(images) - expected).abs().max() <= 1e-5
 
 
-def test_unrecorded_heads_are_reported_as_guessed(tmp_path, capsys):
+def test_unrecorded_heads_are_refused_unless_given(tmp_path, capsys):
     torch.save(TimmViT(**SMALL).state_dict(), tmp_path / "timm.pth")
-    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors")]) == 0
-    assert "guessed num_heads = 1 (head width 64" in capsys.readouterr().out
+    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--set num_heads=N" in err and not (tmp_path / "vitlab.safetensors").exists()
+    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors"), "--set",
+                 "num_heads=4"]) == 0
+    assert "guessed num_heads" not in capsys.readouterr().out
 
 
 @torch.no_grad()
@@ -74,6 +78,6 @@ def test_bad_input_exits_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no checkpoint at" in err and "absent.pth" in err and len(err.splitlines()) == 1
     torch.save(TimmViT(**SMALL).state_dict(), tmp_path / "timm.pth")
-    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "out.pth")]) == 2
+    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "out.pth"), "--num-heads", "4"]) == 2
     err = capsys.readouterr().err
     assert "is a .safetensors file" in err and len(err.splitlines()) == 1

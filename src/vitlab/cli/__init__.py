@@ -38,6 +38,40 @@ def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -> None:
+    """``--model NAME`` and ``--set FIELD=VALUE``: what foreign weights (a timm state dict) do not
+    record, as in ``vitlab convert``; with ``compile``, ``--compile``."""
+    parser.add_argument("--model", metavar="NAME", help="foreign weights: the registered architecture they hold "
+                        "(see `vitlab models`)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="foreign weights: a model config field they do not record, e.g. --set num_heads=3 "
+                        "(repeatable)")
+    if compile:
+        parser.add_argument("--compile", action="store_true",
+                            help="compile the model's forward with torch.compile before scoring")
+
+
+def load_source(args: argparse.Namespace, command: str) -> Any:
+    """``load_checkpoint(args.checkpoint)`` on ``args.device`` with the :func:`add_source_options`;
+    each guess is said on stderr. Returns the :class:`~vitlab.runs.Loaded`."""
+    import sys
+
+    from ..runs import load_checkpoint
+
+    hints = parse_overrides(args.set)
+    loaded = load_checkpoint(args.checkpoint, args.device, model=args.model, **hints)
+    if (args.model is not None or hints) and loaded.metadata.get("source") not in ("timm", "hf"):
+        raise ConfigError(f"--model and --set describe foreign weights; {loaded.path} records its own config: "
+                          f"drop them")
+    for name, why in loaded.guessed.items():
+        print(f"vitlab {command}: guessed {name} = {why}", file=sys.stderr)
+    if getattr(args, "compile", False):
+        from ..engine.loop import compile_forward
+
+        compile_forward(loaded.model)
+    return loaded
+
+
 def apply_threads(threads: int | None) -> None:
     """``torch.set_num_threads(threads)`` for a positive count; refuses 0 and negatives."""
     if threads is None:

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dst", help="file to write (.safetensors; .pth/.pt/.bin for a torch file with --to timm)")
     p.add_argument("--to", dest="target", choices=TARGETS, default="vitlab", help="target format (default: vitlab)")
     p.add_argument("--model", help="registered architecture of a foreign file (e.g. vit-tiny-patch16-224)")
-    p.add_argument("--num-heads", type=int, help="attention heads, which weights do not record (default: width/64)")
+    p.add_argument("--num-heads", type=int, help="attention heads, which a timm state dict does not record "
+                   "(required for one)")
     p.add_argument("--img-size", type=int, help="run at this image size, resampling learned positions")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any model config field the file does not record (repeatable), e.g. --set pool=token")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import add_source_options, load_source
+
 SPLITS = ("test", "val", "train")
 
 
@@ -25,9 +27,8 @@ def run_dense(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runs import load_checkpoint
-
-    if load_checkpoint(args.checkpoint).kind in ("segmenter", "detector"):
+    loaded = load_source(args, "evaluate")
+    if loaded.kind in ("segmenter", "detector"):
         return run_dense(args)
     if args.linear_probe or args.knn:
         from ..ssl import probe_checkpoint
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from ..tasks import evaluate_checkpoint
 
-    report = evaluate_checkpoint(args.checkpoint, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
+    report = evaluate_checkpoint(loaded, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
                                  temperature_scale=args.temperature_scale, out_dir=args.out,
                                  overwrite=args.overwrite, device=args.device)
     print(f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
@@ -60,7 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="evaluate a checkpoint: accuracy, NLL, calibration, confusion",
                        description="Evaluate a checkpoint written by `vitlab train --out` (a run folder, a "
                        "checkpoint folder or a model.safetensors) on a split of its dataset.")
-    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder, or model.safetensors")
+    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face "
+                   "weights or folder, .keras")
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="test", choices=SPLITS)
@@ -72,4 +74,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=20, help="neighbours for --knn")
     p.add_argument("--rows", type=int, help="probes: fit on the first N training rows only")
     p.add_argument("--device", default="auto")
+    add_source_options(p, compile=True)
     p.set_defaults(func=run)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import add_source_options, load_source
+
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
 SPLITS = ("val", "test", "train")
 
@@ -19,17 +21,21 @@ def parse_query(text: str) -> str | int:
 
 def run(args: argparse.Namespace) -> int:
     from ..explain import audit_checkpoint, explain_checkpoint
+    from ..explain.report import check_explain_options
 
+    check_explain_options(index=args.index, patch_size=args.patch_size, samples=args.samples, steps=args.steps,
+                          sanity_epochs=args.sanity_epochs, seed=args.seed, threshold=args.threshold)
+    loaded = load_source(args, "explain")            # options first: a bad one is refused before loading
     methods = None if args.method == "all" else (args.method,)
     common = dict(dataset=args.dataset, data_dir=args.data_dir, methods=methods, split=args.split,
                   patch_size=args.patch_size, device=args.device, overwrite=args.overwrite)
     if args.audit:
-        result = audit_checkpoint(args.checkpoint, args.out, samples=args.samples, seed=args.seed, steps=args.steps,
+        result = audit_checkpoint(loaded, args.out, samples=args.samples, seed=args.seed, steps=args.steps,
                                   sanity_epochs=args.sanity_epochs, threshold=args.threshold, **common)
         print(result.markdown(), end="")
         print(f"audit took {result.seconds:.1f}s; wrote {args.out}/audit.json, audit.md and figures")
         return 0
-    report = explain_checkpoint(args.checkpoint, args.out, index=args.index, query=args.query,
+    report = explain_checkpoint(loaded, args.out, index=args.index, query=args.query,
                                 textbook=args.textbook, **common)
     print(f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: "
           f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})")
@@ -48,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "one image of a checkpoint's dataset, or (--audit) measure them: deletion / insertion "
                        "curves against random and occlusion orders, and sanity checks after randomising the "
                        "weights and training on permuted labels.")
-    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder, or model.safetensors")
+    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face "
+                   "weights or folder, .keras")
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="val", choices=SPLITS)
@@ -71,4 +78,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="explain", help="output folder (default: ./explain)")
     p.add_argument("--overwrite", action="store_true", help="replace the explanation already in --out")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
+    add_source_options(p)
     p.set_defaults(func=run)

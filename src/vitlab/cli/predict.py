@@ -6,8 +6,9 @@ import argparse
 import csv
 import io
 import json
-import sys
 from pathlib import Path
+
+from . import add_source_options, load_source
 
 
 def run_dense(args: argparse.Namespace) -> int:
@@ -22,16 +23,63 @@ def run_dense(args: argparse.Namespace) -> int:
     return 0
 
 
+def coordinates(text: str, n: int, option: str) -> list[float]:
+    """``"X,Y"`` -> ``[X, Y]`` (``n`` comma-separated pixel coordinates of ``option``)."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != n:
+        raise ValueError(f"{option} takes {n} comma-separated pixel coordinates, got {text!r}")
+    return values
+
+
+def run_promptable(args: argparse.Namespace) -> int:
+    """A ``promptable`` checkpoint: the best mask for ``--point`` (repeatable) and / or ``--box`` over the image."""
+    from ..prompt import predict_file
+
+    if len(args.images) != 1:
+        raise ValueError(f"a promptable model segments one image at a time, got {len(args.images)}")
+    if not args.point and args.box is None:
+        raise ValueError("a promptable model needs a prompt: --point X,Y (repeatable) or --box X0,Y0,X1,Y1")
+    points = [coordinates(p, 2, "--point") for p in args.point] or None
+    box = coordinates(args.box, 4, "--box") if args.box is not None else None
+    image = args.images[0]
+    out = args.out or str(Path(image).with_suffix("")) + "_overlay.png"
+    path, iou = predict_file(args.checkpoint, image, out, points=points, box=box, device=args.device)
+    print(f"wrote {path} (predicted IoU {iou:.3f})")
+    return 0
+
+
+def run_clip(args: argparse.Namespace, loaded) -> int:  # loaded: vitlab.runs.Loaded
+    """A ``clip`` checkpoint: each image's zero-shot class probabilities and, with ``--captions``, which
+    caption fits."""
+    from ..data import read_image
+    from ..multimodal import classify, rank_captions
+    from ..tasks.predict import image_files
+
+    size = loaded.data.image_size[0]
+    classes = loaded.data.classes
+    for path in image_files(args.images):
+        image = read_image(path, channels=3, size=size).to(next(loaded.model.parameters()).device)
+        probs = classify(loaded.model, image[None], classes)[0].tolist()
+        ranked = sorted(zip(classes, probs), key=lambda pair: -pair[1])[:args.top_k]
+        print(f"{path}  zero-shot: " + "  ".join(f"{c} {v:.3f}" for c, v in ranked))
+        for caption, prob in rank_captions(loaded.model, image, args.captions) if args.captions else ():
+            print(f"  {prob:.3f}  {caption}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..device import resolve_device
-    from ..runs import load_checkpoint
     from ..tasks import classify_files
 
-    loaded = load_checkpoint(args.checkpoint, resolve_device(args.device))
+    loaded = load_source(args, "predict")
     if loaded.kind in ("segmenter", "detector"):
         return run_dense(args)
-    for name, why in loaded.guessed.items():
-        print(f"vitlab predict: guessed {name} = {why}", file=sys.stderr)
+    if loaded.kind == "promptable":
+        return run_promptable(args)
+    if loaded.kind == "clip":
+        return run_clip(args, loaded)
     predictions = classify_files(loaded, args.images, top_k=args.top_k)
     folder = any(Path(p).is_dir() for p in args.images)
     if args.json:
@@ -71,5 +119,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="a CSV of the predictions (classifier), or the overlay PNG (dense; default: "
                    "IMAGE_overlay.png)")
     p.add_argument("--min-score", type=float, default=0.5, help="dense: boxes below this score are not drawn")
+    p.add_argument("--point", action="append", default=[], metavar="X,Y",
+                   help="promptable: a foreground point in the image's pixels (repeatable)")
+    p.add_argument("--box", metavar="X0,Y0,X1,Y1", help="promptable: a box prompt in the image's pixels")
+    p.add_argument("--captions", nargs="+", metavar="TEXT", help="clip: rank these captions for each image "
+                   "(best fit first), e.g. --captions 'a red circle' 'a blue square'")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
+    add_source_options(p, compile=True)
     p.set_defaults(func=run)

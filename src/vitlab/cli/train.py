@@ -11,7 +11,7 @@ RECIPE_NAMES = ("default", "plain", "small-data")
 
 # argparse destination -> TrainConfig field, for the options that map one to one
 FIELDS = ("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "augment", "device",
-          "init", "layer_decay", "teacher", "distill", "distill_alpha", "distill_temperature")
+          "init", "layer_decay", "teacher", "distill", "distill_alpha", "distill_temperature", "compile")
 
 
 def build_config(args: argparse.Namespace):  # -> TrainConfig
@@ -49,7 +49,7 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     return TrainConfig.from_recipe(args.recipe, **given)
 
 
-DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head")
+DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head", "compile")
 
 
 def run_dense(args: argparse.Namespace) -> int:
@@ -86,7 +86,87 @@ def run_dense(args: argparse.Namespace) -> int:
     return 0
 
 
+PROMPTABLE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "compile")
+
+
+def run_promptable(args: argparse.Namespace) -> int:
+    """``--task promptable``: SAM-style promptable segmentation (see ``vitlab.prompt``). ``--set KEY=VALUE``
+    sets a PromptableTrainConfig field (e.g. ``count``, ``box_prob``) or a PromptableConfig field."""
+    from ..engine import TqdmReporter
+    from ..errors import ConfigError
+    from ..prompt import promptable_train_config, train_promptable
+    from ..runs import RunDir
+    from ..runs.rundir import CONFIG
+
+    if args.head is not None:
+        raise ConfigError("--head picks a dense head: promptable segmentation has its own mask decoder")
+    given = {name: getattr(args, name) for name in PROMPTABLE_FIELDS if getattr(args, name) is not None}
+    if args.resume:
+        if args.out is None:
+            raise ConfigError("--resume needs the run folder: --out DIR")
+        base = read_config_file(RunDir(args.out) / CONFIG)
+    else:
+        base = read_config_file(args.config) if args.config else {}
+    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
+    config = promptable_train_config({**base, **given, **parse_overrides(args.set), "out_dir": args.out,
+                                      "resume": args.resume, "overwrite": args.overwrite})
+    apply_threads(args.threads)
+    main = int(os.environ.get("RANK", "0")) == 0
+    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    result = train_promptable(config, reporter=reporter)
+    if main:
+        test = result.test
+        print(f"promptable on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, test mean IoU "
+              f"from one box {test['box_miou']:.4f}, from one point {test['point_miou']:.4f} (final model)")
+        if config.out_dir is not None:
+            print(f"run folder: {config.out_dir}", file=sys.stderr)
+    return 0
+
+
+CLIP_FIELDS = ("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "compile")
+
+
+def run_clip(args: argparse.Namespace) -> int:
+    """``--task clip``: a small CLIP on captioned shapes (see ``vitlab.multimodal``). ``--set KEY=VALUE`` sets a
+    CLIPTrainConfig field (e.g. ``count``, ``image_size``) or a CLIPConfig field (e.g. ``embed_dim``,
+    ``vision={"depth": 2}``)."""
+    from ..engine import TqdmReporter
+    from ..errors import ConfigError
+    from ..multimodal import clip_train_config, train_clip
+    from ..runs import RunDir
+    from ..runs.rundir import CONFIG
+
+    if args.head is not None:
+        raise ConfigError("--head picks a dense head: a CLIP model has none")
+    given = {name: getattr(args, name) for name in CLIP_FIELDS if getattr(args, name) is not None}
+    if args.resume:
+        if args.out is None:
+            raise ConfigError("--resume needs the run folder: --out DIR")
+        base = read_config_file(RunDir(args.out) / CONFIG)
+    else:
+        base = read_config_file(args.config) if args.config else {}
+    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
+    config = clip_train_config({**base, **given, **parse_overrides(args.set), "out_dir": args.out,
+                                "resume": args.resume, "overwrite": args.overwrite})
+    apply_threads(args.threads)
+    main = int(os.environ.get("RANK", "0")) == 0
+    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    result = train_clip(config, reporter=reporter)
+    if main:
+        test = result.test
+        print(f"{config.model} on captioned {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+              f"test recall@1 image->text {test['i2t_r1']:.4f}, text->image {test['t2i_r1']:.4f}, zero-shot "
+              f"shape accuracy {test['zero_shot_acc']:.4f} (best epoch's weights)")
+        if config.out_dir is not None:
+            print(f"run folder: {config.out_dir}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.task == "promptable":
+        return run_promptable(args)
+    if args.task == "clip":
+        return run_clip(args)
     if args.task != "classify":
         return run_dense(args)
     if args.head is not None:
@@ -115,8 +195,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model on a dataset",
                        description="Train a model. Defaults: vit-digits on digits with the 'default' recipe. "
                        "Under `torchrun --nproc_per_node=N -m vitlab train ...` runs DDP (--batch-size per process).")
-    p.add_argument("--task", default="classify", choices=("classify", "segment", "detect"),
-                   help="classify (default), or a dense task on e.g. --dataset shapes")
+    p.add_argument("--task", default="classify", choices=("classify", "segment", "detect", "promptable", "clip"),
+                   help="classify (default), or a dense, promptable or clip task on e.g. --dataset shapes")
     p.add_argument("--head", choices=("linear", "decoder", "queries", "detr"),
                    help="dense head: linear|decoder|queries for segment (default linear), detr for detect; "
                    "--set KEY=VALUE sets dense options (patch_size, embed_dim, count, image_size, ...)")
@@ -137,7 +217,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(e.g. --set drop_path_rate=0.1); repeatable")
     p.add_argument("--seed", type=int)
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
-    p.add_argument("--init", metavar="CKPT", help="start from a checkpoint's matching weights (e.g. `vitlab pretrain`)")
+    p.add_argument("--init", metavar="CKPT", help="start from the matching weights of any model source (a run, "
+                   "`vitlab pretrain`, timm or Hugging Face weights, .keras); learned positions are resampled to "
+                   "the data's image size, and heads a timm file does not record are the trained model's")
+    p.add_argument("--compile", action="store_true", default=None,
+                   help="run the training forward through torch.compile (slow to start, faster per step)")
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning (e.g. 0.75)")
     p.add_argument("--teacher", metavar="CKPT", help="distil from this checkpoint (a vitlab CNN or ViT)")
     p.add_argument("--distill", choices=("soft", "hard"), help="distillation kind (DeiT token and head)")

@@ -28,7 +28,9 @@ class RunConfig:
     training at the first step past that many seconds (the cosine then follows elapsed time, so the
     rate has annealed when time runs out). ``ema_decay`` (e.g. 0.999) keeps an EMA of the weights,
     which validation, ``best`` and the result then use. ``out_dir=None`` writes no files;
-    ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there.
+    ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there. ``compile``
+    runs the training forward (and its backward) through ``torch.compile``; the weights, their
+    names and the checkpoints are those of the eager model.
     """
     dataset: str = "digits"
     data_dir: str | None = None
@@ -52,9 +54,10 @@ class RunConfig:
     overwrite: bool = False
     device: str = "auto"
     amp: bool = True
+    compile: bool = False
 
     # Fields a resumed run may change: they do not affect the weights.
-    RESUME_FREE = ("resume", "overwrite", "device", "eval_every", "out_dir")
+    RESUME_FREE = ("resume", "overwrite", "device", "eval_every", "out_dir", "compile")
 
     def checks(self) -> dict[str, Check]:
         """``{field: allowed values}``; a task's config adds its own."""
@@ -66,7 +69,7 @@ class RunConfig:
             "warmup_epochs": Float(0.0, 100_000.0), "clip_grad": Maybe(Float(0.0, 1e6, low_open=True)),
             "ema_decay": Maybe(Float(0.0, 1.0, low_open=True, high_open=True)), "eval_every": Int(1, 100_000),
             "time_limit_s": Maybe(Float(0.0, 1e9, low_open=True)), "resume": Bool(), "overwrite": Bool(),
-            "amp": Bool()}
+            "amp": Bool(), "compile": Bool()}
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks())

@@ -13,6 +13,9 @@ seeding, device, DDP (torchrun), optimiser and schedule, clipping, accumulation,
 progress, history, checkpoints, exact resume and the divergence check. A non-finite loss stops the
 run with :class:`~vitlab.errors.DivergenceError` naming the step; the last finite checkpoint stays.
 
+With ``config.compile`` the step runs ``torch.compile(net)``, a wrapper beside the task's model: the
+model, its state-dict keys, the EMA and every checkpoint stay those of the eager module.
+
 Determinism: each epoch restarts Python's, NumPy's and torch's generators, and the task's own, from
 ``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
 boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
@@ -124,6 +127,14 @@ class FitResult:
     checkpoints: dict[str, Any] = field(default_factory=dict)
 
 
+def compile_forward(model: nn.Module) -> nn.Module:
+    """``model`` with its ``forward`` replaced by ``torch.compile(model.forward)``, for inference: the
+    module tree, parameters and state-dict keys are unchanged. Returns ``model``. (A deep copy would
+    keep calling the original's forward, so training compiles a wrapper instead; see :func:`fit`.)"""
+    model.forward = torch.compile(model.forward)
+    return model
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's and torch's (CPU and CUDA) global generators."""
     random.seed(seed)
@@ -174,8 +185,9 @@ class Engine:
         seed_everything(config.seed)
         task.prepare(env, config.amp)
         model = task.model
-        self.net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
-                                            else None) if env.world_size > 1 else model)
+        net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
+                                       else None) if env.world_size > 1 else model)
+        self.net: nn.Module = torch.compile(net) if config.compile else net  # type: ignore[assignment]
         self.loader = BatchLoader(_Sizes(task.train_size()), config.batch_size,  # type: ignore[arg-type]
                                   shuffle=True, seed=config.seed,
                                   drop_last=task.drop_last and task.train_size() > config.batch_size,

@@ -138,7 +138,7 @@ def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
                        dataset=ckpt.data.dataset or "digits", seed=ckpt.data.seed)
 
 
-def explain_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,
+def explain_checkpoint(path: str | Path | Loaded, out_dir: str | Path, *, dataset: str | None = None,
                        data_dir: str | Path | None = None, index: int = 0, methods: Sequence[str] | None = None,
                        split: str = "val", query: Query | None = None, patch_size: int | None = None,
                        textbook: bool = False, device: str = "auto", overwrite: bool = False
@@ -154,7 +154,7 @@ def explain_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | 
     return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
 
 
-def audit_checkpoint(path: str | Path, out_dir: str | Path, *, dataset: str | None = None,
+def audit_checkpoint(path: str | Path | Loaded, out_dir: str | Path, *, dataset: str | None = None,
                      data_dir: str | Path | None = None, samples: int = 100, methods: Sequence[str] | None = None,
                      split: str = "val", seed: int = 0, sanity_epochs: int = 5, threshold: float = 0.5,
                      patch_size: int | None = None, steps: int | None = None, device: str = "auto",

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..models.config import reject_unknown
 from ..models.vit import ViTConfig
 
@@ -196,9 +197,11 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     """The :class:`ViTConfig` a vitlab-named ``state`` fits, and the fields it had to guess.
 
     Shapes and key names give the widths, depth, tokens, norms, head and positions; ``known``
-    fields (from a module or a config file) take precedence. What no tensor records is guessed
-    and reported as ``{field: why}``: ``num_heads`` (head width 64), ``img_size`` without a
-    position table (224), ``pool`` when a class token and a post-pool norm both exist (mean).
+    fields (from a module or a config file) take precedence. ``num_heads`` must be known: no tensor
+    records it and every divisor of the width fits the weights equally, so a missing one is a
+    :class:`~vitlab.errors.ConfigError` naming the readings. Other fields no tensor records are
+    guessed and reported as ``{field: why}``: ``img_size`` without a position table (224), ``pool``
+    when a class token and a post-pool norm both exist (mean).
     """
     reject_unknown(known, (f.name for f in fields(ViTConfig)), "ViTConfig")
     if "patch_embed.proj.weight" not in state:
@@ -235,12 +238,11 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     else:
         inferred["img_size"] = 224
         guessed["img_size"] = "224 (no position table to read it from)"
-    if dim % 64 == 0:
-        inferred["num_heads"] = dim // 64
-        guessed["num_heads"] = f"{dim // 64} (head width 64, the usual choice)"
-    elif "num_heads" not in known:
-        raise ValueError(f"the number of attention heads is not in the weights and width {dim} is not a multiple of "
-                         f"the usual head width 64: pass num_heads")
+    if "num_heads" not in known:
+        *fits, last = (str(n) for n in range(1, dim + 1) if dim % n == 0)
+        readings = f"{', '.join(fits)} or {last}" if fits else last
+        raise ConfigError(f"the weights do not record the number of attention heads and width {dim} splits evenly "
+                          f"into {readings} heads: pass num_heads (--set num_heads=N) or the architecture (--model NAME)")
     if class_token and fc_norm:
         guessed["pool"] = "'mean' (a norm after pooling; pass pool='token' if the class token was pooled)"
     config = ViTConfig(**{**inferred, **known})

@@ -18,7 +18,7 @@ from ..data import DataSplits, load_dataset
 from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit, seed_everything
 from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, DataError
-from ..runs import RunDir, load_checkpoint, load_matching_weights
+from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
 from ..runs.rundir import SUMMARY
 
 SPLITS = ("test", "val", "train")
@@ -93,21 +93,22 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     return result
 
 
-def evaluate_checkpoint(source: str | Path, *, dataset: str | None = None, data_dir: str | Path | None = None,
+def evaluate_checkpoint(source: str | Path | Loaded, *, dataset: str | None = None, data_dir: str | Path | None = None,
                         split: str = "test", temperature_scale: bool = False, out_dir: str | Path | None = None,
                         overwrite: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Evaluate a classifier checkpoint (any source) on a split of its dataset (or of ``dataset``).
 
     The splits are the training run's (name, data_dir, seed, rows recorded in the checkpoint),
     normalised with its statistics. With ``out_dir``, writes ``metrics.json``, ``reliability.png``
-    and ``confusion.png`` there (a run folder of kind ``evaluate``).
+    and ``confusion.png`` there (a run folder of kind ``evaluate``). A model already loaded
+    (:class:`~vitlab.runs.Loaded`) is used as it is, on its own device.
     """
     from ..device import resolve_device
     from ..engine.figures import plot_confusion, plot_reliability
 
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
-    loaded = load_checkpoint(source, resolve_device(device))
+    loaded = source if isinstance(source, Loaded) else load_checkpoint(source, resolve_device(device))
     run_dir = RunDir(out_dir).open("evaluate", overwrite=overwrite) if out_dir is not None else None
     try:
         if loaded.kind not in ("classifier", "distilled-classifier"):
