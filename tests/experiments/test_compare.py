@@ -4,13 +4,15 @@ import statistics
 from itertools import product
 
 import pytest
+import torch
 
 from vitlab.cli.main import main
-from vitlab.experiments import CompareConfig, plan_compare, run_compare
-from vitlab.experiments.compare import attention_overrides, tome_schedule, train_config
-from vitlab.models import get_config
-from vitlab.train import TrainConfig
-from vitlab.models import count_params, create_model
+from vitlab.errors import ConfigError
+from vitlab.experiments import CompareConfig, LocalExecutor, plan_compare, run_compare
+from vitlab.experiments.compare import attention_overrides, run_groups, tome_schedule, train_config
+from vitlab.experiments.report import results_numbers
+from vitlab.experiments.training import TrainConfig
+from vitlab.models import count_params, create_model, get_config
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}
 GREY28 = {"num_classes": 10, "in_chans": 1, "img_size": (28, 28)}
@@ -115,10 +117,21 @@ def test_cnn_outside_tolerance_is_an_error():
 
 def test_patch_not_dividing_the_image_names_the_fix():
     config = CompareConfig(rows=[10], patches=[2, 3], augment=["none"])
-    with pytest.raises(ValueError, match=r"patch 3 .*not divisible by patch 3.*choose a patch that divides it"):
+    with pytest.raises(ValueError, match=r"patch 3 .*not divisible by patch 3.*choose a patch that divides it.*--pad"):
         plan_compare(config, DIGITS)
     with pytest.raises(ValueError, match="patch 3"):        # before any training
         run_compare(config)
+
+
+def test_pad_makes_the_mini_projects_patches_runnable():
+    config = CompareConfig(dataset="mnist", rows=[100], patches=[4, 7, 8, 16], augment=["none"], pad=True)
+    vits = {r.axes["patch"]: r for r in plan_compare(config, GREY28).runs if r.kind == "vit"}
+    # only the patches that do not divide 28 pad; 8 and 16 pad 28 to 32: a 4x4 and a 2x2 grid
+    assert [vits[p].overrides for p in (4, 7)] == [{"patch_size": 4}, {"patch_size": 7}]
+    assert vits[8].overrides == vits[16].overrides | {"patch_size": 8} == {"patch_size": 8, "pad": True}
+    model = create_model("vit-seed", **GREY28, **vits[16].overrides)
+    assert model.grid_size(28, 28) == (2, 2) and model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert vits[8].params == count_params(create_model("vit-seed", **GREY28, **vits[8].overrides))
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -135,11 +148,68 @@ def test_patch_not_dividing_the_image_names_the_fix():
     ({"attention": ["window", "window"]}, "attention repeats"),
     ({"distill_kind": "medium"}, "distill_kind must be"),
     ({"pretrain_images": "val"}, "pretrain_images must be"),
+    ({"cnns": ["matched", "resnet"]}, "unknown cnns value"),
+    ({"normalization": "minmax"}, "normalization must be one of"),
+    ({"preset": "imagenet"}, "unknown preset"),
     ({"attention": ["full", "window"], "pretrain": ["none", "mae"]}, "window attention, built for the whole"),
 ])
 def test_bad_config(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigError, match=match):
         CompareConfig(**kwargs)
+
+
+def test_an_output_folder_under_a_file_fails_before_training(tmp_path):
+    blocker = tmp_path / "results.txt"
+    blocker.write_text("not a folder")
+    calls = []
+    with pytest.raises(ConfigError, match="results.txt' is a file, not a folder"):
+        run_compare(CompareConfig(rows=[30], patches=[4], augment=["none"], epochs=1, out_dir=str(blocker / "study")),
+                    progress=lambda *args: calls.append(args))
+    assert calls == [] and blocker.read_text() == "not a folder"
+
+
+def test_textbook_preset_plans_the_vit_against_both_cnns():
+    config = CompareConfig.from_preset("textbook", seeds=2)
+    assert (config.name, config.dataset, config.rows, config.patches, config.epochs, config.recipe, config.vit,
+            config.normalization, config.preset) == ("textbook", "fashion-mnist", [1000, 4000], [7], 15, "plain",
+                                                     "vit-seed", "unit", "textbook")
+    plan = plan_compare(config, GREY28)
+    assert [a.name for a in plan.axes] == ["seed", "rows", "augment", "patch", "cnn"]
+    assert len(plan.cells) == 2 * 2 * 2 and len(plan.runs) == 2 * 2 * 3     # each ViT trained once, met twice
+    runs = {r.key: r for r in plan.runs}
+    for cell in plan.cells:
+        vit, cnn = runs[cell.vit], runs[cell.cnn]
+        assert "cnn" not in vit.axes and cnn.axes["cnn"] == cell.axes["cnn"]
+        assert vit.train == cnn.train == {"seed": cell.axes["seed"], "rows": cell.axes["rows"], "augment": "none"}
+        if cell.axes["cnn"] == "textbook":                # the textbook's size: ~60k parameters, no BatchNorm
+            model = create_model(cnn.model, **GREY28, **cnn.overrides)
+            assert cnn.params == count_params(model) == 60_503
+            assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+        else:
+            assert abs(cnn.params - vit.params) <= 0.15 * vit.params
+    assert train_config(config, runs[plan.cells[0].vit]).lr == 1e-3
+    assert CompareConfig.from_preset("textbook", name="mine", rows=[300]).name == "mine"
+    with pytest.raises(ConfigError, match="unknown preset"):
+        CompareConfig.from_preset("imagenet")
+
+
+def test_runs_that_share_a_teacher_an_encoder_or_a_training_run_together():
+    config = CompareConfig(rows=[50], patches=[2], augment=["none"], seeds=2, attention=["full", "tome"],
+                           distill=["none", "cnn"])
+    plan = plan_compare(config, DIGITS)
+    groups = run_groups(config, plan)
+    assert sorted(r.key for g in groups for r in g) == sorted(r.key for r in plan.runs)
+    order = [r.key for r in plan.runs]
+    for group in groups:
+        assert [order.index(r.key) for r in group] == sorted(order.index(r.key) for r in group)
+        assert len({r.train["seed"] for r in group}) == 1                 # nothing is shared across seeds
+        for run in group:
+            assert run.teacher is None or run.teacher in {r.key for r in group}
+    # per seed: the CNN, the distilled full and ToMe ViTs (one training) and the undistilled pair
+    assert sorted(len(g) for g in groups) == [2, 2, 3, 3]
+    pretrained = CompareConfig(rows=[50, 100], patches=[2], augment=["none"], pretrain=["none", "mae"])
+    groups = run_groups(pretrained, plan_compare(pretrained, DIGITS))
+    assert sorted(len(g) for g in groups) == [1, 1, 1, 1, 2]            # one encoder for both rows
 
 
 def test_rows_beyond_the_pool_fail_before_training():
@@ -152,9 +222,9 @@ def test_tiny_study_end_to_end(tmp_path):
     config = CompareConfig(rows=[40, 80], patches=[2, 4], augment=["none"], seeds=2, epochs=1, out_dir=str(out),
                            device="cpu")
     calls = []
-    result = run_compare(config, progress=lambda i, n, run, record: calls.append((i, n, record is None)))
+    result = run_compare(config, progress=lambda done, n, run, record: calls.append((done, n, run.key, record.key)))
     assert len(result.records) == 12                        # 8 ViT runs + 4 CNN runs (shared by both patches)
-    assert calls[:2] == [(1, 12, True), (1, 12, False)] and len(calls) == 24
+    assert [c[:2] for c in calls] == [(i, 12) for i in range(1, 13)] and all(c[2] == c[3] for c in calls)
 
     for record in result.records.values():
         assert record.train_rows == record.axes["rows"]
@@ -205,16 +275,51 @@ def test_tiny_study_end_to_end(tmp_path):
 
 def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     code = main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",
-                 "--device", "cpu", "--threads", "1", "--out", str(tmp_path), "--name", "cli"])
+                 "--device", "cpu", "--jobs", "1", "--threads", "1", "--out", str(tmp_path), "--name", "cli"])
     captured = capsys.readouterr()
     assert code == 0
-    assert "[2/2] cnn-digits widths=" in captured.out and "| Model | Rows | Parameters |" in captured.out
+    # one line per finished run, in the order they finish
+    lines = [line for line in captured.out.splitlines() if line.startswith("[")]
+    assert [line[:5] for line in lines] == ["[1/2]", "[2/2]"]
+    assert {line.split()[1] for line in lines} == {"vit-digits", "cnn-digits"}
+    assert any(" widths=" in line and "rows=30 augment=none seed=0: val " in line for line in lines)
+    assert "| Model | Rows | Parameters |" in captured.out
     assert (tmp_path / "cli" / "report.md").is_file()
     assert str(tmp_path / "cli" / "report.md") in captured.err
 
     assert main(["compare", "--patches", "3", "--epochs", "1", "--out", str(tmp_path), "--name", "bad"]) == 2
     assert "not divisible by patch 3" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--out", "FILE"], "is a file, not a folder"),
+    (["--threads", "-3"], "threads=-3"),
+    (["--jobs", "0"], "jobs=0"),
+    (["--executor", "local", "--address", "auto"], "is for the ray executor"),
+])
+def test_cli_refuses_bad_execution_settings_in_one_line(tmp_path, capsys, flags, message):
+    (tmp_path / "FILE").write_text("")
+    flags = [str(tmp_path / "FILE") if f == "FILE" else f for f in flags]
+    assert main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",
+                 "--out", str(tmp_path), *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_parallel_runs_give_the_numbers_of_serial_runs(tmp_path):
+    config = dict(rows=[40], patches=[2, 4], augment=["none"], seeds=2, epochs=1, device="cpu")
+    found = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        result = run_compare(CompareConfig(**config, out_dir=str(out)), executor=LocalExecutor(jobs=jobs, threads=1))
+        assert result.execution == {"executor": "local", "jobs": jobs, "threads_per_run": 1}
+        found[jobs] = json.loads((out / "results.json").read_text())
+    assert len(found[1]["runs"]) == 6 and found[2]["environment"]["jobs"] == 2
+    assert results_numbers(found[1]) == results_numbers(found[2])
+    assert "seconds" in found[1]["runs"][0] and "seconds" not in results_numbers(found[1])["runs"][0]
+    assert [r["key"] for r in found[1]["runs"]] == [r["key"] for r in found[2]["runs"]]     # plan order kept
 
 
 def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):

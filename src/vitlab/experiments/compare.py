@@ -6,9 +6,11 @@ data, seed, recipe (optimiser, schedule, epochs) and augmentation. The CNN is si
 :func:`~vitlab.models.cnn_for_budget` to the parameter count of the ViT *at that patch size* and must
 land within ``param_tolerance`` of it (±15% by default).
 
-The grid is a list of :class:`Axis`. An axis either sets a :class:`~vitlab.train.TrainConfig` field
-for both models (rows, augment, seed) or applies to the ViT only: its patch size, and the variant axes
-of :data:`VARIANTS`, each in the grid only when the study lists something besides its default:
+The grid is a list of :class:`Axis`. An axis either sets a :class:`~vitlab.engine.TrainConfig` field
+for both models (rows, augment, seed) or applies to one model only: the ViT's patch size and the
+variant axes of :data:`VARIANTS`, each in the grid only when the study lists something besides its
+default, and the CNN the ViT meets (``cnns``: ``matched``, the default, or ``textbook``, the plain
+convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_CNN`):
 
 - ``attention``: ``full`` (the registered model), a cheaper kind from :mod:`vitlab.layers.attention`
   (``window``, ``linear``, ``lowrank``, ``latent``, ``lsa``; sized to the patch grid by
@@ -24,37 +26,66 @@ of :data:`VARIANTS`, each in the grid only when the study lists something beside
 A run is identified by what it trains, so when two patch sizes give the ViT the same parameter count
 (as patches 2 and 4 do for ``vit-digits``) the matched CNN is trained once per (seed, rows, augment)
 and paired with both. Every run's record also holds its forward cost on a validation batch
-(images per second, peak memory).
+(images per second, peak memory), measured after the grid in this process.
+
+Runs are independent but for what one makes for another (a teacher, a pretrained encoder, a trained
+model that ToMe evaluates): :func:`execute` groups such runs into one task and hands the tasks to an
+executor (:mod:`~vitlab.experiments.executors`: this machine's cores or a Ray cluster). Every run
+seeds itself from its own plan entry, so the records do not depend on where or in which order the
+tasks ran (at a fixed number of torch threads per run: the thread count changes float rounding).
 
 Nothing is written unless ``out_dir`` is set; then :func:`~vitlab.experiments.report.write_report`
 writes ``results.json``, ``report.md`` and the figures there.
 """
 from __future__ import annotations
 
+import io
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-from ..data import DataSplits, ImageDataset, load_dataset
-from ..data.augment import normalize
-from ..data.augment import PRESETS
-from ..models import TokenMergingViT, ViTConfig, VisionTransformer, apply_tome, cnn_for_budget, count_params, create_model, front_loaded, get_config
-from ..ops.patches import divisibility_error
+from ..data import NORMALIZATIONS, DataSplits, ImageDataset, load_dataset
+from ..data.augment import PRESETS, normalize
+from ..errors import ConfigError
 from ..explain import attention_examples
-from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
-from ..ssl.distill import DISTILL_KINDS, distilled_from
-from ..train import RECIPES, TrainConfig, TrainResult, train
-from ..train.evaluate import classification_report, predict_logits
-from ..train.measure import forward_costs
-from .figures import RECIPE_AUGMENT, VARIANTS, variant_words
+from ..models import (
+    TokenMergingViT,
+    VisionTransformer,
+    ViTConfig,
+    apply_tome,
+    cnn_for_budget,
+    count_params,
+    create_model,
+    front_loaded,
+    get_config,
+)
+from ..ops.patches import divisibility_error
+from .executors import Executor, LocalExecutor
+from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
+from .files import check_out_dir, write_file
 from .report import write_report
+from .textbook import PRESET, TEXTBOOK_CNN
+from .training import (
+    DISTILL_KINDS,
+    IMAGE_SETS,
+    METHODS,
+    RECIPES,
+    TrainConfig,
+    TrainResult,
+    classification_report,
+    forward_costs,
+    predict_logits,
+    pretrain_run,
+    train_run,
+)
 
 # Per-dataset defaults: (ViT, CNN family, patch sizes). 28x28 data gets the textbook's model.
 DEFAULT_MODELS: dict[str, tuple[str, str, tuple[int, ...]]] = {
@@ -67,6 +98,10 @@ VARIANT_CHOICES: dict[str, tuple[str, ...]] = {
     "pretrain": ("none", *METHODS),
     "distill": ("none", "cnn"),
 }
+# The CNNs a ViT may meet: matched to its parameter count, or a fixed (model, overrides).
+CNN_CHOICES: dict[str, tuple[str, dict[str, Any]] | None] = {"matched": None, "textbook": TEXTBOOK_CNN}
+# Named studies: CompareConfig fields that --preset NAME starts from.
+STUDY_PRESETS: dict[str, dict[str, Any]] = {"textbook": PRESET}
 
 
 @dataclass
@@ -74,32 +109,40 @@ class CompareConfig:
     """One ViT-versus-CNN study.
 
     ``rows``: training-set sizes (``None`` = the whole training pool). ``patches``: ViT patch sizes
-    (each must divide the image side). ``augment``: augmentation presets, or ``"recipe"`` for the
+    (each must divide the image side, unless ``pad``: then the ViT zero-pads the image, bottom and
+    right, to a multiple of the patch). ``augment``: augmentation presets, or ``"recipe"`` for the
     recipe's own augmentation (the report says what it is). ``seeds``: repetitions of
     every cell, seeds ``0 .. seeds-1`` (both models of a cell share the seed, hence the data split
-    and the order of batches). ``recipe``: the :data:`~vitlab.train.RECIPES` entry both models train
+    and the order of batches). ``recipe``: the :data:`~vitlab.engine.RECIPES` entry both models train
     with, for ``epochs`` epochs. ``vit`` / ``cnn``: registered model names; ``None`` picks them per
     dataset (``vit-digits`` / ``cnn-digits`` for digits, ``vit-seed`` / ``cnn-seed`` otherwise), and
     ``patches=None`` likewise ((2, 4) for digits, (7,) otherwise). The CNN keeps its family's depth
-    and block settings and gets the widths that match the ViT's parameter count.
+    and block settings and gets the widths that match the ViT's parameter count. ``cnns``: the CNNs
+    each ViT meets, from :data:`CNN_CHOICES` (``matched``: that CNN; ``textbook``: the plain convnet
+    at the textbook's size). ``normalization``: ``standardize`` (by the training rows' per-channel
+    mean and std) or ``unit`` (pixels as loaded, in [0, 1], as the textbook feeds them).
     ``attention`` / ``pretrain`` / ``distill``: the ViT variants to study (see the module doc);
     ``pretrain_epochs``, ``pretrain_images`` (``all`` images of the dataset, labels unused, or the
     ``train`` pool only) and ``layer_decay`` set the pretraining and fine-tuning; ``distill_kind``
     (``soft`` / ``hard``), ``distill_temperature`` and ``distill_alpha`` the distillation.
     ``out_dir``: where the report goes (the CLI uses ``runs/<name>``); ``None`` writes nothing.
-    ``device``: as :class:`~vitlab.train.TrainConfig` (``auto`` = CUDA when present).
+    ``device``: as :class:`~vitlab.engine.TrainConfig` (``auto`` = CUDA when present). ``preset``:
+    the :data:`STUDY_PRESETS` entry the study started from (see :meth:`from_preset`), if any.
     """
     name: str = "compare"
     dataset: str = "digits"
     data_dir: str | None = None
     rows: list[int | None] = field(default_factory=lambda: [300, None])
     patches: list[int] | None = None
+    pad: bool = False
     augment: list[str] = field(default_factory=lambda: ["none", RECIPE_AUGMENT])
     seeds: int = 1
     epochs: int = 40
     recipe: str = "default"
     vit: str | None = None
     cnn: str | None = None
+    cnns: list[str] = field(default_factory=lambda: ["matched"])
+    normalization: str = "standardize"
     param_tolerance: float = 0.15
     attention: list[str] = field(default_factory=lambda: [VARIANTS["attention"]])
     pretrain: list[str] = field(default_factory=lambda: [VARIANTS["pretrain"]])
@@ -112,53 +155,65 @@ class CompareConfig:
     distill_alpha: float = 0.5
     out_dir: str | None = None
     device: str = "auto"
+    preset: str | None = None
+
+    @classmethod
+    def from_preset(cls, preset: str, **overrides: Any) -> CompareConfig:
+        """The study :data:`STUDY_PRESETS` ``[preset]`` with ``overrides`` on top (its name by default)."""
+        if preset not in STUDY_PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}: choose one of {list(STUDY_PRESETS)}")
+        return cls(**{"name": preset, **STUDY_PRESETS[preset], **overrides, "preset": preset})
 
     def __post_init__(self) -> None:
         vit, cnn, patches = DEFAULT_MODELS.get(self.dataset, FALLBACK_MODELS)
         self.vit = self.vit or vit
         self.cnn = self.cnn or cnn
         self.patches = list(self.patches) if self.patches is not None else list(patches)
-        self.rows, self.augment = list(self.rows), list(self.augment)
+        self.rows, self.augment, self.cnns = list(self.rows), list(self.augment), list(self.cnns)
         for name in VARIANTS:
             setattr(self, name, list(getattr(self, name)))
-        for name in ("rows", "patches", "augment", *VARIANTS):
+        for name in ("rows", "patches", "augment", "cnns", *VARIANTS):
             values = getattr(self, name)
             if not values:
-                raise ValueError(f"{name} is empty: give at least one value")
+                raise ConfigError(f"{name} is empty: give at least one value")
             if len(set(values)) != len(values):
-                raise ValueError(f"{name} repeats a value: {values}; list each once")
+                raise ConfigError(f"{name} repeats a value: {values}; list each once")
         if any(r is not None and (int(r) != r or r < 1) for r in self.rows):
-            raise ValueError(f"rows must be positive image counts or None (the full pool), got {self.rows}")
+            raise ConfigError(f"rows must be positive image counts or None (the full pool), got {self.rows}")
         if any(int(p) != p or p < 1 for p in self.patches):
-            raise ValueError(f"patches must be positive integers, got {self.patches}")
+            raise ConfigError(f"patches must be positive integers, got {self.patches}")
         unknown = [a for a in self.augment if a not in (*PRESETS, RECIPE_AUGMENT)]
         if unknown:
-            raise ValueError(f"unknown augment preset(s) {unknown}: choose from {PRESETS} or "
-                             f"{RECIPE_AUGMENT!r} (the recipe's own augmentation)")
-        for name, choices in VARIANT_CHOICES.items():
+            raise ConfigError(f"unknown augment preset(s) {unknown}: choose from {PRESETS} or "
+                              f"{RECIPE_AUGMENT!r} (the recipe's own augmentation)")
+        for name, choices in (*VARIANT_CHOICES.items(), ("cnns", tuple(CNN_CHOICES))):
             unknown = [v for v in getattr(self, name) if v not in choices]
             if unknown:
-                raise ValueError(f"unknown {name} value(s) {unknown}: choose from {choices}")
+                raise ConfigError(f"unknown {name} value(s) {unknown}: choose from {choices}")
+        if self.normalization not in NORMALIZATIONS:
+            raise ConfigError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
+        if self.preset is not None and self.preset not in STUDY_PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}: choose one of {list(STUDY_PRESETS)}")
         grid_bound = sorted({"window", "lowrank"} & set(self.attention))
         if grid_bound and set(self.pretrain) - {"none"}:
-            raise ValueError(f"--pretrain {','.join(self.pretrain)} feeds the encoder visible tokens only (MAE) or "
-                             f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for the "
-                             f"whole patch grid, cannot take: study them without pretraining (--pretrain none)")
+            raise ConfigError(f"--pretrain {','.join(self.pretrain)} feeds the encoder visible tokens only (MAE) or "
+                              f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for "
+                              f"the whole patch grid, cannot take: study them without pretraining (--pretrain none)")
         if self.pretrain_images not in IMAGE_SETS:
-            raise ValueError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
+            raise ConfigError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
         if self.distill_kind not in DISTILL_KINDS:
-            raise ValueError(f"distill_kind must be one of {DISTILL_KINDS}, got {self.distill_kind!r}")
+            raise ConfigError(f"distill_kind must be one of {DISTILL_KINDS}, got {self.distill_kind!r}")
         if self.seeds < 1 or self.epochs < 1:
-            raise ValueError(f"seeds and epochs must be >= 1, got seeds={self.seeds}, epochs={self.epochs}")
+            raise ConfigError(f"seeds and epochs must be >= 1, got seeds={self.seeds}, epochs={self.epochs}")
         if self.recipe not in RECIPES:
-            raise ValueError(f"unknown recipe {self.recipe!r}: choose one of {list(RECIPES)}")
+            raise ConfigError(f"unknown recipe {self.recipe!r}: choose one of {list(RECIPES)}")
         if not 0 < self.param_tolerance < 1:
-            raise ValueError(f"param_tolerance is a fraction in (0, 1), e.g. 0.15; got {self.param_tolerance}")
+            raise ConfigError(f"param_tolerance is a fraction in (0, 1), e.g. 0.15; got {self.param_tolerance}")
         for kind, name in (("vit", self.vit), ("cnn", self.cnn)):
             get_config(name)                     # raises, listing the registered names, if unknown
             if (kind == "vit") != hasattr(get_config(name), "patch_size"):
-                raise ValueError(f"{kind}={name!r} is not a {kind.upper()}: choose a registered "
-                                 f"{'vit-*' if kind == 'vit' else 'cnn-*'} model (see `vitlab models`)")
+                raise ConfigError(f"{kind}={name!r} is not a {kind.upper()}: choose a registered "
+                                  f"{'vit-*' if kind == 'vit' else 'cnn-*'} model (see `vitlab models`)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,13 +222,14 @@ class CompareConfig:
 @dataclass(frozen=True)
 class Axis:
     """One dimension of the grid: ``name`` labels it in results and tables; ``field`` is the
-    :class:`~vitlab.train.TrainConfig` field it sets for both models, or, with ``vit_only``, what it
-    sets for the ViT alone (a config field such as ``patch_size``, or a training setting such as
-    ``init``); the CNN is then matched to the ViT at each value."""
+    :class:`~vitlab.engine.TrainConfig` field it sets for both models, or, with ``only="vit"``, what
+    it sets for the ViT alone (a config field such as ``patch_size``, or a training setting such as
+    ``init``; the CNN is then matched to the ViT at each value), or with ``only="cnn"`` which CNN the
+    ViT meets (the ViT is then trained once for all its values)."""
     name: str
     field: str
     values: tuple[Any, ...]
-    vit_only: bool = False
+    only: str | None = None
 
 
 VARIANT_FIELDS = {"attention": "attention", "pretrain": "init", "distill": "teacher"}
@@ -181,14 +237,16 @@ VARIANT_FIELDS = {"attention": "attention", "pretrain": "init", "distill": "teac
 
 def grid_axes(config: CompareConfig) -> list[Axis]:
     """The study's axes, outermost first: seed, rows, augment, patch, then each variant axis the study
-    varies (so each seed's grid completes before the next seed starts, and runs sharing a training
-    set are consecutive). A variant listing only its default is no axis: the registered ViT as is."""
+    varies, then the CNN met (so each seed's grid completes before the next seed starts, and runs
+    sharing a training set are consecutive). A variant listing only its default is no axis: the
+    registered ViT as is; likewise ``cnns=["matched"]``."""
     axes = [Axis("seed", "seed", tuple(range(config.seeds))),
             Axis("rows", "rows", tuple(config.rows)),
             Axis("augment", "augment", tuple(config.augment)),
-            Axis("patch", "patch_size", tuple(config.patches), vit_only=True)]
-    return axes + [Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), vit_only=True)
-                   for name, default in VARIANTS.items() if getattr(config, name) != [default]]
+            Axis("patch", "patch_size", tuple(config.patches), only="vit")]
+    axes += [Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), only="vit")
+             for name, default in VARIANTS.items() if getattr(config, name) != [default]]
+    return axes + ([Axis("cnn", "cnn", tuple(config.cnns), only="cnn")] if config.cnns != ["matched"] else [])
 
 
 def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
@@ -200,8 +258,7 @@ def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
     applied after training) change nothing."""
     if kind in ("full", "tome"):
         return {}
-    (height, width), patch = vit.img_size, vit.patch_size
-    gh, gw = height // patch, width // patch
+    gh, gw = vit.grid
     n = gh * gw
     sized = {"window": {"window_size": max(1, min(gh, gw) // 2)},
              "lowrank": {"lowrank_k": max(1, n // 2)},
@@ -223,8 +280,12 @@ def with_tome(model: VisionTransformer, img_size: tuple[int, int]) -> TokenMergi
 
 
 def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The ViT's config overrides in a cell with axis ``values``: its patch size and attention."""
-    overrides = {"patch_size": values["patch"]}
+    """The ViT's config overrides in a cell with axis ``values``: its patch size, padding (only with
+    ``config.pad`` and a patch that does not divide the image) and attention."""
+    patch = values["patch"]
+    overrides: dict[str, Any] = {"patch_size": patch}
+    if config.pad and any(side % patch for side in shape["img_size"]):
+        overrides["pad"] = True
     attention = values.get("attention", VARIANTS["attention"])
     return {**overrides, **attention_overrides(attention, get_config(config.vit, **shape, **overrides))}
 
@@ -233,8 +294,8 @@ def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str
 class RunPlan:
     """One training run: ``kind`` ("vit" or "cnn"), the registered ``model`` with ``overrides``,
     the shared axes' ``train`` fields, and the ``axes`` values it stands for (a CNN has no ViT-only
-    axes). ``params`` is its trainable parameter count for the data's shape; ``teacher`` the key of
-    the CNN run it distils from (planned before it)."""
+    axes, a ViT no CNN-only axis). ``params`` is its trainable parameter count for the data's shape;
+    ``teacher`` the key of the CNN run it distils from (planned before it)."""
     key: str
     kind: str
     model: str
@@ -247,7 +308,7 @@ class RunPlan:
 
 @dataclass
 class Cell:
-    """One grid point: its axis values and the keys of the ViT run and the matched CNN run."""
+    """One grid point: its axis values and the keys of the ViT run and the CNN run it meets."""
     axes: dict[str, Any]
     vit: str
     cnn: str
@@ -281,14 +342,14 @@ def _run_key(kind: str, values: dict[str, Any], overrides: dict[str, Any]) -> st
 def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     """Expand ``config`` into cells and runs for data of ``shape`` (see :func:`data_shape`).
 
-    Raises ``ValueError`` when a patch size does not divide the image, or when the CNN family cannot
-    get within ``param_tolerance`` of the ViT's parameter count.
+    Raises ``ValueError`` when a patch size does not divide the image (without ``config.pad``), or
+    when the CNN family cannot get within ``param_tolerance`` of the ViT's parameter count.
     """
     height, width = shape["img_size"]
     for patch in config.patches:
-        if height % patch or width % patch:
+        if not config.pad and (height % patch or width % patch):
             raise ValueError(f"patch {patch} of --patches {','.join(map(str, config.patches))}: "
-                             f"{divisibility_error(height, width, patch)}")
+                             f"{divisibility_error(height, width, patch)}; compare pads with --pad")
     axes = grid_axes(config)
     cnn_base = get_config(config.cnn)
     matched: dict[str, tuple[int, dict[str, Any], int]] = {}    # ViT overrides -> (params, CNN overrides, params)
@@ -313,15 +374,21 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     cells: list[Cell] = []
     for combo in product(*(axis.values for axis in axes)):
         values = {axis.name: value for axis, value in zip(axes, combo)}
-        shared = {axis.name: value for axis, value in zip(axes, combo) if not axis.vit_only}
-        train_fields = {axis.field: value for axis, value in zip(axes, combo) if not axis.vit_only}
+        vit_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "cnn"}
+        cnn_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "vit"}
+        train_fields = {axis.field: value for axis, value in zip(axes, combo) if axis.only is None}
         overrides = vit_overrides(config, shape, values)
         vit_params, cnn_overrides, cnn_params = match(overrides)
-        cnn = RunPlan(_run_key("cnn", shared, cnn_overrides), "cnn", config.cnn, cnn_overrides, train_fields,
-                      shared, cnn_params)
+        fixed = CNN_CHOICES[values.get("cnn", "matched")]
+        cnn_model = config.cnn
+        if fixed is not None:
+            cnn_model, cnn_overrides = fixed[0], dict(fixed[1])
+            cnn_params = model_params(cnn_model, **shape, **cnn_overrides)
+        cnn = RunPlan(_run_key("cnn", cnn_values, cnn_overrides), "cnn", cnn_model, cnn_overrides, train_fields,
+                      cnn_values, cnn_params)
         distil = values.get("distill", VARIANTS["distill"]) == "cnn"
-        vit = RunPlan(_run_key("vit", values, overrides), "vit", config.vit, overrides, train_fields,
-                      values, vit_params, teacher=cnn.key if distil else None)
+        vit = RunPlan(_run_key("vit", vit_values, overrides), "vit", config.vit, overrides, train_fields,
+                      vit_values, vit_params, teacher=cnn.key if distil else None)
         for run in ((cnn, vit) if distil else (vit, cnn)):
             runs.setdefault(run.key, run)
         cells.append(Cell(values, vit.key, cnn.key))
@@ -334,8 +401,8 @@ class RunRecord:
 
     ``gap`` = ``final_train_acc - best_val_acc``: the last epoch's training accuracy (on the
     augmented batches, in training mode) minus the best validation accuracy over the epochs.
-    ``val_ece`` is the validation ECE at the best epoch; ``test_acc`` that of the final weights
-    (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
+    ``val_ece`` is the validation ECE at the best epoch; ``test_acc`` the test accuracy the training
+    reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
     """
     key: str
@@ -360,16 +427,17 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        """``ViT patch 2`` / ``ViT patch 2, window attention`` / ``CNN 39-77-154``: the model as the
-        tables and plots name it."""
+        """``ViT patch 2`` / ``ViT patch 2, window attention`` / ``CNN 39-77-154`` / ``CNN 32-64-71
+        (textbook-size plain)``: the model as the tables and plots name it."""
         if self.kind == "vit":
             variants = [variant_words(name, self.axes[name]) for name in VARIANTS if name in self.axes]
             return ", ".join([f"ViT patch {self.axes['patch']}", *variants])
-        return "CNN " + "-".join(map(str, self.widths))
+        which = f" ({CNN_WORDS[self.axes['cnn']]})" if "cnn" in self.axes else ""
+        return "CNN " + "-".join(map(str, self.widths)) + which
 
     @property
     def final_val_acc(self) -> float:
-        """Validation accuracy of the final weights (a ``tome`` run's merged model's)."""
+        """Validation accuracy at the last epoch (a ``tome`` run's: that of its merged model)."""
         return self.best_val_acc if self.tome_r is not None else self.curves["val_acc"][-1]
 
     def to_dict(self) -> dict[str, Any]:
@@ -379,8 +447,8 @@ class RunRecord:
 @dataclass
 class CompareResult:
     """What :func:`run_compare` returns: the config, the plan, every run's record (by run key),
-    the data's description, the study's wall time and this process's CPU time over it (with one
-    thread and no competition for the core, about the wall time); ``files`` lists what was written;
+    the data's description, the study's wall time and the CPU time of its runs and of this process
+    outside them; ``execution`` describes the executor; ``files`` lists what was written;
     ``attention`` names the best ViT run and its per-head attention figures (when files are written)."""
     config: CompareConfig
     plan: Plan
@@ -388,15 +456,23 @@ class CompareResult:
     data: dict[str, Any]
     seconds: float
     cpu_seconds: float
+    execution: dict[str, Any] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
     attention: dict[str, Any] = field(default_factory=dict)
 
 
-ProgressFn = Callable[[int, int, RunPlan, "RunRecord | None"], None]
+# progress(done, total, run, record): called as each run's record arrives; done counts from 1.
+ProgressFn = Callable[[int, int, RunPlan, RunRecord], None]
+
+
+def load_splits(config: CompareConfig, seed: int, rows: int | None) -> DataSplits:
+    """The study's data for ``seed`` and ``rows`` (``normalization="unit"``: mean 0 and std 1, so the
+    models see the pixels as loaded, in [0, 1])."""
+    return load_dataset(config.dataset, config.data_dir, seed=seed, rows=rows, normalization=config.normalization)
 
 
 def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: float | None = None) -> RunRecord:
-    """A :class:`RunRecord` from a plan and its :class:`~vitlab.train.TrainResult` on ``splits``
+    """A :class:`RunRecord` from a plan and its :class:`~vitlab.tasks.TrainResult` on ``splits``
     (``seconds`` replaces the training's own wall time, e.g. to add pretraining); a ``tome`` run
     evaluates ``result.model`` with merging (see :class:`RunRecord`)."""
     history = result.history
@@ -426,6 +502,13 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
         seconds=result.seconds if seconds is None else seconds, curves=curves, **fields)
 
 
+def build_architecture(run: RunPlan, shape: dict[str, Any]) -> nn.Module:
+    """A freshly initialised model of ``run``'s architecture for data of ``shape``: its model and
+    overrides, with a distillation token when it has a teacher, merging tokens for ``tome``."""
+    model = create_model(run.model, **shape, **run.overrides, **({"distill_token": True} if run.teacher else {}))
+    return with_tome(model, shape["img_size"]) if run.axes.get("attention") == "tome" else model
+
+
 def _architecture(run: RunPlan) -> str:
     distilled, tome = run.teacher is not None, run.axes.get("attention") == "tome"
     return repr((run.model, sorted(run.overrides.items()), distilled, tome))
@@ -436,15 +519,12 @@ def measure_forward(plan: Plan, records: dict[str, RunRecord], shape: dict[str, 
     (model and overrides, distillation token, token merging) on ``images (B, C, H, W)`` (normalised,
     on the device to measure on). Weights do not change the cost, so each distinct architecture is
     built fresh once, and all are timed together in alternating rounds
-    (:func:`~vitlab.train.measure.forward_costs`): load that changes during a long study cannot
+    (:func:`~vitlab.engine.measure.forward_costs`): load that changes during a long study cannot
     favour one run over another."""
     models: dict[str, nn.Module] = {}
     for run in plan.runs:
         if (key := _architecture(run)) not in models:
-            model = create_model(run.model, **shape, **run.overrides)
-            model = distilled_from(model) if run.teacher is not None else model
-            model = with_tome(model, shape["img_size"]) if run.axes.get("attention") == "tome" else model
-            models[key] = model.to(images.device)
+            models[key] = build_architecture(run, shape).to(images.device)
     costs = forward_costs(models, images)
     for run in plan.runs:
         cost = costs[_architecture(run)]
@@ -452,91 +532,209 @@ def measure_forward(plan: Plan, records: dict[str, RunRecord], shape: dict[str, 
 
 
 def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
-    """The :class:`~vitlab.train.TrainConfig` of one run: the study's recipe, epochs, data and
+    """The :class:`~vitlab.engine.TrainConfig` of one run: the study's recipe, epochs, data and
     device, the run's model and overrides, and its shared axes' fields (``augment="recipe"`` keeps
-    the recipe's augmentation). Pretraining and the teacher are added by :func:`run_compare`."""
+    the recipe's augmentation). Pretraining and the teacher are added by :func:`run_task`."""
     given = {k: v for k, v in run.train.items() if not (k == "augment" and v == RECIPE_AUGMENT)}
     return TrainConfig.from_recipe(config.recipe, model=run.model, model_overrides=run.overrides,
                                    dataset=config.dataset, data_dir=config.data_dir, epochs=config.epochs,
                                    device=config.device, **given)
 
 
-def run_compare(config: CompareConfig, progress: ProgressFn | None = None) -> CompareResult:
-    """Train every run of the grid and, if ``config.out_dir`` is set, write the report there.
+def _figure_candidate(run: RunPlan) -> bool:
+    """Whether ``run`` may be the ViT whose attention the report draws (full or LSA attention)."""
+    return run.kind == "vit" and run.axes.get("attention", "full") in ("full", "lsa")
 
-    ``progress(index, total, run, record)`` is called before each run (``record=None``) and after it
-    (with its :class:`RunRecord`); ``index`` counts from 1.
-    """
-    start, cpu_start = time.perf_counter(), time.process_time()
-    splits_cache: dict[tuple[int, Any], DataSplits] = {}
+
+def _encoder_key(run: RunPlan) -> str:
+    return repr((run.train["seed"], run.axes["pretrain"], sorted(run.overrides.items())))
+
+
+def run_groups(config: CompareConfig, plan: Plan) -> list[list[RunPlan]]:
+    """The plan's runs in groups that must run together, each in plan order, the groups in the
+    order of their first run: a distilled ViT with its teacher CNN, ViTs fine-tuned from one
+    pretrained encoder (per seed, method and ViT shape), and runs of one training configuration (a
+    ``tome`` ViT and the full-attention ViT whose training it evaluates). Every other run is a group
+    of its own."""
+    parent = {run.key: run.key for run in plan.runs}
+
+    def root(key: str) -> str:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    first: dict[str, str] = {}                      # a shared thing -> the first run that needs it
+    for run in plan.runs:
+        shared = [repr(("training", train_config(config, run), run.teacher, run.axes.get("pretrain")))]
+        if run.axes.get("pretrain", "none") != "none":
+            shared.append(_encoder_key(run))
+        others = [first.setdefault(thing, run.key) for thing in shared] + ([run.teacher] if run.teacher else [])
+        for other in others:
+            parent[root(run.key)] = root(other)
+    groups: dict[str, list[RunPlan]] = {}
+    for run in plan.runs:
+        groups.setdefault(root(run.key), []).append(run)
+    return list(groups.values())
+
+
+@dataclass
+class Task:
+    """What one worker trains: the study's config and a group of runs (see :func:`run_groups`)."""
+    config: CompareConfig
+    runs: list[RunPlan]
+
+
+@dataclass
+class RunOutcome:
+    """A run's record and, for a ViT that may be the study's best (:func:`_figure_candidate`), its
+    trained weights (``torch.save`` of the state dict, CPU tensors) for the report's attention figures."""
+    record: RunRecord
+    weights: bytes | None = None
+
+
+@dataclass
+class TaskResult:
+    """Each run's outcome by key, and the CPU seconds the worker process spent on the task."""
+    outcomes: dict[str, RunOutcome]
+    cpu_seconds: float
+
+
+def _state_bytes(model: nn.Module) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
+    return buffer.getvalue()
+
+
+def run_task(task: Task) -> TaskResult:
+    """Train a task's runs in order (in whichever process or machine calls it): teachers are saved
+    to and read from a temporary folder, pretrained encoders are made once per seed, method and ViT
+    shape, and a run whose training configuration was already trained reuses that training. Every
+    training seeds itself from its run's own fields."""
+    cpu_start, config = time.process_time(), task.config
+    cache: dict[tuple[int, int | None], DataSplits] = {}
 
     def splits_for(seed: int, rows: int | None) -> DataSplits:
-        if (seed, rows) not in splits_cache:
-            splits_cache.clear()                       # runs come grouped by (seed, rows)
-            splits_cache[seed, rows] = load_dataset(config.dataset, config.data_dir, seed=seed, rows=rows)
-        return splits_cache[seed, rows]
+        if (seed, rows) not in cache:
+            cache.clear()                               # runs come grouped by (seed, rows)
+            cache[seed, rows] = load_splits(config, seed, rows)
+        return cache[seed, rows]
 
-    full = splits_for(0, None)
-    pool = len(full.train)
-    too_many = [r for r in config.rows if r is not None and r > pool]
-    if too_many:
-        raise ValueError(f"rows {too_many} exceed the {config.dataset} training pool of {pool:,} images: "
-                         f"choose rows <= {pool:,} or 'full'")
-    plan = plan_compare(config, data_shape(full))
-    data = {"dataset": full.name, "image_shape": list(full.image_shape), "num_classes": full.num_classes,
-            "pool": pool, "val": len(full.val), "test": len(full.test) if full.test is not None else None}
-    records: dict[str, RunRecord] = {}
-    best_vit: tuple[RunRecord, TrainResult, DataSplits] | None = None
-    teachers = {run.teacher for run in plan.runs if run.teacher is not None}
-    trained: dict[str, TrainResult] = {}            # by TrainConfig: a tome run reuses its full-attention twin
+    teachers = sorted({run.teacher for run in task.runs if run.teacher is not None})
+    outcomes: dict[str, RunOutcome] = {}
+    trained: dict[str, TrainResult] = {}
     with tempfile.TemporaryDirectory(prefix="vitlab-compare-") as tmp:
-        encoders: dict[str, tuple[str, float]] = {}  # by (seed, method, ViT shape): checkpoint, seconds
+        encoders: dict[str, tuple[str, float]] = {}    # by encoder key: checkpoint folder, seconds
 
-        def encoder(method: str, run: RunPlan) -> tuple[str, float]:
-            key = repr((run.train["seed"], method, sorted(run.overrides.items())))
-            if key not in encoders:
+        def encoder(run: RunPlan) -> tuple[str, float]:
+            if (key := _encoder_key(run)) not in encoders:
                 began, out = time.perf_counter(), str(Path(tmp) / f"pretrain-{len(encoders)}")
-                pretrain(PretrainConfig(method=method, model=run.model, model_overrides=run.overrides,
-                                        dataset=config.dataset, data_dir=config.data_dir, images=config.pretrain_images,
-                                        seed=run.train["seed"], epochs=config.pretrain_epochs, device=config.device,
-                                        out_dir=out))
+                pretrain_run(method=run.axes["pretrain"], model=run.model, model_overrides=run.overrides,
+                             dataset=config.dataset, data_dir=config.data_dir, images=config.pretrain_images,
+                             seed=run.train["seed"], epochs=config.pretrain_epochs, device=config.device,
+                             out_dir=out)
                 encoders[key] = out, time.perf_counter() - began
             return encoders[key]
 
-        for index, run in enumerate(plan.runs, 1):
-            if progress is not None:
-                progress(index, len(plan.runs), run, None)
+        for run in task.runs:
             splits = splits_for(run.train["seed"], run.train["rows"])
             cfg, pretrain_seconds = train_config(config, run), 0.0
             if run.axes.get("pretrain", "none") != "none":
-                init, pretrain_seconds = encoder(run.axes["pretrain"], run)
+                init, pretrain_seconds = encoder(run)
                 cfg = replace(cfg, init=init, layer_decay=config.layer_decay)
             if run.teacher is not None:
-                cfg = replace(cfg, teacher=str(Path(tmp) / f"teacher-{sorted(teachers).index(run.teacher)}"),
+                cfg = replace(cfg, teacher=str(Path(tmp) / f"teacher-{teachers.index(run.teacher)}"),
                               distill=config.distill_kind, distill_temperature=config.distill_temperature,
                               distill_alpha=config.distill_alpha)
             if run.key in teachers:
-                cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{sorted(teachers).index(run.key)}"))
-            result = trained.get(repr(cfg)) or train(cfg, splits)
-            if "tome" in config.attention and run.kind == "vit":
-                trained[repr(cfg)] = result
-            records[run.key] = record = record_run(run, result, splits, result.seconds + pretrain_seconds)
-            device = next(result.model.parameters()).device
-            if (run.kind == "vit" and run.axes.get("attention", "full") in ("full", "lsa")
-                    and (best_vit is None or record.best_val_acc > best_vit[0].best_val_acc)):
-                best_vit = (record, result, splits)
+                cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{teachers.index(run.key)}"))
+            result = trained.get(repr(cfg)) or train_run(cfg, splits)
+            trained[repr(cfg)] = result
+            record = record_run(run, result, splits, result.seconds + pretrain_seconds)
+            outcomes[run.key] = RunOutcome(record, _state_bytes(result.model) if _figure_candidate(run) else None)
+    return TaskResult(outcomes, time.process_time() - cpu_start)
+
+
+def execute(config: CompareConfig, plan: Plan, executor: Executor,
+            progress: ProgressFn | None = None) -> tuple[dict[str, RunOutcome], float]:
+    """Run the plan's groups (:func:`run_groups`) as tasks on ``executor``, the most training rows
+    first (the whole pool counting as most) so that no worker idles while a long run finishes last;
+    return every run's outcome in plan order and the CPU seconds the tasks took. ``progress`` hears
+    of each run as its task finishes."""
+    tasks = sorted((Task(config, runs) for runs in run_groups(config, plan)), reverse=True,
+                   key=lambda task: sum(math.inf if run.train["rows"] is None else run.train["rows"]
+                                        for run in task.runs))
+    by_key = {run.key: run for run in plan.runs}
+    found: dict[str, RunOutcome] = {}
+    cpu_seconds = 0.0
+    for _, result in executor.map(run_task, tasks):
+        cpu_seconds += result.cpu_seconds
+        for key, outcome in result.outcomes.items():
+            found[key] = outcome
             if progress is not None:
-                progress(index, len(plan.runs), run, record)
-    measure_forward(plan, records, data_shape(full), normalize(full.val.images[:256].to(device), full.mean, full.std))
-    result = CompareResult(config, plan, records, data, time.perf_counter() - start,
-                           time.process_time() - cpu_start)
+                progress(len(found), len(plan.runs), by_key[key], outcome.record)
+    return {run.key: found[run.key] for run in plan.runs}, cpu_seconds
+
+
+def study_device(device: str) -> torch.device:
+    """The device ``auto`` / ``cpu`` / ``cuda[:i]`` stands for in this process."""
+    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+
+
+def attention_figures(config: CompareConfig, plan: Plan, outcomes: dict[str, RunOutcome],
+                      shape: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Per-head attention figures of the ViT with the best validation accuracy among the candidates
+    (the first in plan order on a tie), written under ``config.out_dir / "attention"``; ``{}``
+    without a candidate."""
+    best, weights = None, b""
+    for run in plan.runs:
+        outcome = outcomes[run.key]
+        if outcome.weights is not None and (best is None or outcome.record.best_val_acc
+                                            > outcomes[best.key].record.best_val_acc):
+            best, weights = run, outcome.weights
+    if best is None or config.out_dir is None:
+        return {}
+    model = build_architecture(best, shape)
+    model.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
+    splits = load_splits(config, best.train["seed"], best.train["rows"])
+    files = []
+    with tempfile.TemporaryDirectory(prefix="vitlab-attention-") as tmp:
+        for made in attention_examples(model.to(device).eval(), splits, n_correct=2, n_wrong=2, out_dir=tmp):
+            files.append(f"attention/{Path(made).name}")
+            write_file(Path(config.out_dir) / files[-1], Path(made).read_bytes())
+    return {"run": best.key, "label": outcomes[best.key].record.label, "files": files}
+
+
+def run_compare(config: CompareConfig, progress: ProgressFn | None = None,
+                executor: Executor | None = None) -> CompareResult:
+    """Train every run of the grid on ``executor`` (default: one after the other in this process)
+    and, if ``config.out_dir`` is set, write the report there. Bad settings, rows beyond the pool and
+    an output folder that cannot be made fail before any training."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     if config.out_dir is not None:
-        if best_vit is not None:
-            record, best, splits = best_vit
-            figures = attention_examples(best.model, splits, n_correct=2, n_wrong=2,
-                                         out_dir=Path(config.out_dir) / "attention")
-            result.attention = {"run": record.key, "label": record.label,
-                                "files": [str(Path(f).relative_to(config.out_dir)) for f in figures]}
+        check_out_dir(config.out_dir)
+    full = load_splits(config, 0, None)
+    pool = len(full.train)
+    too_many = [r for r in config.rows if r is not None and r > pool]
+    if too_many:
+        raise ConfigError(f"rows {too_many} exceed the {config.dataset} training pool of {pool:,} images: "
+                          f"choose rows <= {pool:,} or 'full'")
+    shape = data_shape(full)
+    plan = plan_compare(config, shape)
+    data = {"dataset": full.name, "image_shape": list(full.image_shape), "num_classes": full.num_classes,
+            "pool": pool, "val": len(full.val), "test": len(full.test) if full.test is not None else None,
+            "normalization": config.normalization}
+    executor = executor or LocalExecutor(jobs=1, threads=None)
+    cpu_before = time.process_time()
+    outcomes, task_cpu = execute(config, plan, executor, progress)
+    cpu_between = time.process_time()
+    records = {key: outcome.record for key, outcome in outcomes.items()}
+    device = study_device(config.device)
+    measure_forward(plan, records, shape, normalize(full.val.images[:256].to(device), full.mean, full.std))
+    result = CompareResult(config, plan, records, data, 0.0, 0.0, execution=executor.describe())
+    if config.out_dir is not None:
+        result.attention = attention_figures(config, plan, outcomes, shape, device)
+    result.seconds = time.perf_counter() - start
+    result.cpu_seconds = task_cpu + (cpu_before - cpu_start) + (time.process_time() - cpu_between)
+    if config.out_dir is not None:
         result.files = write_report(result, config.out_dir)
     return result
-

@@ -1,4 +1,5 @@
-"""A comparison's figures (matplotlib, Agg backend), drawn from the per-cell aggregates.
+"""A comparison's figures (matplotlib ``Figure`` objects, no pyplot, no global backend), drawn from
+the per-cell aggregates.
 
 - ``plot_accuracy_vs_rows``: best validation accuracy against training rows, one line per model
   (each ViT patch size, each matched CNN), one panel per setting of the other shared axes (augment).
@@ -10,23 +11,26 @@ Error bars are one standard deviation over seeds (none with one seed).
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from .files import write_file
 
 if TYPE_CHECKING:
     from .report import Aggregate
 
 # The ViT-only variant axes of a comparison and the value each takes when it is not studied.
 VARIANTS = {"attention": "full", "pretrain": "none", "distill": "none"}
-# Axes that tell models apart within a panel (the ViT-only ones) or that the x-axis spans.
-_MODEL_AXES = ("patch", *VARIANTS, "seed")
+# The CNNs a ViT may meet (the ``cnn`` axis), in words.
+CNN_WORDS = {"matched": "size-matched", "textbook": "textbook-size plain"}
+# Axes that tell models apart within a panel (the ViT-only ones, the CNN met) or that the x-axis spans.
+_MODEL_AXES = ("patch", *VARIANTS, "cnn", "seed")
 # The augment axis value that keeps the recipe's own augmentation.
 RECIPE_AUGMENT = "recipe"
 _VARIANT_WORDS = {("attention", "tome"): "full attention + ToMe", ("pretrain", "none"): "from scratch",
@@ -67,24 +71,26 @@ def _colours(labels: Sequence[str]) -> dict[str, Any]:
     """A fixed colour per model label: ViTs from a blue-green ramp, CNNs in warm colours."""
     vits = [label for label in labels if label.startswith("ViT")]
     cnns = [label for label in labels if not label.startswith("ViT")]
-    out = {label: plt.cm.viridis(0.15 + 0.6 * i / max(1, len(vits) - 1)) for i, label in enumerate(vits)}
-    out.update({label: plt.cm.autumn(0.6 * i / max(1, len(cnns) - 1)) for i, label in enumerate(cnns)})
+    out = {label: colormaps["viridis"](0.15 + 0.6 * i / max(1, len(vits) - 1)) for i, label in enumerate(vits)}
+    out.update({label: colormaps["autumn"](0.6 * i / max(1, len(cnns) - 1)) for i, label in enumerate(cnns)})
     return out
 
 
 def _panels(count: int, width: float = 4.2, height: float = 3.4) -> tuple[Any, list[Any]]:
     cols = min(count, 3)
     rows = -(-count // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig = Figure(figsize=(width * cols, height * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[count:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:count])
 
 
-def _save(fig: Any, path: str | Path) -> None:
+def _save(fig: Figure, path: str | Path) -> None:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    write_file(path, png.getvalue())
 
 
 def _unique(values: Sequence[Any]) -> list[Any]:
@@ -150,7 +156,8 @@ def plot_gap(aggregates: Sequence[Aggregate], path: str | Path) -> None:
     labels = _labels(aggregates)
     colours = _colours(labels)
     width = 0.8 / len(labels)
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.5 * len(settings) * len(labels) + 2.0), 3.8))
+    fig = Figure(figsize=(max(5.0, 0.5 * len(settings) * len(labels) + 2.0), 3.8))
+    ax = fig.subplots()
     for i, label in enumerate(labels):
         found = {j: a for j, setting in enumerate(settings) for a in aggregates
                  if a.label == label and _setting(a) == setting}

@@ -12,6 +12,7 @@ Definitions used throughout:
 from __future__ import annotations
 
 import json
+import math
 import platform
 import statistics
 from collections.abc import Sequence
@@ -25,8 +26,18 @@ from .. import __version__
 from ..data import AugmentConfig
 from ..models import get_config
 from ..models.cost import cost_table
-from ..train import TrainConfig
-from .figures import VARIANTS, augment_words, plot_accuracy_vs_rows, plot_gap, plot_learning_curves, variant_words
+from .figures import (
+    CNN_WORDS,
+    VARIANTS,
+    augment_words,
+    plot_accuracy_vs_rows,
+    plot_gap,
+    plot_learning_curves,
+    variant_words,
+)
+from .files import write_file
+from .textbook import PUBLISHED, TEXTBOOK_CNN, Verdict, claim_verdicts
+from .training import TrainConfig
 
 if TYPE_CHECKING:
     from .compare import CompareResult, RunRecord
@@ -153,6 +164,8 @@ def _phrase_axes(axes: dict[str, Any]) -> list[str]:
             parts.append(augment_words(value))
         elif name in VARIANTS:
             parts.append(variant_words(name, value))
+        elif name == "cnn":
+            parts.append(f"the {CNN_WORDS[value]} CNN")
         else:
             parts.append(f"{name} {value}")
     return parts
@@ -303,7 +316,7 @@ def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
             if not matched:
                 continue
 
-            def mean(fn: Any) -> float:
+            def mean(fn: Any, matched: list[tuple[Lead, Lead]] = matched) -> float:
                 return statistics.fmean(fn(b.vit, v.vit) for b, v in matched)
             speed = mean(lambda b, v: v["images_per_s"] / b["images_per_s"])
             memory = mean(lambda b, v: v["peak_mb"] / b["peak_mb"])
@@ -322,7 +335,8 @@ def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
             seconds = mean(lambda b, v: v["seconds"] / b["seconds"])
             words = {"pretrain": f"{value.upper()} pretraining", "distill": "distillation from the CNN"}.get(
                 name, variant_words(name, value))
-            out.append(f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by {_signed(change)} "
+            out.append(f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by "
+                       f"{_signed(change)} "
                        f"against {against} ({cells}), with training wall time x{seconds:.2f}"
                        + (" (pretraining included)" if name == "pretrain" else "") + f", {cost}.")
     return out
@@ -330,14 +344,19 @@ def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
 
 # -- files ----------------------------------------------------------------------------------------
 
+def padded(side: int, patch: int) -> int:
+    """``side`` rounded up to a multiple of ``patch``: the side a padding ViT sees."""
+    return -(-side // patch) * patch
+
+
 def token_costs(result: CompareResult) -> list[dict[str, Any]]:
-    """The cost model's row per patch size for the study's ViT and image (square images only),
-    with the ViT's parameter count at that patch."""
+    """The cost model's row per patch size for the study's ViT and image (square images only; a
+    padded patch is priced on the padded image), with the ViT's parameter count at that patch."""
     chans, height, width = result.data["image_shape"]
     if height != width:
         return []
     vit = get_config(result.config.vit)
-    rows = cost_table(tuple((height, p) for p in result.config.patches), dim=vit.embed_dim, depth=vit.depth,
+    rows = cost_table(tuple((padded(height, p), p) for p in result.config.patches), dim=vit.embed_dim, depth=vit.depth,
                       heads=vit.num_heads, mlp_ratio=vit.mlp_ratio, class_token=vit.class_token, in_chans=chans)
     params = {r.axes["patch"]: r.params for r in result.records.values() if r.kind == "vit"}
     return [{**row.to_dict(), "params": params.get(row.patch)} for row in rows]
@@ -364,7 +383,7 @@ def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
     train accuracy, Seconds), then Patch, Augment, the variant axes studied, Gap, ECE, Test accuracy,
     forward Images/s and Peak MB (and ToMe's Agreement when studied); mean ± std over seeds."""
     extra = [k for k in (*VARIANTS, *sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment",
-                                                                                      *VARIANTS}))
+                                                                                      "cnn", *VARIANTS}))
              if any(k in a.axes for a in aggregates)]
     agreement = any(a.mean["agreement"] is not None for a in aggregates)
     header = ["Model", "Rows", "Parameters", "Best val accuracy", "Final train accuracy", "Seconds", "Patch",
@@ -387,7 +406,8 @@ def leads_table(leads: Sequence[Lead]) -> list[str]:
     """Markdown lines: per cell, both models' parameters and best val accuracy, the lead, its spread
     and the verdict."""
     names = [k for k in leads[0].axes if k != "rows"] if leads else []
-    header = ["Rows", *(n.capitalize() for n in names), "ViT params", "CNN params", "ViT best val", "CNN best val",
+    header = ["Rows", *("CNN" if n == "cnn" else n.capitalize() for n in names), "ViT params", "CNN params",
+              "ViT best val", "CNN best val",
               "Lead (ViT − CNN)", "Spread", "Leader", "Verdict"]
     body = [[_rows_text(lead.axes, lead.train_rows), *(str(lead.axes[n]) for n in names),
              f"{lead.vit['params']:,.0f}", f"{lead.cnn['params']:,.0f}", f"{lead.vit['best_val_acc']:.4f}",
@@ -436,18 +456,22 @@ def variant_lines(result: CompareResult) -> list[str]:
     lines = ["## ViT variants", ""]
     if "attention" in studied:
         lines.append(f"- **Attention** ({', '.join(studied['attention'])}): each kind trains the same ViT with its "
-                     "attention replaced (`window`: windows of half the patch grid's side, shifted in every other block, "
-                     "mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a quarter of the "
+                     "attention replaced (`window`: windows of half the patch grid's side, shifted in every other "
+                     "block, mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a "
+                     "quarter of the "
                      "tokens as latents). `tome` is the full-attention ViT, trained once, evaluated with token merging "
                      "of half its patch tokens over the blocks (front-loaded schedule), without retraining; its "
-                     "accuracy is that of the final weights, and Agreement is the share of validation images on which "
-                     "it predicts what the unmerged model predicts.")
+                     "accuracy is that of the trained model (the checkpoint chosen by validation) with merging, and "
+                     "Agreement is the share of validation images on which it predicts what the unmerged model "
+                     "predicts.")
     if "pretrain" in studied:
         images = ("every image of the dataset (validation and test images included, their labels unused)"
                   if cfg.pretrain_images == "all" else "the training pool (labels unused)")
         lines.append(f"- **Pretraining** ({', '.join(studied['pretrain'])}): the ViT is pretrained without labels for "
-                     f"{cfg.pretrain_epochs} epoch{'s' if cfg.pretrain_epochs > 1 else ''} on {images}, once per seed and ViT shape, then fine-tuned on the "
-                     f"cell's labelled rows with layer-wise learning-rate decay {cfg.layer_decay:g}. Its Seconds include "
+                     f"{cfg.pretrain_epochs} epoch{'s' if cfg.pretrain_epochs > 1 else ''} on {images}, once per "
+                     f"seed and ViT shape, then fine-tuned on the "
+                     f"cell's labelled rows with layer-wise learning-rate decay {cfg.layer_decay:g}. Its Seconds "
+                     "include "
                      "the pretraining.")
     if "distill" in studied:
         kind = (f"soft (KL at temperature {cfg.distill_temperature:g}, weight {cfg.distill_alpha:g})"
@@ -458,25 +482,147 @@ def variant_lines(result: CompareResult) -> list[str]:
     return lines + [""]
 
 
+def normalization_words(normalization: str) -> str:
+    """How the pixels reached the models, in words."""
+    return ("pixels in [0, 1] as loaded (no standardisation), as the textbook feeds them" if normalization == "unit"
+            else "pixels standardised by the training rows' per-channel mean and standard deviation")
+
+
+def execution_words(execution: dict[str, Any]) -> str:
+    """``2 processes at once, 1 torch thread each`` / ``Ray at local, 1 CPU each``."""
+    threads = execution.get("threads_per_run")
+    each = f"{threads} torch thread{'s' if threads != 1 else ''} each" if isinstance(threads, int) else \
+        "torch's default threads each"
+    if execution.get("executor") == "ray":
+        return f"Ray tasks on {execution['address']}, {each}"
+    jobs = execution.get("jobs", 1)
+    return f"{jobs} process{'es' if jobs > 1 else ''} at once, {each}" if jobs > 1 else f"one run at a time, {each}"
+
+
+def padding_lines(result: CompareResult) -> list[str]:
+    """A sentence on the patch sizes that zero-pad the image (empty when none does)."""
+    _, height, width = result.data["image_shape"]
+    padding = [p for p in result.config.patches if result.config.pad and (height % p or width % p)]
+    if not padding:
+        return []
+    sizes = ", ".join(f"patch {p}: {padded(height, p)}x{padded(width, p)}" for p in padding)
+    return [f"Patch{'es' if len(padding) > 1 else ''} {', '.join(map(str, padding))} "
+            f"do{'es' if len(padding) == 1 else ''} not divide the {height}x{width} images: the ViT zero-pads its "
+            f"(normalised) input, bottom and right, to a multiple of the patch ({sizes}).", ""]
+
+
+def _published_key(a: Aggregate) -> tuple[str, Any] | None:
+    model = "vit" if a.kind == "vit" else "convnet" if a.axes.get("cnn") == "textbook" else None
+    key = (model, a.axes.get("rows"))
+    return key if key in PUBLISHED else None
+
+
+def textbook_table(aggregates: Sequence[Aggregate]) -> list[str]:
+    """Markdown lines: the textbook's columns, its published number beside vitlab's mean ± std for
+    each (``–`` where the page has no such model), and vitlab's test accuracy."""
+    header = ["Model", "Rows", "Parameters (textbook)", "Parameters (vitlab)", "Best val accuracy (textbook)",
+              "Best val accuracy (vitlab)", "Final train accuracy (textbook)", "Final train accuracy (vitlab)",
+              "Seconds (textbook)", "Seconds (vitlab)", "Test accuracy (vitlab)"]
+    body = []
+    for a in aggregates:
+        page = PUBLISHED.get(_published_key(a) or ("", 0), {})
+        m, s = a.mean, a.std
+
+        def published(metric: str, digits: int = 4, page: dict[str, float] = page) -> str:
+            return "–" if metric not in page else f"{page[metric]:,.0f}" if metric == "params" else \
+                f"{page[metric]:.{digits}f}"
+        body.append([a.label.split(" patch")[0], _rows_text(a.axes, a.train_rows), published("params"),
+                     f"{m['params']:,.0f}", published("best_val_acc"), _fmt(m["best_val_acc"], s["best_val_acc"]),
+                     published("final_train_acc"), _fmt(m["final_train_acc"], s["final_train_acc"]),
+                     published("seconds", 1), _fmt(m["seconds"], s["seconds"], 1),
+                     _fmt(m["test_acc"], s["test_acc"])])
+    return _table(header, body)
+
+
+def _difference(metric: str, value: float, band: float | None = None) -> str:
+    """A ViT-minus-CNN difference: ``+0.0370 ± 0.0120`` (band: 2 standard errors), or for seconds the
+    ratio ``x1.45 (x1.30–x1.62)``."""
+    if metric == "seconds":
+        text = f"×{math.exp(value):.2f}"
+        return text if band is None else f"{text} (×{math.exp(value - band):.2f}–×{math.exp(value + band):.2f})"
+    return _signed(value, 4) + ("" if band is None else f" ± {band:.4f}")
+
+
+def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
+    """Markdown lines: per claim and CNN met, the page's difference, vitlab's mean per-seed difference
+    ± 2 standard errors, and the verdict."""
+    header = ["Claim", "ViT against", "Textbook (one run)", "vitlab (mean ± 2 SE of seed-paired differences)",
+              "Verdict"]
+    varying = {k for v in verdicts for k in v.setting
+               if k == "cnn" or len({repr(w.setting.get(k)) for w in verdicts}) > 1}
+    body = []
+    for v in verdicts:
+        metric = v.claim.metric
+        textbook = "; ".join(f"{p.rows:,} rows: {_difference(metric, p.published)}" for p in v.parts)
+        measured = "; ".join(f"{p.rows:,} rows: {_difference(metric, p.mean, p.band)}, {p.seeds} seed"
+                             f"{'s' if p.seeds > 1 else ''} ({p.verdict})" for p in v.parts)
+        against = _join(_phrase_axes({k: x for k, x in v.setting.items() if k in varying})) or \
+            f"the {CNN_WORDS['matched']} CNN"
+        body.append([v.claim.text[0].upper() + v.claim.text[1:], against, textbook, measured, f"**{v.verdict}**"])
+    return _table(header, body)
+
+
+def textbook_lines(result: CompareResult, aggregates: Sequence[Aggregate], verdicts: Sequence[Verdict]) -> list[str]:
+    """The report's section on the textbook's study: its table beside vitlab's, and the verdicts."""
+    cfg = result.config
+    convnet = [a for a in aggregates if a.axes.get("cnn") == "textbook"]
+    stand_in = (f"The page's convnet (60,554 parameters: convolutions of 32, 64 and 64 channels, global average "
+                f"pooling, a 64-unit dense layer, the classifier) is stood in for by `{TEXTBOOK_CNN[0]}` with widths "
+                f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm"
+                + (f" ({convnet[0].mean['params']:,.0f} parameters here)" if convnet else "") + "; ")
+    return [
+        "## The textbook's study", "",
+        f"The textbook's page trained a Keras ViT and a plain convnet on Fashion-MNIST, 1,000 and 4,000 rows, 15 "
+        f"epochs, Adam 1e-3, batch 64, one seed. Its published numbers stand in the *textbook* columns; vitlab's are "
+        f"the mean ± standard deviation over {cfg.seeds} seed{'s' if cfg.seeds > 1 else ''} of this study "
+        f"(`{cfg.vit}`, recipe `{cfg.recipe}`, {cfg.epochs} epoch{'s' if cfg.epochs > 1 else ''}, "
+        f"{normalization_words(cfg.normalization)}). "
+        + stand_in + "the size-matched CNN is vitlab's BatchNorm CNN sized to the ViT's parameter count. "
+        "The page's seconds are one Keras run on its own machine, vitlab's come from this one "
+        f"({execution_words(result.execution)}): compare the ratios, not the seconds.", "",
+        *textbook_table(aggregates), "",
+        *verdict_table(verdicts), "",
+        "Each seed trains the ViT and the CNN on the same split and batch order, so a claim is tested on the "
+        "per-seed differences ViT − CNN (for seconds, the ratio ViT / CNN, averaged as logarithms): *reproduced* "
+        "when their mean lies beyond two standard errors in the claimed direction, *not reproduced* when beyond "
+        "them the other way, *inconclusive* in between or with one seed; a claim of two parts is reproduced when "
+        "both are and not reproduced when either is not. The page quotes the ViT's gap as +0.1545 against "
+        "+0.0040; its own table gives +0.1690 and +0.0270 at 1,000 rows and +0.1215 and +0.0040 at 4,000, which "
+        "the textbook column uses.", "",
+    ]
+
+
 def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], leads: Sequence[Lead],
-                    sentences: Sequence[str], costs: Sequence[dict[str, Any]]) -> str:
-    """The whole ``report.md``."""
+                    sentences: Sequence[str], costs: Sequence[dict[str, Any]],
+                    verdicts: Sequence[Verdict] = ()) -> str:
+    """The whole ``report.md`` (with the textbook's section when ``verdicts`` are given)."""
     cfg, data = result.config, result.data
     recipe = TrainConfig.from_recipe(cfg.recipe)
     chans, height, width = data["image_shape"]
     test = f", {data['test']:,} test" if data["test"] is not None else ", no test split"
+    cnns = [f"CNN `{cfg.cnn}` family with widths matched to the ViT's parameter count at each patch size (within "
+            f"±{cfg.param_tolerance:.0%})" if name == "matched" else
+            f"the {CNN_WORDS[name]} CNN `{TEXTBOOK_CNN[0]}` with widths "
+            f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm" for name in cfg.cnns]
     lines = [
         f"# {cfg.name}: ViT against a CNN of the same size", "",
         f"Dataset **{data['dataset']}** ({height}x{width}x{chans}, {data['num_classes']} classes): training pool "
-        f"{data['pool']:,} images, {data['val']:,} validation{test}. ViT `{cfg.vit}`; CNN `{cfg.cnn}` family with "
-        f"widths matched to the ViT's parameter count at each patch size (within ±{cfg.param_tolerance:.0%}). "
+        f"{data['pool']:,} images, {data['val']:,} validation{test}; {normalization_words(cfg.normalization)}. "
+        f"ViT `{cfg.vit}`; {_join(cnns)}. "
         f"Both train with recipe `{cfg.recipe}` ({recipe.optimizer}, lr {recipe.lr:g}, {recipe.schedule} schedule, "
         f"batch {recipe.batch_size}, weight decay {recipe.weight_decay:g}, label smoothing {recipe.label_smoothing:g}; "
         f"its own augmentation, augment value `recipe`, is {recipe_augment(recipe.augment)}) for {cfg.epochs} "
         f"epoch{'s' if cfg.epochs > 1 else ''}; each cell uses seeds 0..{cfg.seeds - 1} "
         f"({cfg.seeds} per cell), the same seed giving both models the same split and batch order. "
-        f"{len(result.records)} runs in {result.seconds:,.1f} s ({result.cpu_seconds:,.1f} s of CPU time, "
-        f"{torch.get_num_threads()} thread(s)).", "",
+        f"{len(result.records)} runs in {result.seconds:,.1f} s ({result.cpu_seconds:,.1f} s of CPU time; "
+        f"{execution_words(result.execution)}).", "",
+        *padding_lines(result),
+        *(textbook_lines(result, aggregates, verdicts) if verdicts else []),
         "## Results", "", f"Mean ± standard deviation over {cfg.seeds} seed(s)"
         + (" (one seed: no spread)." if cfg.seeds == 1 else "."), "",
         *results_table(aggregates), "",
@@ -486,8 +632,9 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
     ]
     if costs:
         lines += ["## Token cost per patch size", "",
-                  f"From the cost model (`vitlab cost`) for `{cfg.vit}` on {height}x{width} images: attention "
-                  "compares every token with every other, so its entries grow with the square of the token count.",
+                  f"From the cost model (`vitlab cost`) for `{cfg.vit}` on {height}x{width} images (padded ones "
+                  "on the padded image): attention compares every token with every other, so its entries grow with "
+                  "the square of the token count.",
                   "", *cost_lines(costs), ""]
     lines += [
         "## Figures", "",
@@ -502,9 +649,10 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
         "training mode).",
         "- **Gap** = final train accuracy − best val accuracy; large and positive means memorising.",
         "- **ECE**: expected calibration error on the validation set at the best epoch.",
-        "- **Test accuracy**: the final weights on the test split, where the dataset has one.",
+        "- **Test accuracy**: the checkpoint chosen by validation (the best epoch's weights) on the test split, "
+        "where the dataset has one.",
         "- **Seconds**: the training run's wall time, validation included.",
-        "- **Images/s**, **Peak MB**: the final model's forward throughput (best of 3 rounds) and the peak memory "
+        "- **Images/s**, **Peak MB**: the model's forward throughput (best of 3 rounds) and the peak memory "
         "its forward pass allocates, on one batch of up to 256 validation images in eval mode.",
         "- **Lead** = mean over seeds of (ViT − CNN best val accuracy), paired by seed; **spread** = the "
         "sample standard deviation of those per-seed differences. A lead is *larger than the spread* when its "
@@ -514,14 +662,31 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
     return "\n".join(lines)
 
 
+# results.json fields that measure time or the machine, not what was learnt.
+TIMINGS = ("seconds", "cpu_seconds", "images_per_s", "peak_mb")
+
+
+def results_numbers(results: dict[str, Any]) -> dict[str, Any]:
+    """A ``results.json`` document's runs, aggregates, leads, conclusions, verdicts, axes and data,
+    without :data:`TIMINGS` at any depth: what must not change with where or how many at once the
+    runs ran."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in TIMINGS}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    kept = ("runs", "aggregates", "leads", "conclusions", "textbook", "axes", "data")
+    return strip({k: results[k] for k in kept if k in results})
+
+
 def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write ``results.json``, ``report.md`` and the PNG figures into ``out_dir``; return their paths."""
+    """Write ``results.json``, ``report.md`` and the PNG figures into ``out_dir`` (every file through
+    :func:`~vitlab.experiments.files.write_file`); return their paths."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     aggregates = aggregate(list(result.records.values()))
     leads = compute_leads(result)
     costs = token_costs(result)
     sentences = conclusions(leads, {c["patch"]: c["tokens"] for c in costs})
+    verdicts = claim_verdicts(result.plan.cells, result.records) if result.config.preset == "textbook" else []
     files = {name: out / filename for name, filename in FIGURES.items()}
     plot_accuracy_vs_rows(aggregates, files["accuracy_vs_rows"])
     plot_learning_curves(aggregates, files["learning_curves"])
@@ -530,15 +695,18 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
         "config": result.config.to_dict(), "data": result.data, "seconds": result.seconds,
         "cpu_seconds": result.cpu_seconds,
         "environment": {"vitlab": __version__, "torch": torch.__version__, "python": platform.python_version(),
-                        "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()},
+                        "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
+                        **result.execution},
         "axes": [asdict(axis) for axis in result.plan.axes],
         "runs": [record.to_dict() for record in result.records.values()],
         "aggregates": [asdict(a) for a in aggregates],
         "leads": [{**asdict(lead), "leader": lead.leader, "verdict": lead.verdict} for lead in leads],
         "conclusions": sentences, "token_cost": costs, "attention": result.attention,
     }
-    files["results"] = out / "results.json"
-    files["results"].write_text(json.dumps(results, indent=2) + "\n")
-    files["report"] = out / "report.md"
-    files["report"].write_text(render_markdown(result, aggregates, leads, sentences, costs))
+    if verdicts:
+        results["textbook"] = {"published": [{"model": m, "rows": r, **v} for (m, r), v in PUBLISHED.items()],
+                               "verdicts": [{**asdict(v), "verdict": v.verdict} for v in verdicts]}
+    files["results"] = write_file(out / "results.json", json.dumps(results, indent=2) + "\n")
+    files["report"] = write_file(out / "report.md", render_markdown(result, aggregates, leads, sentences, costs,
+                                                                    verdicts))
     return files

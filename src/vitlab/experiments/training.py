@@ -1,0 +1,31 @@
+"""The one door from experiments to the training code: everything a comparison needs from the
+engine, the tasks and self-supervised pretraining is imported here, and :func:`train_run` and
+:func:`pretrain_run` are the only places a comparison trains a model."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..data import DataSplits
+from ..engine import DISTILL_KINDS, RECIPES, TrainConfig, seed_everything
+from ..engine.evaluate import classification_report, predict_logits
+from ..engine.measure import forward_costs
+from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
+from ..tasks import TrainResult, train
+
+__all__ = ["DISTILL_KINDS", "IMAGE_SETS", "METHODS", "RECIPES", "TrainConfig", "TrainResult",
+           "classification_report", "forward_costs", "predict_logits", "pretrain_run", "train_run"]
+
+
+def train_run(config: TrainConfig, splits: DataSplits) -> TrainResult:
+    """Train one run of a comparison (silently) on ``splits``, every global generator seeded from the
+    run's own seed first: the model's initial weights are drawn before the training loop seeds, so
+    they must not depend on what ran before in the process."""
+    seed_everything(config.seed)
+    return train(config, splits)
+
+
+def pretrain_run(**fields: Any) -> None:
+    """Pretrain one encoder without labels: :class:`~vitlab.ssl.pretrain.PretrainConfig` ``fields``,
+    written to ``fields["out_dir"]``; seeded from ``fields["seed"]`` first, as :func:`train_run`."""
+    seed_everything(fields["seed"])
+    pretrain(PretrainConfig(**fields))

@@ -1,0 +1,57 @@
+"""Executors: settings are checked, a missing Ray says how to install it, and a local Ray cluster
+gives the numbers of a run in this process."""
+import importlib.util
+import sys
+
+import pytest
+import torch
+
+from vitlab.cli.main import main
+from vitlab.errors import ConfigError, MissingExtraError
+from vitlab.experiments import CompareConfig, LocalExecutor, RayExecutor, make_executor, run_compare
+
+TIMING = ("seconds", "images_per_s", "peak_mb")
+
+
+def test_one_job_runs_in_this_process_with_its_threads_and_restores_them():
+    before = torch.get_num_threads()
+    seen = []
+    results = list(LocalExecutor(jobs=1, threads=1).map(lambda x: seen.append(torch.get_num_threads()) or x * x,
+                                                         [1, 2, 3]))
+    assert results == [(0, 1), (1, 4), (2, 9)] and seen == [1, 1, 1]
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: LocalExecutor(jobs=0), "jobs=0"),
+    (lambda: LocalExecutor(jobs=2, threads=-3), "threads=-3"),
+    (lambda: make_executor("dask"), "unknown executor 'dask'"),
+    (lambda: make_executor("local", address="ray://head:10001"), "is for the ray executor"),
+])
+def test_bad_settings_are_refused(make, match):
+    with pytest.raises(ConfigError, match=match):
+        make()
+
+
+def test_a_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)          # importlib finds no ray
+    with pytest.raises(MissingExtraError, match=r"pip install 'vitlab\[cluster\]'"):
+        RayExecutor()
+    assert main(["compare", "--executor", "ray", "--epochs", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'vitlab[cluster]'" in err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (pip install 'vitlab[cluster]')")
+def test_a_local_ray_gives_the_numbers_of_this_process():
+    config = CompareConfig(rows=[40], patches=[4], augment=["none"], epochs=1, device="cpu")
+    local = run_compare(config, executor=LocalExecutor(jobs=1, threads=1))
+    on_ray = run_compare(config, executor=RayExecutor(jobs=2, threads=1))
+    assert on_ray.execution == {"executor": "ray", "address": "local", "threads_per_run": 1}
+    assert len(local.records) == 2 and list(on_ray.records) == list(local.records)
+    for key, record in local.records.items():
+        expected = {k: v for k, v in record.to_dict().items() if k not in TIMING}
+        assert {k: v for k, v in on_ray.records[key].to_dict().items() if k not in TIMING} == expected
