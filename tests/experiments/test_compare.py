@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vitlab.cli.main import main
-from vitlab.errors import ConfigError
+from vitlab.errors import ConfigError, DataError
 from vitlab.experiments import CompareConfig, LocalExecutor, plan_compare, run_compare
 from vitlab.experiments.compare import attention_overrides, run_groups, tome_schedule, train_config
 from vitlab.experiments.report import results_numbers
@@ -162,7 +162,7 @@ def test_an_output_folder_under_a_file_fails_before_training(tmp_path):
     blocker = tmp_path / "results.txt"
     blocker.write_text("not a folder")
     calls = []
-    with pytest.raises(ConfigError, match="results.txt' is a file, not a folder"):
+    with pytest.raises(DataError, match="results.txt is a file, not a folder"):
         run_compare(CompareConfig(rows=[30], patches=[4], augment=["none"], epochs=1, out_dir=str(blocker / "study")),
                     progress=lambda *args: calls.append(args))
     assert calls == [] and blocker.read_text() == "not a folder"
@@ -275,7 +275,7 @@ def test_tiny_study_end_to_end(tmp_path):
 
 def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     code = main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",
-                 "--device", "cpu", "--jobs", "1", "--threads", "1", "--out", str(tmp_path), "--name", "cli"])
+                 "--device", "cpu", "--jobs", "1", "--threads", "1", "--out", str(tmp_path / "cli")])
     captured = capsys.readouterr()
     assert code == 0
     # one line per finished run, in the order they finish
@@ -287,22 +287,29 @@ def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     assert (tmp_path / "cli" / "report.md").is_file()
     assert str(tmp_path / "cli" / "report.md") in captured.err
 
-    assert main(["compare", "--patches", "3", "--epochs", "1", "--out", str(tmp_path), "--name", "bad"]) == 2
+    assert main(["compare", "--patches", "3", "--epochs", "1", "--out", str(tmp_path / "bad")]) == 2
     assert "not divisible by patch 3" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
 
+    # the same study name again is refused, and the first study's report is kept
+    report_before = (tmp_path / "cli" / "report.md").read_bytes()
+    assert main(["compare", "--rows", "30", "--patches", "4", "--epochs", "1", "--out", str(tmp_path / "cli")]) == 2
+    assert "already holds a compare run" in capsys.readouterr().err
+    assert (tmp_path / "cli" / "report.md").read_bytes() == report_before
+
 
 @pytest.mark.parametrize("flags,message", [
-    (["--out", "FILE"], "is a file, not a folder"),
+    (["--out", "FILE/study"], "is a file, not a folder"),
     (["--threads", "-3"], "threads=-3"),
     (["--jobs", "0"], "jobs=0"),
     (["--executor", "local", "--address", "auto"], "is for the ray executor"),
 ])
 def test_cli_refuses_bad_execution_settings_in_one_line(tmp_path, capsys, flags, message):
     (tmp_path / "FILE").write_text("")
-    flags = [str(tmp_path / "FILE") if f == "FILE" else f for f in flags]
-    assert main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",
-                 "--out", str(tmp_path), *flags]) == 2
+    flags = [str(tmp_path / f) if f.startswith("FILE") else f for f in flags]
+    out = [] if "--out" in flags else ["--out", str(tmp_path / "study")]
+    assert main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1", *out,
+                 *flags]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and message in captured.err and len(captured.err.strip().splitlines()) == 1
 

@@ -37,7 +37,7 @@ def test_a_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)          # importlib finds no ray
     with pytest.raises(MissingExtraError, match=r"pip install 'vitlab\[cluster\]'"):
         RayExecutor()
-    assert main(["compare", "--executor", "ray", "--epochs", "1", "--out", str(tmp_path)]) == 2
+    assert main(["compare", "--executor", "ray", "--epochs", "1", "--out", str(tmp_path / "study")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'vitlab[cluster]'" in err
     assert not any(tmp_path.iterdir())

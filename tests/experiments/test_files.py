@@ -1,10 +1,10 @@
-"""Every file of a comparison goes through write_file; a folder that cannot be made is refused early."""
+"""Every file of a comparison goes through write_file; a study folder refuses what it must."""
 import os
 
 import pytest
 
-from vitlab.errors import ConfigError
-from vitlab.experiments.files import check_out_dir, write_file
+from vitlab.errors import DataError, RunFolderError
+from vitlab.experiments.files import open_study, write_file
 
 
 def test_write_file_makes_the_folder_and_leaves_no_temporary(tmp_path):
@@ -14,10 +14,11 @@ def test_write_file_makes_the_folder_and_leaves_no_temporary(tmp_path):
     assert path.read_bytes() == b"\x89PNG" and os.listdir(path.parent) == ["report.md"]
 
 
-def test_check_out_dir(tmp_path):
-    check_out_dir(tmp_path / "new" / "deeper")           # can be made: fine, and nothing is made yet
-    assert not (tmp_path / "new").exists()
+def test_a_study_folder_is_refused_under_a_file_or_over_another_study(tmp_path):
     (tmp_path / "file").write_text("")
-    for bad in (tmp_path / "file", tmp_path / "file" / "study"):
-        with pytest.raises(ConfigError, match="is a file, not a folder"):
-            check_out_dir(bad)
+    with pytest.raises(DataError, match="is a file, not a folder"):
+        open_study(tmp_path / "file" / "study", {})
+    open_study(tmp_path / "study", {"study": "a"}).close()
+    with pytest.raises(RunFolderError, match="already holds a compare run"):
+        open_study(tmp_path / "study", {"study": "b"})
+    open_study(tmp_path / "study", {"study": "b"}, overwrite=True).close()

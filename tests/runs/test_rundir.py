@@ -31,7 +31,8 @@ def test_open_writes_run_and_config(tmp_path):
 def test_a_folder_holding_a_run_is_refused(tmp_path, kind):
     started(tmp_path, kind)
     before = (tmp_path / "config.json").read_bytes()
-    with pytest.raises(RunFolderError, match=rf"already holds a {kind} run.*--resume.*--overwrite"):
+    hint = r"--resume.*--overwrite" if kind == "classify" else r"another folder, or replace it \(--overwrite"
+    with pytest.raises(RunFolderError, match=rf"already holds a {kind} run.*{hint}"):
         RunDir(tmp_path).open("classify", {"epochs": 9})
     assert (tmp_path / "config.json").read_bytes() == before
 

@@ -5,11 +5,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_compare, usable_cores
 from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
 from ..experiments.executors import EXECUTORS, set_threads
-from ..experiments.files import check_out_dir, write_file
+from ..experiments.files import open_study, write_file
 from ..experiments.report import aggregate, results_table
 from ..experiments.training import RECIPES
 
@@ -56,8 +57,12 @@ def run_segment(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     progress = None if args.quiet else (lambda row: print(f"{row['head']} patch {row['patch']}: mean IoU "
                                                           f"{row['mean_iou']:.4f} ({row['seconds']}s)", flush=True))
-    out = Path(args.out) / (args.name or "compare")
-    check_out_dir(out)
+    out = Path(args.out or Path("runs") / (args.name or "compare"))
+    with open_study(out, {"study": "segment heads"}, args.overwrite):
+        return _segment(args, out, compare_heads, heads_table, progress)
+
+
+def _segment(args: argparse.Namespace, out: Path, compare_heads: Any, heads_table: Any, progress: Any) -> int:
     rows = compare_heads(args.head or ["linear", "decoder"], args.patches or [4, 8, 16],
                          dataset=args.dataset or "shapes", data_dir=args.data_dir,
                          epochs=30 if args.epochs is None else args.epochs,
@@ -82,10 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if args.pad:
         given["pad"] = True
     name = args.name or args.preset or "compare"
-    given.update(name=name, out_dir=str(Path(args.out) / name))
+    given.update(name=name, out_dir=str(args.out or Path("runs") / name))
     config = CompareConfig.from_preset(args.preset, **given) if args.preset else CompareConfig(**given)
     set_threads(args.threads)                 # this process: forward costs and attention figures
-    result = run_compare(config, progress=None if args.quiet else _Progress(), executor=executor)
+    result = run_compare(config, progress=None if args.quiet else _Progress(), executor=executor,
+                         overwrite=args.overwrite)
     print("\n".join(results_table(aggregate(list(result.records.values())))))
     print(f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
           f"report: {result.files['report']}", file=sys.stderr)
@@ -98,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train a small ViT and a CNN of matching parameter count (within 15%) on the same data, seed, "
         "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
         "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
-        "OUT/NAME. Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, 40 epochs. "
+        "runs/NAME (or --out). Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, 40 epochs. "
         "Runs execute in parallel, one per usable core (--jobs), or as Ray tasks on a cluster (--executor ray). "
         "The textbook's study: --preset textbook (its Keras page's protocol on Fashion-MNIST: vit-seed against a "
         "textbook-size plain convnet and a size-matched CNN, rows 1000,4000, 15 epochs, recipe plain, pixels in "
@@ -163,7 +169,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "pip install 'vitlab[cluster]')")
     p.add_argument("--address", help="with --executor ray: the cluster to join, e.g. ray://head:10001 or auto; "
                    "default a local Ray started for the study with --jobs CPUs")
-    p.add_argument("--name", help="study name: the report goes to OUT/NAME (default compare, or the preset's name)")
-    p.add_argument("--out", default="runs", help="parent folder of the study's folder (default runs)")
+    p.add_argument("--name", help="study name: the report goes to runs/NAME unless --out (default compare, or the "
+                   "preset's name)")
+    p.add_argument("--out", help="the study's folder (default runs/NAME)")
+    p.add_argument("--overwrite", action="store_true", help="replace the study already in the folder")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)

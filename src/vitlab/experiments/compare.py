@@ -70,7 +70,7 @@ from ..models import (
 from ..ops.patches import divisibility_error
 from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
-from .files import check_out_dir, write_file
+from .files import open_study, write_file
 from .report import write_report
 from .textbook import PRESET, TEXTBOOK_CNN
 from .training import (
@@ -705,13 +705,19 @@ def attention_figures(config: CompareConfig, plan: Plan, outcomes: dict[str, Run
 
 
 def run_compare(config: CompareConfig, progress: ProgressFn | None = None,
-                executor: Executor | None = None) -> CompareResult:
+                executor: Executor | None = None, overwrite: bool = False) -> CompareResult:
     """Train every run of the grid on ``executor`` (default: one after the other in this process)
-    and, if ``config.out_dir`` is set, write the report there. Bad settings, rows beyond the pool and
-    an output folder that cannot be made fail before any training."""
+    and, if ``config.out_dir`` is set, write the report there (a run folder of kind ``compare``: an
+    existing study is refused unless ``overwrite``). Bad settings, rows beyond the pool and an output
+    folder that cannot be used fail before any training."""
+    if config.out_dir is None:
+        return _run_compare(config, progress, executor)
+    with open_study(config.out_dir, {"study": config.name}, overwrite):
+        return _run_compare(config, progress, executor)
+
+
+def _run_compare(config: CompareConfig, progress: ProgressFn | None, executor: Executor | None) -> CompareResult:
     start, cpu_start = time.perf_counter(), time.process_time()
-    if config.out_dir is not None:
-        check_out_dir(config.out_dir)
     full = load_splits(config, 0, None)
     pool = len(full.train)
     too_many = [r for r in config.rows if r is not None and r > pool]

@@ -1,32 +1,20 @@
-"""Every file a comparison writes goes through :func:`write_file`; :func:`check_out_dir` refuses an
-output folder that cannot be made before any training starts."""
+"""Every file a comparison writes goes through :func:`write_file` (atomic, with the user's umask: see
+:mod:`vitlab.runs.files`); a study's folder is a :class:`~vitlab.runs.RunDir` of kind ``compare``, which
+refuses a folder holding another run (or an earlier study of the same name) unless ``overwrite``."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..runs import RunDir, atomic_write
 
 
-def check_out_dir(out_dir: str | Path) -> None:
-    """Raise :class:`~vitlab.errors.ConfigError` unless ``out_dir`` is a folder or can be made one:
-    the deepest part of the path that exists must be a writable folder."""
-    path = Path(out_dir).absolute()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise ConfigError(f"output folder {str(out_dir)!r} cannot be made: {str(existing)!r} is a file, not a "
-                          f"folder; choose another --out or --name")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder {str(out_dir)!r} cannot be made: {str(existing)!r} is not writable; "
-                          f"choose another --out")
+def open_study(out_dir: str | Path, config: dict, overwrite: bool = False) -> RunDir:
+    """The study's run folder, opened before any training: it refuses an existing study (or any other
+    run) unless ``overwrite``, and a path that cannot be a folder."""
+    return RunDir(out_dir).open("compare", config, overwrite=overwrite)
 
 
 def write_file(path: str | Path, data: str | bytes) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path``, making its folder; atomic: a reader sees the old
-    file or the new one, never a part (a temporary file beside it, renamed over it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(temporary, path)
-    return path
+    """Write ``data`` (text as UTF-8) to ``path`` atomically: a reader sees the old file or the new one."""
+    atomic_write(path, data.encode() if isinstance(data, str) else data)
+    return Path(path)

@@ -50,6 +50,8 @@ REPORT = "report.md"
 STATE = "state.pt"
 LOCK = ".lock"
 BEST, LAST = "best", "last"
+# Kinds of run that can continue from their last state (trainings); studies and evaluations cannot.
+RESUMABLE = ("classify", "mae", "dino", "segment", "detect", "clip", "promptable")
 # Files that mark a folder written by vitlab before run.json existed.
 LEGACY_MARKERS = (CONFIG, METRICS, SUMMARY, RESULTS, "metrics.json", WEIGHTS, BEST, LAST)
 
@@ -106,8 +108,9 @@ class RunDir:
                 return self
             if found is not None:
                 if not overwrite:
+                    resume_hint = "resume it (--resume), " if found == kind and kind in RESUMABLE else ""
                     raise RunFolderError(f"{self.path} already holds {_describe(found)}: choose another folder, "
-                                         f"resume it (--resume), or replace it (--overwrite)")
+                                         f"{resume_hint}or replace it (--overwrite)")
                 if found == "files vitlab did not write":
                     raise RunFolderError(f"{self.path} holds files vitlab did not write; --overwrite only "
                                          f"replaces vitlab runs: choose an empty or new folder")
