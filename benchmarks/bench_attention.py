@@ -41,6 +41,7 @@ needed on top of its inputs and weights (which existed before). It counts short-
 intermediates -- the ``N x N`` scores that the softmax consumes -- exactly. (On CUDA,
 ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` is the same quantity.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,12 @@ def growth_exponent(tokens: list[int], seconds: list[float]) -> float:
 
 def attention_block(kind: str, dim: int, heads: int, grid: tuple[int, int], window: int, rank: int) -> Block:
     attention = "full" if kind.startswith("full") else kind
-    block = Block(dim, heads, attention=attention, attention_options=dict(
-        grid=grid, num_tokens=grid[0] * grid[1], window_size=window, shift=True, lowrank_k=rank)).eval()
+    block = Block(
+        dim,
+        heads,
+        attention=attention,
+        attention_options=dict(grid=grid, num_tokens=grid[0] * grid[1], window_size=window, shift=True, lowrank_k=rank),
+    ).eval()
     block.attn.fused = kind != "full-explicit"
     return block
 
@@ -92,53 +97,82 @@ def bench_blocks(args: argparse.Namespace) -> dict:
         grid = (image // args.patch, image // args.patch)
         n = grid[0] * grid[1]
         x = torch.randn(1, n, args.dim)
-        blocks = {kind: attention_block(kind, args.dim, args.heads, grid, args.window, args.rank)
-                  for kind in BLOCK_KINDS}
+        blocks = {
+            kind: attention_block(kind, args.dim, args.heads, grid, args.window, args.rank) for kind in BLOCK_KINDS
+        }
         with torch.no_grad():
             seconds = best_seconds({k: (lambda b=b, x=x: b(x)) for k, b in blocks.items()}, args.rounds)
             peaks = {k: peak_memory(lambda b=b, x=x: b(x)) for k, b in blocks.items()}
-        work = Workload(image, args.patch, dim=args.dim, depth=1, heads=args.heads, window_size=args.window,
-                        lowrank_k=args.rank)
+        work = Workload(
+            image, args.patch, dim=args.dim, depth=1, heads=args.heads, window_size=args.window, lowrank_k=args.rank
+        )
         for kind in BLOCK_KINDS:
             model_kind = "full" if kind.startswith("full") else kind
             predicted = flops(work, model_kind)
             scores = attention_cost(work, model_kind).memory
             if kind == "full-fused":
-                scores = 0                                        # the fused kernel never forms the scores
+                scores = 0  # the fused kernel never forms the scores
             if kind == "sparse":
-                scores = n * n                                    # the masked kernel's (N, N) bool mask
-            activations = 4 * n * args.dim                        # one (N, D) float tensor, bytes
+                scores = n * n  # the masked kernel's (N, N) bool mask
+            activations = 4 * n * args.dim  # one (N, D) float tensor, bytes
             peak = max((2 if kind == "full-explicit" else 1) * scores + 5 * activations, (2 + 2 * 4) * activations)
-            rows.append(emit({"bench": "block", "image": image, "tokens": n, "kind": kind,
-                              "seconds": seconds[kind], "peak_bytes": peaks[kind],
-                              "predicted_flops": predicted["total"] - predicted["patch_embed"],
-                              "predicted_attention_bytes": scores, "predicted_peak_bytes": peak}))
+            rows.append(
+                emit(
+                    {
+                        "bench": "block",
+                        "image": image,
+                        "tokens": n,
+                        "kind": kind,
+                        "seconds": seconds[kind],
+                        "peak_bytes": peaks[kind],
+                        "predicted_flops": predicted["total"] - predicted["patch_embed"],
+                        "predicted_attention_bytes": scores,
+                        "predicted_peak_bytes": peak,
+                    }
+                )
+            )
     by = {(r["image"], r["kind"]): r for r in rows}
     tokens = [by[(image, "full-explicit")]["tokens"] for image in args.images]
-    exponents = {kind: {"all": round(growth_exponent(tokens, [by[(i, kind)]["seconds"] for i in args.images]), 3),
-                        "largest_3": round(growth_exponent(tokens[-3:], [by[(i, kind)]["seconds"]
-                                                                       for i in args.images[-3:]]), 3),
-                        "predicted_by_flops": round(growth_exponent(tokens, [by[(i, kind)]["predicted_flops"]
-                                                                             for i in args.images]), 3)}
-                 for kind in BLOCK_KINDS}
+    exponents = {
+        kind: {
+            "all": round(growth_exponent(tokens, [by[(i, kind)]["seconds"] for i in args.images]), 3),
+            "largest_3": round(growth_exponent(tokens[-3:], [by[(i, kind)]["seconds"] for i in args.images[-3:]]), 3),
+            "predicted_by_flops": round(
+                growth_exponent(tokens, [by[(i, kind)]["predicted_flops"] for i in args.images]), 3
+            ),
+        }
+        for kind in BLOCK_KINDS
+    }
     ratios = []
     for image in args.images:
         full = by[(image, "full-explicit")]
         for kind in BLOCK_KINDS[1:]:
             r = by[(image, kind)]
-            ratios.append(emit({
-                "bench": "block_ratio_to_full_explicit", "image": image, "kind": kind,
-                "time_measured": round(full["seconds"] / r["seconds"], 2),
-                "time_predicted_by_flops": round(full["predicted_flops"] / r["predicted_flops"], 2),
-                "peak_measured": round(full["peak_bytes"] / r["peak_bytes"], 2),
-                "peak_predicted": round(full["predicted_peak_bytes"] / r["predicted_peak_bytes"], 2)}))
+            ratios.append(
+                emit(
+                    {
+                        "bench": "block_ratio_to_full_explicit",
+                        "image": image,
+                        "kind": kind,
+                        "time_measured": round(full["seconds"] / r["seconds"], 2),
+                        "time_predicted_by_flops": round(full["predicted_flops"] / r["predicted_flops"], 2),
+                        "peak_measured": round(full["peak_bytes"] / r["peak_bytes"], 2),
+                        "peak_predicted": round(full["predicted_peak_bytes"] / r["predicted_peak_bytes"], 2),
+                    }
+                )
+            )
     largest = args.images[-1]
-    summary = {"exponents": exponents,
-               "window_memory_saving_at_largest": round(by[(largest, "full-explicit")]["peak_bytes"]
-                                                         / by[(largest, "window")]["peak_bytes"], 2),
-               "sparse_memory_saving_at_largest": round(by[(largest, "full-explicit")]["peak_bytes"]
-                                                         / by[(largest, "sparse")]["peak_bytes"], 2),
-               "largest_image": largest, "largest_tokens": tokens[-1]}
+    summary = {
+        "exponents": exponents,
+        "window_memory_saving_at_largest": round(
+            by[(largest, "full-explicit")]["peak_bytes"] / by[(largest, "window")]["peak_bytes"], 2
+        ),
+        "sparse_memory_saving_at_largest": round(
+            by[(largest, "full-explicit")]["peak_bytes"] / by[(largest, "sparse")]["peak_bytes"], 2
+        ),
+        "largest_image": largest,
+        "largest_tokens": tokens[-1],
+    }
     if args.plot:
         plot_blocks(args.plot, args.images, by, tokens)
     return summary
@@ -146,6 +180,7 @@ def bench_blocks(args: argparse.Namespace) -> dict:
 
 def plot_blocks(path: str, images: list[int], by: dict, tokens: list[int]) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -179,16 +214,26 @@ def bench_tome(args: argparse.Namespace) -> dict:
     model = create_model("vit-tiny-patch16-224").eval()
     x = torch.randn(args.tome_batch, 3, 224, 224)
     fns = {("none", 0): lambda: model(x)}
-    merged = {(schedule, r): apply_tome(model, tome_schedule(schedule, r, 12))
-              for r in args.tome_r for schedule in SCHEDULES}
+    merged = {
+        (schedule, r): apply_tome(model, tome_schedule(schedule, r, 12)) for r in args.tome_r for schedule in SCHEDULES
+    }
     fns.update({key: (lambda m=m: m(x)) for key, m in merged.items()})
     with torch.no_grad():
         seconds = best_seconds(fns, args.rounds)
     speedups = {}
     for (schedule, r), s in seconds.items():
         speedups[f"{schedule} r={r}"] = round(seconds[("none", 0)] / s, 3)
-        emit({"bench": "tome_vit_tiny", "schedule": schedule, "r": r, "batch": args.tome_batch, "seconds": s,
-              "images_per_second": args.tome_batch / s, "speedup": speedups[f"{schedule} r={r}"]})
+        emit(
+            {
+                "bench": "tome_vit_tiny",
+                "schedule": schedule,
+                "r": r,
+                "batch": args.tome_batch,
+                "seconds": s,
+                "images_per_second": args.tome_batch / s,
+                "speedup": speedups[f"{schedule} r={r}"],
+            }
+        )
     return {"speedups": speedups}
 
 
@@ -201,25 +246,37 @@ def mnist_splits(data_dir: str) -> tuple[torch.Tensor, ...]:
 
 
 # 196 tokens of 2x2 pixels; deep and narrow so that attention (quadratic) is most of the work.
-MNIST_VIT = ViTConfig(img_size=28, patch_size=2, in_chans=1, num_classes=10, embed_dim=32, depth=8, num_heads=2,
-                      mlp_ratio=2.0, class_token=False, pool="mean")
+MNIST_VIT = ViTConfig(
+    img_size=28,
+    patch_size=2,
+    in_chans=1,
+    num_classes=10,
+    embed_dim=32,
+    depth=8,
+    num_heads=2,
+    mlp_ratio=2.0,
+    class_token=False,
+    pool="mean",
+)
 
 
-def train_mnist_vit(x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, epochs: int,
-                    batch: int = 32) -> VisionTransformer:
+def train_mnist_vit(
+    x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, epochs: int, batch: int = 32
+) -> VisionTransformer:
     """AdamW (3e-3, one warm-up epoch then cosine), label smoothing 0.1, gradients clipped at 1 -- the
     repository's small-data recipe; emits the validation accuracy after every epoch."""
     torch.manual_seed(0)
     model = VisionTransformer(MNIST_VIT)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
     steps = epochs * (len(x) // batch)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps,
-                                                   pct_start=1 / epochs, anneal_strategy="cos")
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=3e-3, total_steps=steps, pct_start=1 / epochs, anneal_strategy="cos"
+    )
     for epoch in range(epochs):
         model.train()
         order = torch.randperm(len(x))
         for i in range(len(x) // batch):
-            idx = order[i * batch:(i + 1) * batch]
+            idx = order[i * batch : (i + 1) * batch]
             loss = F.cross_entropy(model(x[idx]), y[idx], label_smoothing=0.1)
             optimizer.zero_grad()
             loss.backward()
@@ -227,14 +284,20 @@ def train_mnist_vit(x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val
             optimizer.step()
             schedule.step()
         model.eval()
-        emit({"bench": "mnist_epoch", "epoch": epoch + 1, "loss": round(loss.item(), 4),
-              "val_accuracy": round((predictions(model, x_val) == y_val).float().mean().item(), 4)})
+        emit(
+            {
+                "bench": "mnist_epoch",
+                "epoch": epoch + 1,
+                "loss": round(loss.item(), 4),
+                "val_accuracy": round((predictions(model, x_val) == y_val).float().mean().item(), 4),
+            }
+        )
     return model.eval()
 
 
 @torch.no_grad()
 def predictions(model: torch.nn.Module, x: torch.Tensor, batch: int = 500) -> torch.Tensor:
-    return torch.cat([model(x[i:i + batch]).argmax(-1) for i in range(0, len(x), batch)])
+    return torch.cat([model(x[i : i + batch]).argmax(-1) for i in range(0, len(x), batch)])
 
 
 def bench_mnist(args: argparse.Namespace) -> dict:
@@ -252,23 +315,45 @@ def bench_mnist(args: argparse.Namespace) -> dict:
     train_seconds = time.perf_counter() - start
     reference = predictions(model, x_val)
     accuracy = (reference == y_val).float().mean().item()
-    emit({"bench": "mnist_vit", "tokens": 196, "train_images": len(x_train), "epochs": args.mnist_epochs,
-          "loaded_from": str(checkpoint) if loaded else None,
-          "train_seconds": round(train_seconds, 1), "val_accuracy": round(accuracy, 4)})
+    emit(
+        {
+            "bench": "mnist_vit",
+            "tokens": 196,
+            "train_images": len(x_train),
+            "epochs": args.mnist_epochs,
+            "loaded_from": str(checkpoint) if loaded else None,
+            "train_seconds": round(train_seconds, 1),
+            "val_accuracy": round(accuracy, 4),
+        }
+    )
     probe = x_val[:64]
     depth = len(model.blocks)
-    merged = {(schedule, r): apply_tome(model, tome_schedule(schedule, r, depth))
-              for r in args.mnist_r for schedule in SCHEDULES}
+    merged = {
+        (schedule, r): apply_tome(model, tome_schedule(schedule, r, depth))
+        for r in args.mnist_r
+        for schedule in SCHEDULES
+    }
     with torch.no_grad():
-        seconds = best_seconds({("none", 0): lambda: model(probe),
-                                **{key: (lambda m=m: m(probe)) for key, m in merged.items()}}, args.rounds)
+        seconds = best_seconds(
+            {("none", 0): lambda: model(probe), **{key: (lambda m=m: m(probe)) for key, m in merged.items()}},
+            args.rounds,
+        )
     results = []
     for (schedule, r), m in merged.items():
         pred = predictions(m, x_val)
-        results.append(emit({"bench": "mnist_tome", "schedule": schedule, "r": r, "per_block": list(m.r),
-                             "speedup": round(seconds[("none", 0)] / seconds[(schedule, r)], 3),
-                             "agreement": round((pred == reference).float().mean().item(), 4),
-                             "val_accuracy": round((pred == y_val).float().mean().item(), 4)}))
+        results.append(
+            emit(
+                {
+                    "bench": "mnist_tome",
+                    "schedule": schedule,
+                    "r": r,
+                    "per_block": list(m.r),
+                    "speedup": round(seconds[("none", 0)] / seconds[(schedule, r)], 3),
+                    "agreement": round((pred == reference).float().mean().item(), 4),
+                    "val_accuracy": round((pred == y_val).float().mean().item(), 4),
+                }
+            )
+        )
     at_1_5 = {}
     for schedule in SCHEDULES:
         fast = [row for row in results if row["schedule"] == schedule and row["speedup"] >= 1.5]
@@ -292,8 +377,15 @@ def bench_swin(args: argparse.Namespace) -> dict:
         diff = (model(x) - reference(x)).abs().max().item()
         seconds = best_seconds({"vitlab": lambda: model(x), "timm": lambda: reference(x)}, args.rounds)
     for name, s in seconds.items():
-        emit({"bench": "swin_tiny_forward", "impl": name, "batch": args.swin_batch, "seconds": s,
-              "images_per_second": args.swin_batch / s})
+        emit(
+            {
+                "bench": "swin_tiny_forward",
+                "impl": name,
+                "batch": args.swin_batch,
+                "seconds": s,
+                "images_per_second": args.swin_batch / s,
+            }
+        )
     return {"max_logit_difference": diff, "throughput_vitlab_over_timm": round(seconds["timm"] / seconds["vitlab"], 3)}
 
 
@@ -312,11 +404,14 @@ def main() -> int:
     parser.add_argument("--tome-r", default="8,13", help="r values for vit-tiny (each constant and front-loaded)")
     parser.add_argument("--data-dir", help="folder with MNIST's t10k IDX files (the mnist section needs it)")
     parser.add_argument("--mnist-epochs", type=int, default=12)
-    parser.add_argument("--mnist-r", default="16,24,28,32", help="r values for the MNIST ViT (each constant and "
-                        "front-loaded)")
-    parser.add_argument("--mnist-checkpoint", default="runs/bench_attention/mnist_vit.pt",
-                        help="load the trained MNIST ViT from here if present, else train and save it there "
-                        "('' to always train)")
+    parser.add_argument(
+        "--mnist-r", default="16,24,28,32", help="r values for the MNIST ViT (each constant and front-loaded)"
+    )
+    parser.add_argument(
+        "--mnist-checkpoint",
+        default="runs/bench_attention/mnist_vit.pt",
+        help="load the trained MNIST ViT from here if present, else train and save it there ('' to always train)",
+    )
     parser.add_argument("--swin-batch", type=int, default=2)
     parser.add_argument("--plot", help="PNG of the block section's measured time and memory against N (log-log)")
     args = parser.parse_args()
@@ -327,12 +422,22 @@ def main() -> int:
     if "mnist" in sections and not args.data_dir:
         sections.remove("mnist")
     torch.set_num_threads(args.threads)
-    emit({"bench": "machine", "platform": platform.platform(), "processor": platform.processor(),
-          "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
-          "load_average": [round(v, 2) for v in os.getloadavg()]})
+    emit(
+        {
+            "bench": "machine",
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "threads": args.threads,
+            "torch": torch.__version__,
+            "load_average": [round(v, 2) for v in os.getloadavg()],
+        }
+    )
     start = time.perf_counter()
-    summary = {name: {"blocks": bench_blocks, "tome": bench_tome, "mnist": bench_mnist, "swin": bench_swin}[name](args)
-               for name in sections}
+    summary = {
+        name: {"blocks": bench_blocks, "tome": bench_tome, "mnist": bench_mnist, "swin": bench_swin}[name](args)
+        for name in sections
+    }
     goals = {}
     if "blocks" in summary:
         goals["window_peak_memory_saving_at_4096_tokens>=8"] = summary["blocks"]["window_memory_saving_at_largest"] >= 8
@@ -346,8 +451,15 @@ def main() -> int:
     if "swin" in summary:
         goals["swin_logits<=1e-5"] = summary["swin"]["max_logit_difference"] <= 1e-5
         goals["swin_throughput>=timm"] = summary["swin"]["throughput_vitlab_over_timm"] >= 1.0
-    emit({"bench": "summary", **summary, "goals": goals, "seconds": round(time.perf_counter() - start, 1),
-          "load_average_after": [round(v, 2) for v in os.getloadavg()]})
+    emit(
+        {
+            "bench": "summary",
+            **summary,
+            "goals": goals,
+            "seconds": round(time.perf_counter() - start, 1),
+            "load_average_after": [round(v, 2) for v in os.getloadavg()],
+        }
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ parallel is faster), Ray's overhead per run against the local jobs 2, and whethe
 ``results.json`` holds the same numbers (:func:`vitlab.experiments.report.results_numbers`: all
 but the timings).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,14 +32,33 @@ from vitlab.experiments.report import results_numbers
 
 def run_study(label: str, flags: list[str], extra: list[str], out: Path) -> dict:
     """One ``vitlab compare`` in a fresh process; its wall time and its results.json."""
-    command = [sys.executable, "-m", "vitlab", "compare", "--threads", "1", "--quiet", "--out", str(out),
-               "--name", label, *flags, *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "vitlab",
+        "compare",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        "--name",
+        label,
+        *flags,
+        *extra,
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     results = json.loads((out / label / "results.json").read_text())
-    return {"label": label, "flags": flags, "wall_s": round(wall, 2), "study_s": round(results["seconds"], 2),
-            "runs": len(results["runs"]), "results": results}
+    return {
+        "label": label,
+        "flags": flags,
+        "wall_s": round(wall, 2),
+        "study_s": round(results["seconds"], 2),
+        "runs": len(results["runs"]),
+        "results": results,
+    }
 
 
 def main() -> None:
@@ -57,14 +77,23 @@ def main() -> None:
         if args.ray:
             done.append(run_study("ray", ["--executor", "ray", "--jobs", "2"], args.extra, Path(tmp)))
             print(json.dumps({k: v for k, v in done[-1].items() if k != "results"}), flush=True)
-    best = {name: min(d["wall_s"] for d in done if d["label"].startswith(name)) for name in ("jobs1", "jobs2", "ray")
-            if any(d["label"].startswith(name) for d in done)}
+    best = {
+        name: min(d["wall_s"] for d in done if d["label"].startswith(name))
+        for name in ("jobs1", "jobs2", "ray")
+        if any(d["label"].startswith(name) for d in done)
+    }
     runs = done[0]["runs"]
     summary = {
-        "summary": "vitlab compare --jobs 2 vs --jobs 1", "extra": args.extra, "rounds": args.rounds, "runs": runs,
-        "best_wall_s": best, "ratio_jobs2_over_jobs1": round(best["jobs2"] / best["jobs1"], 3),
+        "summary": "vitlab compare --jobs 2 vs --jobs 1",
+        "extra": args.extra,
+        "rounds": args.rounds,
+        "runs": runs,
+        "best_wall_s": best,
+        "ratio_jobs2_over_jobs1": round(best["jobs2"] / best["jobs1"], 3),
         "identical_numbers": all(results_numbers(d["results"]) == results_numbers(done[0]["results"]) for d in done),
-        "usable_cores": usable_cores(), "load_avg_1min": os.getloadavg()[0], "python": platform.python_version(),
+        "usable_cores": usable_cores(),
+        "load_avg_1min": os.getloadavg()[0],
+        "python": platform.python_version(),
     }
     if "ray" in best:
         summary["ray_overhead_s_per_run"] = round((best["ray"] - best["jobs2"]) / runs, 3)

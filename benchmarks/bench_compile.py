@@ -9,6 +9,7 @@ other round (the second to run gains from a warm cache); the best round counts. 
 per model ({"model", "images_per_s"}) and a summary line with the speed-ups and the ratio
 vitlab_compiled / timm_compiled (goal >= 1.0).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,30 +52,43 @@ def main() -> None:
     with torch.no_grad():
         gap = (vitlab_model(images) - timm_model(images)).abs().max().item()
     models: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-        "vitlab eager": vitlab_model, "vitlab compiled": torch.compile(vitlab_model),
-              "timm eager": timm_model, "timm compiled": torch.compile(timm_model)}
+        "vitlab eager": vitlab_model,
+        "vitlab compiled": torch.compile(vitlab_model),
+        "timm eager": timm_model,
+        "timm compiled": torch.compile(timm_model),
+    }
 
     def forward(model: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], object]:
         def run() -> object:
             with torch.no_grad():
                 return model(images)
+
         return run
 
     with torch.no_grad():
-        for name in ("vitlab compiled", "timm compiled"):   # compile (and check) outside the timing
+        for name in ("vitlab compiled", "timm compiled"):  # compile (and check) outside the timing
             gap = max(gap, (models[name](images) - timm_model(images)).abs().max().item())
     seconds = alternating_best({name: forward(m) for name, m in models.items()}, args.rounds, args.min_seconds)
     rate = {name: args.batch / s for name, s in seconds.items()}
     for name in models:
         print(json.dumps({"model": name, "images_per_s": round(rate[name], 2), "batch": args.batch}))
-    print(json.dumps({
-        "summary": "vit-tiny-patch16-224 forward, fp32, no grad, CPU",
-        "vitlab_speedup": round(rate["vitlab compiled"] / rate["vitlab eager"], 3),
-        "timm_speedup": round(rate["timm compiled"] / rate["timm eager"], 3),
-        "vitlab_compiled_over_timm_compiled": round(rate["vitlab compiled"] / rate["timm compiled"], 3),
-        "vitlab_eager_over_timm_eager": round(rate["vitlab eager"] / rate["timm eager"], 3),
-        "max_logit_gap": gap, "threads": torch.get_num_threads(), "load_average": os.getloadavg()[0],
-        "torch": torch.__version__, "timm": timm.__version__, "cpu": platform.processor() or platform.machine()}))
+    print(
+        json.dumps(
+            {
+                "summary": "vit-tiny-patch16-224 forward, fp32, no grad, CPU",
+                "vitlab_speedup": round(rate["vitlab compiled"] / rate["vitlab eager"], 3),
+                "timm_speedup": round(rate["timm compiled"] / rate["timm eager"], 3),
+                "vitlab_compiled_over_timm_compiled": round(rate["vitlab compiled"] / rate["timm compiled"], 3),
+                "vitlab_eager_over_timm_eager": round(rate["vitlab eager"] / rate["timm eager"], 3),
+                "max_logit_gap": gap,
+                "threads": torch.get_num_threads(),
+                "load_average": os.getloadavg()[0],
+                "torch": torch.__version__,
+                "timm": timm.__version__,
+                "cpu": platform.processor() or platform.machine(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 Prints one JSON line per measurement and a summary line with the ratios vitlab/timm (>1: vitlab
 faster) and achieved GFLOP/s against the machine's measured matmul peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,18 @@ def timm_twin(name: str) -> torch.nn.Module:
 
     cfg = vitlab.models.get_config(name)
     return timm.models.vision_transformer.VisionTransformer(
-        img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans, num_classes=cfg.num_classes,
-        embed_dim=cfg.embed_dim, depth=cfg.depth, num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio,
-        class_token=cfg.class_token, global_pool="token" if cfg.pool == "token" else "avg",
-        fc_norm=cfg.fc_norm)
+        img_size=cfg.img_size,
+        patch_size=cfg.patch_size,
+        in_chans=cfg.in_chans,
+        num_classes=cfg.num_classes,
+        embed_dim=cfg.embed_dim,
+        depth=cfg.depth,
+        num_heads=cfg.num_heads,
+        mlp_ratio=cfg.mlp_ratio,
+        class_token=cfg.class_token,
+        global_pool="token" if cfg.pool == "token" else "avg",
+        fc_norm=cfg.fc_norm,
+    )
 
 
 def matmul_peak(device: str, dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
@@ -42,7 +51,7 @@ def matmul_peak(device: str, dtype: torch.dtype, size: int = 2048, repeats: int 
         start = time.perf_counter()
         a @ b
         sync(device)
-        best = max(best, 2 * size ** 3 / (time.perf_counter() - start) / 1e9)
+        best = max(best, 2 * size**3 / (time.perf_counter() - start) / 1e9)
     return best
 
 
@@ -63,12 +72,12 @@ def bench_pair(step_fns: dict[str, callable], device: str, rounds: int, iters: i
     The order flips every round: whichever model runs second in a round gains a few percent from
     the warm allocator and caches, a bias that would otherwise favour one side every time.
     """
-    for fn in step_fns.values():        # warm-up
+    for fn in step_fns.values():  # warm-up
         fn()
     best = {k: float("inf") for k in step_fns}
     for round_ in range(rounds):
         order = list(step_fns.items())
-        for key, fn in (order if round_ % 2 == 0 else order[::-1]):
+        for key, fn in order if round_ % 2 == 0 else order[::-1]:
             sync(device)
             start = time.perf_counter()
             for _ in range(iters):
@@ -88,14 +97,20 @@ def forward_bench(name: str, batch: int, device: str, autocast, rounds: int, ite
         def run():
             with torch.inference_mode(), autocast():
                 m(x)
+
         return run
 
     seconds = bench_pair({k: step(m) for k, m in models.items()}, device, rounds, iters)
-    flops = {k: flops_of(lambda m=m: m(x)) for k, m in models.items()}   # vitlab's last block reads the class token only
-    return {"bench": "forward", "model": name, "batch": batch, **{f"{k}_flops_per_call": f for k, f in flops.items()},
-            **{f"{k}_images_per_s": batch / s for k, s in seconds.items()},
-            **{f"{k}_gflops": flops[k] / s / 1e9 for k, s in seconds.items()},
-            "ratio_vitlab_over_timm": seconds["timm"] / seconds["vitlab"]}
+    flops = {k: flops_of(lambda m=m: m(x)) for k, m in models.items()}  # vitlab's last block reads the class token only
+    return {
+        "bench": "forward",
+        "model": name,
+        "batch": batch,
+        **{f"{k}_flops_per_call": f for k, f in flops.items()},
+        **{f"{k}_images_per_s": batch / s for k, s in seconds.items()},
+        **{f"{k}_gflops": flops[k] / s / 1e9 for k, s in seconds.items()},
+        "ratio_vitlab_over_timm": seconds["timm"] / seconds["vitlab"],
+    }
 
 
 def train_bench(name: str, batch: int, device: str, autocast, rounds: int, iters: int) -> dict:
@@ -115,18 +130,25 @@ def train_bench(name: str, batch: int, device: str, autocast, rounds: int, iters
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+
         return run
 
     seconds = bench_pair({k: step(k) for k in models}, device, rounds, iters)
 
     def fwd_bwd():
         torch.nn.functional.cross_entropy(models["vitlab"](x), y).backward()
+
     flops = flops_of(fwd_bwd)
     models["vitlab"].zero_grad(set_to_none=True)
-    return {"bench": "train_step", "model": name, "batch": batch, "flops_per_call": flops,
-            **{f"{k}_images_per_s": batch / s for k, s in seconds.items()},
-            **{f"{k}_gflops": flops / s / 1e9 for k, s in seconds.items()},
-            "ratio_vitlab_over_timm": seconds["timm"] / seconds["vitlab"]}
+    return {
+        "bench": "train_step",
+        "model": name,
+        "batch": batch,
+        "flops_per_call": flops,
+        **{f"{k}_images_per_s": batch / s for k, s in seconds.items()},
+        **{f"{k}_gflops": flops / s / 1e9 for k, s in seconds.items()},
+        "ratio_vitlab_over_timm": seconds["timm"] / seconds["vitlab"],
+    }
 
 
 def main() -> None:
@@ -141,13 +163,24 @@ def main() -> None:
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if gpu else nullcontext
     peak_dtype = torch.bfloat16 if gpu else torch.float32
     peak = matmul_peak(args.device, peak_dtype, size=8192 if gpu else 2048)
-    machine = torch.cuda.get_device_name() if gpu else f"{platform.processor() or platform.machine()}, " \
-                                                     f"{torch.get_num_threads()} threads"
-    print(json.dumps({"bench": "matmul_peak", "device": args.device, "dtype": str(peak_dtype),
-                      "gflops": peak, "machine": machine}))
+    machine = (
+        torch.cuda.get_device_name()
+        if gpu
+        else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "matmul_peak",
+                "device": args.device,
+                "dtype": str(peak_dtype),
+                "gflops": peak,
+                "machine": machine,
+            }
+        )
+    )
     results = [
-        forward_bench("vit-tiny-patch16-224", 256 if gpu else 32, args.device, autocast, args.rounds,
-                      20 if gpu else 3),
+        forward_bench("vit-tiny-patch16-224", 256 if gpu else 32, args.device, autocast, args.rounds, 20 if gpu else 3),
         train_bench("vit-seed", 1024 if gpu else 128, args.device, autocast, args.rounds, 20 if gpu else 10),
     ]
     if gpu:
@@ -156,9 +189,16 @@ def main() -> None:
         r["vitlab_fraction_of_peak"] = r["vitlab_gflops"] / peak
         r["timm_fraction_of_peak"] = r["timm_gflops"] / peak
         print(json.dumps(r))
-    print(json.dumps({"bench": "summary", "device": args.device, "matmul_peak_gflops": round(peak, 1),
-                      **{f"{r['bench']}:{r['model']}_ratio": round(r["ratio_vitlab_over_timm"], 3)
-                         for r in results}}))
+    print(
+        json.dumps(
+            {
+                "bench": "summary",
+                "device": args.device,
+                "matmul_peak_gflops": round(peak, 1),
+                **{f"{r['bench']}:{r['model']}_ratio": round(r["ratio_vitlab_over_timm"], 3) for r in results},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ otherwise; the time limit stops training and the cosine schedule follows it.
 
 Targets (issue #7): decoder >= 0.85 mIoU and >= 5 points above linear at patch 8; DETR >= 0.7 mAP@.5.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,13 @@ from vitlab.dense import DenseTrainConfig, train_dense
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--minutes", type=float, default=15.0, help="training time limit per run")
-    p.add_argument("--epochs", type=int, default=200,
-                   help="schedule length, long enough that the time limit ends every run (the cosine then "
-                   "follows the elapsed time)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=200,
+        help="schedule length, long enough that the time limit ends every run (the cosine then "
+        "follows the elapsed time)",
+    )
     p.add_argument("--runs", default="linear:8,decoder:8,detr:8", help="head:patch,... (linear|decoder|queries|detr)")
     p.add_argument("--count", type=int, default=SHAPES_COUNT, help="generated images (split 70/15/15)")
     p.add_argument("--device", default="cpu")
@@ -39,16 +44,40 @@ def main() -> None:
     for run in args.runs.split(","):
         head, patch = run.split(":")
         task = "detect" if head == "detr" else "segment"
-        cfg = DenseTrainConfig(task=task, head=head, count=args.count, epochs=args.epochs, device=args.device,
-                               time_limit_s=args.minutes * 60, model={"patch_size": int(patch)})
+        cfg = DenseTrainConfig(
+            task=task,
+            head=head,
+            count=args.count,
+            epochs=args.epochs,
+            device=args.device,
+            time_limit_s=args.minutes * 60,
+            model={"patch_size": int(patch)},
+        )
         r = train_dense(cfg, splits)
-        metric = {k: round(r.test[k], 4) for k in ("mean_iou", "pixel_acc", "boundary_acc", "map", "map50")
-                  if k in r.test}
-        print(json.dumps({"bench": "dense", "head": head, "patch": int(patch), "task": task, **metric,
-                          "epochs_done": len(r.history), "train_s": round(r.seconds, 1), "params": r.params,
-                          "count": args.count, "lr": cfg.lr, "batch_size": cfg.batch_size,
-                          "device": args.device, "threads": torch.get_num_threads(),
-                          "machine": platform.processor() or platform.machine()}), flush=True)
+        metric = {
+            k: round(r.test[k], 4) for k in ("mean_iou", "pixel_acc", "boundary_acc", "map", "map50") if k in r.test
+        }
+        print(
+            json.dumps(
+                {
+                    "bench": "dense",
+                    "head": head,
+                    "patch": int(patch),
+                    "task": task,
+                    **metric,
+                    "epochs_done": len(r.history),
+                    "train_s": round(r.seconds, 1),
+                    "params": r.params,
+                    "count": args.count,
+                    "lr": cfg.lr,
+                    "batch_size": cfg.batch_size,
+                    "device": args.device,
+                    "threads": torch.get_num_threads(),
+                    "machine": platform.processor() or platform.machine(),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ split, wall seconds with pretraining included) and a summary line: the gain of e
 ViT from scratch in accuracy points, and the process CPU seconds of the whole study. The full
 report (tables, conclusions, figures) goes to ``runs/bench_ssl_<dataset>``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,20 +55,52 @@ def main() -> None:
     vit, cnn, patch = MODELS[args.dataset]
     name = f"bench_ssl_{args.dataset}"
     config = CompareConfig(
-        name=name, dataset=args.dataset, data_dir=args.data_dir, rows=[args.rows], patches=[patch],
-        augment=["recipe"], seeds=args.seeds, epochs=args.epochs, vit=vit, cnn=cnn, device=args.device,
-        pretrain=["none", "mae", "dino"] if args.dino else ["none", "mae"], distill=["none", "cnn"],
-        pretrain_epochs=args.pretrain_epochs, layer_decay=args.layer_decay, distill_kind=args.distill,
-        distill_temperature=args.distill_temperature, out_dir=f"{args.out}/{name}")
-    env = {"dataset": args.dataset, "machine": platform.machine(), "torch": torch.__version__,
-           "threads": torch.get_num_threads()}
+        name=name,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        rows=[args.rows],
+        patches=[patch],
+        augment=["recipe"],
+        seeds=args.seeds,
+        epochs=args.epochs,
+        vit=vit,
+        cnn=cnn,
+        device=args.device,
+        pretrain=["none", "mae", "dino"] if args.dino else ["none", "mae"],
+        distill=["none", "cnn"],
+        pretrain_epochs=args.pretrain_epochs,
+        layer_decay=args.layer_decay,
+        distill_kind=args.distill,
+        distill_temperature=args.distill_temperature,
+        out_dir=f"{args.out}/{name}",
+    )
+    env = {
+        "dataset": args.dataset,
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
 
     def progress(index: int, total: int, run, record) -> None:
         if record is not None:
-            print(json.dumps({"run": record.kind, "seed": run.train["seed"], "pretrain": run.axes.get("pretrain"),
-                              "distill": run.axes.get("distill"), "model": record.model, "params": record.params,
-                              "rows": record.train_rows, "best_val_acc": record.best_val_acc,
-                              "test_acc": record.test_acc, "seconds": round(record.seconds, 1), **env}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "run": record.kind,
+                        "seed": run.train["seed"],
+                        "pretrain": run.axes.get("pretrain"),
+                        "distill": run.axes.get("distill"),
+                        "model": record.model,
+                        "params": record.params,
+                        "rows": record.train_rows,
+                        "best_val_acc": record.best_val_acc,
+                        "test_acc": record.test_acc,
+                        "seconds": round(record.seconds, 1),
+                        **env,
+                    }
+                ),
+                flush=True,
+            )
 
     result = run_compare(config, progress)
     vits = [r for r in result.records.values() if r.kind == "vit"]
@@ -75,14 +108,30 @@ def main() -> None:
     def mean_acc(pretrain: str, distill: str) -> float:
         accs = [r.best_val_acc for r in vits if (r.axes["pretrain"], r.axes["distill"]) == (pretrain, distill)]
         return sum(accs) / len(accs)
+
     scratch = mean_acc("none", "none")
-    gains = {f"{pre}/{dis}": round(100 * (mean_acc(pre, dis) - scratch), 2)
-             for pre in config.pretrain for dis in config.distill if (pre, dis) != ("none", "none")}
+    gains = {
+        f"{pre}/{dis}": round(100 * (mean_acc(pre, dis) - scratch), 2)
+        for pre in config.pretrain
+        for dis in config.distill
+        if (pre, dis) != ("none", "none")
+    }
     cnn_acc = [r.best_val_acc for r in result.records.values() if r.kind == "cnn"]
-    print(json.dumps({"summary": True, "seeds": args.seeds, "scratch_best_val_acc": scratch,
-                      "cnn_best_val_acc": sum(cnn_acc) / len(cnn_acc), "gain_points": gains,
-                      "cpu_s": round(result.cpu_seconds, 1), "wall_s": round(result.seconds, 1),
-                      "report": str(result.files["report"]), **env}))
+    print(
+        json.dumps(
+            {
+                "summary": True,
+                "seeds": args.seeds,
+                "scratch_best_val_acc": scratch,
+                "cnn_best_val_acc": sum(cnn_acc) / len(cnn_acc),
+                "gain_points": gains,
+                "cpu_s": round(result.cpu_seconds, 1),
+                "wall_s": round(result.seconds, 1),
+                "report": str(result.files["report"]),
+                **env,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

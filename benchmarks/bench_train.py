@@ -7,13 +7,14 @@ Protocol (issue #3): the first 8,000 images of MNIST's t10k file are the trainin
 ``--rows`` of it train), the last 2,000 validate. The ``plain`` recipe (Adam 1e-3, batch 64, constant
 LR, no augmentation) trains vitlab's ``vit-seed`` and timm's ``VisionTransformer`` with the same
 architecture (img 28, patch 7, in_chans 1, dim 64, depth 2, heads 4, mlp_ratio 2, average pooling, no
-class token, no fc_norm) through the same :func:`vitlab.train.train`, alternately, ``--repeats``
+class token, no fc_norm) through the same :func:`vitlab.tasks.train`, alternately, ``--repeats``
 times. Then the ``small-data`` recipe trains ``vit-seed-small-data`` once.
 
 Prints one JSON line per run and a summary line: wall seconds each (best of the repeats), the ratio
 vitlab/timm (<1: vitlab faster), best validation accuracy each (mean of the repeats), and the
 small-data recipe's accuracy and seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ from torch import nn
 
 import vitlab
 from vitlab.data import load_dataset
+from vitlab.engine import TrainConfig
 from vitlab.models import register_builder, register_model
-from vitlab.train import TrainConfig, train
+from vitlab.tasks import train
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mnist-t10k"
 
@@ -39,6 +41,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / 
 @dataclass
 class TimmSeedConfig:
     """timm's twin of ``vit-seed``; the fields are the ones the trainer sets from the data."""
+
     img_size: int | tuple[int, int] = 28
     in_chans: int = 1
     num_classes: int = 10
@@ -46,20 +49,40 @@ class TimmSeedConfig:
 
 def build_timm(config: TimmSeedConfig) -> nn.Module:
     return timm.models.vision_transformer.VisionTransformer(
-        img_size=config.img_size, patch_size=7, in_chans=config.in_chans, num_classes=config.num_classes,
-        embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0, global_pool="avg", class_token=False, fc_norm=False)
+        img_size=config.img_size,
+        patch_size=7,
+        in_chans=config.in_chans,
+        num_classes=config.num_classes,
+        embed_dim=64,
+        depth=2,
+        num_heads=4,
+        mlp_ratio=2.0,
+        global_pool="avg",
+        class_token=False,
+        fc_norm=False,
+    )
 
 
 def run_once(model: str, recipe: str, splits, args: argparse.Namespace) -> dict:
-    config = TrainConfig.from_recipe(recipe, model=model, dataset="mnist", rows=args.rows, epochs=args.epochs,
-                                     seed=args.seed, device=args.device)
+    config = TrainConfig.from_recipe(
+        recipe, model=model, dataset="mnist", rows=args.rows, epochs=args.epochs, seed=args.seed, device=args.device
+    )
     start = time.perf_counter()
     result = train(config, splits)
     seconds = time.perf_counter() - start
-    record = {"model": model, "recipe": recipe, "rows": args.rows, "epochs": args.epochs, "seed": args.seed,
-              "params": result.params, "seconds": round(seconds, 2), "best_val_acc": result.best_val_acc,
-              "best_epoch": result.best_epoch, "final_val_acc": result.history[-1]["val_acc"],
-              "train_acc": result.train_acc}
+    record = {
+        "model": model,
+        "recipe": recipe,
+        "rows": args.rows,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "params": result.params,
+        "seconds": round(seconds, 2),
+        "best_val_acc": result.best_val_acc,
+        "best_epoch": result.best_epoch,
+        "final_val_acc": result.history[-1]["val_acc"],
+        "train_acc": result.train_acc,
+    }
     print(json.dumps(record), flush=True)
     return record
 
@@ -87,10 +110,17 @@ def main() -> None:
         runs["timm"].append(run_once("timm-vit-seed", "plain", splits, args))
     seconds = {k: min(r["seconds"] for r in v) for k, v in runs.items()}
     summary = {
-        "benchmark": "train", "machine": platform.processor() or platform.machine(),
-        "torch": torch.__version__, "vitlab": vitlab.__version__, "threads": torch.get_num_threads(),
-        "device": args.device, "rows": args.rows, "epochs": args.epochs, "repeats": args.repeats,
-        "plain_seconds": seconds, "ratio_vitlab_over_timm": round(seconds["vitlab"] / seconds["timm"], 3),
+        "benchmark": "train",
+        "machine": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "vitlab": vitlab.__version__,
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "rows": args.rows,
+        "epochs": args.epochs,
+        "repeats": args.repeats,
+        "plain_seconds": seconds,
+        "ratio_vitlab_over_timm": round(seconds["vitlab"] / seconds["timm"], 3),
         "plain_best_val_acc": {k: round(mean(r["best_val_acc"] for r in v), 4) for k, v in runs.items()},
     }
     if not args.skip_small_data:

@@ -3,6 +3,7 @@
 The suite trains many tiny models, which run fastest on one thread (and far faster than on two
 threads that compete with anything else on the machine); DDP tests start their own processes.
 """
+
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "torch")

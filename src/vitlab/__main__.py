@@ -1,4 +1,5 @@
 """``python -m vitlab ...`` (and ``torchrun -m vitlab ...``) runs the command-line interface."""
+
 import sys
 
 from .cli.main import main

@@ -1,4 +1,5 @@
 """Which device a run or a model uses: ``resolve_device("auto" | "cpu" | "cuda" | "cuda:N" | "mps")``."""
+
 from __future__ import annotations
 
 import torch

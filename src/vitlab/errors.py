@@ -14,6 +14,7 @@ its traceback.
     DivergenceError    training produced a non-finite loss            (RuntimeError, exit 1)
     MissingExtraError  an optional dependency is not installed       (ImportError, exit 2)
 """
+
 from __future__ import annotations
 
 
@@ -60,5 +61,4 @@ def require(module: str, extra: str, purpose: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        raise MissingExtraError(f"{purpose} needs {module}, which is not installed: "
-                                f"pip install 'vitlab[{extra}]'")
+        raise MissingExtraError(f"{purpose} needs {module}, which is not installed: pip install 'vitlab[{extra}]'")

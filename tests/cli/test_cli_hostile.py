@@ -1,5 +1,6 @@
 """Bad and hostile input to every command that reads a model, an image or a path: one line on stderr,
 exit 2 (bad input) or 1 (a run failed), never a traceback and never a partial output."""
+
 import struct
 import zlib
 
@@ -17,8 +18,13 @@ def good(tmp_path_factory):
     """A valid (untrained) digits classifier checkpoint and a valid 8x8 image."""
     folder = tmp_path_factory.mktemp("good")
     data = DataConfig((8, 8), 1, (0.3,), (0.4,), [str(i) for i in range(10)], dataset="digits")
-    checkpoint = save_checkpoint(create_model("vit-digits", depth=1, embed_dim=32), folder / "model.safetensors",
-                                 "classifier", data, name="vit-digits")
+    checkpoint = save_checkpoint(
+        create_model("vit-digits", depth=1, embed_dim=32),
+        folder / "model.safetensors",
+        "classifier",
+        data,
+        name="vit-digits",
+    )
     image = folder / "digit.png"
     Image.fromarray((np.random.default_rng(0).random((8, 8)) * 255).astype(np.uint8)).save(image)
     return checkpoint, image
@@ -36,7 +42,7 @@ BAD_FILES = {
     "random": np.random.default_rng(1).bytes(4096),
     "text": b"this is not a model\n",
     "json": b'{"state_dict": [1, 2, 3]}',
-    "huge-header": struct.pack("<Q", 2 ** 60) + b"{}",
+    "huge-header": struct.pack("<Q", 2**60) + b"{}",
     "pickle": b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93\x94.",
 }
 
@@ -57,12 +63,15 @@ def test_a_bad_checkpoint_is_refused_in_one_line(kind, command, suffix, good, tm
     bad = tmp_path / f"{kind}{suffix}"
     bad.write_bytes(BAD_FILES[kind])
     out = tmp_path / "out"
-    argv = {"evaluate": ["evaluate", str(bad)], "explain": ["explain", str(bad), "--out", str(out)],
-            "predict": ["predict", str(bad), str(good[1])], "convert": ["convert", str(bad), str(out / "x.safetensors")],
-            "export": ["export", str(bad), "--to", "timm", "--out", str(out)],
-            "init": ["train", "--init", str(bad), "--epochs", "1", "--quiet", "--out", str(out)],
-            "teacher": ["train", "--teacher", str(bad), "--distill", "soft", "--epochs", "1", "--quiet",
-                        "--out", str(out)]}[command]
+    argv = {
+        "evaluate": ["evaluate", str(bad)],
+        "explain": ["explain", str(bad), "--out", str(out)],
+        "predict": ["predict", str(bad), str(good[1])],
+        "convert": ["convert", str(bad), str(out / "x.safetensors")],
+        "export": ["export", str(bad), "--to", "timm", "--out", str(out)],
+        "init": ["train", "--init", str(bad), "--epochs", "1", "--quiet", "--out", str(out)],
+        "teacher": ["train", "--teacher", str(bad), "--distill", "soft", "--epochs", "1", "--quiet", "--out", str(out)],
+    }[command]
     assert main(argv) == 2
     assert str(bad.name) in one_line_error(capsys)
     assert not out.exists()
@@ -77,8 +86,10 @@ def test_flipped_tensor_bytes_are_noticed(good, tmp_path, capsys):
     assert "corrupt" in one_line_error(capsys)
 
 
-@pytest.mark.parametrize("name, content", [
-    ("empty.png", b""), ("text.png", b"hello"), ("truncated.png", None), ("bomb.png", png_header(60000, 60000))])
+@pytest.mark.parametrize(
+    "name, content",
+    [("empty.png", b""), ("text.png", b"hello"), ("truncated.png", None), ("bomb.png", png_header(60000, 60000))],
+)
 def test_a_bad_image_is_refused_in_one_line(name, content, good, tmp_path, capsys):
     image = tmp_path / name
     image.write_bytes(good[1].read_bytes()[:40] if content is None else content)
@@ -96,13 +107,15 @@ def test_an_output_path_under_a_regular_file_is_refused(command, good, tmp_path,
     blocker = tmp_path / "some.png"
     blocker.write_bytes(b"x")
     out = str(blocker / "x")
-    argv = {"train": ["train", "--epochs", "1", "--quiet", "--out", out],
-            "evaluate": ["evaluate", str(good[0]), "--out", out, "--dataset", "digits"],
-            "explain": ["explain", str(good[0]), "--out", out],
-            "pretrain": ["pretrain", "mae", "--epochs", "1", "--out", out],
-            "convert": ["convert", str(good[0]), out + ".safetensors"],
-            "predict": ["predict", str(good[0]), str(good[1]), "--out", out + ".csv"],
-            "download": ["data", "download", "mnist", "--data-dir", out]}[command]
+    argv = {
+        "train": ["train", "--epochs", "1", "--quiet", "--out", out],
+        "evaluate": ["evaluate", str(good[0]), "--out", out, "--dataset", "digits"],
+        "explain": ["explain", str(good[0]), "--out", out],
+        "pretrain": ["pretrain", "mae", "--epochs", "1", "--out", out],
+        "convert": ["convert", str(good[0]), out + ".safetensors"],
+        "predict": ["predict", str(good[0]), str(good[1]), "--out", out + ".csv"],
+        "download": ["data", "download", "mnist", "--data-dir", out],
+    }[command]
     assert main(argv) == 2
     assert "some.png" in one_line_error(capsys)
 
@@ -112,12 +125,18 @@ def test_an_output_path_under_a_regular_file_is_refused(command, good, tmp_path,
 def test_a_device_the_machine_lacks_is_refused(device, command, good, capsys):
     import torch
 
-    if device.startswith("cuda") and torch.cuda.device_count() > 7 or device == "mps" and \
-            torch.backends.mps.is_available():
+    if (
+        device.startswith("cuda")
+        and torch.cuda.device_count() > 7
+        or device == "mps"
+        and torch.backends.mps.is_available()
+    ):
         pytest.skip("this machine has that device")
-    argv = {"train": ["train", "--epochs", "1", "--quiet", "--device", device],
-            "evaluate": ["evaluate", str(good[0]), "--device", device],
-            "predict": ["predict", str(good[0]), str(good[1]), "--device", device]}[command]
+    argv = {
+        "train": ["train", "--epochs", "1", "--quiet", "--device", device],
+        "evaluate": ["evaluate", str(good[0]), "--device", device],
+        "predict": ["predict", str(good[0]), str(good[1]), "--device", device],
+    }[command]
     assert main(argv) == 2
     assert device.split(":")[0] in one_line_error(capsys)
 
@@ -128,10 +147,28 @@ def test_thread_counts_below_one_are_refused(threads, capsys):
     assert "--threads" in one_line_error(capsys)
 
 
-@pytest.mark.parametrize("setting", ["num_heads=0", "depth=-1", "depth=0", "embed_dim=0", "patch_size=0",
-                                     "mlp_ratio=-1", "drop_path_rate=2", "attn_drop_rate=-0.5", "reg_tokens=-3",
-                                     "num_classes=0", "num_classes=3", "depth=abc", "seed=-1", "lr=nan",
-                                     "distill_alpha=5", "label_smoothing=1", "nonsense=1"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "num_heads=0",
+        "depth=-1",
+        "depth=0",
+        "embed_dim=0",
+        "patch_size=0",
+        "mlp_ratio=-1",
+        "drop_path_rate=2",
+        "attn_drop_rate=-0.5",
+        "reg_tokens=-3",
+        "num_classes=0",
+        "num_classes=3",
+        "depth=abc",
+        "seed=-1",
+        "lr=nan",
+        "distill_alpha=5",
+        "label_smoothing=1",
+        "nonsense=1",
+    ],
+)
 def test_settings_that_make_no_sense_are_refused_by_name(setting, capsys):
     assert main(["train", "--epochs", "1", "--quiet", "--set", setting]) == 2
     assert setting.split("=")[0] in one_line_error(capsys)

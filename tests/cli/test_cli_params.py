@@ -1,4 +1,5 @@
 """``vitlab params``: the table prints computed figures with thousands separators."""
+
 from vitlab.cli.main import main
 from vitlab.models import count_params, create_model
 

@@ -1,4 +1,5 @@
 """``vitlab shapes``: printed shapes follow the formulas."""
+
 import ast
 
 from vitlab.cli.main import main
@@ -10,7 +11,7 @@ def shapes_printed(out: str) -> dict[str, tuple]:
     for line in out.splitlines():
         if line.endswith(")") and "  " in line:
             name = line.split("  ")[0]
-            found[name] = ast.literal_eval(line[line.rindex("("):])
+            found[name] = ast.literal_eval(line[line.rindex("(") :])
     return found
 
 
@@ -25,8 +26,26 @@ def test_default_vit_b16_with_class_token(capsys):
 
 
 def test_small_greyscale(capsys):
-    assert main(["shapes", "--image", "28", "--patch", "7", "--dim", "64", "--heads", "4", "--channels", "1",
-                 "--depth", "2"]) == 0
+    assert (
+        main(
+            [
+                "shapes",
+                "--image",
+                "28",
+                "--patch",
+                "7",
+                "--dim",
+                "64",
+                "--heads",
+                "4",
+                "--channels",
+                "1",
+                "--depth",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     shapes = shapes_printed(out)
     assert shapes["X_patch"] == (1, 16, 49) and shapes["V"] == (1, 4, 16, 16)

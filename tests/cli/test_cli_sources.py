@@ -2,6 +2,7 @@
 wrapped in ``{"state_dict": ...}``) and a Hugging Face ``save_pretrained`` folder, each of random
 weights shaped for ``digits`` (8x8, one channel, ten classes), go through ``vitlab predict``,
 ``evaluate``, ``explain`` and ``train --init``; the source library's own forward is the oracle."""
+
 import json
 
 import numpy as np
@@ -20,8 +21,16 @@ from vitlab.data import load_dataset, normalize, read_image  # noqa: E402
 from vitlab.runs import load_checkpoint  # noqa: E402
 
 DIGITS = dict(img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0)
-HF_DIGITS = dict(image_size=8, patch_size=2, num_channels=1, hidden_size=64, num_hidden_layers=2,
-                 num_attention_heads=4, intermediate_size=128, num_labels=10)
+HF_DIGITS = dict(
+    image_size=8,
+    patch_size=2,
+    num_channels=1,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    num_labels=10,
+)
 # vit-digits reshaped to the sources' architecture (what `train --init` trains)
 AS_SOURCE = ["--set", "depth=2", "--set", "class_token=true", "--set", "pool=token"]
 HEADS = ["--set", "num_heads=4"]
@@ -83,6 +92,7 @@ def one_prediction(capsys, args: list[str]) -> tuple[str, float, str]:
 
 # -- predict -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["safetensors", "pth"])
 def test_timm_file_predicts_as_timm(timm_source, image, kind, capsys):
     module, files = timm_source
@@ -90,7 +100,7 @@ def test_timm_file_predicts_as_timm(timm_source, image, kind, capsys):
     probs = forward(module, normalize(x, IMAGENET_DEFAULT_MEAN[:1], IMAGENET_DEFAULT_STD[:1])).softmax(-1)[0]
     name, probability, err = one_prediction(capsys, [files[kind], str(image), *HEADS])
     assert name == str(int(probs.argmax())) and abs(probability - float(probs.max())) <= 1e-5
-    assert "vitlab predict: guessed mean/std = ImageNet's" in err          # what was inferred is said
+    assert "vitlab predict: guessed mean/std = ImageNet's" in err  # what was inferred is said
 
 
 def test_timm_file_predicts_with_a_named_architecture(timm_source, image, capsys):
@@ -107,13 +117,20 @@ def test_hugging_face_folder_predicts_as_transformers(hf_source, image, capsys):
     probs = forward(module, normalize(x, mean, std)).softmax(-1)[0]
     name, probability, err = one_prediction(capsys, [folder, str(image)])
     assert name == module.config.id2label[int(probs.argmax())] and abs(probability - float(probs.max())) <= 1e-5
-    assert "num_heads" not in err                                          # config.json records it
+    assert "num_heads" not in err  # config.json records it
 
 
 # -- the number of heads: refused when two readings fit, unless given -----------------------------------
 
-@pytest.mark.parametrize("command", [["predict", "{src}", "{image}"], ["evaluate", "{src}", "--dataset", "digits"],
-                                     ["explain", "{src}", "--dataset", "digits", "--out", "{out}"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["predict", "{src}", "{image}"],
+        ["evaluate", "{src}", "--dataset", "digits"],
+        ["explain", "{src}", "--dataset", "digits", "--out", "{out}"],
+    ],
+)
 def test_unrecorded_heads_are_refused_with_the_way_out(timm_source, image, tmp_path, command, capsys):
     _, files = timm_source
     for src in files.values():
@@ -135,11 +152,14 @@ def test_convert_gives_the_heads_once_for_every_command(timm_source, image, tmp_
     dst = tmp_path / "timm-with-config.safetensors"
     assert main(["convert", files["pth"], str(dst), "--to", "timm", "--num-heads", "4"]) == 0
     capsys.readouterr()
-    assert one_prediction(capsys, [str(dst), str(image)])[:2] == one_prediction(
-        capsys, [files["pth"], str(image), *HEADS])[:2]                     # the timm file records its config
+    assert (
+        one_prediction(capsys, [str(dst), str(image)])[:2]
+        == one_prediction(capsys, [files["pth"], str(image), *HEADS])[:2]
+    )  # the timm file records its config
 
 
 # -- evaluate and explain ----------------------------------------------------------------------------
+
 
 def source_accuracy(module: torch.nn.Module) -> tuple[float, float]:
     """Accuracy and NLL of the source library's forward on digits' test split, standardised as evaluate does."""
@@ -151,8 +171,9 @@ def source_accuracy(module: torch.nn.Module) -> tuple[float, float]:
 
 @pytest.mark.parametrize("source", ["timm", "hf"])
 def test_evaluate_scores_as_the_source(timm_source, hf_source, source, tmp_path, capsys):
-    module, src, hints = ((timm_source[0], timm_source[1]["safetensors"], HEADS) if source == "timm"
-                          else (hf_source[0], hf_source[1], []))
+    module, src, hints = (
+        (timm_source[0], timm_source[1]["safetensors"], HEADS) if source == "timm" else (hf_source[0], hf_source[1], [])
+    )
     assert main(["evaluate", src, "--dataset", "digits", *hints, "--out", str(tmp_path / "eval")]) == 0
     assert "guessed mean/std" in capsys.readouterr().err
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
@@ -172,10 +193,36 @@ def test_explain_draws_maps_of_a_foreign_source(timm_source, hf_source, source, 
 
 # -- train --init -------------------------------------------------------------------------------------
 
+
 def init_run(src: str, out, *extra: str) -> torch.nn.Module:
     """One epoch of one step at a negligible learning rate from ``src``: the trained model is the initial one."""
-    assert main(["train", "--init", src, *AS_SOURCE, *extra, "--rows", "64", "--batch-size", "64", "--epochs", "1",
-                 "--lr", "1e-9", "--set", "warmup_epochs=0", "--augment", "none", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--init",
+                src,
+                *AS_SOURCE,
+                *extra,
+                "--rows",
+                "64",
+                "--batch-size",
+                "64",
+                "--epochs",
+                "1",
+                "--lr",
+                "1e-9",
+                "--set",
+                "warmup_epochs=0",
+                "--augment",
+                "none",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return load_checkpoint(out).model
 
 
@@ -185,18 +232,18 @@ def test_train_init_starts_from_the_source(timm_source, hf_source, source, tmp_p
         module, src, extra = hf_source[0], hf_source[1], ["--set", "norm_eps=1e-12"]
     else:
         module, src, extra = timm_source[0], timm_source[1][source.split("-")[1]], []
-    model = init_run(src, tmp_path / "run", *extra)                       # the heads are the trained model's
+    model = init_run(src, tmp_path / "run", *extra)  # the heads are the trained model's
     x = torch.randn(4, 1, 8, 8)
     with torch.no_grad():
         assert (model(x) - forward(module, x)).abs().max() <= 1e-5
 
 
 def test_train_init_resamples_positions_to_the_data(tmp_path, capsys):
-    module = perturbed(TimmViT(**{**DIGITS, "img_size": 16}))            # an 8x8 grid of patches
+    module = perturbed(TimmViT(**{**DIGITS, "img_size": 16}))  # an 8x8 grid of patches
     files = save_timm(module, tmp_path / "src")
-    model = init_run(files["safetensors"], tmp_path / "run")               # digits: a 4x4 grid
+    model = init_run(files["safetensors"], tmp_path / "run")  # digits: a 4x4 grid
     assert model.config.img_size == (8, 8)
-    module.set_input_size(img_size=8)                                      # timm's own resampling
+    module.set_input_size(img_size=8)  # timm's own resampling
     x = torch.randn(4, 1, 8, 8)
     with torch.no_grad():
         assert (model(x) - forward(module, x)).abs().max() <= 1e-5

@@ -1,5 +1,6 @@
 """The spine through the command line: train -> convert -> evaluate / --init, run-folder refusals,
 the lock, divergence, the error boundary, lazy imports, --config / --set."""
+
 import contextlib
 import io
 import json
@@ -21,8 +22,23 @@ from vitlab.interop import timm_kwargs
 from vitlab.models import create_model
 from vitlab.runs import RunDir, load_checkpoint, load_matching_weights
 
-TINY = ["--rows", "192", "--batch-size", "32", "--set", "depth=1", "--set", "embed_dim=32", "--set", "num_heads=2",
-        "--threads", "1", "--device", "cpu", "--quiet"]
+TINY = [
+    "--rows",
+    "192",
+    "--batch-size",
+    "32",
+    "--set",
+    "depth=1",
+    "--set",
+    "embed_dim=32",
+    "--set",
+    "num_heads=2",
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
@@ -59,6 +75,7 @@ def summary_acc(folder) -> float:
 
 # -- convert, evaluate, init ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_timm_file_of_a_run_evaluates_to_the_run_and_starts_a_new_one(run, tmp_path, capsys):
     timm = pytest.importorskip("timm")
@@ -70,11 +87,26 @@ def test_timm_file_of_a_run_evaluates_to_the_run_and_starts_a_new_one(run, tmp_p
     assert printed_accuracy(capsys.readouterr().out) == round(summary_acc(folder), 4)
     assert json.loads((tmp_path / "ev" / "metrics.json").read_text())["accuracy"] == summary_acc(folder)
 
-    assert main(["train", "--epochs", "1", *TINY, "--set", "warmup_epochs=0", "--init", str(out),
-                 "--out", str(tmp_path / "tuned")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--epochs",
+                "1",
+                *TINY,
+                "--set",
+                "warmup_epochs=0",
+                "--init",
+                str(out),
+                "--out",
+                str(tmp_path / "tuned"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "tuned" / "config.json").read_text())["init"] == str(out)
     fresh = create_model("vit-digits", depth=1, embed_dim=32, num_heads=2, img_size=8, in_chans=1)
-    assert load_matching_weights(fresh, out) == []                 # every weight of the timm file fits
+    assert load_matching_weights(fresh, out) == []  # every weight of the timm file fits
 
     vitlab_model = load_checkpoint(folder).model
     timm_model = timm.models.vision_transformer.VisionTransformer(**timm_kwargs(vitlab_model.config)).eval()
@@ -95,12 +127,31 @@ def test_vitlab_file_converted_from_a_run_evaluates(run, tmp_path, capsys):
 
 # -- run folders -----------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_pretrain_over_a_train_run_is_refused(run, capsys):
     folder, _, _ = run
     config = (folder / "config.json").read_bytes()
-    assert main(["pretrain", "mae", "--epochs", "1", "--rows", "64", "--threads", "1", "--device", "cpu",
-                 "--quiet", "--out", str(folder)]) == 2
+    assert (
+        main(
+            [
+                "pretrain",
+                "mae",
+                "--epochs",
+                "1",
+                "--rows",
+                "64",
+                "--threads",
+                "1",
+                "--device",
+                "cpu",
+                "--quiet",
+                "--out",
+                str(folder),
+            ]
+        )
+        == 2
+    )
     assert "already holds a classify run" in one_error_line(capsys.readouterr().err)
     assert (folder / "config.json").read_bytes() == config
     assert main(["evaluate", str(folder), "--device", "cpu"]) == 0
@@ -126,8 +177,12 @@ def test_evaluate_into_a_segmentation_run_is_refused(run, tmp_path, capsys):
 @pytest.mark.slow
 def test_overwrite_replaces_a_vitlab_run_but_never_foreign_files(tmp_path, capsys):
     RunDir(tmp_path / "old").open("segment", {"epochs": 9}).close()
-    assert main(["train", "--epochs", "1", *TINY, "--set", "warmup_epochs=0", "--out", str(tmp_path / "old"),
-                 "--overwrite"]) == 0
+    assert (
+        main(
+            ["train", "--epochs", "1", *TINY, "--set", "warmup_epochs=0", "--out", str(tmp_path / "old"), "--overwrite"]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "old" / "run.json").read_text())["kind"] == "classify"
     assert load_checkpoint(tmp_path / "old").kind == "classifier"
     capsys.readouterr()
@@ -140,13 +195,16 @@ def test_overwrite_replaces_a_vitlab_run_but_never_foreign_files(tmp_path, capsy
 
 def test_a_second_process_on_the_same_folder_fails_fast(tmp_path, capsys):
     with RunDir(tmp_path).open("classify", {}):
-        assert main(["train", "--epochs", "1", *TINY, "--set", "warmup_epochs=0", "--out", str(tmp_path),
-                     "--overwrite"]) == 2
+        assert (
+            main(["train", "--epochs", "1", *TINY, "--set", "warmup_epochs=0", "--out", str(tmp_path), "--overwrite"])
+            == 2
+        )
     line = one_error_line(capsys.readouterr().err)
     assert "in use" in line and str(tmp_path) in line
 
 
 # -- divergence ------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_divergence_exits_1_with_one_line_and_keeps_finite_checkpoints(tmp_path, capsys, monkeypatch):
@@ -169,6 +227,7 @@ def test_divergence_exits_1_with_one_line_and_keeps_finite_checkpoints(tmp_path,
 
 # -- the error boundary and lazy commands ------------------------------------------------------------
 
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "absent")]) == 2
     assert "no checkpoint at" in one_error_line(capsys.readouterr().err)
@@ -177,20 +236,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "bad.safetensors" in one_error_line(capsys.readouterr().err)
     assert main(["train", "--set", "optimizer=lbfgs", "--threads", "1"]) == 2
     assert "adamw" in one_error_line(capsys.readouterr().err)
-    with pytest.raises(CheckpointError, match="absent"):            # --debug keeps the traceback
+    with pytest.raises(CheckpointError, match="absent"):  # --debug keeps the traceback
         main(["--debug", "evaluate", str(tmp_path / "absent")])
 
 
 def test_help_imports_neither_torch_nor_matplotlib():
-    code = ("import sys, contextlib, io\n"
-            "from vitlab.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-            "    try:\n"
-            "        main(['--help'])\n"
-            "    except SystemExit:\n"
-            "        pass\n"
-            "assert 'train' in out.getvalue() and 'convert' in out.getvalue()\n"
-            "print('torch' in sys.modules, 'matplotlib' in sys.modules)\n")
+    code = (
+        "import sys, contextlib, io\n"
+        "from vitlab.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "assert 'train' in out.getvalue() and 'convert' in out.getvalue()\n"
+        "print('torch' in sys.modules, 'matplotlib' in sys.modules)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
@@ -204,6 +265,7 @@ def test_version_prints_the_package_version(capsys):
 
 
 # -- --set and --config ----------------------------------------------------------------------------
+
 
 def train_config(*argv: str):
     return build_config(build_parser("train").parse_args(["train", *argv]))
@@ -219,8 +281,9 @@ def test_set_reaches_train_config_fields_and_model_fields():
 @pytest.mark.slow
 def test_config_file_reruns_a_run_to_identical_metrics(run, tmp_path):
     folder, _, _ = run
-    code, _, err = run_cli("train", "--config", str(folder / "config.json"), "--threads", "1", "--quiet",
-                           "--out", str(tmp_path / "again"))
+    code, _, err = run_cli(
+        "train", "--config", str(folder / "config.json"), "--threads", "1", "--quiet", "--out", str(tmp_path / "again")
+    )
     assert code == 0, err
     again = json.loads((tmp_path / "again" / "config.json").read_text())
     original = json.loads((folder / "config.json").read_text())
@@ -230,8 +293,10 @@ def test_config_file_reruns_a_run_to_identical_metrics(run, tmp_path):
         return [json.loads(line)["val_acc"] for line in (path / "metrics.jsonl").read_text().splitlines()]
 
     assert val_accs(tmp_path / "again") == val_accs(folder) and len(val_accs(folder)) == 2
-    a, b = load_file(str(folder / "best" / "model.safetensors")), load_file(str(tmp_path / "again" / "best" /
-                                                                              "model.safetensors"))
+    a, b = (
+        load_file(str(folder / "best" / "model.safetensors")),
+        load_file(str(tmp_path / "again" / "best" / "model.safetensors")),
+    )
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -1,4 +1,5 @@
 """The shapes dataset and the users' own-data readers."""
+
 import json
 
 import numpy as np
@@ -42,8 +43,9 @@ def test_mask_folder_and_coco_readers(tmp_path):
     assert data.classes == ("class1", "class2") and data.masks.shape[1:] == (16, 16)
     assert data.boxes[0].tolist() == [[3.0, 2.0, 9.0, 6.0]]
     anns = [{"id": i, "image_id": i, "category_id": 7, "bbox": [3, 2, 6, 4]} for i in range(10)]
-    (tmp_path / "ann.json").write_text(json.dumps({"images": images, "annotations": anns,
-                                                   "categories": [{"id": 7, "name": "thing"}]}))
+    (tmp_path / "ann.json").write_text(
+        json.dumps({"images": images, "annotations": anns, "categories": [{"id": 7, "name": "thing"}]})
+    )
     coco = load_coco_boxes(tmp_path / "ann.json", image_size=32).train
     assert coco.masks is None and coco.classes == ("thing",)
     assert coco.boxes[0].tolist() == [[6.0, 4.0, 18.0, 12.0]] and coco.labels[0].tolist() == [0]

@@ -1,4 +1,5 @@
 """A perfect prediction: detection loss ~0 and mAP 1; segmentation metrics on known cases."""
+
 import pytest
 import torch
 from torchvision.ops import box_convert
@@ -20,9 +21,9 @@ def perfect_outputs(num_queries: int = 5, num_classes: int = 4, big: float = 30.
         targets.append({"labels": lab, "boxes": cxcywh})
         lg = torch.full((num_queries, num_classes + 1), -big)
         lg[torch.arange(len(lab)), lab] = big
-        lg[len(lab):, -1] = big
+        lg[len(lab) :, -1] = big
         bx = torch.full((num_queries, 4), 0.5)
-        bx[:len(lab)] = cxcywh
+        bx[: len(lab)] = cxcywh
         logits.append(lg)
         boxes.append(bx)
     out = {"logits": torch.stack(logits), "boxes": torch.stack(boxes)}
@@ -56,8 +57,8 @@ def test_proposals_learn_each_target_several_times():
         one_each["logits"][i] = -30.0
         one_each["logits"][i, :, -1] = 30.0
         one_each["logits"][i, torch.arange(k * len(lab)), lab.repeat(k)] = 30.0
-        one_each["logits"][i, :k * len(lab), -1] = -30.0
-        one_each["boxes"][i, :k * len(lab)] = t["boxes"].repeat(k, 1)
+        one_each["logits"][i, : k * len(lab), -1] = -30.0
+        one_each["boxes"][i, : k * len(lab)] = t["boxes"].repeat(k, 1)
     assert float(loss({**outputs, "proposals": one_each}, targets)["loss"]) < 1e-6
 
 

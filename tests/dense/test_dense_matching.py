@@ -1,4 +1,5 @@
 """Hungarian matching: optimal on hand-made and random costs, invariant to target order."""
+
 import itertools
 
 import pytest

@@ -1,5 +1,6 @@
 """``compile``: a run through ``torch.compile`` has the eager run's losses, weights and names, and
 ``--compile`` on evaluate / predict scores as eager."""
+
 import json
 
 import numpy as np
@@ -36,7 +37,7 @@ def test_compiled_run_has_the_eager_losses():
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
     state = compiled.model.state_dict()
-    assert state.keys() == eager.model.state_dict().keys()          # no `_orig_mod.` prefix
+    assert state.keys() == eager.model.state_dict().keys()  # no `_orig_mod.` prefix
     for key, value in eager.model.state_dict().items():
         assert torch.allclose(state[key], value, atol=1e-4), key
 

@@ -1,4 +1,5 @@
 """torchrun / DDP helpers; two gloo processes with batch 32 each match one process with batch 64."""
+
 import os
 import socket
 
@@ -12,13 +13,21 @@ from vitlab.engine.distributed import all_reduce_sum, resolve_device, setup
 from vitlab.errors import ConfigError
 from vitlab.tasks import train
 
-CONFIG = dict(model="vit-digits", model_overrides={"depth": 1, "embed_dim": 32, "num_heads": 2}, rows=256,
-              epochs=2, augment="none", warmup_epochs=1.0, device="cpu")   # 256 / 64 = 4 steps per epoch
+CONFIG = dict(
+    model="vit-digits",
+    model_overrides={"depth": 1, "embed_dim": 32, "num_heads": 2},
+    rows=256,
+    epochs=2,
+    augment="none",
+    warmup_epochs=1.0,
+    device="cpu",
+)  # 256 / 64 = 4 steps per epoch
 
 
 def worker(rank: int, world_size: int, port: int, out: str) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     torch.set_num_threads(1)
     result = train(TrainConfig(batch_size=32, **CONFIG))
     if rank == 0:
@@ -43,8 +52,8 @@ def test_two_processes_match_one_process_with_twice_the_batch(tmp_path):
         torch.testing.assert_close(ddp["weights"][key], value, rtol=0, atol=1e-5, msg=key)
     seed_everything(0)
     initial = build_model(single.config, load_dataset("digits", rows=256)).state_dict()
-    assert not torch.allclose(initial["head.weight"], weights["head.weight"], atol=1e-3)   # training moved them
-    for a, b in zip(ddp["history"], single.history):             # all-reduced metrics = global metrics
+    assert not torch.allclose(initial["head.weight"], weights["head.weight"], atol=1e-3)  # training moved them
+    for a, b in zip(ddp["history"], single.history):  # all-reduced metrics = global metrics
         assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
         assert a["val_acc"] == pytest.approx(b["val_acc"]) and a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-5)
 

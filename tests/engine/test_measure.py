@@ -1,4 +1,5 @@
 """Forward cost measurement: peak memory counts what a call allocates, and costs come per model."""
+
 import torch
 from torch import nn
 
@@ -7,8 +8,9 @@ from vitlab.engine.measure import best_seconds, forward_costs, peak_memory
 
 def test_peak_memory_sees_a_short_lived_intermediate():
     def scores() -> torch.Tensor:
-        big = torch.ones(512, 512)              # 1 MiB, freed before the call returns
+        big = torch.ones(512, 512)  # 1 MiB, freed before the call returns
         return big.sum(dim=0)
+
     assert 2**20 <= peak_memory(scores) < 2 * 2**20
     assert peak_memory(lambda: None) == 0
 
@@ -30,6 +32,8 @@ def test_best_seconds_calls_each_function():
     def count(name: str):
         def fn() -> None:
             calls[name] += 1
+
         return fn
+
     seconds = best_seconds({name: count(name) for name in calls}, rounds=2, min_seconds=0.0)
-    assert set(seconds) == {"a", "b"} and calls == {"a": 3, "b": 3}     # one warm-up call, one per round
+    assert set(seconds) == {"a", "b"} and calls == {"a": 3, "b": 3}  # one warm-up call, one per round

@@ -3,16 +3,21 @@ import math
 import pytest
 import torch
 
-from vitlab.engine.metrics import (accuracy, calibration_bins, confusion_matrix, ece, fit_temperature, nll,
-                                  per_class_accuracy, reliability)
+from vitlab.engine.metrics import (
+    accuracy,
+    calibration_bins,
+    confusion_matrix,
+    ece,
+    fit_temperature,
+    nll,
+    per_class_accuracy,
+    reliability,
+)
 
 
 def hand_example():
     # confidences 0.95 (right), 0.95 (wrong), 0.55 (right), 0.70 (wrong) -- 3 classes
-    probs = torch.tensor([[0.95, 0.03, 0.02],
-                          [0.02, 0.95, 0.03],
-                          [0.20, 0.25, 0.55],
-                          [0.10, 0.70, 0.20]])
+    probs = torch.tensor([[0.95, 0.03, 0.02], [0.02, 0.95, 0.03], [0.20, 0.25, 0.55], [0.10, 0.70, 0.20]])
     labels = torch.tensor([0, 0, 2, 0])
     return probs, labels
 
@@ -21,7 +26,7 @@ def test_ece_matches_hand_computation():
     probs, labels = hand_example()
     # 15 bins of width 1/15: 0.95 -> bin 14 (acc 1/2, conf .95), 0.55 -> bin 8, 0.70 -> bin 10
     expected = 2 / 4 * abs(0.5 - 0.95) + 1 / 4 * abs(1 - 0.55) + 1 / 4 * abs(0 - 0.70)
-    assert ece(probs, labels) == pytest.approx(expected)          # 0.5125
+    assert ece(probs, labels) == pytest.approx(expected)  # 0.5125
     assert ece(probs, labels, n_bins=1) == pytest.approx(abs(0.5 - (0.95 + 0.95 + 0.55 + 0.70) / 4))
 
 
@@ -47,8 +52,14 @@ def test_accuracy_nll():
     logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [3.0, 0.0]])
     labels = torch.tensor([0, 0, 0])
     assert accuracy(logits, labels) == pytest.approx(2 / 3)
-    expected = -(math.log(math.exp(2) / (math.exp(2) + 1)) + math.log(1 / (1 + math.e))
-                 + math.log(math.exp(3) / (math.exp(3) + 1))) / 3
+    expected = (
+        -(
+            math.log(math.exp(2) / (math.exp(2) + 1))
+            + math.log(1 / (1 + math.e))
+            + math.log(math.exp(3) / (math.exp(3) + 1))
+        )
+        / 3
+    )
     assert nll(logits, labels) == pytest.approx(expected, rel=1e-6)
     assert nll(logits, labels, temperature=2.0) == pytest.approx(nll(logits / 2, labels), rel=1e-6)
 
@@ -66,7 +77,7 @@ def test_fit_temperature_recovers_overconfidence():
     torch.manual_seed(1)
     true_logits = torch.randn(4000, 5) * 1.5
     labels = torch.multinomial(true_logits.softmax(1), 1).squeeze(1)
-    logits = true_logits * 3.0                      # an overconfident model: T should be ~3
+    logits = true_logits * 3.0  # an overconfident model: T should be ~3
     t = fit_temperature(logits, labels)
     assert t == pytest.approx(3.0, rel=0.1)
     assert nll(logits, labels, t) < nll(logits, labels)

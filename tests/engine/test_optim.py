@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch import nn
 
-from vitlab.models import create_model
 from vitlab.engine.optim import ModelEma, WarmupCosine, build_optimizer, build_scheduler, param_groups
+from vitlab.models import create_model
 
 
 def test_param_groups_skip_norms_biases_positions_tokens():
@@ -14,8 +14,14 @@ def test_param_groups_skip_norms_biases_positions_tokens():
     skip_names = {names[id(p)] for p in no_decay["params"]}
     assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
     assert decay_names.isdisjoint(skip_names) and decay_names | skip_names == set(names.values())
-    assert {"class_token", "reg_token", "pos_embed.weight", "blocks.0.norm1.weight", "blocks.0.norm1.bias",
-            "head.bias"} <= skip_names
+    assert {
+        "class_token",
+        "reg_token",
+        "pos_embed.weight",
+        "blocks.0.norm1.weight",
+        "blocks.0.norm1.bias",
+        "head.bias",
+    } <= skip_names
     assert {"head.weight", "blocks.0.attn.qkv.weight", "patch_embed.proj.weight"} <= decay_names
 
 
@@ -30,7 +36,7 @@ def test_unknown_optimizer_and_schedule_name_the_choices():
 def test_warmup_cosine_values():
     rule = WarmupCosine(total=10, warmup=2, floor=0.1)
     assert [rule(s) for s in (0, 1, 2)] == pytest.approx([0.5, 1.0, 1.0])
-    assert rule(6) == pytest.approx(0.1 + 0.9 * 0.5)       # half-way through the cosine
+    assert rule(6) == pytest.approx(0.1 + 0.9 * 0.5)  # half-way through the cosine
     assert rule(10) == pytest.approx(0.1) and rule(50) == pytest.approx(0.1)
     assert WarmupCosine(10, 0, cosine=False)(7) == 1.0
 
@@ -55,7 +61,7 @@ def test_model_ema_update_rule():
     ema = ModelEma(model, decay=0.999)
     with torch.no_grad():
         model.weight.add_(1.0)
-    ema.update(model)                         # first update: decay min(0.999, 2/11)
+    ema.update(model)  # first update: decay min(0.999, 2/11)
     torch.testing.assert_close(ema.module.weight, w0 + (1 - 2 / 11) * 1.0)
     state = ema.state_dict()
     other = ModelEma(nn.Linear(3, 2), decay=0.999)

@@ -1,5 +1,6 @@
 """The one training loop through ``vitlab.tasks.train``: learning, run folder, exact resume, EMA,
 a kill between two writes, divergence, distillation."""
+
 import json
 import math
 
@@ -54,8 +55,13 @@ def test_config_validation_names_the_way_out():
 
 def test_recipes_are_field_overrides():
     plain = TrainConfig.from_recipe("plain", epochs=3)
-    assert (plain.optimizer, plain.lr, plain.schedule, plain.augment, plain.recipe) == \
-        ("adam", 1e-3, "constant", "none", "plain")
+    assert (plain.optimizer, plain.lr, plain.schedule, plain.augment, plain.recipe) == (
+        "adam",
+        1e-3,
+        "constant",
+        "none",
+        "plain",
+    )
     assert plain.epochs == 3 and plain.label_smoothing == 0.0
     assert TrainConfig.from_recipe("default") == TrainConfig()
     assert all(set(r) <= set(TrainConfig.__dataclass_fields__) for r in RECIPES.values())
@@ -84,12 +90,13 @@ def test_distillation_loss_matches_its_definition():
 
 @pytest.mark.slow
 def test_train_learns_and_writes_run_folder(tmp_path, splits):
-    out = tmp_path / "run"   # the CNN (with BatchNorm buffers) learns digits in a few steps, a ViT does not
-    result = train(tiny_config(model="cnn-digits", model_overrides={}, epochs=3, lr=3e-3, augment="none",
-                               out_dir=str(out)), splits)
+    out = tmp_path / "run"  # the CNN (with BatchNorm buffers) learns digits in a few steps, a ViT does not
+    result = train(
+        tiny_config(model="cnn-digits", model_overrides={}, epochs=3, lr=3e-3, augment="none", out_dir=str(out)), splits
+    )
     first, last = result.history[0], result.history[-1]
     assert len(result.history) == 3 and last["train_loss"] < first["train_loss"]
-    assert result.best_val_acc > 0.5 and result.test["acc"] > 0.5        # 10 classes: chance is 0.1
+    assert result.best_val_acc > 0.5 and result.test["acc"] > 0.5  # 10 classes: chance is 0.1
     assert result.best_val_acc == max(r["val_acc"] for r in result.history)
     assert result.params == sum(p.numel() for p in result.model.parameters())
     lines = (out / "metrics.jsonl").read_text().splitlines()
@@ -103,7 +110,7 @@ def test_train_learns_and_writes_run_folder(tmp_path, splits):
         assert result.checkpoints[name].is_file()
     state = RunDir(out).load_state()
     assert state["epoch"] == 3 and state["best_score"] == result.best_val_acc
-    assert_same_weights(state["model"], weights(out / "last" / "model.safetensors"))   # state is self-consistent
+    assert_same_weights(state["model"], weights(out / "last" / "model.safetensors"))  # state is self-consistent
     with pytest.raises(RunFolderError, match="--resume"):
         train(tiny_config(out_dir=str(out)), splits)
 
@@ -132,14 +139,16 @@ class StopAfter(Reporter):
         self.stop, self.out, self.saved = stop, out, {}
 
     def epoch(self, record):
-        self.saved[record["epoch"]] = {n: (self.out / "last" / n).read_bytes() for n in ("state.pt",
-                                                                                       "model.safetensors")}
+        self.saved[record["epoch"]] = {
+            n: (self.out / "last" / n).read_bytes() for n in ("state.pt", "model.safetensors")
+        }
         if record["epoch"] == self.stop:
             raise KilledError
 
 
-RANDOM = dict(epochs=4, augment="light", ema_decay=0.9, model_overrides={**TINY, "drop_rate": 0.1,
-                                                                          "drop_path_rate": 0.2})
+RANDOM = dict(
+    epochs=4, augment="light", ema_decay=0.9, model_overrides={**TINY, "drop_rate": 0.1, "drop_path_rate": 0.2}
+)
 
 
 @pytest.mark.slow
@@ -154,8 +163,10 @@ def test_resume_ends_with_the_same_weights(tmp_path, splits):
     resumed = train(tiny_config(out_dir=str(tmp_path / "cut"), resume=True, **RANDOM), splits)
     assert [r["epoch"] for r in resumed.history] == [1, 2, 3, 4]
     for name in ("last", "best"):
-        assert_same_weights(weights(tmp_path / "whole" / name / "model.safetensors"),
-                            weights(tmp_path / "cut" / name / "model.safetensors"))
+        assert_same_weights(
+            weights(tmp_path / "whole" / name / "model.safetensors"),
+            weights(tmp_path / "cut" / name / "model.safetensors"),
+        )
     assert resumed.history[-1]["val_acc"] == whole.history[-1]["val_acc"]
     assert resumed.test == whole.test
 
@@ -167,7 +178,7 @@ def test_ema_weights_are_what_validation_and_checkpoints_use(tmp_path, splits):
     state = RunDir(out).load_state()
     last = weights(out / "last" / "model.safetensors")
     assert_same_weights(last, state["ema"]["weights"])
-    assert not torch.equal(last["head.weight"], state["model"]["head.weight"])     # the EMA lags the model
+    assert not torch.equal(last["head.weight"], state["model"]["head.weight"])  # the EMA lags the model
     assert load_checkpoint(out / "last").metadata["provenance"]["weights"] == "ema"
     best = load_checkpoint(out)
     assert_same_weights(best.model.state_dict(), result.model.state_dict())
@@ -189,8 +200,9 @@ def test_resume_after_a_kill_between_the_weights_and_the_state(tmp_path, splits,
     assert [r["epoch"] for r in resumed.history] == [1, 2, 3]
     assert [json.loads(x)["epoch"] for x in (cut / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
     for which in ("last", "best"):
-        assert_same_weights(weights(tmp_path / "whole" / which / "model.safetensors"),
-                            weights(cut / which / "model.safetensors"))
+        assert_same_weights(
+            weights(tmp_path / "whole" / which / "model.safetensors"), weights(cut / which / "model.safetensors")
+        )
 
 
 def nan_from_epoch(epoch_index: int, monkeypatch) -> None:
@@ -216,15 +228,15 @@ def test_divergence_stops_and_keeps_the_last_finite_checkpoints(tmp_path, splits
         assert all(torch.isfinite(v).all() for v in loaded.model.state_dict().values())
     assert RunDir(out).load_state()["epoch"] == 1
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
-    RunDir(out).open("classify", {}, overwrite=True).close()                 # the lock was released
+    RunDir(out).open("classify", {}, overwrite=True).close()  # the lock was released
 
 
 @pytest.mark.slow
 def test_distilled_student_from_a_teacher_checkpoint(tmp_path, splits):
-    train(tiny_config(model="cnn-digits", model_overrides={}, augment="none", out_dir=str(tmp_path / "teacher")),
-          splits)
-    result = train(tiny_config(teacher=str(tmp_path / "teacher"), distill="hard", out_dir=str(tmp_path / "s")),
-                   splits)
+    train(
+        tiny_config(model="cnn-digits", model_overrides={}, augment="none", out_dir=str(tmp_path / "teacher")), splits
+    )
+    result = train(tiny_config(teacher=str(tmp_path / "teacher"), distill="hard", out_dir=str(tmp_path / "s")), splits)
     loaded = load_checkpoint(tmp_path / "s")
     assert loaded.kind == "distilled-classifier" and loaded.model.config.distill_token
     images = torch.rand(2, 1, 8, 8)
@@ -235,14 +247,32 @@ def test_distilled_student_from_a_teacher_checkpoint(tmp_path, splits):
 @pytest.mark.slow
 def test_cli_train_resume_and_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--rows", "128", "--epochs", "1", "--batch-size", "64", "--set", "depth=1",
-            "--set", "embed_dim=32", "--recipe", "plain", "--device", "cpu", "--out", str(out), "--quiet"]
+    args = [
+        "train",
+        "--rows",
+        "128",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "64",
+        "--set",
+        "depth=1",
+        "--set",
+        "embed_dim=32",
+        "--recipe",
+        "plain",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "epoch 1/1" in printed and "test acc" in printed
     saved = json.loads((out / "config.json").read_text())
     assert saved["recipe"] == "plain" and saved["model_overrides"] == {"depth": 1, "embed_dim": 32}
-    assert main(["train", "--out", str(out), "--resume", "--epochs", "3"]) == 2       # epochs differ
+    assert main(["train", "--out", str(out), "--resume", "--epochs", "3"]) == 2  # epochs differ
     err = capsys.readouterr().err
     assert "epochs (run has 1, given 3)" in err and len(err.strip().splitlines()) == 1
     assert main(["evaluate", str(out), "--split", "val", "--out", str(tmp_path / "ev")]) == 0

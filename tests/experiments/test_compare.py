@@ -1,4 +1,5 @@
 """``run_compare``: grid expansion, CNN sizing, bad input, and a tiny end-to-end study."""
+
 import json
 import statistics
 from itertools import product
@@ -33,13 +34,20 @@ def test_grid_expands_every_combination_and_shares_equal_cnns():
     keys = {r.key for r in plan.runs}
     assert all(c.vit in keys and c.cnn in keys for c in plan.cells)
     assert all(r.overrides == {"patch_size": r.axes["patch"]} for r in vits)
-    assert all("patch" not in r.axes and r.train == {"seed": r.axes["seed"], "rows": r.axes["rows"],
-                                                     "augment": r.axes["augment"]} for r in cnns)
+    assert all(
+        "patch" not in r.axes
+        and r.train == {"seed": r.axes["seed"], "rows": r.axes["rows"], "augment": r.axes["augment"]}
+        for r in cnns
+    )
 
 
 def test_variant_axes_join_the_grid_only_when_studied():
     assert [a.name for a in plan_compare(CompareConfig(attention=["full"], pretrain=["none"]), DIGITS).axes] == [
-        "seed", "rows", "augment", "patch"]
+        "seed",
+        "rows",
+        "augment",
+        "patch",
+    ]
     config = CompareConfig(rows=[50], patches=[2], augment=["none"], attention=["full", "window", "tome"])
     plan = plan_compare(config, DIGITS)
     assert [a.name for a in plan.axes][-1] == "attention"
@@ -47,19 +55,24 @@ def test_variant_axes_join_the_grid_only_when_studied():
     # 8x8 digits in 2x2 patches: a 4x4 grid, windows of 2x2; tome trains the full model as registered
     assert vits["window"].overrides == {"patch_size": 2, "attention": "window", "window_size": 2}
     assert vits["full"].overrides == vits["tome"].overrides == {"patch_size": 2}
-    assert len([r for r in plan.runs if r.kind == "cnn"]) == 1       # the same budget within the CNN family's steps
+    assert len([r for r in plan.runs if r.kind == "cnn"]) == 1  # the same budget within the CNN family's steps
 
 
 def test_attention_overrides_fit_the_patch_grid():
-    tiny = get_config("vit-tiny-patch16-224")                      # class token, 14x14 grid, 196 tokens
-    assert attention_overrides("window", tiny) == {"attention": "window", "window_size": 7, "class_token": False,
-                                                   "reg_tokens": 0, "pool": "mean"}
+    tiny = get_config("vit-tiny-patch16-224")  # class token, 14x14 grid, 196 tokens
+    assert attention_overrides("window", tiny) == {
+        "attention": "window",
+        "window_size": 7,
+        "class_token": False,
+        "reg_tokens": 0,
+        "pool": "mean",
+    }
     assert attention_overrides("lowrank", tiny) == {"attention": "lowrank", "lowrank_k": 98}
     assert attention_overrides("latent", tiny) == {"attention": "latent", "num_latents": 49}
     assert attention_overrides("linear", tiny) == {"attention": "linear"}
     assert attention_overrides("full", tiny) == attention_overrides("tome", tiny) == {}
     for kind in ("window", "lowrank", "latent", "linear", "lsa"):
-        create_model("vit-tiny-patch16-224", depth=2, **attention_overrides(kind, tiny))   # a valid model each
+        create_model("vit-tiny-patch16-224", depth=2, **attention_overrides(kind, tiny))  # a valid model each
     # half the patch tokens merged in all, front-loaded
     assert tome_schedule(196, 12) == [15, 14, 12, 11, 10, 9, 7, 6, 5, 4, 2, 1]
     assert tome_schedule(16, 4) == [3, 2, 2, 1]
@@ -119,7 +132,7 @@ def test_patch_not_dividing_the_image_names_the_fix():
     config = CompareConfig(rows=[10], patches=[2, 3], augment=["none"])
     with pytest.raises(ValueError, match=r"patch 3 .*not divisible by patch 3.*choose a patch that divides it.*--pad"):
         plan_compare(config, DIGITS)
-    with pytest.raises(ValueError, match="patch 3"):        # before any training
+    with pytest.raises(ValueError, match="patch 3"):  # before any training
         run_compare(config)
 
 
@@ -134,25 +147,28 @@ def test_pad_makes_the_mini_projects_patches_runnable():
     assert vits[8].params == count_params(create_model("vit-seed", **GREY28, **vits[8].overrides))
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"augment": ["none", "heavy"]}, "unknown augment preset"),
-    ({"rows": [0]}, "rows must be positive"),
-    ({"patches": []}, "patches is empty"),
-    ({"rows": [100, 100]}, "rows repeats"),
-    ({"seeds": 0}, "seeds and epochs"),
-    ({"vit": "cnn-digits"}, "not a VIT"),
-    ({"recipe": "fast"}, "unknown recipe"),
-    ({"attention": ["full", "sparse"]}, "unknown attention value"),
-    ({"pretrain": ["none", "byol"]}, "unknown pretrain value"),
-    ({"distill": ["vit"]}, "unknown distill value"),
-    ({"attention": ["window", "window"]}, "attention repeats"),
-    ({"distill_kind": "medium"}, "distill_kind must be"),
-    ({"pretrain_images": "val"}, "pretrain_images must be"),
-    ({"cnns": ["matched", "resnet"]}, "unknown cnns value"),
-    ({"normalization": "minmax"}, "normalization must be one of"),
-    ({"preset": "imagenet"}, "unknown preset"),
-    ({"attention": ["full", "window"], "pretrain": ["none", "mae"]}, "window attention, built for the whole"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"augment": ["none", "heavy"]}, "unknown augment preset"),
+        ({"rows": [0]}, "rows must be positive"),
+        ({"patches": []}, "patches is empty"),
+        ({"rows": [100, 100]}, "rows repeats"),
+        ({"seeds": 0}, "seeds and epochs"),
+        ({"vit": "cnn-digits"}, "not a VIT"),
+        ({"recipe": "fast"}, "unknown recipe"),
+        ({"attention": ["full", "sparse"]}, "unknown attention value"),
+        ({"pretrain": ["none", "byol"]}, "unknown pretrain value"),
+        ({"distill": ["vit"]}, "unknown distill value"),
+        ({"attention": ["window", "window"]}, "attention repeats"),
+        ({"distill_kind": "medium"}, "distill_kind must be"),
+        ({"pretrain_images": "val"}, "pretrain_images must be"),
+        ({"cnns": ["matched", "resnet"]}, "unknown cnns value"),
+        ({"normalization": "minmax"}, "normalization must be one of"),
+        ({"preset": "imagenet"}, "unknown preset"),
+        ({"attention": ["full", "window"], "pretrain": ["none", "mae"]}, "window attention, built for the whole"),
+    ],
+)
 def test_bad_config(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         CompareConfig(**kwargs)
@@ -163,25 +179,35 @@ def test_an_output_folder_under_a_file_fails_before_training(tmp_path):
     blocker.write_text("not a folder")
     calls = []
     with pytest.raises(DataError, match="results.txt is a file, not a folder"):
-        run_compare(CompareConfig(rows=[30], patches=[4], augment=["none"], epochs=1, out_dir=str(blocker / "study")),
-                    progress=lambda *args: calls.append(args))
+        run_compare(
+            CompareConfig(rows=[30], patches=[4], augment=["none"], epochs=1, out_dir=str(blocker / "study")),
+            progress=lambda *args: calls.append(args),
+        )
     assert calls == [] and blocker.read_text() == "not a folder"
 
 
 def test_textbook_preset_plans_the_vit_against_both_cnns():
     config = CompareConfig.from_preset("textbook", seeds=2)
-    assert (config.name, config.dataset, config.rows, config.patches, config.epochs, config.recipe, config.vit,
-            config.normalization, config.preset) == ("textbook", "fashion-mnist", [1000, 4000], [7], 15, "plain",
-                                                     "vit-seed", "unit", "textbook")
+    assert (
+        config.name,
+        config.dataset,
+        config.rows,
+        config.patches,
+        config.epochs,
+        config.recipe,
+        config.vit,
+        config.normalization,
+        config.preset,
+    ) == ("textbook", "fashion-mnist", [1000, 4000], [7], 15, "plain", "vit-seed", "unit", "textbook")
     plan = plan_compare(config, GREY28)
     assert [a.name for a in plan.axes] == ["seed", "rows", "augment", "patch", "cnn"]
-    assert len(plan.cells) == 2 * 2 * 2 and len(plan.runs) == 2 * 2 * 3     # each ViT trained once, met twice
+    assert len(plan.cells) == 2 * 2 * 2 and len(plan.runs) == 2 * 2 * 3  # each ViT trained once, met twice
     runs = {r.key: r for r in plan.runs}
     for cell in plan.cells:
         vit, cnn = runs[cell.vit], runs[cell.cnn]
         assert "cnn" not in vit.axes and cnn.axes["cnn"] == cell.axes["cnn"]
         assert vit.train == cnn.train == {"seed": cell.axes["seed"], "rows": cell.axes["rows"], "augment": "none"}
-        if cell.axes["cnn"] == "textbook":                # the textbook's size: ~60k parameters, no BatchNorm
+        if cell.axes["cnn"] == "textbook":  # the textbook's size: ~60k parameters, no BatchNorm
             model = create_model(cnn.model, **GREY28, **cnn.overrides)
             assert cnn.params == count_params(model) == 60_503
             assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
@@ -194,22 +220,23 @@ def test_textbook_preset_plans_the_vit_against_both_cnns():
 
 
 def test_runs_that_share_a_teacher_an_encoder_or_a_training_run_together():
-    config = CompareConfig(rows=[50], patches=[2], augment=["none"], seeds=2, attention=["full", "tome"],
-                           distill=["none", "cnn"])
+    config = CompareConfig(
+        rows=[50], patches=[2], augment=["none"], seeds=2, attention=["full", "tome"], distill=["none", "cnn"]
+    )
     plan = plan_compare(config, DIGITS)
     groups = run_groups(config, plan)
     assert sorted(r.key for g in groups for r in g) == sorted(r.key for r in plan.runs)
     order = [r.key for r in plan.runs]
     for group in groups:
         assert [order.index(r.key) for r in group] == sorted(order.index(r.key) for r in group)
-        assert len({r.train["seed"] for r in group}) == 1                 # nothing is shared across seeds
+        assert len({r.train["seed"] for r in group}) == 1  # nothing is shared across seeds
         for run in group:
             assert run.teacher is None or run.teacher in {r.key for r in group}
     # per seed: the CNN, the distilled full and ToMe ViTs (one training) and the undistilled pair
     assert sorted(len(g) for g in groups) == [2, 2, 3, 3]
     pretrained = CompareConfig(rows=[50, 100], patches=[2], augment=["none"], pretrain=["none", "mae"])
     groups = run_groups(pretrained, plan_compare(pretrained, DIGITS))
-    assert sorted(len(g) for g in groups) == [1, 1, 1, 1, 2]            # one encoder for both rows
+    assert sorted(len(g) for g in groups) == [1, 1, 1, 1, 2]  # one encoder for both rows
 
 
 def test_rows_beyond_the_pool_fail_before_training():
@@ -219,11 +246,12 @@ def test_rows_beyond_the_pool_fail_before_training():
 
 def test_tiny_study_end_to_end(tmp_path):
     out = tmp_path / "study"
-    config = CompareConfig(rows=[40, 80], patches=[2, 4], augment=["none"], seeds=2, epochs=1, out_dir=str(out),
-                           device="cpu")
+    config = CompareConfig(
+        rows=[40, 80], patches=[2, 4], augment=["none"], seeds=2, epochs=1, out_dir=str(out), device="cpu"
+    )
     calls = []
     result = run_compare(config, progress=lambda done, n, run, record: calls.append((done, n, run.key, record.key)))
-    assert len(result.records) == 12                        # 8 ViT runs + 4 CNN runs (shared by both patches)
+    assert len(result.records) == 12  # 8 ViT runs + 4 CNN runs (shared by both patches)
     assert [c[:2] for c in calls] == [(i, 12) for i in range(1, 13)] and all(c[2] == c[3] for c in calls)
 
     for record in result.records.values():
@@ -237,15 +265,14 @@ def test_tiny_study_end_to_end(tmp_path):
         assert data[:8] == PNG_MAGIC and len(data) > 1000
     results = json.loads((out / "results.json").read_text())
     assert len(results["runs"]) == 12 and results["config"]["seeds"] == 2
-    assert len(results["aggregates"]) == 6                   # (2 ViT patches + 1 CNN) x 2 rows, seeds pooled
+    assert len(results["aggregates"]) == 6  # (2 ViT patches + 1 CNN) x 2 rows, seeds pooled
     assert all(a["seeds"] == 2 and a["std"]["best_val_acc"] is not None for a in results["aggregates"])
 
     # each lead and spread recomputed from the runs, paired by seed
     runs = {r["key"]: r for r in results["runs"]}
     assert len(results["leads"]) == 4
     for lead in results["leads"]:
-        cells = [c for c in result.plan.cells
-                 if {k: v for k, v in c.axes.items() if k != "seed"} == lead["axes"]]
+        cells = [c for c in result.plan.cells if {k: v for k, v in c.axes.items() if k != "seed"} == lead["axes"]]
         diffs = [runs[c.vit]["best_val_acc"] - runs[c.cnn]["best_val_acc"] for c in cells]
         assert lead["lead"] == pytest.approx(statistics.fmean(diffs))
         assert lead["spread"] == pytest.approx(statistics.stdev(diffs))
@@ -255,8 +282,10 @@ def test_tiny_study_end_to_end(tmp_path):
     assert [c["tokens"] for c in results["token_cost"]] == [16, 4]
 
     report = (out / "report.md").read_text()
-    assert ("| Model | Rows | Parameters | Best val accuracy | Final train accuracy | Seconds | Patch | Augment | Gap "
-            "| ECE | Test accuracy |") in report
+    assert (
+        "| Model | Rows | Parameters | Best val accuracy | Final train accuracy | Seconds | Patch | Augment | Gap "
+        "| ECE | Test accuracy |"
+    ) in report
     assert " ± " in report
     for sentence in results["conclusions"]:
         assert sentence in report
@@ -274,8 +303,27 @@ def test_tiny_study_end_to_end(tmp_path):
 
 
 def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
-    code = main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1",
-                 "--device", "cpu", "--jobs", "1", "--threads", "1", "--out", str(tmp_path / "cli")])
+    code = main(
+        [
+            "compare",
+            "--rows",
+            "30",
+            "--patches",
+            "4",
+            "--augment",
+            "none",
+            "--epochs",
+            "1",
+            "--device",
+            "cpu",
+            "--jobs",
+            "1",
+            "--threads",
+            "1",
+            "--out",
+            str(tmp_path / "cli"),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     # one line per finished run, in the order they finish
@@ -298,18 +346,20 @@ def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     assert (tmp_path / "cli" / "report.md").read_bytes() == report_before
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--out", "FILE/study"], "is a file, not a folder"),
-    (["--threads", "-3"], "threads=-3"),
-    (["--jobs", "0"], "jobs=0"),
-    (["--executor", "local", "--address", "auto"], "is for the ray executor"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--out", "FILE/study"], "is a file, not a folder"),
+        (["--threads", "-3"], "threads=-3"),
+        (["--jobs", "0"], "jobs=0"),
+        (["--executor", "local", "--address", "auto"], "is for the ray executor"),
+    ],
+)
 def test_cli_refuses_bad_execution_settings_in_one_line(tmp_path, capsys, flags, message):
     (tmp_path / "FILE").write_text("")
     flags = [str(tmp_path / f) if f.startswith("FILE") else f for f in flags]
     out = [] if "--out" in flags else ["--out", str(tmp_path / "study")]
-    assert main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1", *out,
-                 *flags]) == 2
+    assert main(["compare", "--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1", *out, *flags]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and message in captured.err and len(captured.err.strip().splitlines()) == 1
 
@@ -326,12 +376,19 @@ def test_parallel_runs_give_the_numbers_of_serial_runs(tmp_path):
     assert len(found[1]["runs"]) == 6 and found[2]["environment"]["jobs"] == 2
     assert results_numbers(found[1]) == results_numbers(found[2])
     assert "seconds" in found[1]["runs"][0] and "seconds" not in results_numbers(found[1])["runs"][0]
-    assert [r["key"] for r in found[1]["runs"]] == [r["key"] for r in found[2]["runs"]]     # plan order kept
+    assert [r["key"] for r in found[1]["runs"]] == [r["key"] for r in found[2]["runs"]]  # plan order kept
 
 
 def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):
-    config = CompareConfig(rows=[60], patches=[2], augment=["none"], epochs=1, device="cpu", out_dir=str(tmp_path),
-                           attention=["full", "window", "tome"])
+    config = CompareConfig(
+        rows=[60],
+        patches=[2],
+        augment=["none"],
+        epochs=1,
+        device="cpu",
+        out_dir=str(tmp_path),
+        attention=["full", "window", "tome"],
+    )
     result = run_compare(config)
     vits = {r.axes["attention"]: r for r in result.records.values() if r.kind == "vit"}
     assert set(vits) == {"full", "window", "tome"}
@@ -349,12 +406,21 @@ def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):
     assert f"keeps {tome.agreement:.1%} of its validation predictions" in report
     results = json.loads((tmp_path / "results.json").read_text())
     assert {r["label"] for r in results["runs"]} >= {full.label, tome.label}
-    assert results["attention"]["run"] == full.key                   # figures come from a full-attention ViT
+    assert results["attention"]["run"] == full.key  # figures come from a full-attention ViT
 
 
 def test_pretrain_and_distill_study(tmp_path):
-    config = CompareConfig(rows=[60], patches=[2], augment=["none"], epochs=1, device="cpu", out_dir=str(tmp_path),
-                           pretrain=["none", "mae"], distill=["none", "cnn"], pretrain_epochs=1)
+    config = CompareConfig(
+        rows=[60],
+        patches=[2],
+        augment=["none"],
+        epochs=1,
+        device="cpu",
+        out_dir=str(tmp_path),
+        pretrain=["none", "mae"],
+        distill=["none", "cnn"],
+        pretrain_epochs=1,
+    )
     result = run_compare(config)
     vits = {(r.axes["pretrain"], r.axes["distill"]): r for r in result.records.values() if r.kind == "vit"}
     assert set(vits) == set(product(["none", "mae"], ["none", "cnn"]))

@@ -1,5 +1,6 @@
 """Executors: settings are checked, a missing Ray says how to install it, and a local Ray cluster
 gives the numbers of a run in this process."""
+
 import importlib.util
 import sys
 
@@ -16,25 +17,29 @@ TIMING = ("seconds", "images_per_s", "peak_mb")
 def test_one_job_runs_in_this_process_with_its_threads_and_restores_them():
     before = torch.get_num_threads()
     seen = []
-    results = list(LocalExecutor(jobs=1, threads=1).map(lambda x: seen.append(torch.get_num_threads()) or x * x,
-                                                         [1, 2, 3]))
+    results = list(
+        LocalExecutor(jobs=1, threads=1).map(lambda x: seen.append(torch.get_num_threads()) or x * x, [1, 2, 3])
+    )
     assert results == [(0, 1), (1, 4), (2, 9)] and seen == [1, 1, 1]
     assert torch.get_num_threads() == before
 
 
-@pytest.mark.parametrize("make,match", [
-    (lambda: LocalExecutor(jobs=0), "jobs=0"),
-    (lambda: LocalExecutor(jobs=2, threads=-3), "threads=-3"),
-    (lambda: make_executor("dask"), "unknown executor 'dask'"),
-    (lambda: make_executor("local", address="ray://head:10001"), "is for the ray executor"),
-])
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: LocalExecutor(jobs=0), "jobs=0"),
+        (lambda: LocalExecutor(jobs=2, threads=-3), "threads=-3"),
+        (lambda: make_executor("dask"), "unknown executor 'dask'"),
+        (lambda: make_executor("local", address="ray://head:10001"), "is for the ray executor"),
+    ],
+)
 def test_bad_settings_are_refused(make, match):
     with pytest.raises(ConfigError, match=match):
         make()
 
 
 def test_a_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(sys.modules, "ray", None)          # importlib finds no ray
+    monkeypatch.setitem(sys.modules, "ray", None)  # importlib finds no ray
     with pytest.raises(MissingExtraError, match=r"pip install 'vitlab\[cluster\]'"):
         RayExecutor()
     assert main(["compare", "--executor", "ray", "--epochs", "1", "--out", str(tmp_path / "study")]) == 2
@@ -44,8 +49,9 @@ def test_a_missing_ray_names_the_extra(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                    reason="ray is not installed (pip install 'vitlab[cluster]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'vitlab[cluster]')"
+)
 def test_a_local_ray_gives_the_numbers_of_this_process():
     config = CompareConfig(rows=[40], patches=[4], augment=["none"], epochs=1, device="cpu")
     local = run_compare(config, executor=LocalExecutor(jobs=1, threads=1))

@@ -1,4 +1,5 @@
 """Every file of a comparison goes through write_file; a study folder refuses what it must."""
+
 import os
 
 import pytest

@@ -1,5 +1,6 @@
 """The textbook's claims: the page's differences from its own table, verdicts decided by the seed
 spread (checked both ways on hand-made runs), and the report's table beside the published one."""
+
 import math
 from types import SimpleNamespace
 
@@ -20,12 +21,15 @@ def test_published_differences_follow_the_pages_table():
     assert PUBLISHED["vit", 1000]["params"] == 70_922 and PUBLISHED["convnet", 4000]["params"] == 60_554
 
 
-@pytest.mark.parametrize("values,sign,verdict", [
-    ([0.03, 0.04, 0.05], 1, "reproduced"),           # mean 0.04, 2 SE = 0.0115
-    ([0.03, 0.04, 0.05], -1, "not reproduced"),
-    ([-0.01, 0.02, 0.05], 1, "inconclusive"),        # mean 0.02, 2 SE = 0.0346
-    ([0.30], 1, "inconclusive"),                     # one seed: no spread, no verdict
-])
+@pytest.mark.parametrize(
+    "values,sign,verdict",
+    [
+        ([0.03, 0.04, 0.05], 1, "reproduced"),  # mean 0.04, 2 SE = 0.0115
+        ([0.03, 0.04, 0.05], -1, "not reproduced"),
+        ([-0.01, 0.02, 0.05], 1, "inconclusive"),  # mean 0.02, 2 SE = 0.0346
+        ([0.30], 1, "inconclusive"),  # one seed: no spread, no verdict
+    ],
+)
 def test_judge_uses_two_standard_errors(values, sign, verdict):
     mean, band, found = judge(values, sign)
     assert mean == pytest.approx(sum(values) / len(values)) and found == verdict
@@ -40,8 +44,13 @@ def _study(vit, cnn):
     for (rows, seed), v in vit.items():
         records[f"v{rows}{seed}"] = SimpleNamespace(**v)
         records[f"c{rows}{seed}"] = SimpleNamespace(**cnn[rows, seed])
-        cells.append(SimpleNamespace(axes={"seed": seed, "rows": rows, "augment": "none", "patch": 7,
-                                           "cnn": "textbook"}, vit=f"v{rows}{seed}", cnn=f"c{rows}{seed}"))
+        cells.append(
+            SimpleNamespace(
+                axes={"seed": seed, "rows": rows, "augment": "none", "patch": 7, "cnn": "textbook"},
+                vit=f"v{rows}{seed}",
+                cnn=f"c{rows}{seed}",
+            )
+        )
     return cells, records
 
 
@@ -61,7 +70,7 @@ def test_verdicts_follow_the_paired_differences():
     gap = verdicts[2]
     assert [p.verdict for p in gap.parts] == ["reproduced", "inconclusive"] and gap.parts[1].mean == 0
     timing = verdicts[3].parts
-    assert timing[0].verdict == "reproduced" and timing[1].verdict == "not reproduced"   # slower at 4,000 too
+    assert timing[0].verdict == "reproduced" and timing[1].verdict == "not reproduced"  # slower at 4,000 too
     assert timing[0].mean == pytest.approx(sum(math.log((20 + s) / 10) for s in range(3)) / 3)
     table = "\n".join(verdict_table(verdicts))
     assert "| The ViT leads at 1,000 rows | the textbook-size plain CNN |" in table
@@ -78,15 +87,27 @@ def test_claims_at_rows_not_trained_are_left_out():
 def test_the_textbook_table_sets_published_numbers_beside_vitlabs():
     def agg(kind, label, rows, cnn=None):
         axes = {"rows": rows, "augment": "none", **({"patch": 7} if kind == "vit" else {"cnn": cnn})}
-        mean = {"params": 71946.0 if kind == "vit" else 60503.0, "best_val_acc": 0.72, "final_train_acc": 0.9,
-                "seconds": 12.0, "test_acc": 0.71}
+        mean = {
+            "params": 71946.0 if kind == "vit" else 60503.0,
+            "best_val_acc": 0.72,
+            "final_train_acc": 0.9,
+            "seconds": 12.0,
+            "test_acc": 0.71,
+        }
         return Aggregate(kind, label, axes, rows, 5, mean, {k: 0.01 for k in mean}, {})
-    lines = textbook_table([agg("vit", "ViT patch 7", 1000), agg("cnn", "CNN 32-64-71 (textbook-size plain)", 1000,
-                                                                   "textbook"),
-                            agg("cnn", "CNN 24-48-96 (size-matched)", 4000, "matched")])
-    assert lines[0] == ("| Model | Rows | Parameters (textbook) | Parameters (vitlab) | Best val accuracy (textbook) "
-                        "| Best val accuracy (vitlab) | Final train accuracy (textbook) | Final train accuracy "
-                        "(vitlab) | Seconds (textbook) | Seconds (vitlab) | Test accuracy (vitlab) |")
+
+    lines = textbook_table(
+        [
+            agg("vit", "ViT patch 7", 1000),
+            agg("cnn", "CNN 32-64-71 (textbook-size plain)", 1000, "textbook"),
+            agg("cnn", "CNN 24-48-96 (size-matched)", 4000, "matched"),
+        ]
+    )
+    assert lines[0] == (
+        "| Model | Rows | Parameters (textbook) | Parameters (vitlab) | Best val accuracy (textbook) "
+        "| Best val accuracy (vitlab) | Final train accuracy (textbook) | Final train accuracy "
+        "(vitlab) | Seconds (textbook) | Seconds (vitlab) | Test accuracy (vitlab) |"
+    )
     assert lines[2].startswith("| ViT | 1,000 | 70,922 | 71,946 | 0.7160 | 0.7200 ± 0.0100 | 0.8850 |")
     assert lines[3].startswith("| CNN 32-64-71 (textbook-size plain) | 1,000 | 60,554 | 60,503 | 0.6790 |")
     assert lines[4].startswith("| CNN 24-48-96 (size-matched) | 4,000 | – | 60,503 | – |")

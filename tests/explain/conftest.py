@@ -1,4 +1,5 @@
 """Trained tiny models shared by the explain tests (trained once per session, one CPU thread)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -10,8 +11,8 @@ import torch
 from torch import nn
 
 from vitlab.data import DataSplits, load_dataset
-from vitlab.explain.synthetic import key_patch_splits
 from vitlab.engine import TrainConfig
+from vitlab.explain.synthetic import key_patch_splits
 from vitlab.tasks import train
 
 KEY_PATCH = 5

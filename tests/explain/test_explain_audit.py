@@ -1,4 +1,5 @@
 """Deletion / insertion curves, rank correlation, randomisation, and the audit on a trained digits model."""
+
 import json
 
 import pytest
@@ -6,11 +7,22 @@ import torch
 from scipy.stats import spearmanr
 
 from vitlab.data import normalize
-from vitlab.explain.audit import (MethodAudit, _verdict, audit, cascade_stages, curve_area, deletion_insertion,
-                                  randomise_, ranking, spearman, step_counts, write_audit)
+from vitlab.explain.audit import (
+    MethodAudit,
+    _verdict,
+    audit,
+    cascade_stages,
+    curve_area,
+    deletion_insertion,
+    randomise_,
+    ranking,
+    spearman,
+    step_counts,
+    write_audit,
+)
 from vitlab.explain.maps import gradient_map
 from vitlab.models import create_model
-from vitlab.models.vit import ViTConfig, VisionTransformer
+from vitlab.models.vit import VisionTransformer, ViTConfig
 
 
 def tiny_vit() -> VisionTransformer:
@@ -31,7 +43,7 @@ def test_curves_start_and_end_where_they_must():
         one_hidden = x.clone()
         for b in range(3):
             r, c = divmod(int(order[b, 0]), 4)
-            one_hidden[b, :, 2 * r:2 * r + 2, 2 * c:2 * c + 2] = 0
+            one_hidden[b, :, 2 * r : 2 * r + 2, 2 * c : 2 * c + 2] = 0
         first_step = model(one_hidden).softmax(-1)[range(3), target]
     torch.testing.assert_close(deletion[:, 0], intact)
     torch.testing.assert_close(insertion[:, -1], intact)
@@ -65,8 +77,11 @@ def test_spearman_matches_scipy():
 
 
 def test_cascade_stages_run_from_the_head_to_the_input_and_cover_every_parameter():
-    model = VisionTransformer(ViTConfig(img_size=8, patch_size=2, in_chans=1, num_classes=3, embed_dim=16,
-                                        depth=2, num_heads=2, class_token=True))
+    model = VisionTransformer(
+        ViTConfig(
+            img_size=8, patch_size=2, in_chans=1, num_classes=3, embed_dim=16, depth=2, num_heads=2, class_token=True
+        )
+    )
     stages = cascade_stages(model)
     names = [name for name, _ in stages]
     assert names == ["head", "norm", "blocks.1", "blocks.0", "pos_embed", "patch_embed", "tokens"]
@@ -96,8 +111,9 @@ def test_verdicts():
 
 @pytest.fixture(scope="module")
 def digits_audit(digits_run, tmp_path_factory):
-    result = audit(digits_run.model, digits_run.splits, samples=80, seed=0, train_config=digits_run.config,
-                   sanity_epochs=2)
+    result = audit(
+        digits_run.model, digits_run.splits, samples=80, seed=0, train_config=digits_run.config, sanity_epochs=2
+    )
     out = tmp_path_factory.mktemp("audit")
     return result, out, write_audit(result, out)
 
@@ -125,8 +141,13 @@ def test_randomising_the_weights_changes_gradient_maps(digits_run, digits_audit)
 
 def test_audit_files(digits_audit):
     result, out, paths = digits_audit
-    assert {p.name for p in paths} >= {"audit.json", "audit.md", "curves.png", "cascade.png",
-                                       "case_confident_correct.png"}
+    assert {p.name for p in paths} >= {
+        "audit.json",
+        "audit.md",
+        "curves.png",
+        "cascade.png",
+        "case_confident_correct.png",
+    }
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
     saved = json.loads((out / "audit.json").read_text())
     assert [m["method"] for m in saved["methods"]] == ["attention", "rollout", "gradient", "gradxinput", "occlusion"]

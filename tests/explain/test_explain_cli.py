@@ -1,4 +1,5 @@
 """``vitlab explain`` on a checkpoint in a run folder: one example, then the audit."""
+
 import json
 
 import pytest
@@ -16,8 +17,14 @@ def run_folder(digits_run, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     splits, config = digits_run.splits, digits_run.config
     (folder / "config.json").write_text(json.dumps(config.to_dict()))
-    save_checkpoint(digits_run.model, folder / "best" / "model.safetensors", "classifier",
-                    DataConfig.from_splits(splits), name=config.model, provenance={"epoch": config.epochs})
+    save_checkpoint(
+        digits_run.model,
+        folder / "best" / "model.safetensors",
+        "classifier",
+        DataConfig.from_splits(splits),
+        name=config.model,
+        provenance={"epoch": config.epochs},
+    )
     return folder
 
 
@@ -48,8 +55,9 @@ def test_explain_one_method_and_textbook(run_folder, tmp_path):
 
 def test_explain_audit(run_folder, tmp_path, capsys):
     out = tmp_path / "audit"
-    assert main(["explain", str(run_folder), "--audit", "--samples", "20", "--sanity-epochs", "1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["explain", str(run_folder), "--audit", "--samples", "20", "--sanity-epochs", "1", "--out", str(out)]) == 0
+    )
     assert "| occlusion |" in capsys.readouterr().out
     saved = json.loads((out / "audit.json").read_text())
     assert saved["samples"] == 20 and saved["sanity_epochs"] == 1
@@ -65,13 +73,15 @@ def test_explain_errors_name_the_way_out(run_folder, tmp_path, capsys):
 
 def test_explain_attention_from_a_chosen_patch(run_folder, digits_run, tmp_path):
     out = tmp_path / "query"
-    assert main(["explain", str(run_folder), "--method", "attention", "--query", "5", "--index", "7",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["explain", str(run_folder), "--method", "attention", "--query", "5", "--index", "7", "--out", str(out)])
+        == 0
+    )
     report = json.loads((out / "explain.json").read_text())
     assert report["query"] == 5
     splits = digits_run.splits
     inputs = normalize(splits.val.images[7:8], splits.mean, splits.std)
     _, weights = attention_weights(digits_run.model, inputs)
-    expected = weights[-1][0, :, 5].mean(0).reshape(4, 4)      # mean-pooled: no prefix tokens
+    expected = weights[-1][0, :, 5].mean(0).reshape(4, 4)  # mean-pooled: no prefix tokens
     torch.testing.assert_close(torch.tensor(report["maps"]["attention"]["grid"]), expected)
     assert main(["explain", str(run_folder), "--query", "cls", "--out", str(tmp_path)]) == 2

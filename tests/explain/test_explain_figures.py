@@ -1,4 +1,5 @@
 """Figures are real PNG files of the size their docstrings promise; the textbook demonstrations behave."""
+
 import math
 import struct
 from pathlib import Path
@@ -7,11 +8,26 @@ import matplotlib
 import pytest
 import torch
 
-from vitlab.explain.figures import (DPI, PANEL, plot_cascade, plot_curves, plot_head_attention, plot_maps,
-                                    plot_matrices, plot_position_similarity, plot_temperature_sweep)
+from vitlab.explain.figures import (
+    DPI,
+    PANEL,
+    plot_cascade,
+    plot_curves,
+    plot_head_attention,
+    plot_maps,
+    plot_matrices,
+    plot_position_similarity,
+    plot_temperature_sweep,
+)
 from vitlab.explain.report import attention_examples
-from vitlab.explain.textbook import (TOKEN_KINDS, make_tokens, position_similarity, self_attention,
-                                     temperature_sweep, textbook_figures)
+from vitlab.explain.textbook import (
+    TOKEN_KINDS,
+    make_tokens,
+    position_similarity,
+    self_attention,
+    temperature_sweep,
+    textbook_figures,
+)
 from vitlab.ops.positions import sincos_2d
 
 
@@ -37,8 +53,10 @@ def test_map_figures_have_the_promised_size(tmp_path):
     assert png_size(path) == inches(PANEL * 4, PANEL + 0.6)
     heads = plot_head_attention(torch.rand(3, 8, 8), torch.rand(2, 3, 4, 4), torch.rand(2, 3), tmp_path / "h.png")
     assert png_size(heads) == inches(PANEL * 4, PANEL * 2 + 0.6)
-    curves = {"occlusion": {"deletion": [1, 0.5, 0], "insertion": [0, 0.5, 1]},
-              "random": {"deletion": [1, 0.8, 0], "insertion": [0, 0.2, 1]}}
+    curves = {
+        "occlusion": {"deletion": [1, 0.5, 0], "insertion": [0, 0.5, 1]},
+        "random": {"deletion": [1, 0.8, 0], "insertion": [0, 0.2, 1]},
+    }
     assert png_size(plot_curves(curves, tmp_path / "c.png")) == inches(9, 3.6)
     cascade = plot_cascade({"gradient": [0.9, None, 0.1]}, ["head", "blocks.0", "tokens"], tmp_path / "k.png", 0.5)
     assert png_size(cascade) == inches(7, 3.6)
@@ -71,7 +89,7 @@ def test_token_kinds_shape_their_attention():
     for matrix in attention.values():
         torch.testing.assert_close(matrix.sum(-1), torch.ones(16))
     repeated = attention["repeated"]
-    torch.testing.assert_close(repeated[:, 4:], repeated[:, :-4])          # identical keys every period
+    torch.testing.assert_close(repeated[:, 4:], repeated[:, :-4])  # identical keys every period
     local = attention["local"]
     near = torch.stack([local[i, i + 1] for i in range(15)]).mean()
     far = torch.stack([local[i, i + 8] for i in range(8)]).mean()

@@ -1,21 +1,32 @@
 """Maps against oracles: hand-computed rollout, a linear model's gradients, one-at-a-time occlusion,
 and a task whose label is decided by one known patch."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from vitlab.data import normalize
 from vitlab.explain.audit import audit
-from vitlab.explain.maps import (compute_maps, gradient_map, head_statistics, masked_probs, occlusion_map,
-                                 query_attention, query_rows, rollout_map, rollout_matrix)
+from vitlab.explain.maps import (
+    compute_maps,
+    gradient_map,
+    head_statistics,
+    masked_probs,
+    occlusion_map,
+    query_attention,
+    query_rows,
+    rollout_map,
+    rollout_matrix,
+)
 from vitlab.explain.record import attention_weights
 from vitlab.explain.synthetic import make_key_patch, patch_patterns
 from vitlab.models import create_model
-from vitlab.models.vit import ViTConfig, VisionTransformer
+from vitlab.models.vit import VisionTransformer, ViTConfig
 
 
 def tiny_vit(**options) -> VisionTransformer:
@@ -24,7 +35,7 @@ def tiny_vit(**options) -> VisionTransformer:
 
 
 def test_rollout_of_two_tokens_by_hand():
-    half = torch.full((1, 1, 2, 2), 0.5)                  # one head attending uniformly
+    half = torch.full((1, 1, 2, 2), 0.5)  # one head attending uniformly
     # (A + I) / 2 = [[.75, .25], [.25, .75]]; squared: [[.625, .375], [.375, .625]]
     expected = torch.tensor([[[0.625, 0.375], [0.375, 0.625]]])
     torch.testing.assert_close(rollout_matrix([half, half]), expected)
@@ -35,21 +46,23 @@ def test_rollout_equals_the_product_of_residual_averaged_layers():
     _, weights = attention_weights(model, torch.rand(2, 1, 8, 8))
     for b in range(2):
         product = np.eye(17)
-        for layer in weights:                             # the hand computation, in float64
+        for layer in weights:  # the hand computation, in float64
             mixed = 0.5 * layer[b].double().numpy().mean(0) + 0.5 * np.eye(17)
             mixed /= mixed.sum(1, keepdims=True)
             product = mixed @ product
         torch.testing.assert_close(rollout_matrix(weights)[b].double(), torch.from_numpy(product))
         cls_row = product[0, 1:] / product[0, 1:].sum()
-        torch.testing.assert_close(rollout_map(weights, "cls", 1, (4, 4))[b].double(),
-                                   torch.from_numpy(cls_row).reshape(4, 4))
+        torch.testing.assert_close(
+            rollout_map(weights, "cls", 1, (4, 4))[b].double(), torch.from_numpy(cls_row).reshape(4, 4)
+        )
         mean_row = product[1:, 1:].mean(0) / product[1:, 1:].mean(0).sum()
-        torch.testing.assert_close(rollout_map(weights, "mean", 1, (4, 4))[b].double(),
-                                   torch.from_numpy(mean_row).reshape(4, 4))
+        torch.testing.assert_close(
+            rollout_map(weights, "mean", 1, (4, 4))[b].double(), torch.from_numpy(mean_row).reshape(4, 4)
+        )
 
 
 def test_query_attention_reads_the_right_rows():
-    weights = [torch.rand(2, 3, 5, 5).softmax(-1) for _ in range(2)]      # 1 prefix + 2x2 patches
+    weights = [torch.rand(2, 3, 5, 5).softmax(-1) for _ in range(2)]  # 1 prefix + 2x2 patches
     maps = query_attention(weights, "cls", 1, (2, 2))
     assert maps.shape == (2, 2, 3, 2, 2)
     torch.testing.assert_close(maps[:, 1].flatten(-2), weights[1][:, :, 0, 1:])
@@ -62,11 +75,11 @@ def test_query_attention_reads_the_right_rows():
 
 
 def test_gradient_maps_of_a_linear_model():
-    model = nn.Sequential(nn.Flatten(), nn.Linear(2 * 4 * 4, 3))        # any classifier, patch size given
+    model = nn.Sequential(nn.Flatten(), nn.Linear(2 * 4 * 4, 3))  # any classifier, patch size given
     x = torch.randn(2, 2, 4, 4)
     target = torch.tensor([2, 0])
-    w = model[1].weight.detach()[target].reshape(2, 2, 4, 4)          # d logit_c / d x
-    per_patch = lambda t: t.abs().reshape(2, 2, 2, 2, 2, 2).sum((1, 3, 5))   # (B, C, gh, P, gw, P)
+    w = model[1].weight.detach()[target].reshape(2, 2, 4, 4)  # d logit_c / d x
+    per_patch = lambda t: t.abs().reshape(2, 2, 2, 2, 2, 2).sum((1, 3, 5))  # (B, C, gh, P, gw, P)
     torch.testing.assert_close(gradient_map(model, x, target, patch_size=2), per_patch(w))
     torch.testing.assert_close(gradient_map(model, x, target, patch_size=2, times_input=True), per_patch(w * x))
 
@@ -81,12 +94,13 @@ def test_occlusion_matches_masking_one_patch_at_a_time():
         for patch in range(16):
             r, c = divmod(patch, 4)
             hidden = x.clone()
-            hidden[..., 2 * r:2 * r + 2, 2 * c:2 * c + 2] = 0.5
+            hidden[..., 2 * r : 2 * r + 2, 2 * c : 2 * c + 2] = 0.5
             drop = probs[range(3), target] - model(hidden).softmax(-1)[range(3), target]
             torch.testing.assert_close(maps[:, r, c], drop)
     keep = torch.rand(3, 5, 16) > 0.5
-    torch.testing.assert_close(masked_probs(model, x, keep, target, 2, batch_size=4),
-                               masked_probs(model, x, keep, target, 2))
+    torch.testing.assert_close(
+        masked_probs(model, x, keep, target, 2, batch_size=4), masked_probs(model, x, keep, target, 2)
+    )
 
 
 def test_compute_maps_shapes_and_errors():
@@ -127,7 +141,7 @@ def test_head_statistics_bounds(n, scale, seed):
 def test_key_patch_task_is_labelled_by_its_key_patch(key_patch):
     data = make_key_patch(200, image_size=8, patch_size=2, key_patch=key_patch, num_classes=4, noise=0.0)
     r, c = divmod(key_patch, 4)
-    key = data.images[:, 0, 2 * r:2 * r + 2, 2 * c:2 * c + 2]
+    key = data.images[:, 0, 2 * r : 2 * r + 2, 2 * c : 2 * c + 2]
     patterns = patch_patterns(4, 2)
     decoded = (key[:, None] == patterns[None]).all(-1).all(-1).float().argmax(1)
     assert torch.equal(decoded, data.labels)
@@ -148,4 +162,5 @@ def test_maps_find_the_known_patch(key_patch_run):
     assert result.row("occlusion").key_patch_top1 > 0.95
     rollout = compute_maps(model, inputs, ["rollout"])["rollout"]
     assert result.row("rollout").key_patch_top1 == pytest.approx(
-        float((rollout.flatten(1).argmax(1) == key).float().mean()))
+        float((rollout.flatten(1).argmax(1) == key).float().mean())
+    )

@@ -1,5 +1,6 @@
 """``vitlab explain`` refuses what makes no sense, in one line, before any work, and never writes over
 another run's folder."""
+
 import pytest
 
 from vitlab.cli.main import main
@@ -9,9 +10,20 @@ from vitlab.models import create_model
 from vitlab.runs import DataConfig, RunDir, save_checkpoint
 
 
-@pytest.mark.parametrize("option, value", [
-    ("index", -1), ("patch_size", 0), ("samples", 0), ("steps", 0), ("sanity_epochs", -1), ("seed", -1),
-    ("threshold", float("nan")), ("threshold", 1.5), ("threshold", -2.0)])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("index", -1),
+        ("patch_size", 0),
+        ("samples", 0),
+        ("steps", 0),
+        ("sanity_epochs", -1),
+        ("seed", -1),
+        ("threshold", float("nan")),
+        ("threshold", 1.5),
+        ("threshold", -2.0),
+    ],
+)
 def test_out_of_range_options_are_refused_by_name(option, value):
     with pytest.raises(ConfigError, match=f"--{option.replace('_', '-')}"):
         check_explain_options(**{option: value})
@@ -21,9 +33,16 @@ def test_in_range_options_pass():
     check_explain_options(index=0, patch_size=None, samples=1, steps=None, sanity_epochs=0, seed=0, threshold=-1.0)
 
 
-@pytest.mark.parametrize("argv", [
-    ["--patch-size", "0"], ["--audit", "--threshold", "nan"], ["--audit", "--sanity-epochs", "-1"],
-    ["--audit", "--samples", "0"], ["--index", "-3"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--patch-size", "0"],
+        ["--audit", "--threshold", "nan"],
+        ["--audit", "--sanity-epochs", "-1"],
+        ["--audit", "--samples", "0"],
+        ["--index", "-3"],
+    ],
+)
 def test_cli_refuses_bad_options_with_one_line(argv, tmp_path, capsys):
     assert main(["explain", str(tmp_path / "no-such-run"), "--out", str(tmp_path / "out"), *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -32,8 +51,12 @@ def test_cli_refuses_bad_options_with_one_line(argv, tmp_path, capsys):
 
 
 def test_explain_into_another_runs_folder_is_refused(tmp_path, capsys):
-    checkpoint = save_checkpoint(create_model("vit-digits"), tmp_path / "m.safetensors", "classifier",
-                                 DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits"))
+    checkpoint = save_checkpoint(
+        create_model("vit-digits"),
+        tmp_path / "m.safetensors",
+        "classifier",
+        DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits"),
+    )
     other = tmp_path / "seg"
     RunDir(other).open("segment", {"epochs": 1}).close()
     before = sorted(p.name for p in other.iterdir())

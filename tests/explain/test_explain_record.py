@@ -1,10 +1,11 @@
 """Recording attention leaves the fast path and the outputs alone, and records the explicit weights."""
+
 import pytest
 import torch
 
 from vitlab.explain.record import attention_weights, record_attention
 from vitlab.models import create_model
-from vitlab.models.vit import ViTConfig, VisionTransformer
+from vitlab.models.vit import VisionTransformer, ViTConfig
 
 TINY = dict(img_size=8, patch_size=2, in_chans=1, num_classes=3, embed_dim=16, depth=3, num_heads=2)
 VARIANTS = {
@@ -35,7 +36,7 @@ def explicit_weights(model: VisionTransformer, images: torch.Tensor) -> list[tor
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_recording_keeps_outputs_bitwise_and_records_explicit_weights(variant):
     model = tiny_vit(**VARIANTS[variant]).eval()
-    for block in model.blocks:            # move LSA's temperature off its initial sqrt(d)
+    for block in model.blocks:  # move LSA's temperature off its initial sqrt(d)
         if block.attn.temperature is not None:
             block.attn.temperature.data.fill_(0.7)
     images = torch.rand(4, 1, 8, 8)

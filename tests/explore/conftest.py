@@ -3,6 +3,7 @@
 Both are tiny (a few dozen images, one or two epochs, one CPU thread), written by vitlab's own
 trainer and report writer, so the explorer is tested against the files those commands write.
 """
+
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,29 @@ def runs_root(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     try:
         torch.manual_seed(0)
-        train(TrainConfig(model="vit-digits", rows=96, epochs=3, batch_size=32, warmup_epochs=0.0, augment="none",
-                          device="cpu", out_dir=str(root / "digits-vit")))
-        run_compare(CompareConfig(name="study", rows=[48], patches=[2], augment=["none"], epochs=1, device="cpu",
-                                  out_dir=str(root / "study")))
+        train(
+            TrainConfig(
+                model="vit-digits",
+                rows=96,
+                epochs=3,
+                batch_size=32,
+                warmup_epochs=0.0,
+                augment="none",
+                device="cpu",
+                out_dir=str(root / "digits-vit"),
+            )
+        )
+        run_compare(
+            CompareConfig(
+                name="study",
+                rows=[48],
+                patches=[2],
+                augment=["none"],
+                epochs=1,
+                device="cpu",
+                out_dir=str(root / "study"),
+            )
+        )
     finally:
         torch.set_num_threads(threads)
     return root

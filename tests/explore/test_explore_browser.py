@@ -7,6 +7,7 @@ any pixel ratio, no sideways scrolling at 390 px and an accessibility audit (axe
 Screenshots of every page at desktop and phone widths are saved in $VITLAB_EXPLORE_SCREENSHOTS
 (default: a pytest temporary folder); `VITLAB_EXPLORE_SCREENSHOTS=docs/screenshots` refreshes the
 README's."""
+
 import io
 import os
 import re
@@ -18,17 +19,26 @@ import pytest
 from PIL import Image
 
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
+from vitlab.models.cost import ATTENTION_COSTS
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
 expect = sync_api.expect
 CHROMIUM = os.environ.get("VITLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (.ci/run does)",
-                allow_module_level=True)
+    pytest.skip(
+        f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (.ci/run does)", allow_module_level=True
+    )
 
 # A closed network refuses Chromium's background connections; these flags keep it from trying.
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = ["tokens", "attention", "mechanics", "cost", "runs"]
 SCREENS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
 
@@ -116,10 +126,10 @@ def test_a_patch_its_tile_and_its_token_row_light_up_together(browser_page):
     open_page(page, "tokens")
     page.locator("#patch-slider").fill("2")
     expect(page.locator("#token-count")).to_have_text("16")
-    page.hover("#tokens-pixels", position={"x": 100, "y": 165})              # 4x4 cells of 65 px: patch 9
+    page.hover("#tokens-pixels", position={"x": 100, "y": 165})  # 4x4 cells of 65 px: patch 9
     for canvas in ("#tokens-pixels", "#tokens-patches", "#tokens-matrix"):
         assert highlight(page, canvas) == "9"
-    page.hover("#tokens-matrix", position={"x": 130, "y": 8})               # the first token row
+    page.hover("#tokens-matrix", position={"x": 130, "y": 8})  # the first token row
     assert highlight(page, "#tokens-pixels") == "0" and highlight(page, "#tokens-patches") == "0"
     page.focus("#tokens-patches")
     page.keyboard.press("ArrowDown")
@@ -132,7 +142,7 @@ def test_a_patch_its_tile_and_its_token_row_light_up_together(browser_page):
 def test_cost_ratios_have_one_format(browser_page):
     page = browser_page
     open_page(page, "tokens")
-    page.locator("#patch-slider").fill("8")                                  # 1 token: 1/256 of the reference
+    page.locator("#patch-slider").fill("8")  # 1 token: 1/256 of the reference
     expect(page.locator("#token-count")).to_have_text("1")
     assert page.text_content("#token-ratio").startswith("0.00391× the entries of 28×28")
     formats = page.evaluate("""async () => { const f = await import('/static/js/format.js');
@@ -144,11 +154,11 @@ def test_clicking_a_patch_makes_it_the_query(browser_page):
     page = browser_page
     open_page(page, "attention")
     page.wait_for_selector("#attn-heads figure")
-    page.locator("#attn-temperature").fill("-1")                     # T = 0.1: sharp, so queries differ clearly
+    page.locator("#attn-temperature").fill("-1")  # T = 0.1: sharp, so queries differ clearly
     expect(page.locator("#attn-scale")).to_have_text(re.compile(r"temperature 0\.1$"))
     settle(page, "#page-attention")
     before = canvas_pixels(page, "#attn-heads figure canvas"), canvas_pixels(page, "#attn-bars")
-    page.locator("#attn-image").click(position={"x": 105, "y": 105})   # 4x4 grid of 70-pixel cells: patch 5
+    page.locator("#attn-image").click(position={"x": 105, "y": 105})  # 4x4 grid of 70-pixel cells: patch 5
     page.wait_for_selector("#attn-heads[data-query='5']")
     settle(page, "#page-attention")
     assert page.text_content("#attn-query-caption").startswith("query: patch 5")
@@ -156,8 +166,11 @@ def test_clicking_a_patch_makes_it_the_query(browser_page):
     assert after[0] != before[0] and after[1] != before[1]
     assert len(page.query_selector_all("#attn-heads figure")) == 16
     settle(page, "#attn-maps")
-    assert sorted(page.eval_on_selector_all("#attn-maps figure", "fs => fs.map(f => f.dataset.method)")) == \
-        ["gradient", "occlusion", "rollout"]
+    assert sorted(page.eval_on_selector_all("#attn-maps figure", "fs => fs.map(f => f.dataset.method)")) == [
+        "gradient",
+        "occlusion",
+        "rollout",
+    ]
     assert page.title() == "Attention — vitlab explore"
     assert page.errors == []
 
@@ -168,14 +181,15 @@ def test_a_patch_lights_up_on_the_image_the_bars_every_head_and_map(browser_page
     settle(page, "#attn-maps")
     prefix = client.get("/api/info").json()["models"][0]["prefix_tokens"]
     keys = prefix + 16
-    page.hover("#attn-image", position={"x": 245, "y": 35})          # patch 3
+    page.hover("#attn-image", position={"x": 245, "y": 35})  # patch 3
     assert highlight(page, "#attn-bars") == str(prefix + 3)
     heads = page.eval_on_selector_all("#attn-heads canvas.heatmap", "cs => cs.map(c => c.dataset.highlight)")
     maps = page.eval_on_selector_all("#attn-maps canvas.heatmap", "cs => cs.map(c => c.dataset.highlight)")
     assert heads == ["3"] * 16 and maps == ["3"] * 3
-    geometry = page.evaluate("() => { const r = document.querySelector('#attn-bars').getBoundingClientRect();"
-                             " return [r.width, r.height]; }")
-    step = (geometry[0] - 48) / keys                                 # 40 px of axis, 8 px margin
+    geometry = page.evaluate(
+        "() => { const r = document.querySelector('#attn-bars').getBoundingClientRect(); return [r.width, r.height]; }"
+    )
+    step = (geometry[0] - 48) / keys  # 40 px of axis, 8 px margin
     page.hover("#attn-bars", position={"x": 40 + step * (prefix + 10.5), "y": 100})
     assert highlight(page, "#attn-image") == "10" and highlight(page, "#attn-bars") == str(prefix + 10)
     page.mouse.move(5, 5)
@@ -194,8 +208,9 @@ def test_the_query_and_the_head_are_chosen_from_the_keyboard(browser_page):
     page.focus("#attn-heads button[tabindex='0']")
     page.keyboard.press("ArrowUp")
     page.keyboard.press("ArrowRight")
-    focused = page.evaluate("() => { const f = document.activeElement.closest('figure');"
-                            " return [f.dataset.layer, f.dataset.head]; }")
+    focused = page.evaluate(
+        "() => { const f = document.activeElement.closest('figure'); return [f.dataset.layer, f.dataset.head]; }"
+    )
     assert focused == ["2", "1"]
     page.keyboard.press("Enter")
     expect(page.locator("#attn-bars-caption")).to_have_text(re.compile("^layer 2, head 1:"))
@@ -207,14 +222,17 @@ def test_heatmaps_have_colour_bars_on_honest_scales(browser_page):
     page = browser_page
     open_page(page, "attention")
     settle(page, "#attn-maps")
-    page.locator("#attn-temperature").fill("1")                      # T = 10: every weight near 1/17
+    page.locator("#attn-temperature").fill("1")  # T = 10: every weight near 1/17
     settle(page, "#page-attention")
-    bars = page.eval_on_selector_all("canvas[data-colourbar]", """cs => cs.filter(c => c.offsetParent).map(c => {
+    bars = page.eval_on_selector_all(
+        "canvas[data-colourbar]",
+        """cs => cs.filter(c => c.offsetParent).map(c => {
         const bar = document.getElementById(c.dataset.colourbar);
-        return [bar.dataset.lo, bar.dataset.hi, bar.dataset.map, bar.offsetParent !== null]; })""")
+        return [bar.dataset.lo, bar.dataset.hi, bar.dataset.map, bar.offsetParent !== null]; })""",
+    )
     assert len(bars) == 16 + 3 + 1 and all(bar[3] for bar in bars)
     scale = page.locator("#attn-heads-scale")
-    assert (scale.get_attribute("data-lo"), scale.get_attribute("data-hi")) == ("0", "1")    # fixed: probabilities
+    assert (scale.get_attribute("data-lo"), scale.get_attribute("data-hi")) == ("0", "1")  # fixed: probabilities
     occlusion = page.locator("#map-scale-occlusion")
     assert occlusion.get_attribute("data-map") == "diverging"
     assert float(occlusion.get_attribute("data-lo")) == -float(occlusion.get_attribute("data-hi"))
@@ -231,8 +249,11 @@ def test_canvases_are_crisp_at_any_pixel_ratio(browser, server):
     page = new_page(browser, server + "#attention", scale=2)
     page.wait_for_selector("#page-attention.active[data-state=ready]")
     settle(page, "#attn-maps")
-    sizes = page.eval_on_selector_all("canvas[data-width]", """cs => cs.filter(c => c.offsetParent)
-        .map(c => [c.width / Number(c.dataset.width), c.height / Number(c.dataset.height)])""")
+    sizes = page.eval_on_selector_all(
+        "canvas[data-width]",
+        """cs => cs.filter(c => c.offsetParent)
+        .map(c => [c.width / Number(c.dataset.width), c.height / Number(c.dataset.height)])""",
+    )
     assert len(sizes) > 20 and all(size == [2, 2] for size in sizes)
     assert page.errors == []
     page.close()
@@ -245,7 +266,7 @@ def test_legends_sit_beside_the_plot_toggle_series_and_name_coinciding_lines(bro
     note = page.locator("#cost-legend .legend-note")
     expect(note).to_have_text(re.compile("^window, linear, lowrank, latent coincide"))
     legend = page.locator("#cost-legend button.series")
-    assert legend.count() == 5
+    assert legend.count() == len(ATTENTION_COSTS)  # one series per kind of attention the cost model prices
     colours = page.evaluate("async () => (await import('/static/js/draw.js')).SERIES")
     assert len(set(colours)) >= 12
     chart, box = page.locator("#cost-chart").bounding_box(), page.locator("#cost-legend").bounding_box()
@@ -272,15 +293,15 @@ def test_mechanics_pages_draw_and_keep_the_reference_patch(browser_page):
     page.locator("#mixing-bandwidth").fill("1.5")
     expect(page.locator("#mixing-bandwidth-value")).to_have_text("31.623")
     assert page.get_attribute("#mixing-bandwidth", "aria-valuetext") == "bandwidth 31.623"
-    page.locator("#pos-map").click(position={"x": 225, "y": 225})           # 8x8 grid of 30-pixel cells
+    page.locator("#pos-map").click(position={"x": 225, "y": 225})  # 8x8 grid of 30-pixel cells
     expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 63,"))
     page.select_option("#pos-dim", "32")
     settle(page, "#positions-panel")
     expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 63,"))
     page.locator("#pos-grid").fill("4")
-    expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 15,"))   # the corner
+    expect(page.locator("#pos-ref-caption")).to_have_text(re.compile("^similarity to patch 15,"))  # the corner
     page.locator("#pos-grid").fill("8")
-    page.select_option("#pos-kind", "learned")                              # the model's 4x4 grid
+    page.select_option("#pos-kind", "learned")  # the model's 4x4 grid
     expect(page.locator("#pos-grid-value")).to_have_text("4")
     assert page.input_value("#pos-grid") == "4" and page.is_disabled("#pos-grid")
     settle(page, "#positions-panel")
@@ -295,8 +316,11 @@ def test_models_with_the_same_name_are_told_apart_by_their_paths(browser_page):
         {model: 'vit-digits', pos_embed: 'learned', file: 'runs/a/best/model.safetensors'},
         {model: 'vit-digits', pos_embed: 'learned', file: 'runs/b/best/model.safetensors'},
         {model: 'vit-digits', pos_embed: 'sincos', file: 'runs/c'}])""")
-    assert labels == ["vit-digits (learned) — a/best/model.safetensors",
-                      "vit-digits (learned) — b/best/model.safetensors", "vit-digits (sincos)"]
+    assert labels == [
+        "vit-digits (learned) — a/best/model.safetensors",
+        "vit-digits (learned) — b/best/model.safetensors",
+        "vit-digits (sincos)",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -366,10 +390,11 @@ def test_an_uploaded_image_is_tokenised(browser_page):
     open_page(page, "tokens")
     buffer = io.BytesIO()
     Image.fromarray(np.random.default_rng(2).integers(0, 256, (40, 24, 3), dtype=np.uint8)).save(buffer, "PNG")
-    page.set_input_files("#picker-upload",
-                         files=[{"name": "mine.png", "mimeType": "image/png", "buffer": buffer.getvalue()}])
+    page.set_input_files(
+        "#picker-upload", files=[{"name": "mine.png", "mimeType": "image/png", "buffer": buffer.getvalue()}]
+    )
     expect(page.locator("#picker-current")).to_have_text(re.compile(r"^mine\.png \(40×24"))
-    expect(page.locator("#token-count")).to_have_text("28")                     # patch 6: a 7 x 4 grid
+    expect(page.locator("#token-count")).to_have_text("28")  # patch 6: a 7 x 4 grid
     assert page.text_content("#token-grid") == "7 × 4 (image 40×24 zero-padded to 42×24)"
     assert page.errors == []
 
@@ -380,14 +405,14 @@ def test_a_drawn_digit_is_read_and_shown_as_the_model_sees_it(browser, server):
     box = page.locator("#pad").bounding_box()
     page.mouse.move(box["x"] + 56, box["y"] + 15)
     page.mouse.down()
-    for y in range(15, 100, 5):                                                 # a vertical stroke: a "1"
+    for y in range(15, 100, 5):  # a vertical stroke: a "1"
         page.mouse.move(box["x"] + 56, box["y"] + y)
     page.mouse.up()
     expect(page.locator("#picker-current")).to_have_text(re.compile(r"^your drawing \(112×112"))
     page.wait_for_function("() => location.hash.includes('ref=upload')")
     settle(page, "#page-attention")
     expect(page.locator("#seen-steps")).to_contain_text("resized from 112×112 to 8×8")
-    page.check("#attn-invert")                                                  # black ink on white: far off
+    page.check("#attn-invert")  # black ink on white: far off
     settle(page, "#page-attention")
     expect(page.locator("#seen-warning")).to_be_visible()
     expect(page.locator("#seen-warning")).to_contain_text("far from the images the model was trained on")
@@ -402,7 +427,7 @@ def test_the_view_is_kept_in_the_url(browser, server):
     assert page.text_content("#attn-bars-caption").startswith("layer 1, head 2:")
     assert page.text_content("#attn-temperature-value") == "0.501"
     assert page.text_content("#picker-current").startswith("digits #7")
-    page.locator("#attn-image").click(position={"x": 35, "y": 35})            # patch 0
+    page.locator("#attn-image").click(position={"x": 35, "y": 35})  # patch 0
     page.wait_for_selector("#attn-heads[data-query='0']")
     url = page.url
     assert "query=0" in url and "ref=digits%3A7" in url
@@ -424,7 +449,7 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
     width = SCREENS[screen]["width"]
     for name in PAGES:
         open_page(page, name)
-        if name == "attention":                         # patch 9 as the query, lit from the keyboard
+        if name == "attention":  # patch 9 as the query, lit from the keyboard
             page.focus("#attn-image")
             for key in ["Home", *["ArrowRight"] * 9, "Enter"]:
                 page.keyboard.press(key)
@@ -435,8 +460,11 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} scrolls sideways"
         assert page.title().startswith(name.capitalize())
         found = axe.Axe().run(page).response["violations"]
-        serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in found
-                   if v["impact"] in ("serious", "critical")]
+        serious = [
+            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+            for v in found
+            if v["impact"] in ("serious", "critical")
+        ]
         assert serious == [], f"{name} at {width} px"
         page.screenshot(path=shots / f"{name}-{screen}.png", full_page=True)
     assert page.errors == []

@@ -1,5 +1,6 @@
 """`vitlab explore`: options to config, loopback by default, the address printed (with a token off
 loopback), errors named in one line."""
+
 import pytest
 import torch
 import uvicorn
@@ -27,8 +28,21 @@ def test_serves_loopback_by_default_and_prints_the_address(runs_root, monkeypatc
 
 
 def test_options_become_the_config(runs_root, tmp_path):
-    config = explore_config(parse("--checkpoint", "a.safetensors", "b", "--runs", str(runs_root),
-                                  "--data-dir", str(tmp_path), "--upload-limit", "1000", "--max-side", "64"))
+    config = explore_config(
+        parse(
+            "--checkpoint",
+            "a.safetensors",
+            "b",
+            "--runs",
+            str(runs_root),
+            "--data-dir",
+            str(tmp_path),
+            "--upload-limit",
+            "1000",
+            "--max-side",
+            "64",
+        )
+    )
     assert config.checkpoints == ["a.safetensors", "b"] and config.runs == [str(runs_root)]
     assert (config.data_dir, config.upload_limit, config.max_side) == (str(tmp_path), 1000, 64)
     assert (config.host, config.token) == ("127.0.0.1", None)
@@ -70,19 +84,22 @@ def test_runs_default_to_the_runs_folder_when_it_exists(tmp_path, monkeypatch):
     assert [str(r) for r in explore_config(parse()).runs] == ["runs"]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--runs", "no/such/folder"], "no/such/folder"),
-    (["--data-dir", "no/such/data"], "no/such/data"),
-    (["--checkpoint", "no/such/run"], "no checkpoint at no/such/run"),
-    (["--upload-limit", "0"], "--upload-limit"),
-    (["--max-side", "0"], "--max-side"),
-    (["--max-pixels", "-5"], "--max-pixels"),
-    (["--port", "-1"], "--port"),
-    (["--port", "0"], "--port"),
-    (["--port", "70000"], "--port"),
-    (["--host", "bad host"], "'bad host'"),
-    (["--host", "127.0.0.1", "--allow-host", "a/b"], "'a/b'"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--runs", "no/such/folder"], "no/such/folder"),
+        (["--data-dir", "no/such/data"], "no/such/data"),
+        (["--checkpoint", "no/such/run"], "no checkpoint at no/such/run"),
+        (["--upload-limit", "0"], "--upload-limit"),
+        (["--max-side", "0"], "--max-side"),
+        (["--max-pixels", "-5"], "--max-pixels"),
+        (["--port", "-1"], "--port"),
+        (["--port", "0"], "--port"),
+        (["--port", "70000"], "--port"),
+        (["--host", "bad host"], "'bad host'"),
+        (["--host", "127.0.0.1", "--allow-host", "a/b"], "'a/b'"),
+    ],
+)
 def test_bad_options_are_named(argv, words, monkeypatch, capsys):
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("must not serve"))
     assert main(["explore", *argv]) == 2
@@ -94,8 +111,17 @@ def foreign_weights() -> bytes:
     return save({"x": torch.zeros(3)}, metadata={"format": "pt"})
 
 
-@pytest.mark.parametrize("content", [b"", b"\0" * 7, b"not a checkpoint at all", bytes(range(256)) * 64,
-                                     b"\x08\0\0\0\0\0\0\0{}      ", foreign_weights()])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\0" * 7,
+        b"not a checkpoint at all",
+        bytes(range(256)) * 64,
+        b"\x08\0\0\0\0\0\0\0{}      ",
+        foreign_weights(),
+    ],
+)
 def test_an_unreadable_checkpoint_is_one_line_not_a_traceback(content, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("must not serve"))

@@ -1,4 +1,5 @@
 """Every endpoint's numbers equal a direct call of the vitlab function behind it."""
+
 import json
 import math
 
@@ -82,8 +83,11 @@ def test_tokens_patch_out_of_range_names_the_range(client):
 def layer_logits(model, inputs):
     """Each attention layer's pre-softmax scores (B, H, N, N), recomputed from its input."""
     captured = []
-    hooks = [m.register_forward_pre_hook(lambda mod, args: captured.append((mod, args[0])))
-             for m in model.modules() if isinstance(m, MultiHeadSelfAttention)]
+    hooks = [
+        m.register_forward_pre_hook(lambda mod, args: captured.append((mod, args[0])))
+        for m in model.modules()
+        if isinstance(m, MultiHeadSelfAttention)
+    ]
     with torch.no_grad():
         model(inputs)
         for hook in hooks:
@@ -101,7 +105,7 @@ def test_attention_equals_recorded_weights(client, trained, digits_test, query):
     inputs = normalize(digits_test.images[7:8], trained.data.mean, trained.data.std)
     logits, weights = record_weights(trained.model, inputs)
     q = int(query) if query.isdigit() else query
-    expected = query_attention(weights, q, 0, (4, 4))[0]                     # (L, H, 4, 4)
+    expected = query_attention(weights, q, 0, (4, 4))[0]  # (L, H, 4, 4)
     heat = decode_array(answer["heat"])
     assert heat.shape == (4, 4, 4, 4)
     np.testing.assert_allclose(heat, expected.numpy(), atol=1e-6)
@@ -132,8 +136,11 @@ def test_maps_equal_the_explain_functions(client, trained, digits_test):
     inputs = normalize(digits_test.images[7:8], trained.data.mean, trained.data.std)
     logits, weights = record_weights(trained.model, inputs)
     target = logits.argmax(-1)
-    expected = {"rollout": rollout_map(weights, 5, 0, (4, 4)), "gradient": gradient_map(trained.model, inputs, target),
-                "occlusion": occlusion_map(trained.model, inputs, target)}
+    expected = {
+        "rollout": rollout_map(weights, 5, 0, (4, 4)),
+        "gradient": gradient_map(trained.model, inputs, target),
+        "occlusion": occlusion_map(trained.model, inputs, target),
+    }
     assert set(answer["maps"]) == set(expected)
     for method, values in expected.items():
         got = decode_array(answer["maps"][method]["values"])
@@ -163,7 +170,7 @@ def test_mixing_is_row_stochastic_from_local_to_global(client):
     np.testing.assert_allclose(mixing.sum(1), 1.0, atol=1e-6)
     np.testing.assert_allclose(decode_array(answer["mixed"]), mixing @ values, atol=1e-5)
     i = np.arange(20)
-    kernel = np.exp(-((i[:, None] - i[None]) ** 2) / (2 * 1.5 ** 2))
+    kernel = np.exp(-((i[:, None] - i[None]) ** 2) / (2 * 1.5**2))
     np.testing.assert_allclose(mixing, kernel / kernel.sum(1, keepdims=True), atol=1e-6)
     local = get(client, "/api/mechanics/mixing", bandwidth=0.1, tokens=20)
     wide = get(client, "/api/mechanics/mixing", bandwidth=500, tokens=20)
@@ -226,8 +233,10 @@ def test_train_run_detail(client, runs_root):
     assert [r["val_loss"] for r in rows] == sorted(e["val_loss"] for e in epochs)
     accuracy = answer["curves"][0]
     assert [s["y"] for s in accuracy["series"]] == [[e["train_acc"] for e in epochs], [e["val_acc"] for e in epochs]]
-    assert answer["facts"]["summary"]["best_val_acc"] == json.loads((runs_root / "digits-vit" / "summary.json")
-                                                                     .read_text())["best_val_acc"]
+    assert (
+        answer["facts"]["summary"]["best_val_acc"]
+        == json.loads((runs_root / "digits-vit" / "summary.json").read_text())["best_val_acc"]
+    )
 
 
 def test_compare_study_detail_and_figures(client, runs_root):
@@ -246,8 +255,16 @@ def test_compare_study_detail_and_figures(client, runs_root):
 
 
 def test_rank_table_puts_missing_values_last_and_ranks_text_alphabetically():
-    table = Table(["name", "score"], [{"name": "b", "score": 2.0}, {"name": "a", "score": None},
-                                      {"name": "c", "score": 5.0}, {"name": "d", "score": 2.0}], "name")
+    table = Table(
+        ["name", "score"],
+        [
+            {"name": "b", "score": 2.0},
+            {"name": "a", "score": None},
+            {"name": "c", "score": 5.0},
+            {"name": "d", "score": 2.0},
+        ],
+        "name",
+    )
     ranked = rank_table(table, "score")
     assert [r["values"]["name"] for r in ranked["rows"]] == ["c", "b", "d", "a"]
     assert [r["bar"] for r in ranked["rows"]] == [1.0, 0.0, 0.0, None]

@@ -1,6 +1,7 @@
 """What the explorer refuses (SECURITY.md): hostile uploads (formats, bytes, pixels, too many at once),
 paths leaving the runs root, broken run folders hiding others, foreign hosts and origins, requests
 without the token off loopback, and CDNs."""
+
 import io
 import json
 import os
@@ -22,7 +23,7 @@ from vitlab.explore import ExploreConfig, create_app, decode_array, serve_in_bac
 from vitlab.explore import images as explore_images
 from vitlab.explore.app import MULTIPART_SLACK
 
-SECRET = "SECRET-7f3a"                # in every file outside the runs root; must never be served
+SECRET = "SECRET-7f3a"  # in every file outside the runs root; must never be served
 
 
 def encoded(image: Image.Image, fmt: str) -> bytes:
@@ -63,27 +64,33 @@ def test_jpeg_and_greyscale_uploads_are_accepted_and_large_ones_shrunk(client):
     grey = Image.fromarray(np.full((600, 300), 128, dtype=np.uint8))
     answer = upload(client, encoded(grey, "JPEG"), "scan.jpg", "image/jpeg").json()
     assert (answer["channels"], answer["height"], answer["width"]) == (1, 224, 112)
-    photo = Image.fromarray(np.full((1800, 2400, 3), 200, dtype=np.uint8))           # decoded at 1/8 scale
+    photo = Image.fromarray(np.full((1800, 2400, 3), 200, dtype=np.uint8))  # decoded at 1/8 scale
     answer = upload(client, encoded(photo, "JPEG"), "photo.jpg", "image/jpeg").json()
     assert (answer["channels"], answer["height"], answer["width"]) == (3, 168, 224)
     np.testing.assert_allclose(decode_array(answer["image"]), 200 / 255, atol=2 / 255)
 
 
-@pytest.mark.parametrize("data, words", [
-    (encoded(Image.new("RGB", (8, 8)), "GIF"), "PNG or JPEG"),
-    (encoded(Image.new("RGB", (8, 8)), "BMP"), "PNG or JPEG"),
-    (b"<svg xmlns='http://www.w3.org/2000/svg'/>", "PNG or JPEG"),
-    (encoded(Image.new("RGB", (8, 8)), "PNG")[:40], "PNG or JPEG"),
-    (b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (encoded(Image.new("RGB", (8, 8)), "GIF"), "PNG or JPEG"),
+        (encoded(Image.new("RGB", (8, 8)), "BMP"), "PNG or JPEG"),
+        (b"<svg xmlns='http://www.w3.org/2000/svg'/>", "PNG or JPEG"),
+        (encoded(Image.new("RGB", (8, 8)), "PNG")[:40], "PNG or JPEG"),
+        (b"", "empty"),
+    ],
+)
 def test_other_files_are_refused_with_a_clear_message(client, data, words):
     response = upload(client, data)
     assert response.status_code == 415 and words in response.json()["error"]
 
 
 def test_size_and_pixel_limits_follow_the_config(runs_root):
-    small = TestClient(create_app(ExploreConfig(upload_limit=2000, max_pixels=110)), base_url="http://127.0.0.1",
-                       headers={"origin": "http://127.0.0.1"})
+    small = TestClient(
+        create_app(ExploreConfig(upload_limit=2000, max_pixels=110)),
+        base_url="http://127.0.0.1",
+        headers={"origin": "http://127.0.0.1"},
+    )
     noise = np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     response = upload(small, encoded(Image.fromarray(noise), "PNG"))
     assert response.status_code == 413 and "2,000" in response.json()["error"]
@@ -114,7 +121,7 @@ def test_random_and_mutated_files_get_a_clean_refusal(client):
             mutated = bytearray(rng.choice(seeds))
             for _ in range(rng.randint(1, 12)):
                 mutated[rng.randrange(len(mutated))] = rng.randrange(256)
-            data = bytes(mutated[:rng.randint(len(mutated) // 2, len(mutated))])
+            data = bytes(mutated[: rng.randint(len(mutated) // 2, len(mutated))])
         response = upload(client, data)
         assert response.status_code == 200 or 400 <= response.status_code < 500, (trial, response.text)
         if response.status_code != 200:
@@ -131,7 +138,7 @@ def test_uploads_decode_at_most_a_few_at_a_time(client, monkeypatch):
             state["now"] += 1
             state["peak"] = max(state["peak"], state["now"])
         try:
-            threading.Event().wait(0.1)                        # long enough for the others to arrive
+            threading.Event().wait(0.1)  # long enough for the others to arrive
             return decode(*args)
         finally:
             with lock:
@@ -140,8 +147,7 @@ def test_uploads_decode_at_most_a_few_at_a_time(client, monkeypatch):
     monkeypatch.setattr(explore_images, "decode_upload", slow_decode)
     picture = encoded(Image.new("RGB", (8, 8)), "PNG")
     statuses = []
-    threads = [threading.Thread(target=lambda: statuses.append(upload(client, picture).status_code))
-               for _ in range(8)]
+    threads = [threading.Thread(target=lambda: statuses.append(upload(client, picture).status_code)) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -161,8 +167,10 @@ def test_an_upload_waiting_too_long_for_a_decode_slot_is_refused_503(client, mon
     monkeypatch.setattr(explore_images, "DECODE_WAIT", 0.05)
     picture = encoded(Image.new("RGB", (8, 8)), "PNG")
     statuses = []
-    holders = [threading.Thread(target=lambda: statuses.append(upload(client, picture).status_code))
-               for _ in range(explore_images.DECODE_SLOTS)]
+    holders = [
+        threading.Thread(target=lambda: statuses.append(upload(client, picture).status_code))
+        for _ in range(explore_images.DECODE_SLOTS)
+    ]
     for t in holders:
         t.start()
     for _ in holders:
@@ -214,7 +222,7 @@ def send_request(url: str, head: list[str], chunks, limit_sent: int) -> tuple[by
                     break
                 try:
                     if sock.recv(1, socket.MSG_PEEK):
-                        break                                   # the server has answered
+                        break  # the server has answered
                 except BlockingIOError:
                     pass
                 sock.settimeout(30)
@@ -243,16 +251,23 @@ def capped_server():
 
 def upload_head(url: str, length_header: str) -> list[str]:
     netloc = url.removeprefix("http://")
-    return ["POST /api/uploads HTTP/1.1", f"Host: {netloc}", f"Origin: {url}", length_header,
-            "Content-Type: multipart/form-data; boundary=b0undary"]
+    return [
+        "POST /api/uploads HTTP/1.1",
+        f"Host: {netloc}",
+        f"Origin: {url}",
+        length_header,
+        "Content-Type: multipart/form-data; boundary=b0undary",
+    ]
 
 
 def test_a_chunked_upload_is_cut_off_at_the_cap_while_it_is_read(capped_server):
     url, counting = capped_server
     counting.read = 0
     cap, piece = 100_000 + MULTIPART_SLACK, 64 * 1024
-    preamble = (b'--b0undary\r\nContent-Disposition: form-data; name="file"; filename="big.png"\r\n'
-                b"Content-Type: image/png\r\n\r\n")
+    preamble = (
+        b'--b0undary\r\nContent-Disposition: form-data; name="file"; filename="big.png"\r\n'
+        b"Content-Type: image/png\r\n\r\n"
+    )
 
     def chunks():
         yield b"%x\r\n%s\r\n" % (len(preamble), preamble)
@@ -283,18 +298,21 @@ def test_a_body_over_the_cap_is_refused_on_any_endpoint(client):
 # -- paths: nothing outside the runs root, through links or otherwise ------------------------------
 
 
-@pytest.mark.parametrize("path", [
-    "/api/runs/..%2F..%2Fetc/figures/passwd",
-    "/api/runs/study/figures/..%2Fdigits-vit%2Fsummary.json",
-    "/api/runs/study/figures/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
-    "/api/runs/study/figures/report.md",
-    "/api/runs/study/figures/results.json",
-    "/api/runs/..",
-    "/api/runs/%2E%2E",
-    "/static/..%2F..%2Fapp.py",
-    "/static/%2E%2E/app.py",
-    "/static/../explore/app.py",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/runs/..%2F..%2Fetc/figures/passwd",
+        "/api/runs/study/figures/..%2Fdigits-vit%2Fsummary.json",
+        "/api/runs/study/figures/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
+        "/api/runs/study/figures/report.md",
+        "/api/runs/study/figures/results.json",
+        "/api/runs/..",
+        "/api/runs/%2E%2E",
+        "/static/..%2F..%2Fapp.py",
+        "/static/%2E%2E/app.py",
+        "/static/../explore/app.py",
+    ],
+)
 def test_path_traversal_is_refused(client, path):
     response = client.get(path)
     assert response.status_code in (400, 404), (path, response.status_code)
@@ -310,19 +328,27 @@ def lines(*records) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)
 
 
-EPOCHS = lines({"epoch": 1, "train_acc": 0.5, "val_acc": 0.6, "val_loss": 1.0, "seconds": 2.0},
-               {"epoch": 2, "train_acc": 0.7, "val_acc": 0.8, "val_loss": 0.5, "seconds": 2.0})
-STUDY = json.dumps({"config": {"vit": "vit-tiny", "cnn": "resnet", "dataset": "digits", "epochs": 1},
-                    "runs": [{"label": "vit", "axes": {"patch": 2}, "best_val_acc": 0.9, "params": 10,
-                              "curves": {"val_acc": [0.5, 0.9]}}], "conclusions": ["vit wins"]})
+EPOCHS = lines(
+    {"epoch": 1, "train_acc": 0.5, "val_acc": 0.6, "val_loss": 1.0, "seconds": 2.0},
+    {"epoch": 2, "train_acc": 0.7, "val_acc": 0.8, "val_loss": 0.5, "seconds": 2.0},
+)
+STUDY = json.dumps(
+    {
+        "config": {"vit": "vit-tiny", "cnn": "resnet", "dataset": "digits", "epochs": 1},
+        "runs": [
+            {"label": "vit", "axes": {"patch": 2}, "best_val_acc": 0.9, "params": 10, "curves": {"val_acc": [0.5, 0.9]}}
+        ],
+        "conclusions": ["vit wins"],
+    }
+)
 PNG = encoded(Image.new("RGB", (4, 4)), "PNG")
 
 # name -> (status of /api/runs/{name}, words its reason holds); 200: it is served as usual
 RUNS = {
     "good-train": (200, ""),
     "good-study": (200, ""),
-    "link-inside": (200, ""),                                  # a folder link that stays in the root
-    "odd-numbers": (200, ""),                                  # NaN, infinities, 400-digit numbers, 1e308
+    "link-inside": (200, ""),  # a folder link that stays in the root
+    "odd-numbers": (200, ""),  # NaN, infinities, 400-digit numbers, 1e308
     "list-results": (422, "results.json"),
     "text-results": (409, "results.json"),
     "binary-results": (422, "UTF-8"),
@@ -350,8 +376,10 @@ def zoo(tmp_path_factory) -> Path:
     """A runs root of good, broken and linked run folders (see RUNS), and files outside it."""
     base = tmp_path_factory.mktemp("zoo")
     root, outside = base / "runs", base / "outside"
-    write(outside / "secret.json", json.dumps({"model": SECRET, "best_val_acc": 0.99, "runs": [],
-                                               "config": {"vit": SECRET}}))
+    write(
+        outside / "secret.json",
+        json.dumps({"model": SECRET, "best_val_acc": 0.99, "runs": [], "config": {"vit": SECRET}}),
+    )
     write(outside / "metrics.jsonl", lines({"epoch": 1, "val_acc": 0.99, "note": SECRET}))
     write(outside / "secret.png", PNG + SECRET.encode())
     write(outside / "report.md", SECRET)
@@ -366,10 +394,12 @@ def zoo(tmp_path_factory) -> Path:
     (root / "good-train" / "report.md").symlink_to(outside / "report.md")
     (root / "link-inside").symlink_to(root / "good-train", target_is_directory=True)
     (root / "link-folder").symlink_to(outside / "run", target_is_directory=True)
-    write(root / "odd-numbers" / "metrics.jsonl",
-          '{"epoch": 1, "val_acc": NaN, "val_loss": Infinity, "seconds": 1e999}\n'
-          f'{{"epoch": 2, "val_acc": 1e308, "val_loss": -Infinity, "seconds": {"9" * 400}}}\n'
-          '{"epoch": 3, "val_acc": -1e308, "val_loss": 0.5, "seconds": 1}\n')
+    write(
+        root / "odd-numbers" / "metrics.jsonl",
+        '{"epoch": 1, "val_acc": NaN, "val_loss": Infinity, "seconds": 1e999}\n'
+        f'{{"epoch": 2, "val_acc": 1e308, "val_loss": -Infinity, "seconds": {"9" * 400}}}\n'
+        '{"epoch": 3, "val_acc": -1e308, "val_loss": 0.5, "seconds": 1}\n',
+    )
     write(root / "list-results" / "results.json", "[1, 2, 3]")
     write(root / "text-results" / "results.json", '{"runs": [')
     write(root / "binary-results" / "results.json", b"\xff\xfe{\x00")
@@ -387,10 +417,12 @@ def zoo(tmp_path_factory) -> Path:
     write(root / "fifo-metrics" / "summary.json", "{}")
     os.mkfifo(root / "fifo-metrics" / "metrics.jsonl")
     write(root / "link-config" / "summary.json", "{}")
-    for name, file, target in [("link-config", "config.json", "secret.json"),
-                               ("link-results", "results.json", "secret.json"),
-                               ("link-summary", "summary.json", "secret.json"),
-                               ("link-metrics", "metrics.jsonl", "metrics.jsonl")]:
+    for name, file, target in [
+        ("link-config", "config.json", "secret.json"),
+        ("link-results", "results.json", "secret.json"),
+        ("link-summary", "summary.json", "secret.json"),
+        ("link-metrics", "metrics.jsonl", "metrics.jsonl"),
+    ]:
         (root / name).mkdir(exist_ok=True)
         (root / name / file).symlink_to(outside / target)
     (root / "relay.json").symlink_to(outside / "secret.json")
@@ -410,7 +442,7 @@ def test_every_run_folder_is_listed_on_its_own_broken_ones_with_their_reason(zoo
         assert response.status_code == 200, (sort, response.text)
         assert SECRET not in response.text
         listing = {r["name"]: r for r in response.json()["runs"]}
-        assert set(listing) == set(RUNS), sort                 # link-folder leaves the root: not listed
+        assert set(listing) == set(RUNS), sort  # link-folder leaves the root: not listed
         for name, (status, words) in RUNS.items():
             reason = listing[name]["broken"]
             assert (reason is None) == (status == 200), (name, reason)
@@ -430,7 +462,7 @@ def test_a_broken_run_answers_its_reason_never_500(zoo_client, name):
         if status != 200:
             assert response.status_code == status and words in response.json()["error"], response.text
             break
-        assert response.status_code in (200, 400), response.text            # 400: no such column to rank by
+        assert response.status_code in (200, 400), response.text  # 400: no such column to rank by
         assert SECRET not in response.text
         if response.status_code == 200:
             assert all(bar is None or 0 <= bar <= 1 for bar in (r["bar"] for r in response.json()["table"]["rows"]))
@@ -464,14 +496,17 @@ def test_links_out_of_the_session_runs_are_not_served(client, runs_root, tmp_pat
         (runs_root / "elsewhere").unlink()
 
 
-@pytest.mark.parametrize("params, status", [
-    ({"model": 1, "ref": "digits:0"}, 404),
-    ({"model": -1, "ref": "digits:0"}, 404),
-    ({"model": 0, "ref": "upload:../../etc/passwd"}, 404),
-    ({"model": 0, "ref": "../etc:1"}, 404),
-    ({"model": 0, "ref": "/etc/passwd"}, 400),
-    ({"model": 0, "ref": "digits:99999"}, 404),
-])
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"model": 1, "ref": "digits:0"}, 404),
+        ({"model": -1, "ref": "digits:0"}, 404),
+        ({"model": 0, "ref": "upload:../../etc/passwd"}, 404),
+        ({"model": 0, "ref": "../etc:1"}, 404),
+        ({"model": 0, "ref": "/etc/passwd"}, 400),
+        ({"model": 0, "ref": "digits:99999"}, 404),
+    ],
+)
 def test_models_and_images_are_reached_by_name_only(client, params, status):
     response = client.get("/api/attention", params=params)
     assert response.status_code == status and response.json()["error"]
@@ -492,33 +527,36 @@ def served(host: str) -> tuple[TestClient, str | None]:
     return TestClient(app, base_url="http://testserver", follow_redirects=False), config.token
 
 
-@pytest.mark.parametrize("bound, host, status", [
-    ("127.0.0.1", "127.0.0.1", 200),
-    ("127.0.0.1", "localhost", 200),
-    ("127.0.0.1", "[::1]", 200),
-    ("127.0.0.1", "localhost:80", 200),
-    ("127.0.0.1", "LOCALHOST", 200),
-    ("127.0.0.1", "localhost:8000", 400),                    # not the port it listens on
-    ("127.0.0.1", "attacker.example", 400),
-    ("127.0.0.1", "localhost.attacker.example", 400),
-    ("127.0.0.1", "127.0.0.2", 400),
-    ("127.0.0.1", "127.0.0.1:x", 400),
-    ("127.0.0.1", "::1", 400),
-    ("127.0.0.2", "127.0.0.2", 200),
-    ("127.0.0.2", "localhost", 200),
-    ("127.0.0.2", "attacker.example", 400),                  # the check once switched off here
-    ("::1", "[::1]", 200),
-    ("::1", "explorer.lan", 200),                            # a name added with allowed_hosts
-    ("::1", "attacker.example", 400),
-    ("192.0.2.10", "192.0.2.10", 200),
-    ("192.0.2.10", "localhost", 400),
-    ("192.0.2.10", "attacker.example", 400),
-    ("0.0.0.0", "192.0.2.10", 200),
-    ("0.0.0.0", "[2001:db8::1]", 200),
-    ("0.0.0.0", "localhost", 200),
-    ("0.0.0.0", socket.gethostname(), 200),
-    ("0.0.0.0", "attacker.example", 400),
-])
+@pytest.mark.parametrize(
+    "bound, host, status",
+    [
+        ("127.0.0.1", "127.0.0.1", 200),
+        ("127.0.0.1", "localhost", 200),
+        ("127.0.0.1", "[::1]", 200),
+        ("127.0.0.1", "localhost:80", 200),
+        ("127.0.0.1", "LOCALHOST", 200),
+        ("127.0.0.1", "localhost:8000", 400),  # not the port it listens on
+        ("127.0.0.1", "attacker.example", 400),
+        ("127.0.0.1", "localhost.attacker.example", 400),
+        ("127.0.0.1", "127.0.0.2", 400),
+        ("127.0.0.1", "127.0.0.1:x", 400),
+        ("127.0.0.1", "::1", 400),
+        ("127.0.0.2", "127.0.0.2", 200),
+        ("127.0.0.2", "localhost", 200),
+        ("127.0.0.2", "attacker.example", 400),  # the check once switched off here
+        ("::1", "[::1]", 200),
+        ("::1", "explorer.lan", 200),  # a name added with allowed_hosts
+        ("::1", "attacker.example", 400),
+        ("192.0.2.10", "192.0.2.10", 200),
+        ("192.0.2.10", "localhost", 400),
+        ("192.0.2.10", "attacker.example", 400),
+        ("0.0.0.0", "192.0.2.10", 200),
+        ("0.0.0.0", "[2001:db8::1]", 200),
+        ("0.0.0.0", "localhost", 200),
+        ("0.0.0.0", socket.gethostname(), 200),
+        ("0.0.0.0", "attacker.example", 400),
+    ],
+)
 def test_the_host_header_must_name_the_address_served(bound, host, status):
     client, token = served(bound)
     response = client.get("/api/info", headers={"host": host, **({"x-vitlab-token": token} if token else {})})
@@ -534,21 +572,24 @@ def test_a_token_is_generated_off_loopback_only():
     assert ExploreConfig(host="localhost").token is None
 
 
-@pytest.mark.parametrize("method, path, headers, status", [
-    ("GET", "/api/info", {}, 401),
-    ("GET", "/", {}, 401),
-    ("GET", "/static/style.css", {}, 401),
-    ("GET", "/api/info", {"x-vitlab-token": "TOKEN"}, 200),
-    ("GET", "/api/info", {"x-vitlab-token": "TOKEN-but-longer"}, 401),
-    ("GET", "/api/info", {"x-vitlab-token": ""}, 401),
-    ("GET", "/api/info", {"cookie": "vitlab_token_80=TOKEN"}, 200),
-    ("GET", "/api/info", {"cookie": "vitlab_token_8000=TOKEN"}, 401),  # another explorer's cookie
-    ("GET", "/api/info", {"cookie": "vitlab_token_80=wrong"}, 401),
-    ("GET", "/api/info?token=wrong", {}, 401),
-    ("GET", "/?token=TOKEN", {}, 303),
-    ("POST", "/api/uploads?token=TOKEN", {"origin": "http://192.0.2.10"}, 401),  # the query opens pages only
-    ("POST", "/api/uploads", {"x-vitlab-token": "TOKEN", "origin": "http://attacker.example"}, 403),
-])
+@pytest.mark.parametrize(
+    "method, path, headers, status",
+    [
+        ("GET", "/api/info", {}, 401),
+        ("GET", "/", {}, 401),
+        ("GET", "/static/style.css", {}, 401),
+        ("GET", "/api/info", {"x-vitlab-token": "TOKEN"}, 200),
+        ("GET", "/api/info", {"x-vitlab-token": "TOKEN-but-longer"}, 401),
+        ("GET", "/api/info", {"x-vitlab-token": ""}, 401),
+        ("GET", "/api/info", {"cookie": "vitlab_token_80=TOKEN"}, 200),
+        ("GET", "/api/info", {"cookie": "vitlab_token_8000=TOKEN"}, 401),  # another explorer's cookie
+        ("GET", "/api/info", {"cookie": "vitlab_token_80=wrong"}, 401),
+        ("GET", "/api/info?token=wrong", {}, 401),
+        ("GET", "/?token=TOKEN", {}, 303),
+        ("POST", "/api/uploads?token=TOKEN", {"origin": "http://192.0.2.10"}, 401),  # the query opens pages only
+        ("POST", "/api/uploads", {"x-vitlab-token": "TOKEN", "origin": "http://attacker.example"}, 403),
+    ],
+)
 def test_off_loopback_every_request_needs_the_token(method, path, headers, status):
     client, token = served("0.0.0.0")
     headers = {"host": "192.0.2.10", **{k: v.replace("TOKEN", token) for k, v in headers.items()}}
@@ -567,22 +608,25 @@ def test_the_token_in_the_address_becomes_a_cookie_that_opens_the_page():
     assert client.get("/", headers={"host": "192.0.2.10"}).status_code == 200
 
 
-@pytest.mark.parametrize("headers, status", [
-    ({"origin": "http://127.0.0.1"}, 200),
-    ({"origin": "http://127.0.0.1:80"}, 200),
-    ({"sec-fetch-site": "same-origin"}, 200),
-    ({"sec-fetch-site": "none"}, 200),
-    ({"origin": "http://127.0.0.1", "sec-fetch-site": "same-origin"}, 200),
-    ({}, 403),
-    ({"origin": "http://attacker.example"}, 403),
-    ({"origin": "null"}, 403),
-    ({"origin": "http://localhost"}, 403),                   # the same machine, another origin
-    ({"origin": "http://127.0.0.1:8000"}, 403),
-    ({"origin": "https://127.0.0.1"}, 403),
-    ({"sec-fetch-site": "cross-site"}, 403),
-    ({"sec-fetch-site": "same-site"}, 403),
-    ({"origin": "http://127.0.0.1", "sec-fetch-site": "cross-site"}, 403),
-])
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"origin": "http://127.0.0.1"}, 200),
+        ({"origin": "http://127.0.0.1:80"}, 200),
+        ({"sec-fetch-site": "same-origin"}, 200),
+        ({"sec-fetch-site": "none"}, 200),
+        ({"origin": "http://127.0.0.1", "sec-fetch-site": "same-origin"}, 200),
+        ({}, 403),
+        ({"origin": "http://attacker.example"}, 403),
+        ({"origin": "null"}, 403),
+        ({"origin": "http://localhost"}, 403),  # the same machine, another origin
+        ({"origin": "http://127.0.0.1:8000"}, 403),
+        ({"origin": "https://127.0.0.1"}, 403),
+        ({"sec-fetch-site": "cross-site"}, 403),
+        ({"sec-fetch-site": "same-site"}, 403),
+        ({"origin": "http://127.0.0.1", "sec-fetch-site": "cross-site"}, 403),
+    ],
+)
 def test_state_changing_requests_need_the_explorers_own_origin(headers, status):
     client, _ = served("127.0.0.1")
     response = upload(client, encoded(Image.new("RGB", (8, 8)), "PNG"), headers={"host": "127.0.0.1", **headers})

@@ -2,6 +2,7 @@
 full pool by its rows, the overview of a study that says whose numbers it shows, cost lines that
 coincide, the image as the model reads it (inverted, padded) and its out-of-domain note, and the
 checkpoints `vitlab explore` finds by itself."""
+
 import io
 import json
 from pathlib import Path
@@ -21,9 +22,18 @@ from vitlab.models.cost import ATTENTION_COSTS, Workload, flops
 
 def record(label, kind, rows, train_rows, acc):
     """One run of a `vitlab compare` results.json (the fields the explorer reads)."""
-    return {"label": label, "kind": kind, "model": f"{kind}-digits", "axes": {"seed": 0, "rows": rows, "patch": 2},
-            "train_rows": train_rows, "params": 1000, "best_val_acc": acc, "test_acc": acc, "seconds": 1.0,
-            "curves": {"val_acc": [acc / 2, acc], "val_loss": [2.0, 1.0]}}
+    return {
+        "label": label,
+        "kind": kind,
+        "model": f"{kind}-digits",
+        "axes": {"seed": 0, "rows": rows, "patch": 2},
+        "train_rows": train_rows,
+        "params": 1000,
+        "best_val_acc": acc,
+        "test_acc": acc,
+        "seconds": 1.0,
+        "curves": {"val_acc": [acc / 2, acc], "val_loss": [2.0, 1.0]},
+    }
 
 
 @pytest.fixture()
@@ -31,10 +41,17 @@ def study(tmp_path):
     """A study of a ViT and a CNN on 48 rows and on the full pool (rows None: 1258 rows); the CNN wins."""
     folder = tmp_path / "study"
     folder.mkdir()
-    results = {"config": {"dataset": "digits", "vit": "vit-digits", "cnn": "cnn-digits", "epochs": 2},
-               "runs": [record("ViT patch 2", "vit", 48, 48, 0.3), record("CNN 8-16", "cnn", 48, 48, 0.4),
-                        record("ViT patch 2", "vit", None, 1258, 0.6), record("CNN 8-16", "cnn", None, 1258, 0.9)],
-               "conclusions": [], "seconds": 3.0}
+    results = {
+        "config": {"dataset": "digits", "vit": "vit-digits", "cnn": "cnn-digits", "epochs": 2},
+        "runs": [
+            record("ViT patch 2", "vit", 48, 48, 0.3),
+            record("CNN 8-16", "cnn", 48, 48, 0.4),
+            record("ViT patch 2", "vit", None, 1258, 0.6),
+            record("CNN 8-16", "cnn", None, 1258, 0.9),
+        ],
+        "conclusions": [],
+        "seconds": 3.0,
+    }
     (folder / "results.json").write_text(json.dumps(results))
     return find_runs([tmp_path])["study"]
 
@@ -66,17 +83,17 @@ def test_cost_view_names_the_kinds_whose_lines_coincide():
     groups = answer["coincide"]["flops"]
     assert groups and answer["coincide_tolerance"] == COINCIDE
     grouped = [kind for group in groups for kind in group]
-    assert len(grouped) == len(set(grouped)) and "full" not in grouped      # full attention's N^2 stands apart
+    assert len(grouped) == len(set(grouped)) and "full" not in grouped  # full attention's N^2 stands apart
     for group in groups:
         first = values[group[0]]
         for kind in group[1:]:
             assert all(abs(a - b) <= COINCIDE * max(a, b) for a, b in zip(values[kind], first))
-    assert answer["coincide"]["entries"] == []                               # linear's constant stands apart
+    assert answer["coincide"]["entries"] == []  # linear's constant stands apart
 
 
 def test_pad_to_aspect_centres_the_image_on_its_border_colour():
     image = torch.full((1, 1, 6, 2), 0.2)
-    image[..., 2:4, :] = 1.0                                                 # the border rows stay 0.2
+    image[..., 2:4, :] = 1.0  # the border rows stay 0.2
     padded = pad_to_aspect(image, (8, 8))
     assert padded.shape == (1, 1, 6, 6)
     assert torch.equal(padded[..., :, 2:4], image)
@@ -103,8 +120,11 @@ def upload(client, image: Image.Image) -> str:
     """Upload ``image`` as the page does (a same-origin POST); its reference."""
     buffer = io.BytesIO()
     image.save(buffer, "PNG")
-    response = client.post("/api/uploads", files={"file": ("image.png", buffer.getvalue(), "image/png")},
-                           headers={"origin": "http://127.0.0.1"})
+    response = client.post(
+        "/api/uploads",
+        files={"file": ("image.png", buffer.getvalue(), "image/png")},
+        headers={"origin": "http://127.0.0.1"},
+    )
     assert response.status_code == 200, response.text
     return response.json()["ref"]
 
@@ -158,7 +178,7 @@ def test_explore_without_checkpoints_loads_the_trained_runs_it_finds(runs_root, 
     from vitlab.cli.explore import explore_config, found_checkpoints
     from vitlab.cli.main import build_parser
 
-    assert found_checkpoints([runs_root]) == [runs_root / "digits-vit"]       # the study holds no checkpoint
+    assert found_checkpoints([runs_root]) == [runs_root / "digits-vit"]  # the study holds no checkpoint
     (tmp_path / "runs").symlink_to(runs_root, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     assert explore_config(build_parser().parse_args(["explore"])).checkpoints == [Path("runs/digits-vit")]

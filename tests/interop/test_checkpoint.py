@@ -1,4 +1,5 @@
 """Checkpoint files and state-dict errors."""
+
 import argparse
 
 import pytest
@@ -26,14 +27,20 @@ def test_missing_and_unexpected_keys_are_named():
     state = create_model("vit-seed").state_dict()
     del state["blocks.0.attn.qkv.weight"]
     state["blocks.0.attn.extra"] = torch.zeros(1)
-    with pytest.raises(ValueError, match=r"1 missing keys \(blocks\.0\.attn\.qkv\.weight\); "
-                                         r"1 unexpected keys \(blocks\.0\.attn\.extra\).*vitlab state dict"):
+    with pytest.raises(
+        ValueError,
+        match=r"1 missing keys \(blocks\.0\.attn\.qkv\.weight\); "
+        r"1 unexpected keys \(blocks\.0\.attn\.extra\).*vitlab state dict",
+    ):
         load_state_dict(create_model("vit-seed"), state)
 
 
 def test_shape_mismatch_is_named():
-    with pytest.raises(ValueError, match=r"shape mismatches.*patch_embed\.proj\.weight \(64, 1, 7, 7\) vs "
-                                         r"\(64, 1, 2, 2\).*differently configured"):
+    with pytest.raises(
+        ValueError,
+        match=r"shape mismatches.*patch_embed\.proj\.weight \(64, 1, 7, 7\) vs "
+        r"\(64, 1, 2, 2\).*differently configured",
+    ):
         load_state_dict(create_model("vit-digits"), create_model("vit-seed").state_dict())
 
 
@@ -53,8 +60,9 @@ def test_torch_files_are_read_with_weights_only(tmp_path):
         read_state_dict(tmp_path / "pickled.pth")
 
 
-@pytest.mark.parametrize("width, readings", [(48, "1, 2, 3, 4, 6, 8, 12, 16, 24 or 48 heads"),
-                                             (64, "1, 2, 4, 8, 16, 32 or 64 heads")])
+@pytest.mark.parametrize(
+    "width, readings", [(48, "1, 2, 3, 4, 6, 8, 12, 16, 24 or 48 heads"), (64, "1, 2, 4, 8, 16, 32 or 64 heads")]
+)
 def test_heads_must_be_given(width, readings):
     state = create_model("vit-seed", embed_dim=width, num_heads=4).state_dict()
     with pytest.raises(ValueError, match=f"{readings}: pass num_heads"):

@@ -1,4 +1,5 @@
 """``vitlab convert`` on files written from random-init timm and Hugging Face models."""
+
 import shutil
 
 import pytest
@@ -23,15 +24,16 @@ def test_timm_file_to_vitlab_and_back(tmp_path, perturb, capsys):
     assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors"), "--num-heads", "4"]) == 0
     out = capsys.readouterr().out
     assert "timm weights" in out and "num_heads 4" in out and "reg_tokens 1" in out
-    assert "guessed num_heads" not in out and "guessed mean/std = ImageNet's" in out     # timm files hold no data
+    assert "guessed num_heads" not in out and "guessed mean/std = ImageNet's" in out  # timm files hold no data
     images = torch.randn(2, 3, 32, 32)
     expected = source(images)
     loaded = load_checkpoint(tmp_path / "vitlab.safetensors")
     assert (loaded.model(images) - expected).abs().max() <= 1e-5
     assert loaded.metadata["provenance"]["source_format"] == "timm"
 
-    assert main(["convert", str(tmp_path / "vitlab.safetensors"), str(tmp_path / "back.safetensors"),
-                 "--to", "timm"]) == 0
+    assert (
+        main(["convert", str(tmp_path / "vitlab.safetensors"), str(tmp_path / "back.safetensors"), "--to", "timm"]) == 0
+    )
     assert "vitlab weights" in capsys.readouterr().out
     back = TimmViT(**timm_kwargs(loaded.model.config)).eval()
     back.load_state_dict(load_file(tmp_path / "back.safetensors"), strict=True)
@@ -43,17 +45,25 @@ def test_unrecorded_heads_are_refused_unless_given(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "--set num_heads=N" in err and not (tmp_path / "vitlab.safetensors").exists()
-    assert main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors"), "--set",
-                 "num_heads=4"]) == 0
+    assert (
+        main(["convert", str(tmp_path / "timm.pth"), str(tmp_path / "vitlab.safetensors"), "--set", "num_heads=4"]) == 0
+    )
     assert "guessed num_heads" not in capsys.readouterr().out
 
 
 @torch.no_grad()
 def test_hugging_face_directory(tmp_path, perturb, capsys):
-    config = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                    num_attention_heads=4, intermediate_size=128, num_labels=5)
+    config = transformers.ViTConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=5,
+    )
     source = perturb(transformers.ViTForImageClassification(config).eval())
-    source.save_pretrained(tmp_path / "hf")                     # model.safetensors + config.json
+    source.save_pretrained(tmp_path / "hf")  # model.safetensors + config.json
     images = torch.randn(2, 3, 32, 32)
     expected = source(pixel_values=images).logits
 
@@ -63,14 +73,24 @@ def test_hugging_face_directory(tmp_path, perturb, capsys):
     assert model.config.norm_eps == 1e-12 and model.config.num_heads == 4
     assert (model(images) - expected).abs().max() <= 1e-5
 
-    (tmp_path / "bare").mkdir()                                   # the weights without config.json
+    (tmp_path / "bare").mkdir()  # the weights without config.json
     shutil.copy(tmp_path / "hf" / "model.safetensors", tmp_path / "bare" / "model.safetensors")
-    assert main(["convert", str(tmp_path / "bare" / "model.safetensors"), str(tmp_path / "b.safetensors"),
-                 "--set", "num_heads=4"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                str(tmp_path / "bare" / "model.safetensors"),
+                str(tmp_path / "b.safetensors"),
+                "--set",
+                "num_heads=4",
+            ]
+        )
+        == 0
+    )
     assert "guessed norm_eps = 1e-12" in capsys.readouterr().out
     converted = load_checkpoint(tmp_path / "b.safetensors")
     assert (converted.model(images) - expected).abs().max() <= 1e-5
-    assert "norm_eps" in converted.metadata["provenance"]["guessed"]          # recorded for the next reader
+    assert "norm_eps" in converted.metadata["provenance"]["guessed"]  # recorded for the next reader
 
 
 def test_bad_input_exits_with_a_message(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """Exports: ONNX for every model family, a Hugging Face folder and a timm folder that load back to the same
 logits; options a target cannot hold are refused by name."""
+
 import json
 
 import numpy as np
@@ -34,19 +35,27 @@ def test_onnx_runs_in_onnxruntime_like_torch(name, tmp_path, perturb):
     cfg = model.config
     path = export_onnx(model, tmp_path / "model.onnx", cfg.img_size, cfg.in_chans)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    for batch in (1, 3):                                 # the batch axis is free
+    for batch in (1, 3):  # the batch axis is free
         images = torch.randn(batch, cfg.in_chans, *cfg.img_size)
         with torch.no_grad():
             expected = model(images)
-        assert type(expected) is torch.Tensor            # exporting left no traced tensor behind in a cache
+        assert type(expected) is torch.Tensor  # exporting left no traced tensor behind in a cache
         (logits,) = session.run(["logits"], {"images": images.numpy()})
         assert np.abs(logits - expected.numpy()).max() <= 1e-4
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("options", [{}, dict(qkv_bias=False, norm_eps=1e-12), dict(layer_scale=0.1, fc_norm=True),
-                                     dict(pos_embed="sincos2d"), dict(pos_embed="rowcol", img_size=(32, 48))],
-                         ids=["default", "no-qkv-bias", "layer-scale", "sincos", "rowcol-oblong"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        dict(qkv_bias=False, norm_eps=1e-12),
+        dict(layer_scale=0.1, fc_norm=True),
+        dict(pos_embed="sincos2d"),
+        dict(pos_embed="rowcol", img_size=(32, 48)),
+    ],
+    ids=["default", "no-qkv-bias", "layer-scale", "sincos", "rowcol-oblong"],
+)
 def test_hf_folder_loads_with_the_same_logits(options, tmp_path, perturb):
     transformers = pytest.importorskip("transformers")
     model = perturb(small_vit(**options))
@@ -68,12 +77,21 @@ def test_hf_folder_reads_back_into_vitlab(tmp_path, perturb):
     assert (loaded.model(images) - model(images)).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("options, named", [
-    (dict(pool="mean"), "pool='mean'"), (dict(pool="mean", class_token=False), "class_token=False"),
-    (dict(reg_tokens=2), "reg_tokens=2"), (dict(qk_norm=True), "qk_norm=True"), (dict(pos_embed="rope"), "rope"),
-    (dict(block="postnorm"), "block='postnorm'"), (dict(attention="lsa"), "attention='lsa'"),
-    (dict(final_norm=False), "final_norm=False"), (dict(pre_norm=True), "pre_norm=True"),
-    (dict(patch_embed="spt"), "spt")])
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (dict(pool="mean"), "pool='mean'"),
+        (dict(pool="mean", class_token=False), "class_token=False"),
+        (dict(reg_tokens=2), "reg_tokens=2"),
+        (dict(qk_norm=True), "qk_norm=True"),
+        (dict(pos_embed="rope"), "rope"),
+        (dict(block="postnorm"), "block='postnorm'"),
+        (dict(attention="lsa"), "attention='lsa'"),
+        (dict(final_norm=False), "final_norm=False"),
+        (dict(pre_norm=True), "pre_norm=True"),
+        (dict(patch_embed="spt"), "spt"),
+    ],
+)
 def test_hf_refuses_what_its_vit_cannot_express(options, named, tmp_path):
     with pytest.raises(ConfigError, match=rf"cannot express .*{named}"):
         export_hf(small_vit(**options), tmp_path / "hf", [])
@@ -91,7 +109,7 @@ def test_hf_state_dict_uses_published_names():
     state = to_hf_state_dict(small_vit())
     assert "vit.encoder.layer.1.attention.attention.query.weight" in state
     assert state["vit.embeddings.position_embeddings"].shape == (1, 17, 64)
-    assert not state["vit.embeddings.position_embeddings"][:, 0].any()       # the class token's is folded in
+    assert not state["vit.embeddings.position_embeddings"][:, 0].any()  # the class token's is folded in
 
 
 @torch.no_grad()
@@ -104,9 +122,12 @@ def test_timm_folder_loads_with_the_same_logits(name, tmp_path, perturb):
     config = json.loads((folder / "config.json").read_text())
     images = torch.randn(2, cfg.in_chans, *cfg.img_size)
     by_folder = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
-    by_overlay = timm.create_model(config["architecture"], pretrained=True, **config["model_args"],
-                                   pretrained_cfg_overlay=dict(file=str(folder / "model.safetensors"),
-                                                               **config["pretrained_cfg"])).eval()
+    by_overlay = timm.create_model(
+        config["architecture"],
+        pretrained=True,
+        **config["model_args"],
+        pretrained_cfg_overlay=dict(file=str(folder / "model.safetensors"), **config["pretrained_cfg"]),
+    ).eval()
     for timm_model in (by_folder, by_overlay):
         assert (timm_model(images) - model(images)).abs().max() <= 1e-5
         pretrained = timm_model.pretrained_cfg

@@ -1,4 +1,5 @@
 """Hugging Face ViT -> vitlab: same logits, both key schemes, eps from the config."""
+
 import pytest
 import torch
 
@@ -8,9 +9,14 @@ from vitlab.interop import from_hf, hf_key_scheme, hf_to_vitlab, load_state_dict
 from vitlab.models import create_model  # noqa: E402
 
 # In-memory names of newer transformers releases -> names in published checkpoints.
-ON_DISK = {"attention.q_proj": "attention.attention.query", "attention.k_proj": "attention.attention.key",
-           "attention.v_proj": "attention.attention.value", "attention.o_proj": "attention.output.dense",
-           "mlp.fc1": "intermediate.dense", "mlp.fc2": "output.dense"}
+ON_DISK = {
+    "attention.q_proj": "attention.attention.query",
+    "attention.k_proj": "attention.attention.key",
+    "attention.v_proj": "attention.attention.value",
+    "attention.o_proj": "attention.output.dense",
+    "mlp.fc1": "intermediate.dense",
+    "mlp.fc2": "output.dense",
+}
 
 
 def on_disk(state: dict) -> dict:
@@ -24,8 +30,17 @@ def on_disk(state: dict) -> dict:
 
 
 def hf_config(**options) -> "transformers.ViTConfig":
-    return transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
-                                  num_attention_heads=4, intermediate_size=128, num_labels=5, **options)
+    return transformers.ViTConfig(
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=5,
+        **options,
+    )
 
 
 @torch.no_grad()
@@ -41,7 +56,7 @@ def test_classifier_matches(options, perturb):
 
 @torch.no_grad()
 def test_vit_model_features_match(perturb):
-    source = perturb(transformers.ViTModel(hf_config()).eval())          # with its (unused) pooler
+    source = perturb(transformers.ViTModel(hf_config()).eval())  # with its (unused) pooler
     model = from_hf(source)
     images = torch.randn(2, 3, 32, 32)
     assert (model.forward_features(images) - source(pixel_values=images).last_hidden_state).abs().max() <= 1e-5

@@ -1,11 +1,12 @@
 """Keras ViTs -> vitlab: the textbook's model on images or on patch tokens, its TensorFlow listing's
 custom patch layer, positions held every usual way; anything vitlab cannot place is refused by name."""
+
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("keras")
-pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")   # keras internals
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")  # keras internals
 import keras  # noqa: E402
 import keras_textbook as textbook  # noqa: E402
 
@@ -28,7 +29,7 @@ def assert_same_outputs(source: keras.Model, model: torch.nn.Module, images: tor
     inputs = patchify(images, patch) if patch else images.permute(0, 2, 3, 1)
     expected = np.asarray(source.predict(inputs.numpy(), verbose=0))
     probabilities = torch.softmax(model(images), dim=-1).numpy()
-    assert expected.std() > 0.01                         # outputs that depend on the input
+    assert expected.std() > 0.01  # outputs that depend on the input
     assert np.abs(probabilities - expected).max() <= 1e-5
 
 
@@ -43,7 +44,7 @@ def test_textbook_model_becomes_vit_seed():
 def test_token_input_model_takes_the_images_its_tokens_came_from(positions):
     source = perturbed(textbook.textbook_vit_tokens(positions))
     model = from_keras(source)
-    assert model.config == get_config("vit-seed")        # 16 tokens of 49 values: 28x28x1 in 7x7 patches
+    assert model.config == get_config("vit-seed")  # 16 tokens of 49 values: 28x28x1 in 7x7 patches
     assert_same_outputs(source, model, torch.randn(4, 1, 28, 28), patch=7)
 
 
@@ -92,7 +93,7 @@ def test_custom_layer_that_computes_something_else_is_refused_by_name():
 
 
 def test_patches_cut_in_another_order_are_refused():
-    source = textbook.textbook_vit(depth=1, order=(3, 1, 2, 4))          # patches column by column
+    source = textbook.textbook_vit(depth=1, order=(3, 1, 2, 4))  # patches column by column
     with pytest.raises(CheckpointError, match=r"patch projection's input .*'permute.*raster order"):
         from_keras(source)
 

@@ -1,4 +1,5 @@
 """timm VisionTransformer -> vitlab -> timm: same logits, every supported option."""
+
 import pytest
 import torch
 
@@ -54,14 +55,18 @@ def test_variant_and_round_trip(options, perturb):
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("options", [{}, VARIANTS["mean-pool-no-class-token"], VARIANTS["registers-embed-class"]],
-                         ids=["class-token", "mean-pool", "registers"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, VARIANTS["mean-pool-no-class-token"], VARIANTS["registers-embed-class"]],
+    ids=["class-token", "mean-pool", "registers"],
+)
 def test_other_image_size_resamples_positions(options, perturb):
     """from_timm(img_size=48) equals timm at 48 with its own resampling of the 32-pixel table."""
     source = perturb(TimmViT(**SMALL, **options).eval())
     state = source.state_dict()
-    state["pos_embed"] = resample_abs_pos_embed(state["pos_embed"], (6, 6), (4, 4),
-                                                num_prefix_tokens=source.num_prefix_tokens)
+    state["pos_embed"] = resample_abs_pos_embed(
+        state["pos_embed"], (6, 6), (4, 4), num_prefix_tokens=source.num_prefix_tokens
+    )
     bigger = TimmViT(**{**SMALL, **options, "img_size": 48}).eval()
     bigger.load_state_dict(state)
     model = from_timm(source, img_size=48)
@@ -77,13 +82,16 @@ def test_dynamic_image_size(perturb):
     assert max_diff(model(images), source(images)) <= 1e-5
 
 
-@pytest.mark.parametrize("options, named", [
-    (dict(global_pool="map"), "global_pool='map'"),
-    (dict(global_pool="avgmax"), "global_pool='avgmax'"),
-    (dict(act_layer="gelu_tanh"), "exact GELU"),
-    (dict(norm_layer="rmsnorm"), "RmsNorm"),
-    (dict(proj_bias=False), "proj_bias=False"),
-])
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (dict(global_pool="map"), "global_pool='map'"),
+        (dict(global_pool="avgmax"), "global_pool='avgmax'"),
+        (dict(act_layer="gelu_tanh"), "exact GELU"),
+        (dict(norm_layer="rmsnorm"), "RmsNorm"),
+        (dict(proj_bias=False), "proj_bias=False"),
+    ],
+)
 def test_unsupported_options_are_named(options, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(")):
         from_timm(TimmViT(**SMALL, **options))

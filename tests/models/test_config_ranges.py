@@ -229,11 +229,11 @@ def test_a_checkpoint_with_a_config_out_of_range_is_refused():
     with pytest.raises(ConfigError, match="num_heads"):
         model_from_state(state, num_heads=0)
     with pytest.raises(ConfigError, match="img_size"):
-        model_from_state(state, resize_to=0)
+        model_from_state(state, resize_to=0, num_heads=4)
     with pytest.raises(ConfigError, match="img_size"):
-        model_from_state(state, resize_to=10**6)
+        model_from_state(state, resize_to=10**6, num_heads=4)
     with pytest.raises(ConfigError, match="depth"):  # no blocks at all: depth 0
-        model_from_state({k: v for k, v in state.items() if not k.startswith("blocks.")})
+        model_from_state({k: v for k, v in state.items() if not k.startswith("blocks.")}, num_heads=4)
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,7 @@ def test_reference_runs_without_torch(tmp_path):
 
 
 def test_reference_imports_only_numpy_and_stdlib():
-    allowed = {"__future__", "math", "typing", "numpy"}
+    allowed = {"__future__", "collections", "math", "typing", "numpy"}
     for path in REFERENCE_DIR.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):

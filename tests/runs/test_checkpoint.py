@@ -1,4 +1,5 @@
 """The one checkpoint format: round trips, sources, checksum, hostile files, the formats vitlab wrote before."""
+
 import json
 import random
 import struct
@@ -42,9 +43,14 @@ def vit_file(tmp_path):
     return model, save_checkpoint(model, tmp_path / "model.safetensors", "classifier", DATA)
 
 
-@pytest.mark.parametrize("name, kind, overrides", [
-    ("vit-digits", "classifier", TINY), ("cnn-digits", "classifier", {}),
-    ("vit-digits", "distilled-classifier", {**TINY, "distill_token": True})])
+@pytest.mark.parametrize(
+    "name, kind, overrides",
+    [
+        ("vit-digits", "classifier", TINY),
+        ("cnn-digits", "classifier", {}),
+        ("vit-digits", "distilled-classifier", {**TINY, "distill_token": True}),
+    ],
+)
 def test_checkpoint_rebuilds_model_and_data_config(tmp_path, name, kind, overrides):
     model = perturbed(create_model(name, **overrides))
     save_checkpoint(model, tmp_path / "m.safetensors", kind, DATA, provenance={"epoch": 4})
@@ -85,8 +91,11 @@ def test_only_safetensors_and_known_kinds_are_written(tmp_path):
 def test_a_newer_format_is_refused(tmp_path, vit_file):
     model, path = vit_file
     tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, tmp_path / "new.safetensors", metadata={"format": '"vitlab"', "format_version": "2",
-                                                                "model": '"vit-digits"', "kind": '"classifier"'})
+    save_file(
+        tensors,
+        tmp_path / "new.safetensors",
+        metadata={"format": '"vitlab"', "format_version": "2", "model": '"vit-digits"', "kind": '"classifier"'},
+    )
     with pytest.raises(CheckpointError, match="format 2.*upgrade vitlab"):
         load_checkpoint(tmp_path / "new.safetensors")
 
@@ -118,14 +127,14 @@ def hostile_files(blob: bytes, seed: int) -> dict[str, bytes]:
     wrong_offsets = json.dumps({"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}).encode()
     return {
         "empty": b"",
-        "short": blob[:rng.randint(1, 7)],
-        "truncated-header": blob[:rng.randint(8, start - 1)],
-        "truncated-tensors": blob[:rng.randint(start, len(blob) - 1)],
+        "short": blob[: rng.randint(1, 7)],
+        "truncated-header": blob[: rng.randint(8, start - 1)],
+        "truncated-tensors": blob[: rng.randint(start, len(blob) - 1)],
         "random": rng.randbytes(rng.randint(1, 4096)),
         "json": foreign_json,
         "json-with-length": struct.pack("<Q", len(foreign_json)) + foreign_json,
         "wrong-offsets": struct.pack("<Q", len(wrong_offsets)) + wrong_offsets + b"\0" * 8,
-        "huge-header": struct.pack("<Q", 2 ** 62) + blob[8:],
+        "huge-header": struct.pack("<Q", 2**62) + blob[8:],
     }
 
 
@@ -154,7 +163,7 @@ def test_flipped_header_bytes_load_or_raise_checkpoint_errors(tmp_path, vit_file
         loaded = load_checkpoint(bad)
     except CheckpointError as err:
         assert bad.name in str(err)
-    else:                                  # a flip inside a value that still parses: the weights are intact
+    else:  # a flip inside a value that still parses: the weights are intact
         same_outputs(loaded.model, model, torch.rand(2, 1, 8, 8))
 
 
@@ -169,6 +178,7 @@ def test_foreign_tensors_are_refused(tmp_path):
 
 # -- files written before format 1, built exactly as the old writers built them ------------------------
 
+
 def old_save_weights(model: torch.nn.Module, path, metadata: dict) -> None:
     """vitlab.train.checkpoint.save_weights: the state dict, each metadata value a JSON string."""
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -176,9 +186,21 @@ def old_save_weights(model: torch.nn.Module, path, metadata: dict) -> None:
 
 
 def old_train_metadata(model: torch.nn.Module, **extra) -> dict:
-    return {"model": "vit-digits", "config": model.config.to_dict(), "dataset": "digits", "data_dir": None,
-            "rows": 100, "seed": 3, "classes": [str(i) for i in range(10)], "mean": [0.3], "std": [0.2],
-            "epoch": 2, "weights": "model", "vitlab": "0.3.0", **extra}
+    return {
+        "model": "vit-digits",
+        "config": model.config.to_dict(),
+        "dataset": "digits",
+        "data_dir": None,
+        "rows": 100,
+        "seed": 3,
+        "classes": [str(i) for i in range(10)],
+        "mean": [0.3],
+        "std": [0.2],
+        "epoch": 2,
+        "weights": "model",
+        "vitlab": "0.3.0",
+        **extra,
+    }
 
 
 def test_old_train_checkpoint_loads(tmp_path):
@@ -194,7 +216,7 @@ def test_old_distilled_student_loads(tmp_path):
     student = perturbed(create_model("vit-digits", **TINY, distill_token=True))
     assert {"dist_token", "head_dist.weight"} <= set(student.state_dict())
     meta = old_train_metadata(student, distilled=True)
-    del meta["config"]["distill_token"]          # the old student's config was the plain ViT's
+    del meta["config"]["distill_token"]  # the old student's config was the plain ViT's
     old_save_weights(student, tmp_path / "model.safetensors", meta)
     loaded = load_checkpoint(tmp_path / "model.safetensors")
     assert loaded.kind == "distilled-classifier" and loaded.model.config.distill_token
@@ -203,8 +225,9 @@ def test_old_distilled_student_loads(tmp_path):
 
 def test_old_pretrained_encoder_loads(tmp_path):
     encoder = perturbed(create_model("vit-digits", **TINY, num_classes=0))
-    old_save_weights(encoder, tmp_path / "model.safetensors",
-                     old_train_metadata(encoder, weights="mae-encoder", pretrain="mae"))
+    old_save_weights(
+        encoder, tmp_path / "model.safetensors", old_train_metadata(encoder, weights="mae-encoder", pretrain="mae")
+    )
     loaded = load_checkpoint(tmp_path)
     assert loaded.kind == "encoder"
     same_outputs(loaded.model, encoder, torch.rand(3, 1, 8, 8))
@@ -213,24 +236,34 @@ def test_old_pretrained_encoder_loads(tmp_path):
 def test_old_interop_file_loads(tmp_path):
     model = perturbed(create_model("vit-digits", **TINY))
     # vitlab.interop.save_checkpoint: write_state_dict(state, path, {"vitlab_config": json}) with format "pt"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "vit.safetensors"),
-              metadata={"format": "pt", "vitlab_config": json.dumps(model.config.to_dict())})
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()},
+        str(tmp_path / "vit.safetensors"),
+        metadata={"format": "pt", "vitlab_config": json.dumps(model.config.to_dict())},
+    )
     loaded = load_checkpoint(tmp_path / "vit.safetensors")
     assert loaded.kind == "classifier" and loaded.model.config == model.config
     same_outputs(loaded.model, model, torch.rand(3, 1, 8, 8))
 
 
 def test_old_dense_checkpoint_loads(tmp_path):
-    model = perturbed(DenseModel(DenseConfig(num_classes=2, img_size=16, patch_size=8, embed_dim=16, depth=1,
-                                             num_heads=2, decoder_width=8)))
-    old_save_weights(model, tmp_path / "model.safetensors",     # vitlab.dense.predict.save_dense
-                     {"dense_config": model.config.to_dict(), "classes": ["a", "b"], "epoch": 1})
+    model = perturbed(
+        DenseModel(
+            DenseConfig(num_classes=2, img_size=16, patch_size=8, embed_dim=16, depth=1, num_heads=2, decoder_width=8)
+        )
+    )
+    old_save_weights(
+        model,
+        tmp_path / "model.safetensors",  # vitlab.dense.predict.save_dense
+        {"dense_config": model.config.to_dict(), "classes": ["a", "b"], "epoch": 1},
+    )
     loaded = load_checkpoint(tmp_path)
     assert loaded.kind == "segmenter" and loaded.data.classes == ["a", "b"] and loaded.data.image_size == (16, 16)
     same_outputs(loaded.model, model, torch.rand(2, 3, 16, 16))
 
 
 # -- matching weights and conversion ------------------------------------------------------------------
+
 
 def test_matching_weights_leave_a_new_head(tmp_path, vit_file):
     source, path = vit_file
@@ -260,5 +293,5 @@ def test_timm_file_written_by_convert_reads_back_without_guessing(tmp_path, vit_
     assert back.guessed == {} and back.data == DATA and back.kind == "classifier"
     assert back.model.config == model.config
     same_outputs(back.model, model, torch.rand(2, 1, 8, 8))
-    convert(path, tmp_path / "timm.pth", target="timm")          # a torch file cannot record it: guessed
+    convert(path, tmp_path / "timm.pth", target="timm")  # a torch file cannot record it: guessed
     assert "mean/std" in load_checkpoint(tmp_path / "timm.pth", num_heads=2).guessed

@@ -1,4 +1,5 @@
 """Atomic writes with the user's umask, strict JSON, cleanup of killed writes."""
+
 import json
 import os
 
@@ -41,7 +42,7 @@ def test_atomic_write_gives_the_permissions_of_a_plain_open(tmp_path, mask, mode
             pass
     finally:
         os.umask(old)
-    assert (tmp_path / "plain").stat().st_mode & 0o777 == mode      # the oracle: what open() gives
+    assert (tmp_path / "plain").stat().st_mode & 0o777 == mode  # the oracle: what open() gives
     for name in ("a.bin", "b.json"):
         assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
 
@@ -50,8 +51,11 @@ def test_json_never_holds_nan(tmp_path):
     write_json(tmp_path / "x.json", {"x": float("nan"), "y": [float("inf"), -float("inf"), 1.5], "z": {"w": 2}})
     text = (tmp_path / "x.json").read_text()
     assert "NaN" not in text and "Infinity" not in text
-    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}")) == \
-        {"x": None, "y": [None, None, 1.5], "z": {"w": 2}}
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}")) == {
+        "x": None,
+        "y": [None, None, 1.5],
+        "z": {"w": 2},
+    }
     assert read_json(tmp_path / "x.json") == {"x": None, "y": [None, None, 1.5], "z": {"w": 2}}
 
 

@@ -1,4 +1,5 @@
 """The run folder: one run per folder, refusal of foreign runs, overwrite, lock, resume checks, state."""
+
 import json
 import os
 
@@ -47,7 +48,7 @@ def test_overwrite_replaces_a_vitlab_run(tmp_path):
 
 
 def test_overwrite_replaces_an_older_vitlab_run(tmp_path):
-    (tmp_path / "metrics.json").write_text("{}")                 # written before run.json existed
+    (tmp_path / "metrics.json").write_text("{}")  # written before run.json existed
     assert RunDir(tmp_path).existing_kind() == "an older vitlab run"
     started(tmp_path, overwrite=True)
     assert not (tmp_path / "metrics.json").exists()
@@ -65,7 +66,7 @@ def test_a_second_user_of_the_folder_fails_at_once(tmp_path):
     with RunDir(tmp_path).open("classify", {}):
         with pytest.raises(RunFolderError, match=rf"in use by another vitlab process \(pid {os.getpid()}\)"):
             RunDir(tmp_path).open("classify", {}, overwrite=True)
-    started(tmp_path, overwrite=True)                            # released on close
+    started(tmp_path, overwrite=True)  # released on close
 
 
 def test_resume_checks_kind_state_and_settings(tmp_path):
@@ -80,8 +81,7 @@ def test_resume_checks_kind_state_and_settings(tmp_path):
         RunDir(run_path).open("mae", {"epochs": 2}, resume=True)
     with pytest.raises(RunFolderError, match=r"epochs \(run has 2, given 3\)"):
         RunDir(run_path).open("classify", {"epochs": 3, "device": "cpu"}, resume=True)
-    RunDir(run_path).open("classify", {"epochs": 2, "device": "cuda"}, resume=True,
-                          resume_free=("device",)).close()
+    RunDir(run_path).open("classify", {"epochs": 2, "device": "cuda"}, resume=True, resume_free=("device",)).close()
     with pytest.raises(RunFolderError, match="contradict"):
         RunDir(run_path).open("classify", {}, resume=True, overwrite=True)
 

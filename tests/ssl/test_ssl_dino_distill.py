@@ -47,8 +47,9 @@ def test_dino_loss_and_monitors_on_a_tiny_vit():
     crops = multi_crop(torch.rand(4, 1, 8, 8), 8, 4, 2, generator=torch.Generator().manual_seed(0))
     assert [c.shape[-1] for c in crops] == [8, 8, 4, 4]
     centre = Centre(32)
-    stats = dino_loss([student(c) for c in crops], [teacher(c) for c in crops[:2]], centre, 0.1,
-                      teacher_temperature(0, 10))
+    stats = dino_loss(
+        [student(c) for c in crops], [teacher(c) for c in crops[:2]], centre, 0.1, teacher_temperature(0, 10)
+    )
     stats.loss.backward()
     assert torch.isfinite(stats.loss) and 0 <= stats.teacher_entropy <= torch.log(torch.tensor(32.0)) + 1e-5
     assert stats.teacher_student_kl >= 0 and centre.centre.abs().sum() > 0
@@ -59,12 +60,12 @@ def test_soft_distillation_from_one_hot_teacher_reproduces_cross_entropy_gradien
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 5, generator=g, requires_grad=True)
     labels = torch.randint(0, 5, (6,), generator=g)
-    sharp_teacher = F.one_hot(labels, 5).float() / 1e-3   # teacher = one-hot labels at temperature -> 0
-    grad_kd, = torch.autograd.grad(distillation_loss(logits, sharp_teacher, "soft", 1.0), logits)
-    grad_ce, = torch.autograd.grad(F.cross_entropy(logits, labels), logits)
+    sharp_teacher = F.one_hot(labels, 5).float() / 1e-3  # teacher = one-hot labels at temperature -> 0
+    (grad_kd,) = torch.autograd.grad(distillation_loss(logits, sharp_teacher, "soft", 1.0), logits)
+    (grad_ce,) = torch.autograd.grad(F.cross_entropy(logits, labels), logits)
     assert F.cosine_similarity(grad_kd.flatten(), grad_ce.flatten(), dim=0) > 0.9999
     torch.testing.assert_close(grad_kd, grad_ce)
-    grad_hard, = torch.autograd.grad(distillation_loss(logits, F.one_hot(labels, 5).float(), "hard"), logits)
+    (grad_hard,) = torch.autograd.grad(distillation_loss(logits, F.one_hot(labels, 5).float(), "hard"), logits)
     torch.testing.assert_close(grad_hard, grad_ce)
 
 
@@ -84,21 +85,21 @@ def test_distilled_vit_trains_two_heads_and_infers_their_average():
     assert model.config.distill_token and not base.config.distill_token
     state = model.state_dict()
     assert set(state) == set(base.state_dict()) | {"dist_token", "head_dist.weight", "head_dist.bias"}
-    assert all(torch.equal(state[k], v) for k, v in base.state_dict().items())             # float64 kept exactly
+    assert all(torch.equal(state[k], v) for k, v in base.state_dict().items())  # float64 kept exactly
     images = torch.rand(3, 1, 8, 8, dtype=torch.float64)
     cls, dist = model.train()(images)
     assert cls.shape == dist.shape == (3, 10) and not torch.allclose(cls, dist)
     model.eval()
     with torch.no_grad():
-        tokens = model.forward_features(images)                           # (B, 1 + 16, D): the token first here
+        tokens = model.forward_features(images)  # (B, 1 + 16, D): the token first here
         cls = model.head(model.fc_norm(tokens[:, 1:].mean(dim=1)))
         dist = model.head_dist(model.fc_norm(tokens[:, 0]))
         torch.testing.assert_close(model(images), (cls + dist) / 2)
         torch.testing.assert_close(model.forward_head(tokens, pre_logits=True), tokens[:, 1:].mean(dim=1))
         with_zero_token = distilled_from(base)
         with_zero_token.dist_token.zero_()
-        x, _ = base.embed(images)                                          # (B, 16, D): no prefix tokens
-        x = torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)                 # a zero distillation token placed
+        x, _ = base.embed(images)  # (B, 16, D): no prefix tokens
+        x = torch.cat([torch.zeros_like(x[:, :1]), x], dim=1)  # a zero distillation token placed
         for block in base.blocks:
             x = block(x)
         torch.testing.assert_close(with_zero_token.forward_features(images), base.norm(x), rtol=0, atol=1e-12)

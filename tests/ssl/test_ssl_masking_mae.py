@@ -92,11 +92,11 @@ def test_mae_with_rotary_positions_is_the_blocks_on_gathered_tokens_and_tables()
     images = torch.rand(2, 1, 8, 8, dtype=torch.float64)
     m = random_masking(2, 16, 0.75, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        tokens, grid = vit.embed(images)                                        # (B, 1 + 16, D)
+        tokens, grid = vit.embed(images)  # (B, 1 + 16, D)
         x = torch.cat([tokens[:, :1], gather_tokens(tokens[:, 1:], m.keep)], dim=1)
-        sin, cos = vit.rope(grid)                                               # (1 + 16, d): row 0 the class token
+        sin, cos = vit.rope(grid)  # (1 + 16, d): row 0 the class token
         rows = torch.cat([torch.zeros(2, 1, dtype=torch.long), 1 + m.keep], dim=1)
-        rope = sin[rows][:, None], cos[rows][:, None]                           # (B, 1, 1 + K, d)
+        rope = sin[rows][:, None], cos[rows][:, None]  # (B, 1, 1 + K, d)
         for block in vit.blocks:
             x = block(x, rope, grid)
         torch.testing.assert_close(mae.encode(images, m), vit.norm(x), rtol=0, atol=1e-12)

@@ -1,4 +1,5 @@
 """``vitlab convert SRC DST``: any model source to a vitlab checkpoint or a timm state dict."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,14 +16,23 @@ def run(args: argparse.Namespace) -> int:
     config = parse_overrides(args.set)
     if args.num_heads is not None:
         config["num_heads"] = args.num_heads
-    result = convert(args.src, args.dst, target=args.target, model=args.model, img_size=args.img_size,
-                     overwrite=args.overwrite, **config)
+    result = convert(
+        args.src,
+        args.dst,
+        target=args.target,
+        model=args.model,
+        img_size=args.img_size,
+        overwrite=args.overwrite,
+        **config,
+    )
     cfg: Any = result.model.config
     print(f"read   {result.source}  ({result.origin} weights)")
     written = "vitlab checkpoint (config, data config, checksum)" if args.target == "vitlab" else "timm state dict"
     print(f"wrote  {args.dst}  ({written})")
-    print(f"model  {type(result.model).__name__}: " + ", ".join(f"{k} {v}" for k, v in cfg.to_dict().items()
-                                                                 if k in SHOWN))
+    print(
+        f"model  {type(result.model).__name__}: "
+        + ", ".join(f"{k} {v}" for k, v in cfg.to_dict().items() if k in SHOWN)
+    )
     print(f"params {sum(p.numel() for p in result.model.parameters()):,}")
     for name, why in result.guessed.items():
         hint = f"; set it with --set {name}=... if the source differs" if name in cfg.to_dict() else ""
@@ -34,24 +44,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-SHOWN = ("img_size", "in_chans", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "pos_embed",
-         "class_token", "reg_tokens", "pool", "num_classes", "norm_eps")
+SHOWN = (
+    "img_size",
+    "in_chans",
+    "patch_size",
+    "embed_dim",
+    "depth",
+    "num_heads",
+    "mlp_ratio",
+    "pos_embed",
+    "class_token",
+    "reg_tokens",
+    "pool",
+    "num_classes",
+    "norm_eps",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert a timm / Hugging Face / vitlab checkpoint file",
-                       description="Read SRC (a vitlab file or run folder, a timm or Hugging Face state dict, a "
-                                   "Hugging Face folder, a .keras file) and write DST: a vitlab checkpoint carrying "
-                                   "its config and data config, or a timm state dict. What the source does not "
-                                   "record is inferred, printed and recorded in the written file.")
+    p = sub.add_parser(
+        "convert",
+        help="convert a timm / Hugging Face / vitlab checkpoint file",
+        description="Read SRC (a vitlab file or run folder, a timm or Hugging Face state dict, a "
+        "Hugging Face folder, a .keras file) and write DST: a vitlab checkpoint carrying "
+        "its config and data config, or a timm state dict. What the source does not "
+        "record is inferred, printed and recorded in the written file.",
+    )
     p.add_argument("src", help="model source to read")
     p.add_argument("dst", help="file to write (.safetensors; .pth/.pt/.bin for a torch file with --to timm)")
     p.add_argument("--to", dest="target", choices=TARGETS, default="vitlab", help="target format (default: vitlab)")
     p.add_argument("--model", help="registered architecture of a foreign file (e.g. vit-tiny-patch16-224)")
-    p.add_argument("--num-heads", type=int, help="attention heads, which a timm state dict does not record "
-                   "(required for one)")
+    p.add_argument(
+        "--num-heads", type=int, help="attention heads, which a timm state dict does not record (required for one)"
+    )
     p.add_argument("--img-size", type=int, help="run at this image size, resampling learned positions")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="any model config field the file does not record (repeatable), e.g. --set pool=token")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any model config field the file does not record (repeatable), e.g. --set pool=token",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.set_defaults(func=run)

@@ -1,4 +1,5 @@
 """``vitlab data``: list datasets, describe one's splits, download official files."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,10 +15,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows,
-                          normalization=args.normalization)
-    sizes = {"train": len(splits.train), "val": len(splits.val),
-             "test": len(splits.test) if splits.test is not None else None}
+    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows, normalization=args.normalization)
+    sizes = {
+        "train": len(splits.train),
+        "val": len(splits.val),
+        "test": len(splits.test) if splits.test is not None else None,
+    }
     print(f"dataset  {splits.name}")
     print(f"source   {splits.source}")
     print("splits   " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in sizes.items()))
@@ -42,22 +45,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     q = data_sub.add_parser("list", help="the dataset names, and where their files were found")
     q.set_defaults(func=run_list)
-    q = data_sub.add_parser("info", help="where a dataset was found, its splits, image shape, classes and "
-                            "statistics")
+    q = data_sub.add_parser("info", help="where a dataset was found, its splits, image shape, classes and statistics")
     q.add_argument("name", help="dataset name (see `vitlab data list`)")
-    q.add_argument("--data-dir", default=None, help="folder with the dataset's files (default: search "
-                   "$VITLAB_DATA, ~/.cache/vitlab/data, /usr/share/datasets)")
+    q.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder with the dataset's files (default: search "
+        "$VITLAB_DATA, ~/.cache/vitlab/data, /usr/share/datasets)",
+    )
     q.add_argument("--seed", type=int, default=0, help="split seed (validation is a stratified random part)")
     q.add_argument("--rows", type=int, default=None, help="keep only this many training images")
-    q.add_argument("--normalization", choices=NORMALIZATIONS, default="standardize",
-                   help="standardize: training mean/std; unit: pixels stay in [0, 1]")
+    q.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default="standardize",
+        help="standardize: training mean/std; unit: pixels stay in [0, 1]",
+    )
     q.set_defaults(func=run_info)
     q = data_sub.add_parser("download", help="fetch a dataset's official files and verify their checksums")
     q.add_argument("name", help="mnist, fashion-mnist or cifar10")
-    q.add_argument("--data-dir", dest="data_dir", default=None,
-                   help="target folder (default: $VITLAB_DATA/NAME, else ~/.cache/vitlab/data/NAME)")
+    q.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        default=None,
+        help="target folder (default: $VITLAB_DATA/NAME, else ~/.cache/vitlab/data/NAME)",
+    )
     q.add_argument("--to", dest="data_dir", help=argparse.SUPPRESS)
-    q.add_argument("--mirror", default=None, help="base URL serving the same file names "
-                   "(default: $VITLAB_DATA_MIRROR, else the official site)")
+    q.add_argument(
+        "--mirror",
+        default=None,
+        help="base URL serving the same file names (default: $VITLAB_DATA_MIRROR, else the official site)",
+    )
     q.add_argument("--deadline", type=float, default=DEADLINE, help="seconds allowed for each file")
     q.set_defaults(func=run_download)

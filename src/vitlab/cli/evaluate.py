@@ -1,4 +1,5 @@
 """``vitlab evaluate CKPT``: accuracy, NLL, ECE, per-class accuracy, figures, temperature scaling."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,15 @@ def run_dense(args: argparse.Namespace) -> int:
     accuracy and mean IoU, or COCO mAP."""
     from ..dense import evaluate_dense_checkpoint
 
-    report = evaluate_dense_checkpoint(args.checkpoint, split=args.split, dataset=args.dataset,
-                                       data_dir=args.data_dir, device=args.device, out_dir=args.out,
-                                       overwrite=args.overwrite)
+    report = evaluate_dense_checkpoint(
+        args.checkpoint,
+        split=args.split,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        device=args.device,
+        out_dir=args.out,
+        overwrite=args.overwrite,
+    )
     head = f"{report['head']} {report['task']} on {report['dataset']} {report['split']} ({report['n']} images):"
     if report["task"] == "segment":
         print(f"{head} pixel accuracy {report['pixel_acc']:.4f}  mean IoU {report['mean_iou']:.4f}")
@@ -32,21 +39,41 @@ def run(args: argparse.Namespace) -> int:
         return run_dense(args)
     if args.linear_probe or args.knn:
         from ..ssl import probe_checkpoint
+
         for method, wanted in (("linear", args.linear_probe), ("knn", args.knn)):
             if wanted:
-                probe = probe_checkpoint(args.checkpoint, method, dataset=args.dataset, data_dir=args.data_dir,
-                                         split=args.split, rows=args.rows, k=args.k, device=args.device)
+                probe = probe_checkpoint(
+                    args.checkpoint,
+                    method,
+                    dataset=args.dataset,
+                    data_dir=args.data_dir,
+                    split=args.split,
+                    rows=args.rows,
+                    k=args.k,
+                    device=args.device,
+                )
                 name = "linear probe" if method == "linear" else f"{args.k}-NN"
-                print(f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
-                      f"{probe['dataset']} {probe['split']} ({probe['n']} images) accuracy {probe['accuracy']:.4f}")
+                print(
+                    f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
+                    f"{probe['dataset']} {probe['split']} ({probe['n']} images) accuracy {probe['accuracy']:.4f}"
+                )
         return 0
     from ..tasks import evaluate_checkpoint
 
-    report = evaluate_checkpoint(loaded, dataset=args.dataset, data_dir=args.data_dir, split=args.split,
-                                 temperature_scale=args.temperature_scale, out_dir=args.out,
-                                 overwrite=args.overwrite, device=args.device)
-    print(f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
-          f"accuracy {report['accuracy']:.4f}  NLL {report['nll']:.4f}  ECE {report['ece']:.4f}")
+    report = evaluate_checkpoint(
+        loaded,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        split=args.split,
+        temperature_scale=args.temperature_scale,
+        out_dir=args.out,
+        overwrite=args.overwrite,
+        device=args.device,
+    )
+    print(
+        f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
+        f"accuracy {report['accuracy']:.4f}  NLL {report['nll']:.4f}  ECE {report['ece']:.4f}"
+    )
     if "temperature" in report:
         cal = report["calibrated"]
         print(f"temperature {report['temperature']:.3f} (fitted on val): NLL {cal['nll']:.4f}  ECE {cal['ece']:.4f}")
@@ -58,11 +85,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="evaluate a checkpoint: accuracy, NLL, calibration, confusion",
-                       description="Evaluate a checkpoint written by `vitlab train --out` (a run folder, a "
-                       "checkpoint folder or a model.safetensors) on a split of its dataset.")
-    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face "
-                   "weights or folder, .keras")
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a checkpoint: accuracy, NLL, calibration, confusion",
+        description="Evaluate a checkpoint written by `vitlab train --out` (a run folder, a "
+        "checkpoint folder or a model.safetensors) on a split of its dataset.",
+    )
+    p.add_argument(
+        "checkpoint",
+        help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face weights or folder, .keras",
+    )
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="test", choices=SPLITS)

@@ -1,4 +1,5 @@
 """``vitlab explain CKPT``: explanation maps for one image, or ``--audit`` of what the maps are worth."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,22 +24,45 @@ def run(args: argparse.Namespace) -> int:
     from ..explain import audit_checkpoint, explain_checkpoint
     from ..explain.report import check_explain_options
 
-    check_explain_options(index=args.index, patch_size=args.patch_size, samples=args.samples, steps=args.steps,
-                          sanity_epochs=args.sanity_epochs, seed=args.seed, threshold=args.threshold)
-    loaded = load_source(args, "explain")            # options first: a bad one is refused before loading
+    check_explain_options(
+        index=args.index,
+        patch_size=args.patch_size,
+        samples=args.samples,
+        steps=args.steps,
+        sanity_epochs=args.sanity_epochs,
+        seed=args.seed,
+        threshold=args.threshold,
+    )
+    loaded = load_source(args, "explain")  # options first: a bad one is refused before loading
     methods = None if args.method == "all" else (args.method,)
-    common = dict(dataset=args.dataset, data_dir=args.data_dir, methods=methods, split=args.split,
-                  patch_size=args.patch_size, device=args.device, overwrite=args.overwrite)
+    common = dict(
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        methods=methods,
+        split=args.split,
+        patch_size=args.patch_size,
+        device=args.device,
+        overwrite=args.overwrite,
+    )
     if args.audit:
-        result = audit_checkpoint(loaded, args.out, samples=args.samples, seed=args.seed, steps=args.steps,
-                                  sanity_epochs=args.sanity_epochs, threshold=args.threshold, **common)
+        result = audit_checkpoint(
+            loaded,
+            args.out,
+            samples=args.samples,
+            seed=args.seed,
+            steps=args.steps,
+            sanity_epochs=args.sanity_epochs,
+            threshold=args.threshold,
+            **common,
+        )
         print(result.markdown(), end="")
         print(f"audit took {result.seconds:.1f}s; wrote {args.out}/audit.json, audit.md and figures")
         return 0
-    report = explain_checkpoint(loaded, args.out, index=args.index, query=args.query,
-                                textbook=args.textbook, **common)
-    print(f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: "
-          f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})")
+    report = explain_checkpoint(loaded, args.out, index=args.index, query=args.query, textbook=args.textbook, **common)
+    print(
+        f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: "
+        f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})"
+    )
     for method, summary in report["maps"].items():
         print(f"  {method:<11} top patch (row, col) {tuple(summary['top_patch'])}  max {summary['max']:.4f}")
     if "heads" in report:
@@ -49,31 +73,49 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain", help="explanation maps for an image, or an audit of what they are worth",
-                       description="Draw attention, rollout, gradient, gradient x input and occlusion maps for "
-                       "one image of a checkpoint's dataset, or (--audit) measure them: deletion / insertion "
-                       "curves against random and occlusion orders, and sanity checks after randomising the "
-                       "weights and training on permuted labels.")
-    p.add_argument("checkpoint", help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face "
-                   "weights or folder, .keras")
+    p = sub.add_parser(
+        "explain",
+        help="explanation maps for an image, or an audit of what they are worth",
+        description="Draw attention, rollout, gradient, gradient x input and occlusion maps for "
+        "one image of a checkpoint's dataset, or (--audit) measure them: deletion / insertion "
+        "curves against random and occlusion orders, and sanity checks after randomising the "
+        "weights and training on permuted labels.",
+    )
+    p.add_argument(
+        "checkpoint",
+        help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face weights or folder, .keras",
+    )
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="val", choices=SPLITS)
     p.add_argument("--index", type=int, default=0, help="image to explain (position in the split)")
-    p.add_argument("--method", default="all", choices=(*METHODS, "all"),
-                   help="map to draw (default: all that apply; attention and rollout need a ViT)")
-    p.add_argument("--query", type=parse_query, help="attention query: cls, mean (of the patch queries) or a "
-                   "patch index (default: cls for class-token models, else mean)")
-    p.add_argument("--patch-size", type=int, help="grid of the maps (default: the model's patch size; "
-                   "needed for a CNN)")
-    p.add_argument("--textbook", action="store_true", help="also write the position-similarity, token-attention "
-                   "and temperature figures")
+    p.add_argument(
+        "--method",
+        default="all",
+        choices=(*METHODS, "all"),
+        help="map to draw (default: all that apply; attention and rollout need a ViT)",
+    )
+    p.add_argument(
+        "--query",
+        type=parse_query,
+        help="attention query: cls, mean (of the patch queries) or a "
+        "patch index (default: cls for class-token models, else mean)",
+    )
+    p.add_argument(
+        "--patch-size", type=int, help="grid of the maps (default: the model's patch size; needed for a CNN)"
+    )
+    p.add_argument(
+        "--textbook",
+        action="store_true",
+        help="also write the position-similarity, token-attention and temperature figures",
+    )
     p.add_argument("--audit", action="store_true", help="audit the maps on --samples images instead")
     p.add_argument("--samples", type=int, default=100, help="images the audit averages over")
     p.add_argument("--steps", type=int, help="points on the deletion / insertion curves (default: every patch)")
     p.add_argument("--sanity-epochs", type=int, default=5, help="epochs of permuted-label training (0 skips it)")
-    p.add_argument("--threshold", type=float, default=0.5, help="rank correlation flagging a map as not "
-                   "explaining the model")
+    p.add_argument(
+        "--threshold", type=float, default=0.5, help="rank correlation flagging a map as not explaining the model"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="explain", help="output folder (default: ./explain)")
     p.add_argument("--overwrite", action="store_true", help="replace the explanation already in --out")

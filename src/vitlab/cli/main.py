@@ -9,6 +9,7 @@ The boundary: an error the user can cause (:class:`vitlab.errors.VitlabError`, a
 on stderr naming the input and the way out, and exits 2 (bad input) or 1 (a run failed); Ctrl-C
 prints one line and exits 130. ``--debug`` (or ``VITLAB_DEBUG=1``) shows the traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ import sys
 import warnings
 
 from .._version import __version__
-
 
 # Each command's one-line help, so that `vitlab --help` imports no command module (nor torch); a
 # command's module is imported only when it runs (or when every parser is built, for completion).
@@ -43,15 +43,17 @@ COMMANDS = {
 
 def command_modules() -> list[str]:
     """The sub-command modules of this package (every module but this one)."""
-    return sorted(i.name for i in pkgutil.iter_modules(importlib.import_module(__package__).__path__)
-                  if i.name != "main")
+    return sorted(
+        i.name for i in pkgutil.iter_modules(importlib.import_module(__package__).__path__) if i.name != "main"
+    )
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``vitlab`` parser; with ``command``, only that command's module is imported (the others
     are listed by name and help); without, every command is built in full."""
-    parser = argparse.ArgumentParser(prog="vitlab", description="Vision Transformers: understand, train, "
-                                     "compare, explain and scale.")
+    parser = argparse.ArgumentParser(
+        prog="vitlab", description="Vision Transformers: understand, train, compare, explain and scale."
+    )
     parser.add_argument("--version", action="version", version=f"vitlab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks (also VITLAB_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -94,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = args.debug or os.environ.get("VITLAB_DEBUG", "") not in ("", "0")
     shown = warnings.showwarning
     if not debug:
-        warnings.showwarning = lambda message, *_, **__: print(f"vitlab {args.command}: warning: {message}",
-                                                               file=sys.stderr)
+        warnings.showwarning = lambda message, *_, **__: print(
+            f"vitlab {args.command}: warning: {message}", file=sys.stderr
+        )
     try:
         return _run(args, debug)
     finally:
@@ -109,8 +112,11 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print(f"vitlab {args.command}: interrupted; files already written are intact (a training run continues "
-              f"with --resume)", file=sys.stderr)
+        print(
+            f"vitlab {args.command}: interrupted; files already written are intact (a training run continues "
+            f"with --resume)",
+            file=sys.stderr,
+        )
         return 130
     except VitlabError as err:
         if debug:
@@ -121,8 +127,12 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
         if debug:
             raise
         print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return 1 if isinstance(err, OSError) and not isinstance(err, (FileNotFoundError, NotADirectoryError,
-                                                                      IsADirectoryError, PermissionError)) else 2
+        return (
+            1
+            if isinstance(err, OSError)
+            and not isinstance(err, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError))
+            else 2
+        )
 
 
 if __name__ == "__main__":

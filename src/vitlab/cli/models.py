@@ -1,4 +1,5 @@
 """``vitlab models``: list the registered model names."""
+
 from __future__ import annotations
 
 import argparse

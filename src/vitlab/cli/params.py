@@ -1,4 +1,5 @@
 """``vitlab params MODEL``: the parameter count by component, with totals."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ def run(args: argparse.Namespace) -> int:
     positions = trainable_position_params(model)
     if positions:
         fixed = total - positions
-        print(f"\nnote: {positions:,} of these are the learned position table. With fixed positions\n"
-              f"(--set pos_embed=sincos2d) the same model has {total:,} - {positions:,} = {fixed:,} parameters.")
+        print(
+            f"\nnote: {positions:,} of these are the learned position table. With fixed positions\n"
+            f"(--set pos_embed=sincos2d) the same model has {total:,} - {positions:,} = {fixed:,} parameters."
+        )
         if args.model in TEXTBOOK_TOTALS and not overrides:
             print(f"{fixed:,} is {TEXTBOOK_TOTALS[args.model]}: it counts the positions as not trainable.")
     return 0
@@ -37,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("params", help="count a model's parameters by component")
     p.add_argument("model", help="a registered model name (see `vitlab models`)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field, e.g. --set depth=4 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set depth=4 (repeatable)",
+    )
     p.set_defaults(func=run)

@@ -1,4 +1,5 @@
 """``vitlab pretrain mae|dino``: self-supervised pretraining of a ViT, saved for ``vitlab train --init``."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,19 @@ METHODS = ("mae", "dino")
 IMAGE_SETS = ("train", "all")
 
 # argparse destination -> PretrainConfig field, for the options that map one to one
-FIELDS = ("model", "dataset", "data_dir", "rows", "images", "epochs", "batch_size", "lr", "seed", "device",
-          "local_crops")
+FIELDS = (
+    "model",
+    "dataset",
+    "data_dir",
+    "rows",
+    "images",
+    "epochs",
+    "batch_size",
+    "lr",
+    "seed",
+    "device",
+    "local_crops",
+)
 MAE_FLAGS = ("mask_ratio", "norm_pix_loss")
 RUN_ONLY = ("resume", "overwrite", "out_dir")
 
@@ -51,8 +63,13 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
         base = {}
     merged = {**base, **given}
     mae = merged.get("mae", {})
-    return PretrainConfig.from_dict({**merged, "mae": {**mae, **mae_sets} if isinstance(mae, dict) else mae,
-                                     "model_overrides": {**merged.get("model_overrides", {}), **model_sets}})
+    return PretrainConfig.from_dict(
+        {
+            **merged,
+            "mae": {**mae, **mae_sets} if isinstance(mae, dict) else mae,
+            "model_overrides": {**merged.get("model_overrides", {}), **model_sets},
+        }
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,39 +84,58 @@ def run(args: argparse.Namespace) -> int:
     if not main:
         return 0
     last = result.history[-1] if result.history else {}
-    monitors = "".join(f", {k.removeprefix('train_')} {last[k]:.4f}"
-                       for k in ("train_teacher_entropy", "train_teacher_student_kl") if k in last)
+    monitors = "".join(
+        f", {k.removeprefix('train_')} {last[k]:.4f}"
+        for k in ("train_teacher_entropy", "train_teacher_student_kl")
+        if k in last
+    )
     loss = f", final loss {last['train_loss']:.4f}" if last else ""
-    print(f"{config.method} pretraining of {config.model} on {config.dataset}: {len(result.history)} epochs, "
-          f"{result.seconds:.1f}s{loss}{monitors}")
+    print(
+        f"{config.method} pretraining of {config.model} on {config.dataset}: {len(result.history)} epochs, "
+        f"{result.seconds:.1f}s{loss}{monitors}"
+    )
     if result.checkpoint is not None:
         print(f"encoder: {result.checkpoint} (fine-tune with `vitlab train --init {config.out_dir}`)", file=sys.stderr)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pretrain", help="self-supervised pretraining (masked autoencoder or DINO)",
-                       description="Pretrain a ViT without labels; --out writes a run folder whose encoder "
-                       "checkpoint serves `vitlab train --init` and `vitlab evaluate --linear-probe/--knn`.")
+    p = sub.add_parser(
+        "pretrain",
+        help="self-supervised pretraining (masked autoencoder or DINO)",
+        description="Pretrain a ViT without labels; --out writes a run folder whose encoder "
+        "checkpoint serves `vitlab train --init` and `vitlab evaluate --linear-probe/--knn`.",
+    )
     p.add_argument("method", choices=METHODS)
     p.add_argument("--model", help="registered ViT name; default vit-digits")
     p.add_argument("--dataset", help="dataset name; default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=int, help="keep only the first N training images")
-    p.add_argument("--images", choices=IMAGE_SETS,
-                   help="pretrain on the train split (default) or on every split's images (labels unused)")
-    p.add_argument("--config", metavar="FILE", help="a YAML or JSON pretraining config (e.g. a run's own "
-                   "config.json); options given on the command line override it")
+    p.add_argument(
+        "--images",
+        choices=IMAGE_SETS,
+        help="pretrain on the train split (default) or on every split's images (labels unused)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML or JSON pretraining config (e.g. a run's own "
+        "config.json); options given on the command line override it",
+    )
     p.add_argument("--epochs", type=int, help="default 50")
     p.add_argument("--batch-size", type=int, help="images per step per process; default 128")
     p.add_argument("--lr", type=float, help="peak learning rate; default 1.5e-3")
     p.add_argument("--mask-ratio", type=float, help="MAE: fraction of patches hidden, in (0, 1); default 0.75")
-    p.add_argument("--norm-pix-loss", action="store_true", default=None,
-                   help="MAE: per-patch normalised targets")
+    p.add_argument("--norm-pix-loss", action="store_true", default=None, help="MAE: per-patch normalised targets")
     p.add_argument("--local-crops", type=int, help="DINO: number of local crops (default 4)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any pretraining config field (e.g. --set teacher_momentum=0.99), MAE field as mae.KEY "
-                   "(e.g. --set mae.decoder_depth=1) or model config field (e.g. --set depth=4); repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any pretraining config field (e.g. --set teacher_momentum=0.99), MAE field as mae.KEY "
+        "(e.g. --set mae.decoder_depth=1) or model config field (e.g. --set depth=4); repeatable",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last epoch")
     add_common(p, out="run folder for the encoder checkpoint, metrics and figures (default: write nothing)")

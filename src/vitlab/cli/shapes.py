@@ -1,4 +1,5 @@
 """``vitlab shapes``: tensor shapes through one ViT block, read from a real forward pass."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,17 +7,32 @@ import argparse
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH, Int, check_options
 from ..models.summary import SHAPE_LAYOUT, trace_shapes
 
-OPTIONS = {"image": Int(1, MAX_SIDE), "patch": Int(1, MAX_SIDE), "dim": Int(1, MAX_WIDTH), "heads": Int(1, MAX_HEADS),
-           "channels": Int(1, MAX_CHANS), "depth": Int(1, MAX_DEPTH)}
+OPTIONS = {
+    "image": Int(1, MAX_SIDE),
+    "patch": Int(1, MAX_SIDE),
+    "dim": Int(1, MAX_WIDTH),
+    "heads": Int(1, MAX_HEADS),
+    "channels": Int(1, MAX_CHANS),
+    "depth": Int(1, MAX_DEPTH),
+}
 
 
 def run(args: argparse.Namespace) -> int:
     check_options(args, OPTIONS)
-    shapes = trace_shapes(image=args.image, patch=args.patch, dim=args.dim, heads=args.heads,
-                          class_token=args.class_token, channels=args.channels, depth=args.depth)
+    shapes = trace_shapes(
+        image=args.image,
+        patch=args.patch,
+        dim=args.dim,
+        heads=args.heads,
+        class_token=args.class_token,
+        channels=args.channels,
+        depth=args.depth,
+    )
     patches, tokens, head_dim = shapes["X_patch"][1], shapes["block input"][1], shapes["Q"][-1]
-    print(f"image {args.image}x{args.image}x{args.channels}, patch P={args.patch}, D={args.dim}, "
-          f"H={args.heads} heads of d={head_dim}, depth {args.depth}, batch B=1")
+    print(
+        f"image {args.image}x{args.image}x{args.channels}, patch P={args.patch}, D={args.dim}, "
+        f"H={args.heads} heads of d={head_dim}, depth {args.depth}, batch B=1"
+    )
     print(f"N={patches} patches, T={tokens} tokens" + (" (N + class token)" if args.class_token else ""))
     width = max(map(len, shapes)) + 2
     for name, shape in shapes.items():

@@ -9,7 +9,7 @@ from .augment import AugmentConfig, BatchAugment, Normalize, normalize
 from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits, stratified_order, stratified_split
 from .fetch import download
 from .image import read_image
-from .loader import BatchLoader
+from .loader import BatchLoader, ShardSampler
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "AugmentConfig",
     "BatchAugment",
     "BatchLoader",
+    "ShardSampler",
     "DataSplits",
     "ImageDataset",
     "Normalize",

@@ -14,19 +14,19 @@ import torch
 from .dataset import ImageDataset
 
 
-class BatchLoader:
-    """Iterate ``(images (B, C, H, W), labels (B,))`` over one rank's shard of a seeded permutation.
+class ShardSampler:
+    """One rank's shard of a seeded permutation of ``n`` samples, in batches of ``batch_size``.
 
-    Each epoch's order is ``torch.randperm(N)`` from a generator seeded with ``seed + epoch`` (call
-    :meth:`set_epoch` before each epoch), or ``0..N-1`` without ``shuffle``. With ``world_size > 1``
+    Each epoch's order is ``torch.randperm(n)`` from a generator seeded with ``seed + epoch`` (call
+    :meth:`set_epoch` before each epoch), or ``0..n-1`` without ``shuffle``. With ``world_size > 1``
     the order is padded by repeating its head to a multiple of ``world_size`` and rank ``r`` takes
     positions ``r, r + world_size, ...``, DistributedSampler's rule. ``drop_last`` drops this rank's
-    final incomplete batch (as DataLoader's ``drop_last`` does). Batches live on the dataset's device.
+    final incomplete batch (as DataLoader's ``drop_last`` does).
     """
 
     def __init__(
         self,
-        dataset: ImageDataset,
+        n: int,
         batch_size: int,
         shuffle: bool = True,
         seed: int = 0,
@@ -38,9 +38,9 @@ class BatchLoader:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-        if len(dataset) == 0:
+        if n == 0:
             raise ValueError("cannot batch an empty dataset")
-        self.dataset = dataset
+        self.n = n
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
@@ -48,7 +48,7 @@ class BatchLoader:
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self.num_samples = math.ceil(len(dataset) / world_size)
+        self.num_samples = math.ceil(n / world_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Reseed the shuffle for ``epoch``; every rank must call it with the same value."""
@@ -56,7 +56,7 @@ class BatchLoader:
 
     def indices(self) -> torch.Tensor:
         """This rank's sample indices for the current epoch, ``(num_samples,)`` int64."""
-        n = len(self.dataset)
+        n = self.n
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
             order = torch.randperm(n, generator=generator)
@@ -70,6 +70,24 @@ class BatchLoader:
         if self.drop_last:
             return self.num_samples // self.batch_size
         return math.ceil(self.num_samples / self.batch_size)
+
+
+class BatchLoader(ShardSampler):
+    """Iterate ``(images (B, C, H, W), labels (B,))`` of ``dataset`` in the :class:`ShardSampler`
+    order; batches live on the dataset's device."""
+
+    def __init__(
+        self,
+        dataset: ImageDataset,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        super().__init__(len(dataset), batch_size, shuffle, seed, drop_last, rank, world_size)
+        self.dataset = dataset
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         images, labels = self.dataset.images, self.dataset.labels

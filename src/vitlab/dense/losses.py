@@ -3,6 +3,7 @@ queries learn the no-object class (the last logit), down-weighted by ``eos_coef`
 losses apply the same to every earlier decoder layer (``outputs["aux"]``), and a detection head's
 token proposals (``outputs["proposals"]``) learn by one-to-many matching.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ def class_weights(num_logits: int, eos_coef: float, device: torch.device) -> tor
     return w
 
 
-def set_class_loss(logits: torch.Tensor, matches: list[tuple[torch.Tensor, torch.Tensor]],
-                   labels: list[torch.Tensor], eos_coef: float) -> torch.Tensor:
+def set_class_loss(
+    logits: torch.Tensor, matches: list[tuple[torch.Tensor, torch.Tensor]], labels: list[torch.Tensor], eos_coef: float
+) -> torch.Tensor:
     """Cross-entropy of ``logits (B, Q, K + 1)``: matched queries -> their target's label, others -> no-object."""
     b, q, k = logits.shape
     classes = torch.full((b, q), k - 1, dtype=torch.long, device=logits.device)
@@ -38,6 +40,7 @@ class DetectionLossWeights:
     cross-entropy weight 0.5 (DETR's 0.1 let near-duplicate queries all score high on `shapes`).
     ``one_to_many``: how many proposals learn each target (H-DETR's one-to-many matching), see
     :func:`repeat_targets`."""
+
     w_class: float = 2.0
     w_l1: float = 5.0
     w_giou: float = 2.0
@@ -72,15 +75,19 @@ class DetectionLoss(nn.Module):
     def layer_loss(self, out: dict, targets: list[dict]) -> dict[str, torch.Tensor]:
         w = self.w
         with torch.no_grad():
-            matches = [hungarian_match(detection_cost(lg, bx, t["labels"], t["boxes"], w.w_class, w.w_l1, w.w_giou))
-                       for lg, bx, t in zip(out["logits"], out["boxes"], targets)]
+            matches = [
+                hungarian_match(detection_cost(lg, bx, t["labels"], t["boxes"], w.w_class, w.w_l1, w.w_giou))
+                for lg, bx, t in zip(out["logits"], out["boxes"], targets)
+            ]
         cls = set_class_loss(out["logits"], matches, [t["labels"] for t in targets], w.eos_coef)
         pred = torch.cat([bx[p] for bx, (p, _) in zip(out["boxes"], matches)])
         true = torch.cat([t["boxes"][g] for t, (_, g) in zip(targets, matches)]).to(pred)
         n = max(len(true), 1)
         l1 = F.l1_loss(pred, true, reduction="sum") / n
-        giou = (1 - torch.diag(generalized_box_iou(box_convert(pred, "cxcywh", "xyxy"),
-                                                    box_convert(true, "cxcywh", "xyxy")))).sum() / n
+        giou = (
+            1
+            - torch.diag(generalized_box_iou(box_convert(pred, "cxcywh", "xyxy"), box_convert(true, "cxcywh", "xyxy")))
+        ).sum() / n
         return {"loss": w.w_class * cls + w.w_l1 * l1 + w.w_giou * giou, "class": cls, "l1": l1, "giou": giou}
 
     def forward(self, outputs: dict, targets: list[dict]) -> dict[str, torch.Tensor]:
@@ -112,13 +119,14 @@ class MaskClassificationLoss(nn.Module):
 
     def layer_loss(self, out: dict, targets: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         with torch.no_grad():
-            matches = [hungarian_match(mask_cost(lg, mk, lab, tm, 1.0, self.w_mask, self.w_dice))
-                       for lg, mk, (lab, tm) in zip(out["logits"], out["masks"], targets)]
+            matches = [
+                hungarian_match(mask_cost(lg, mk, lab, tm, 1.0, self.w_mask, self.w_dice))
+                for lg, mk, (lab, tm) in zip(out["logits"], out["masks"], targets)
+            ]
         cls = set_class_loss(out["logits"], matches, [lab for lab, _ in targets], self.eos_coef)
         pred = torch.cat([mk[p] for mk, (p, _) in zip(out["masks"], matches)])
         true = torch.cat([tm[g] for (_, tm), (_, g) in zip(targets, matches)]).float()
-        return (cls + self.w_mask * F.binary_cross_entropy_with_logits(pred, true)
-                + self.w_dice * dice_loss(pred, true))
+        return cls + self.w_mask * F.binary_cross_entropy_with_logits(pred, true) + self.w_dice * dice_loss(pred, true)
 
     def forward(self, outputs: dict, masks: torch.Tensor) -> torch.Tensor:
         targets = []

@@ -3,6 +3,7 @@
 
 Costs are ``(Q, T)``: ``Q`` predictions (queries) by ``T`` targets; lower is a better pair.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,14 +17,23 @@ def hungarian_match(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ``cost (Q, T)`` with ``Q >= T`` -> ``(pred_index (T,), target_index (T,))``, sorted by prediction.
     """
     if cost.ndim != 2 or cost.shape[0] < cost.shape[1]:
-        raise ValueError(f"cost must be (queries, targets) with queries >= targets, got {tuple(cost.shape)}: "
-                         f"use more queries than the most objects in an image")
+        raise ValueError(
+            f"cost must be (queries, targets) with queries >= targets, got {tuple(cost.shape)}: "
+            f"use more queries than the most objects in an image"
+        )
     rows, cols = linear_sum_assignment(cost.detach().cpu().float().numpy())
     return torch.as_tensor(rows, dtype=torch.long), torch.as_tensor(cols, dtype=torch.long)
 
 
-def detection_cost(logits: torch.Tensor, boxes: torch.Tensor, labels: torch.Tensor, target_boxes: torch.Tensor,
-                   w_class: float = 1.0, w_l1: float = 5.0, w_giou: float = 2.0) -> torch.Tensor:
+def detection_cost(
+    logits: torch.Tensor,
+    boxes: torch.Tensor,
+    labels: torch.Tensor,
+    target_boxes: torch.Tensor,
+    w_class: float = 1.0,
+    w_l1: float = 5.0,
+    w_giou: float = 2.0,
+) -> torch.Tensor:
     """DETR's matching cost ``(Q, T)``: ``-w_class p(label) + w_l1 |b - b'|_1 - w_giou GIoU(b, b')``.
 
     ``logits (Q, K + 1)``, ``boxes (Q, 4)`` and ``target_boxes (T, 4)`` as ``(cx, cy, w, h)``, ``labels (T,)``.
@@ -47,8 +57,18 @@ def bce_cost(masks: torch.Tensor, target_masks: torch.Tensor) -> torch.Tensor:
     return (pos @ t.T + neg @ (1 - t).T) / x.shape[1]
 
 
-def mask_cost(logits: torch.Tensor, masks: torch.Tensor, labels: torch.Tensor, target_masks: torch.Tensor,
-              w_class: float = 1.0, w_mask: float = 5.0, w_dice: float = 5.0) -> torch.Tensor:
+def mask_cost(
+    logits: torch.Tensor,
+    masks: torch.Tensor,
+    labels: torch.Tensor,
+    target_masks: torch.Tensor,
+    w_class: float = 1.0,
+    w_mask: float = 5.0,
+    w_dice: float = 5.0,
+) -> torch.Tensor:
     """MaskFormer's matching cost ``(Q, T)``: class probability, per-pixel BCE and dice."""
-    return (-w_class * logits.softmax(-1)[:, labels] + w_mask * bce_cost(masks, target_masks)
-            + w_dice * dice_cost(masks, target_masks))
+    return (
+        -w_class * logits.softmax(-1)[:, labels]
+        + w_mask * bce_cost(masks, target_masks)
+        + w_dice * dice_cost(masks, target_masks)
+    )

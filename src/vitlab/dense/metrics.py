@@ -1,4 +1,5 @@
 """Dense metrics: pixel accuracy and mean IoU for masks; COCO mAP for boxes (pycocotools' COCOeval)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,7 @@ from ..errors import require
 def segmentation_confusion(predicted: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Pixel counts ``(K, K)``, rows the true class, columns the predicted; inputs ``(B, H, W)`` ids."""
     index = target.flatten().long() * num_classes + predicted.flatten().long()
-    return torch.bincount(index, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+    return torch.bincount(index, minlength=num_classes**2).reshape(num_classes, num_classes)
 
 
 def segmentation_report(confusion: torch.Tensor) -> dict:
@@ -24,8 +25,11 @@ def segmentation_report(confusion: torch.Tensor) -> dict:
     inter = c.diag()
     union = c.sum(0) + c.sum(1) - inter
     iou = torch.where(union > 0, inter / union.clamp(min=1), torch.nan)
-    return {"pixel_acc": float(inter.sum() / c.sum().clamp(min=1)), "mean_iou": float(iou.nanmean()),
-            "iou": [None if torch.isnan(v) else float(v) for v in iou]}
+    return {
+        "pixel_acc": float(inter.sum() / c.sum().clamp(min=1)),
+        "mean_iou": float(iou.nanmean()),
+        "iou": [None if torch.isnan(v) else float(v) for v in iou],
+    }
 
 
 def boundary_band(masks: torch.Tensor, width: int = 1) -> torch.Tensor:
@@ -61,17 +65,30 @@ def box_map(predictions: list[dict], targets: list[dict], num_classes: int) -> d
         images.append({"id": i})
         for box, label in zip(t["boxes"].tolist(), t["labels"].tolist()):
             w, h = box[2] - box[0], box[3] - box[1]
-            gts.append({"id": len(gts) + 1, "image_id": i, "category_id": int(label), "bbox": [box[0], box[1], w, h],
-                        "area": w * h, "iscrowd": 0})
+            gts.append(
+                {
+                    "id": len(gts) + 1,
+                    "image_id": i,
+                    "category_id": int(label),
+                    "bbox": [box[0], box[1], w, h],
+                    "area": w * h,
+                    "iscrowd": 0,
+                }
+            )
         for box, score, label in zip(p["boxes"].tolist(), p["scores"].tolist(), p["labels"].tolist()):
-            dets.append({"image_id": i, "category_id": int(label), "score": float(score),
-                         "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]]})
+            dets.append(
+                {
+                    "image_id": i,
+                    "category_id": int(label),
+                    "score": float(score),
+                    "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]],
+                }
+            )
     if not gts:
         raise ValueError("no target boxes: mAP needs at least one ground-truth box")
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         gt = COCO()
-        gt.dataset = {"images": images, "annotations": gts,
-                      "categories": [{"id": c} for c in range(num_classes)]}
+        gt.dataset = {"images": images, "annotations": gts, "categories": [{"id": c} for c in range(num_classes)]}
         gt.createIndex()
         if not dets:
             return {"map": 0.0, "map50": 0.0}

@@ -1,5 +1,6 @@
 """Inference with a :class:`DenseModel`: class masks, boxes, and overlay images. Checkpoints are
 the one format (``segmenter`` / ``detector`` kinds): :func:`vitlab.runs.load_checkpoint` reads them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,15 +16,17 @@ from ..models.dense import DenseModel
 from ..models.dense.heads import semantic_from_queries
 from ..runs import Loaded, load_checkpoint
 
-KINDS = {"segment": "segmenter", "detect": "detector"}     # a dense task -> its checkpoint kind
+KINDS = {"segment": "segmenter", "detect": "detector"}  # a dense task -> its checkpoint kind
 
 
 def dense_checkpoint(source: str | Path, device: str = "auto") -> Loaded:
     """:func:`vitlab.runs.load_checkpoint` for a ``segmenter`` / ``detector`` checkpoint; another kind is refused."""
     loaded = load_checkpoint(source, resolve_device(device))
     if loaded.kind not in KINDS.values():
-        raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint, not a segmenter or detector: "
-                              f"train one with `vitlab train --task segment|detect --out DIR`")
+        raise CheckpointError(
+            f"{loaded.path} is a {loaded.kind} checkpoint, not a segmenter or detector: "
+            f"train one with `vitlab train --task segment|detect --out DIR`"
+        )
     return loaded
 
 
@@ -37,13 +40,18 @@ def predict_masks(model: DenseModel, images: torch.Tensor, batch_size: int = 64)
     """Images ``(N, 3, H, W)`` -> class ids ``(N, H, W)`` (0 = background)."""
     model.eval()
     device = next(model.parameters()).device
-    return torch.cat([class_scores(model(images[i:i + batch_size].to(device))).argmax(1).cpu()
-                      for i in range(0, len(images), batch_size)])
+    return torch.cat(
+        [
+            class_scores(model(images[i : i + batch_size].to(device))).argmax(1).cpu()
+            for i in range(0, len(images), batch_size)
+        ]
+    )
 
 
 @torch.no_grad()
-def predict_boxes(model: DenseModel, images: torch.Tensor, batch_size: int = 64,
-                  min_score: float = 0.0) -> list[dict[str, torch.Tensor]]:
+def predict_boxes(
+    model: DenseModel, images: torch.Tensor, batch_size: int = 64, min_score: float = 0.0
+) -> list[dict[str, torch.Tensor]]:
     """Images ``(N, 3, H, W)`` -> per image ``{"boxes": (M, 4) pixel xyxy, "scores": (M,), "labels": (M,)}``;
     a query's score is its best object-class probability; queries below ``min_score`` are dropped."""
     model.eval()
@@ -52,7 +60,7 @@ def predict_boxes(model: DenseModel, images: torch.Tensor, batch_size: int = 64,
     scale = torch.tensor([w, h, w, h], dtype=torch.float32)
     results = []
     for i in range(0, len(images), batch_size):
-        out = model(images[i:i + batch_size].to(device))
+        out = model(images[i : i + batch_size].to(device))
         scores, labels = out["logits"].softmax(-1)[..., :-1].max(-1)
         boxes = box_convert(out["boxes"], "cxcywh", "xyxy").cpu() * scale
         for s, lab, b in zip(scores.cpu(), labels.cpu(), boxes):
@@ -61,12 +69,31 @@ def predict_boxes(model: DenseModel, images: torch.Tensor, batch_size: int = 64,
     return results
 
 
-PALETTE = np.array([[0, 0, 0], [230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48],
-                    [145, 30, 180], [70, 240, 240], [240, 50, 230], [210, 245, 60]], np.uint8)
+PALETTE = np.array(
+    [
+        [0, 0, 0],
+        [230, 25, 75],
+        [60, 180, 75],
+        [255, 225, 25],
+        [0, 130, 200],
+        [245, 130, 48],
+        [145, 30, 180],
+        [70, 240, 240],
+        [240, 50, 230],
+        [210, 245, 60],
+    ],
+    np.uint8,
+)
 
 
-def overlay(image: torch.Tensor, mask: torch.Tensor | None = None, boxes: dict | None = None,
-            classes: tuple[str, ...] = (), alpha: float = 0.5, scale: int = 4):
+def overlay(
+    image: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    boxes: dict | None = None,
+    classes: tuple[str, ...] = (),
+    alpha: float = 0.5,
+    scale: int = 4,
+):
     """An RGB PIL image: ``image (3, H, W)`` in [0, 1], class ``mask (H, W)`` blended in colour
     (background left clear), ``boxes`` (as from :func:`predict_boxes`) drawn with labels; upscaled."""
     from PIL import Image, ImageDraw
@@ -88,18 +115,20 @@ def overlay(image: torch.Tensor, mask: torch.Tensor | None = None, boxes: dict |
     return pil
 
 
-def predict_file(checkpoint: str | Path, image: str | Path, out: str | Path, min_score: float = 0.5,
-                 device: str = "auto") -> Path:
+def predict_file(
+    checkpoint: str | Path, image: str | Path, out: str | Path, min_score: float = 0.5, device: str = "auto"
+) -> Path:
     """Run a ``segmenter`` / ``detector`` checkpoint (any source :func:`vitlab.runs.load_checkpoint`
     reads) on one image file, resized to the model's size; write the overlay PNG to ``out``."""
     from PIL import Image
 
     loaded = dense_checkpoint(checkpoint, device)
-    model = cast(DenseModel, loaded.model)     # dense_checkpoint admits only dense kinds
+    model = cast(DenseModel, loaded.model)  # dense_checkpoint admits only dense kinds
     size = model.config.img_size
     with Image.open(image) as im:
-        x = torch.from_numpy(np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR),
-                                        np.float32) / 255).permute(2, 0, 1)[None]
+        x = torch.from_numpy(
+            np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
+        ).permute(2, 0, 1)[None]
     classes = tuple(loaded.data.classes)
     if model.config.task == "segment":
         pil = overlay(x[0], mask=predict_masks(model, x)[0], classes=classes)

@@ -8,6 +8,7 @@ limit), clipping, the run folder with a ``segmenter`` / ``detector`` checkpoint 
 :func:`vitlab.runs.load_checkpoint` rebuilds, exact resume, DDP. Validation runs at the end;
 the test figures are those of the final model.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -44,6 +45,7 @@ class DenseTrainConfig(RunConfig):
     defaults), the ``task`` and its ``head`` (default: the task's first, ``linear`` / ``detr``), the
     dataset's own settings (``count`` generated ``shapes`` images of ``image_size`` pixels), and
     ``model``: :class:`~vitlab.models.dense.DenseConfig` overrides (e.g. ``{"patch_size": 4}``)."""
+
     task: str = "segment"
     head: str | None = None
     dataset: str = "shapes"
@@ -57,8 +59,14 @@ class DenseTrainConfig(RunConfig):
     model: dict[str, Any] = field(default_factory=dict)
 
     def checks(self) -> dict[str, Check]:
-        return {**super().checks(), "task": OneOf(TASKS), "head": Maybe(OneOf(sum(HEADS.values(), ()))),
-                "dataset": OneOf(DENSE_DATASETS), "count": Int(7, 10_000_000), "image_size": Int(1, MAX_SIDE)}
+        return {
+            **super().checks(),
+            "task": OneOf(TASKS),
+            "head": Maybe(OneOf(sum(HEADS.values(), ()))),
+            "dataset": OneOf(DENSE_DATASETS),
+            "count": Int(7, 10_000_000),
+            "image_size": Int(1, MAX_SIDE),
+        }
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, dict):
@@ -75,6 +83,7 @@ class DenseResult:
     """The trained model (eval mode), its val and test figures (see :func:`evaluate_dense`), the
     engine's epoch records, the seconds the epochs took, the parameter count, and the checkpoint
     (None without ``out_dir``)."""
+
     config: DenseTrainConfig
     model: DenseModel
     val: dict[str, Any]
@@ -85,17 +94,21 @@ class DenseResult:
     checkpoint: Path | None = None
 
 
-def detection_targets(boxes: list[torch.Tensor], labels: list[torch.Tensor], size: tuple[int, int],
-                      device: torch.device) -> list[dict[str, torch.Tensor]]:
+def detection_targets(
+    boxes: list[torch.Tensor], labels: list[torch.Tensor], size: tuple[int, int], device: torch.device
+) -> list[dict[str, torch.Tensor]]:
     """Pixel xyxy boxes -> ``{"labels", "boxes"}`` with boxes ``(cx, cy, w, h)`` relative to the image."""
     h, w = size
     scale = torch.tensor([w, h, w, h], dtype=torch.float32)
-    return [{"labels": lab.to(device), "boxes": box_convert(b / scale, "xyxy", "cxcywh").to(device)}
-            for b, lab in zip(boxes, labels)]
+    return [
+        {"labels": lab.to(device), "boxes": box_convert(b / scale, "xyxy", "cxcywh").to(device)}
+        for b, lab in zip(boxes, labels)
+    ]
 
 
-def hflip(images: torch.Tensor, masks: torch.Tensor | None, boxes: list[torch.Tensor]
-          ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
+def hflip(
+    images: torch.Tensor, masks: torch.Tensor | None, boxes: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor]]:
     """Mirror a batch left-right: images ``(B, C, H, W)``, masks ``(B, H, W)``, pixel xyxy boxes."""
     w = images.shape[-1]
     flipped = [torch.stack([w - b[:, 2], b[:, 1], w - b[:, 0], b[:, 3]], 1) for b in boxes]
@@ -115,6 +128,7 @@ def dense_loss(config: DenseConfig) -> Callable[[dict, torch.Tensor | None, list
         if masks is None:
             raise DataError("a segmentation loss needs target masks, got None: use a dataset with masks")
         return F.cross_entropy(out["logits"].float(), masks)
+
     return pixel_cross_entropy
 
 
@@ -127,9 +141,11 @@ def evaluate_dense(model: DenseModel, data: DenseDataset) -> dict[str, Any]:
         predicted = predict_masks(model, data.images)
         report = segmentation_report(segmentation_confusion(predicted, data.masks, data.num_classes + 1))
         return {**report, "boundary_acc": boundary_accuracy(predicted, data.masks)}
-    return box_map(predict_boxes(model, data.images), [{"boxes": b, "labels": lab}
-                                                       for b, lab in zip(data.boxes, data.labels)],
-                   data.num_classes)
+    return box_map(
+        predict_boxes(model, data.images),
+        [{"boxes": b, "labels": lab} for b, lab in zip(data.boxes, data.labels)],
+        data.num_classes,
+    )
 
 
 def freeze_unreached(model: nn.Module, loss: torch.Tensor) -> list[str]:
@@ -150,14 +166,25 @@ def build_dense_model(config: DenseTrainConfig, splits: DenseSplits) -> DenseMod
     train = splits.train
     mean = train.images.mean((0, 2, 3)).tolist()
     std = train.images.std((0, 2, 3)).clamp(min=1e-3).tolist()
-    return DenseModel(DenseConfig.from_dict({"task": config.task, "head": config.head,
-                                             "num_classes": train.num_classes, "img_size": train.images.shape[-1],
-                                             "mean": mean, "std": std, **config.model}))
+    return DenseModel(
+        DenseConfig.from_dict(
+            {
+                "task": config.task,
+                "head": config.head,
+                "num_classes": train.num_classes,
+                "img_size": train.images.shape[-1],
+                "mean": mean,
+                "std": std,
+                **config.model,
+            }
+        )
+    )
 
 
 class DenseTask(Task):
     """Segmentation or detection on :class:`~vitlab.data.shapes.DenseSplits`. The training images
     (and masks) live on the device; validation and test data stay on the CPU, scored in batches."""
+
     drop_last = False
     monitor = None
 
@@ -171,7 +198,7 @@ class DenseTask(Task):
         train = self.splits.train
         self.images = train.images.to(env.device)
         self.masks = None if train.masks is None else train.masks.to(env.device)
-        if env.world_size > 1:      # DDP expects a gradient for every trainable parameter
+        if env.world_size > 1:  # DDP expects a gradient for every trainable parameter
             probe = self.examples(torch.arange(min(2, len(train))), flip=False)
             freeze_unreached(self.model, self.step(self.model, probe, 0)[0])
 
@@ -195,8 +222,11 @@ class DenseTask(Task):
         boxes, labels = [train.boxes[i] for i in rows], [train.labels[i] for i in rows]
         if flip:
             images, masks, boxes = hflip(images, masks, boxes)
-        targets = (detection_targets(boxes, labels, (images.shape[-2], images.shape[-1]), device)
-                   if self.config.task == "detect" else None)
+        targets = (
+            detection_targets(boxes, labels, (images.shape[-2], images.shape[-1]), device)
+            if self.config.task == "detect"
+            else None
+        )
         return images, masks, targets
 
     def step(self, net: nn.Module, batch: tuple, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
@@ -214,17 +244,34 @@ class DenseTask(Task):
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
         cfg, size = self.config, cast(DenseModel, self.model).config.img_size
-        return DataConfig((size, size), 3, (0.0,) * 3, (1.0,) * 3, list(self.splits.classes), "unit",
-                          self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
+        return DataConfig(
+            (size, size),
+            3,
+            (0.0,) * 3,
+            (1.0,) * 3,
+            list(self.splits.classes),
+            "unit",
+            self.splits.name,
+            cfg.data_dir,
+            cfg.seed,
+            cfg.rows,
+        ).to_dict()
 
 
-def train_dense(config: DenseTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
-                ) -> DenseResult:
+def train_dense(
+    config: DenseTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
+) -> DenseResult:
     """Train a dense model on ``splits`` (default: the dataset ``config`` names); with
     ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
     if splits is None:
-        splits = load_dense_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows,
-                                    image_size=config.image_size, count=config.count)
+        splits = load_dense_dataset(
+            config.dataset,
+            config.data_dir,
+            seed=config.seed,
+            rows=config.rows,
+            image_size=config.image_size,
+            count=config.count,
+        )
     if config.task == "segment" and splits.train.masks is None:
         raise DataError(f"dataset {splits.name!r} has no masks: use --task detect, or a dataset with masks")
     seed_everything(config.seed)
@@ -236,11 +283,20 @@ def train_dense(config: DenseTrainConfig, splits: DenseSplits | None = None, rep
     test = fitted.test or {}
     checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
     if run_dir is not None and checkpoint is not None:
-        run_dir.write_json(SUMMARY, {"val": val, "test": test, "epochs": len(fitted.history),
-                                     "seconds": fitted.seconds, "params": fitted.params,
-                                     "test_on": "the final model (validation runs at the end)"})
-    return DenseResult(config, cast(DenseModel, fitted.model), val, test, fitted.history, fitted.seconds,
-                       fitted.params, checkpoint)
+        run_dir.write_json(
+            SUMMARY,
+            {
+                "val": val,
+                "test": test,
+                "epochs": len(fitted.history),
+                "seconds": fitted.seconds,
+                "params": fitted.params,
+                "test_on": "the final model (validation runs at the end)",
+            },
+        )
+    return DenseResult(
+        config, cast(DenseModel, fitted.model), val, test, fitted.history, fitted.seconds, fitted.params, checkpoint
+    )
 
 
 def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
@@ -250,8 +306,9 @@ def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
     options = {**{k: v for k, v in options.items() if k != "model"}, **options.get("model", {})}
     own = {f.name for f in fields(DenseTrainConfig)} - {"model"}
     reject_unknown(options, own | set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense")
-    return DenseTrainConfig(**{k: v for k, v in options.items() if k in own},
-                            model={k: v for k, v in options.items() if k not in own})
+    return DenseTrainConfig(
+        **{k: v for k, v in options.items() if k in own}, model={k: v for k, v in options.items() if k not in own}
+    )
 
 
 def run_settings(path: Path) -> dict[str, Any]:
@@ -263,9 +320,15 @@ def run_settings(path: Path) -> dict[str, Any]:
     return {}
 
 
-def evaluate_dense_checkpoint(source: str | Path, split: str = "test", dataset: str | None = None,
-                              data_dir: str | None = None, device: str = "auto", out_dir: str | Path | None = None,
-                              overwrite: bool = False) -> dict[str, Any]:
+def evaluate_dense_checkpoint(
+    source: str | Path,
+    split: str = "test",
+    dataset: str | None = None,
+    data_dir: str | None = None,
+    device: str = "auto",
+    out_dir: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Evaluate a ``segmenter`` / ``detector`` checkpoint on a split of its training dataset (or of
     ``dataset``): the splits are rebuilt from the checkpoint's data config (and, for generated
     ``shapes``, its run folder's ``count``; 5000 outside a run folder). With ``out_dir``, writes
@@ -273,20 +336,40 @@ def evaluate_dense_checkpoint(source: str | Path, split: str = "test", dataset: 
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
     loaded = dense_checkpoint(source, device)
-    model, data = cast(DenseModel, loaded.model), loaded.data     # dense_checkpoint admits only dense kinds
+    model, data = cast(DenseModel, loaded.model), loaded.data  # dense_checkpoint admits only dense kinds
     name = dataset or data.dataset or "shapes"
     same = name == data.dataset
     count = run_settings(loaded.path).get("count", SHAPES_COUNT)
-    splits = load_dense_dataset(name, data_dir or (data.data_dir if same else None), seed=data.seed,
-                                rows=data.rows if same else None, image_size=model.config.img_size, count=count)
+    splits = load_dense_dataset(
+        name,
+        data_dir or (data.data_dir if same else None),
+        seed=data.seed,
+        rows=data.rows if same else None,
+        image_size=model.config.img_size,
+        count=count,
+    )
     part = getattr(splits, split)
-    report = {"checkpoint": str(loaded.path), "task": model.config.task, "head": model.config.head,
-              "dataset": splits.name, "split": split, "n": len(part), **evaluate_dense(model, part)}
+    report = {
+        "checkpoint": str(loaded.path),
+        "task": model.config.task,
+        "head": model.config.head,
+        "dataset": splits.name,
+        "split": split,
+        "n": len(part),
+        **evaluate_dense(model, part),
+    }
     if out_dir is not None:
         with RunDir(out_dir).open("evaluate", overwrite=overwrite) as run_dir:
             run_dir.write_json("metrics.json", report)
     return report
 
 
-__all__ = ["DenseResult", "DenseTask", "DenseTrainConfig", "dense_train_config", "evaluate_dense",
-           "evaluate_dense_checkpoint", "train_dense"]
+__all__ = [
+    "DenseResult",
+    "DenseTask",
+    "DenseTrainConfig",
+    "dense_train_config",
+    "evaluate_dense",
+    "evaluate_dense_checkpoint",
+    "train_dense",
+]

@@ -9,6 +9,7 @@
 - ``evaluate``: logits and reports of a model on a dataset; ``figures``: their plots.
 - ``measure``: timing and peak memory; ``report``: progress reporters (silent base, tqdm bar).
 """
+
 from .classify import DISTILL_KINDS, RECIPES, ClassificationTask, TrainConfig, build_model, distillation_loss
 from .config import RunConfig
 from .evaluate import classification_report, evaluate_model, predict_logits
@@ -17,8 +18,34 @@ from .metrics import accuracy, confusion_matrix, ece, fit_temperature, nll, per_
 from .optim import ModelEma, build_optimizer, build_scheduler, layer_decay_groups, param_groups
 from .report import Reporter, TqdmReporter
 
-__all__ = ["DISTILL_KINDS", "RECIPES", "ClassificationTask", "FitResult", "ModelEma", "Reporter", "RunConfig",
-           "Task", "TqdmReporter", "TrainConfig", "accuracy", "build_model", "build_optimizer", "build_scheduler",
-           "classification_report", "confusion_matrix", "distillation_loss", "ece", "epoch_seed",
-           "evaluate_model", "fit", "fit_temperature", "layer_decay_groups", "nll", "param_groups",
-           "per_class_accuracy", "predict_logits", "reliability", "seed_everything"]
+__all__ = [
+    "DISTILL_KINDS",
+    "RECIPES",
+    "ClassificationTask",
+    "FitResult",
+    "ModelEma",
+    "Reporter",
+    "RunConfig",
+    "Task",
+    "TqdmReporter",
+    "TrainConfig",
+    "accuracy",
+    "build_model",
+    "build_optimizer",
+    "build_scheduler",
+    "classification_report",
+    "confusion_matrix",
+    "distillation_loss",
+    "ece",
+    "epoch_seed",
+    "evaluate_model",
+    "fit",
+    "fit_temperature",
+    "layer_decay_groups",
+    "nll",
+    "param_groups",
+    "per_class_accuracy",
+    "predict_logits",
+    "reliability",
+    "seed_everything",
+]

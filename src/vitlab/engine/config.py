@@ -4,6 +4,7 @@ Each field has a range, checked when the config is made (:func:`~vitlab.models.c
 :meth:`RunConfig.from_dict` refuses unknown keys, naming the known ones. ``to_dict`` is what a run
 folder's ``config.json`` holds, and ``from_dict(json.load(...))`` makes the same config again.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -32,6 +33,7 @@ class RunConfig:
     runs the training forward (and its backward) through ``torch.compile``; the weights, their
     names and the checkpoints are those of the eager model.
     """
+
     dataset: str = "digits"
     data_dir: str | None = None
     rows: int | None = None
@@ -62,14 +64,26 @@ class RunConfig:
     def checks(self) -> dict[str, Check]:
         """``{field: allowed values}``; a task's config adds its own."""
         return {
-            "seed": Int(0, 2 ** 63 - 1), "epochs": Int(1, 100_000), "batch_size": Int(1, 2 ** 20),
-            "accumulate": Int(1, 4096), "rows": Maybe(Int(1, 2 ** 40)),
-            "lr": Float(0.0, 10.0, low_open=True), "min_lr": Float(0.0, 10.0),
-            "weight_decay": Float(0.0, 10.0), "optimizer": OneOf(OPTIMIZERS), "schedule": OneOf(SCHEDULES),
-            "warmup_epochs": Float(0.0, 100_000.0), "clip_grad": Maybe(Float(0.0, 1e6, low_open=True)),
-            "ema_decay": Maybe(Float(0.0, 1.0, low_open=True, high_open=True)), "eval_every": Int(1, 100_000),
-            "time_limit_s": Maybe(Float(0.0, 1e9, low_open=True)), "resume": Bool(), "overwrite": Bool(),
-            "amp": Bool(), "compile": Bool()}
+            "seed": Int(0, 2**63 - 1),
+            "epochs": Int(1, 100_000),
+            "batch_size": Int(1, 2**20),
+            "accumulate": Int(1, 4096),
+            "rows": Maybe(Int(1, 2**40)),
+            "lr": Float(0.0, 10.0, low_open=True),
+            "min_lr": Float(0.0, 10.0),
+            "weight_decay": Float(0.0, 10.0),
+            "optimizer": OneOf(OPTIMIZERS),
+            "schedule": OneOf(SCHEDULES),
+            "warmup_epochs": Float(0.0, 100_000.0),
+            "clip_grad": Maybe(Float(0.0, 1e6, low_open=True)),
+            "ema_decay": Maybe(Float(0.0, 1.0, low_open=True, high_open=True)),
+            "eval_every": Int(1, 100_000),
+            "time_limit_s": Maybe(Float(0.0, 1e9, low_open=True)),
+            "resume": Bool(),
+            "overwrite": Bool(),
+            "amp": Bool(),
+            "compile": Bool(),
+        }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks())
@@ -80,9 +94,11 @@ class RunConfig:
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite contradict each other: choose one")
         if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0 and self.time_limit_s is None:
-            warnings.warn(f"warmup_epochs={self.warmup_epochs:g} >= epochs={self.epochs}: the whole run is spent "
-                          f"warming up the learning rate; lower --set warmup_epochs or raise --epochs",
-                          stacklevel=3)
+            warnings.warn(
+                f"warmup_epochs={self.warmup_epochs:g} >= epochs={self.epochs}: the whole run is spent "
+                f"warming up the learning rate; lower --set warmup_epochs or raise --epochs",
+                stacklevel=3,
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (what ``config.json`` holds)."""

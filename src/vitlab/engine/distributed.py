@@ -4,6 +4,7 @@
 (and the rendezvous address); :func:`setup` reads them. Without them everything runs as a
 single process (rank 0 of 1) and the helpers below do nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,11 +19,12 @@ from ..device import resolve_device
 @dataclass
 class DistEnv:
     """This process's place in the job and the device it drives."""
+
     rank: int
     world_size: int
     local_rank: int
     device: torch.device
-    owns_group: bool = False     # True when setup() created the process group (teardown destroys it)
+    owns_group: bool = False  # True when setup() created the process group (teardown destroys it)
 
     @property
     def is_main(self) -> bool:

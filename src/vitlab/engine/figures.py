@@ -1,12 +1,12 @@
-"""Evaluation figures (matplotlib ``Figure`` objects: no pyplot, no global backend): reliability diagram and confusion matrix."""
+"""Evaluation figures, reliability diagram and confusion matrix, drawn on matplotlib ``Figure`` objects
+(no pyplot, no global backend)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
-
-
 
 
 def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = None, title: str = "") -> None:
@@ -21,16 +21,25 @@ def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = Non
     ax.bar(edges[:-1], acc, width=width, align="edge", edgecolor="black", alpha=0.7, label="accuracy")
     if calibrated is not None:
         cal = [a if a is not None else 0.0 for a in calibrated["accuracy"]]
-        ax.bar(edges[:-1], cal, width=width, align="edge", fill=False, edgecolor="tab:red", linewidth=1.5,
-               label="after temperature scaling")
+        ax.bar(
+            edges[:-1],
+            cal,
+            width=width,
+            align="edge",
+            fill=False,
+            edgecolor="tab:red",
+            linewidth=1.5,
+            label="after temperature scaling",
+        )
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=title or "reliability")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def plot_confusion(confusion: Sequence[Sequence[int]], classes: Sequence[str], path: str | Path,
-                   title: str = "") -> None:
+def plot_confusion(
+    confusion: Sequence[Sequence[int]], classes: Sequence[str], path: str | Path, title: str = ""
+) -> None:
     """The confusion matrix (rows true, columns predicted) as a heat map with counts."""
     k = len(classes)
     fig = Figure(figsize=(max(4.0, 0.45 * k + 1.5),) * 2)
@@ -41,8 +50,15 @@ def plot_confusion(confusion: Sequence[Sequence[int]], classes: Sequence[str], p
         for i, row in enumerate(confusion):
             for j, count in enumerate(row):
                 if count:
-                    ax.text(j, i, str(count), ha="center", va="center", fontsize=7,
-                            color="white" if count > peak / 2 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        str(count),
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if count > peak / 2 else "black",
+                    )
         ax.set_xticks(range(k), classes, rotation=90, fontsize=7)
         ax.set_yticks(range(k), classes, fontsize=7)
     ax.set(xlabel="predicted", ylabel="true", title=title or "confusion")

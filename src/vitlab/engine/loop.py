@@ -20,6 +20,7 @@ Determinism: each epoch restarts Python's, NumPy's and torch's generators, and t
 ``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
 boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..data import BatchLoader
+from ..data import ShardSampler
 from ..errors import DivergenceError
 from .config import RunConfig
 from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
@@ -53,6 +54,7 @@ class Task:
     (``classifier``, ``encoder``, ...); ``monitor`` the validation metric whose maximum picks
     ``best/`` (``None``: no per-epoch validation, ``best`` is the last epoch).
     """
+
     model: nn.Module
     run_kind: str = "classify"
     checkpoint_kind: str = "classifier"
@@ -117,6 +119,7 @@ class Task:
 class FitResult:
     """What :func:`fit` returns. ``model`` is the deliverable of the model chosen by validation (the
     last one without a monitor), unwrapped, in eval mode; ``test`` its test metrics."""
+
     model: nn.Module
     history: list[dict[str, Any]]
     best_score: float | None
@@ -148,18 +151,7 @@ def epoch_seed(seed: int, epoch: int, rank: int) -> int:
     return int(words[0]) << 31 ^ int(words[1])
 
 
-class _Sizes:
-    """Stand-in dataset for :class:`BatchLoader`: its index logic needs only a length."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-
-def fit(task: Task, config: RunConfig, run_dir: RunDir | None = None, reporter: Reporter | None = None
-        ) -> FitResult:
+def fit(task: Task, config: RunConfig, run_dir: RunDir | None = None, reporter: Reporter | None = None) -> FitResult:
     """Train ``task.model`` under ``config``; with ``run_dir``, open it (refusing a foreign run, or
     resuming) and write checkpoints, history and summary there. Under torchrun (``RANK`` /
     ``WORLD_SIZE`` set) this process joins the job and trains with DDP; rank 0 writes the files."""
@@ -179,27 +171,41 @@ def fit(task: Task, config: RunConfig, run_dir: RunDir | None = None, reporter: 
 class Engine:
     """One call of :func:`fit`: the objects it builds and the loop over epochs."""
 
-    def __init__(self, task: Task, config: RunConfig, run_dir: RunDir | None, reporter: Reporter,
-                 env: DistEnv) -> None:
+    def __init__(self, task: Task, config: RunConfig, run_dir: RunDir | None, reporter: Reporter, env: DistEnv) -> None:
         self.task, self.config, self.run_dir, self.reporter, self.env = task, config, run_dir, reporter, env
         seed_everything(config.seed)
         task.prepare(env, config.amp)
         model = task.model
-        net = (DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda"
-                                       else None) if env.world_size > 1 else model)
+        net = (
+            DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
+            if env.world_size > 1
+            else model
+        )
         self.net: nn.Module = torch.compile(net) if config.compile else net  # type: ignore[assignment]
-        self.loader = BatchLoader(_Sizes(task.train_size()), config.batch_size,  # type: ignore[arg-type]
-                                  shuffle=True, seed=config.seed,
-                                  drop_last=task.drop_last and task.train_size() > config.batch_size,
-                                  rank=env.rank, world_size=env.world_size)
+        self.loader = ShardSampler(
+            task.train_size(),
+            config.batch_size,
+            shuffle=True,
+            seed=config.seed,
+            drop_last=task.drop_last and task.train_size() > config.batch_size,
+            rank=env.rank,
+            world_size=env.world_size,
+        )
         self.steps_per_epoch = max(1, math.ceil(len(self.loader) / config.accumulate))
         self.optimizer = task.parameters_to_optimise(config)
         self.total_steps = self.steps_per_epoch * config.epochs
-        self.scheduler = build_scheduler(self.optimizer, config.schedule, self.total_steps,
-                                         round(config.warmup_epochs * self.steps_per_epoch), config.lr, config.min_lr)
+        self.scheduler = build_scheduler(
+            self.optimizer,
+            config.schedule,
+            self.total_steps,
+            round(config.warmup_epochs * self.steps_per_epoch),
+            config.lr,
+            config.min_lr,
+        )
         self.ema = ModelEma(model, config.ema_decay) if config.ema_decay else None
-        self.autocast = torch.autocast(env.device.type, dtype=torch.bfloat16,
-                                       enabled=config.amp and env.device.type == "cuda")
+        self.autocast = torch.autocast(
+            env.device.type, dtype=torch.bfloat16, enabled=config.amp and env.device.type == "cuda"
+        )
         self.history: list[dict[str, Any]] = []
         self.best_score: float | None = None
         self.best_epoch, self.start_epoch, self.step = 0, 0, 0
@@ -207,8 +213,13 @@ class Engine:
         self.started = time.perf_counter()
         if run_dir is not None:
             if env.is_main:
-                run_dir.open(task.run_kind, config.to_dict(), resume=config.resume, overwrite=config.overwrite,
-                             resume_free=config.RESUME_FREE)
+                run_dir.open(
+                    task.run_kind,
+                    config.to_dict(),
+                    resume=config.resume,
+                    overwrite=config.overwrite,
+                    resume_free=config.RESUME_FREE,
+                )
             barrier()
             if config.resume:
                 self._load_state(run_dir.load_state())
@@ -224,7 +235,7 @@ class Engine:
         self.reporter.start(cfg.epochs, self.start_epoch, len(self.loader))
         for epoch in range(self.start_epoch, cfg.epochs):
             record = self.train_epoch(epoch)
-            if record is None:                      # the time limit ran out before this epoch's first step
+            if record is None:  # the time limit ran out before this epoch's first step
                 break
             final = epoch + 1 == cfg.epochs or self._out_of_time()
             if final or (task.monitor is not None and (epoch + 1) % cfg.eval_every == 0):
@@ -232,8 +243,9 @@ class Engine:
             record["seconds"] = time.perf_counter() - record.pop("_start")
             self.history.append(record)
             score = record.get(task.monitor) if task.monitor else None
-            improved = task.monitor is None or (score is not None and (self.best_score is None
-                                                                       or score > self.best_score))
+            improved = task.monitor is None or (
+                score is not None and (self.best_score is None or score > self.best_score)
+            )
             if improved:
                 self.best_score, self.best_epoch = score, record["epoch"]
                 self.best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
@@ -245,9 +257,15 @@ class Engine:
         self.reporter.close()
         best = self._best_model()
         test = task.test(best)
-        result = FitResult(task.deliverable(best).eval(), self.history, self.best_score, self.best_epoch, test,
-                           sum(r["seconds"] for r in self.history),
-                           sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad))
+        result = FitResult(
+            task.deliverable(best).eval(),
+            self.history,
+            self.best_score,
+            self.best_epoch,
+            test,
+            sum(r["seconds"] for r in self.history),
+            sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad),
+        )
         if self.run_dir is not None and self.env.is_main:
             last = self.run_dir.checkpoint("last")
             best_path = self.run_dir.checkpoint("best") if task.monitor is not None else last
@@ -271,7 +289,7 @@ class Engine:
         for b in range(batches):
             if self._out_of_time():
                 break
-            batch = task.batch(index[b * cfg.batch_size:(b + 1) * cfg.batch_size])
+            batch = task.batch(index[b * cfg.batch_size : (b + 1) * cfg.batch_size])
             with self.autocast:
                 loss, batch_sums, n = task.step(self.net, batch, epoch)
             if not torch.isfinite(loss.detach()).item():
@@ -290,13 +308,21 @@ class Engine:
         if count == 0:
             return None
         names = sorted(sums)
-        totals = all_reduce_sum(torch.stack([sums[k].to(env.device) for k in names]
-                                            + [torch.tensor(float(count), dtype=torch.float64, device=env.device)]))
+        totals = all_reduce_sum(
+            torch.stack(
+                [sums[k].to(env.device) for k in names]
+                + [torch.tensor(float(count), dtype=torch.float64, device=env.device)]
+            )
+        )
         *values, seen = totals.tolist()
         seconds = time.perf_counter() - start
-        record: dict[str, Any] = {"epoch": epoch + 1, **{f"train_{k}": v / seen for k, v in zip(names, values)},
-                                  "lr": self.scheduler.get_last_lr()[0], "images_per_s": seen / seconds,
-                                  "_start": start}
+        record: dict[str, Any] = {
+            "epoch": epoch + 1,
+            **{f"train_{k}": v / seen for k, v in zip(names, values)},
+            "lr": self.scheduler.get_last_lr()[0],
+            "images_per_s": seen / seconds,
+            "_start": start,
+        }
         return record
 
     def _optimiser_step(self) -> None:
@@ -305,7 +331,7 @@ class Engine:
             nn.utils.clip_grad_norm_(self.task.model.parameters(), cfg.clip_grad)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if cfg.time_limit_s is not None:            # the schedule follows elapsed time when that is ahead
+        if cfg.time_limit_s is not None:  # the schedule follows elapsed time when that is ahead
             elapsed = (time.perf_counter() - self.started) / cfg.time_limit_s
             self.scheduler.last_epoch = max(self.scheduler.last_epoch, int(self.total_steps * elapsed) - 1)
         self.scheduler.step()
@@ -322,7 +348,8 @@ class Engine:
         where = f" ({self.run_dir.checkpoint('last').parent} keeps the last finite epoch)" if self.run_dir else ""
         raise DivergenceError(
             f"training diverged: loss {loss} at epoch {epoch + 1}, batch {batch} (learning rate "
-            f"{self.scheduler.get_last_lr()[0]:.3g}); the learning rate is likely too high: lower --lr{where}")
+            f"{self.scheduler.get_last_lr()[0]:.3g}); the learning rate is likely too high: lower --lr{where}"
+        )
 
     def _best_model(self) -> nn.Module:
         model = self.eval_model
@@ -342,17 +369,38 @@ class Engine:
         assert run_dir is not None
         data = task.data_config()
         name = getattr(task.deliverable(task.model), "registered_name", None)
-        run_dir.save_state({
-            "epoch": epoch, "step": self.step, "model": task.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None, "task": task.state_dict(),
-            "history": self.history, "best_score": self.best_score, "best_epoch": self.best_epoch,
-            "best_state": self.best_state})
-        run_dir.save_checkpoint("last", task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name,
-                                provenance=self._provenance(epoch))
+        run_dir.save_state(
+            {
+                "epoch": epoch,
+                "step": self.step,
+                "model": task.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "ema": self.ema.state_dict() if self.ema is not None else None,
+                "task": task.state_dict(),
+                "history": self.history,
+                "best_score": self.best_score,
+                "best_epoch": self.best_epoch,
+                "best_state": self.best_state,
+            }
+        )
+        run_dir.save_checkpoint(
+            "last",
+            task.deliverable(self.eval_model),
+            task.checkpoint_kind,
+            data,
+            name=name,
+            provenance=self._provenance(epoch),
+        )
         if improved and task.monitor is not None:
-            run_dir.save_checkpoint("best", task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name,
-                                    provenance={**self._provenance(epoch), task.monitor: self.best_score})
+            run_dir.save_checkpoint(
+                "best",
+                task.deliverable(self.eval_model),
+                task.checkpoint_kind,
+                data,
+                name=name,
+                provenance={**self._provenance(epoch), task.monitor: self.best_score},
+            )
         run_dir.write_history(self.history)
 
     def _load_state(self, state: dict[str, Any]) -> None:

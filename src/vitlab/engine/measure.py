@@ -9,6 +9,7 @@ Timing takes the best of alternating rounds (each round repeats a call for at le
 CPU comes from the profiler's allocator events (allocations minus frees, in time order); on CUDA it
 is ``torch.cuda.max_memory_allocated`` after a reset — the same quantity.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 
-def best_seconds(fns: Mapping[str, Callable[[], object]], rounds: int = 3, min_seconds: float = 0.2
-                 ) -> dict[str, float]:
+def best_seconds(
+    fns: Mapping[str, Callable[[], object]], rounds: int = 3, min_seconds: float = 0.2
+) -> dict[str, float]:
     """Seconds per call of each function: best of ``rounds`` rounds run alternately (after one
     warm-up call each), each round repeating a call until ``min_seconds`` have passed."""
     for fn in fns.values():
@@ -68,7 +70,7 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():                   # the profiler's backend logs its start and stop there
+    with _quiet_stderr():  # the profiler's backend logs its start and stop there
         prof.start()
     try:
         fn()
@@ -77,8 +79,9 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
             prof.stop()
     results = prof.profiler.kineto_results if prof.profiler is not None else None
     if results is None:
-        raise RuntimeError("the PyTorch profiler recorded no events, so peak memory is unknown: "
-                           "is another profiler running?")
+        raise RuntimeError(
+            "the PyTorch profiler recorded no events, so peak memory is unknown: is another profiler running?"
+        )
     memory = [e for e in results.events() if e.name() == "[memory]"]
     events = sorted((e.start_ns(), e.nbytes()) for e in memory)  # type: ignore[attr-defined]  # not in torch's stubs
     live = peak = 0
@@ -89,8 +92,9 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") ->
 
 
 @torch.no_grad()
-def forward_costs(models: dict[str, nn.Module], images: torch.Tensor, rounds: int = 5,
-                  min_seconds: float = 0.1) -> dict[str, dict[str, float]]:
+def forward_costs(
+    models: dict[str, nn.Module], images: torch.Tensor, rounds: int = 5, min_seconds: float = 0.1
+) -> dict[str, dict[str, float]]:
     """Inference cost of each model on one batch ``images (B, C, H, W)`` (on the models' device, eval
     mode), measured together in alternating rounds so that a change of machine load hits all alike:
     per name, ``images_per_s`` (best of ``rounds``) and ``peak_mb`` (peak forward memory, MiB)."""
@@ -101,10 +105,14 @@ def forward_costs(models: dict[str, nn.Module], images: torch.Tensor, rounds: in
             model(images)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+
         return run
+
     for model in models.values():
         model.eval()
     calls = {name: call(model) for name, model in models.items()}
     seconds = best_seconds(calls, rounds, min_seconds)
-    return {name: {"images_per_s": len(images) / seconds[name], "peak_mb": peak_memory(fn, device) / 2**20}
-            for name, fn in calls.items()}
+    return {
+        name: {"images_per_s": len(images) / seconds[name], "peak_mb": peak_memory(fn, device) / 2**20}
+        for name, fn in calls.items()
+    }

@@ -5,6 +5,7 @@ Inputs are logits or probabilities ``(N, K)`` and integer labels ``(N,)``. Calib
 confidences in ``(b/n, (b+1)/n]`` (the first bin also holds 0). Per-bin *sums* are returned so
 that shards of a dataset can be all-reduced before the ECE is formed.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,10 +56,12 @@ def reliability(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) -> 
     """The reliability diagram's data: per-bin ``count``, mean ``confidence`` and ``accuracy``
     (None for empty bins) and the bin ``edges`` (``n_bins + 1`` values)."""
     count, conf, correct = calibration_bins(probs, labels, n_bins).tolist()
-    return {"edges": torch.linspace(0, 1, n_bins + 1).tolist(),
-            "count": [int(c) for c in count],
-            "confidence": [s / c if c else None for s, c in zip(conf, count)],
-            "accuracy": [s / c if c else None for s, c in zip(correct, count)]}
+    return {
+        "edges": torch.linspace(0, 1, n_bins + 1).tolist(),
+        "count": [int(c) for c in count],
+        "confidence": [s / c if c else None for s, c in zip(conf, count)],
+        "accuracy": [s / c if c else None for s, c in zip(correct, count)],
+    }
 
 
 def confusion_matrix(predicted: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:

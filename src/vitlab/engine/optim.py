@@ -5,6 +5,7 @@ Layer-wise decay (BEiT / MAE fine-tuning) scales block ``i`` of a depth-``L`` Vi
 ``decay ** (L - i)``: the head gets the full rate (layer ``L + 1``), the embeddings (patch
 embedding, positions, prefix tokens; layer 0) ``decay ** (L + 1)``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -61,13 +62,16 @@ def layer_decay_groups(model: nn.Module, weight_decay: float, decay: float) -> l
         by_layer: dict[int, list[nn.Parameter]] = {}
         for p in base["params"]:
             by_layer.setdefault(ids[id(p)], []).append(p)
-        groups += [{"params": ps, "weight_decay": base["weight_decay"], "lr_scale": decay ** (depth + 1 - layer)}
-                   for layer, ps in sorted(by_layer.items())]
+        groups += [
+            {"params": ps, "weight_decay": base["weight_decay"], "lr_scale": decay ** (depth + 1 - layer)}
+            for layer, ps in sorted(by_layer.items())
+        ]
     return groups
 
 
-def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float,
-                    momentum: float = 0.9, groups: list[dict] | None = None) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: nn.Module, name: str, lr: float, weight_decay: float, momentum: float = 0.9, groups: list[dict] | None = None
+) -> torch.optim.Optimizer:
     """``adamw`` | ``adam`` | ``sgd`` (Nesterov) over :func:`param_groups` (or the ``groups`` given,
     which may set their own ``lr``); Adam(W) uses the fused kernel on CPU and CUDA (a few times
     faster than the per-parameter loop for small models)."""
@@ -101,8 +105,9 @@ class WarmupCosine:
         return self.floor + (1.0 - self.floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, schedule: str, total_steps: int, warmup_steps: int,
-                    lr: float, min_lr: float) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, schedule: str, total_steps: int, warmup_steps: int, lr: float, min_lr: float
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step schedule: ``cosine`` (to ``min_lr``) or ``constant``, after linear warmup."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}: choose one of {SCHEDULES}")

@@ -4,6 +4,7 @@ The trainer calls ``start`` once, ``step`` every ``every`` optimizer steps and a
 epoch (the only moments it reads the running loss / accuracy from the device; ``every = 0``: never),
 ``epoch`` after each epoch, and ``close`` at the end.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,6 +15,7 @@ from tqdm import tqdm
 
 class Reporter:
     """Receives progress; does nothing. Subclass to print, log or plot."""
+
     every: int = 0
 
     def start(self, epochs: int, start_epoch: int, steps_per_epoch: int) -> None:
@@ -30,8 +32,9 @@ class Reporter:
 
 
 def _metrics(record: dict[str, Any], prefix: str) -> str:
-    return " ".join(f"{k[len(prefix):]} {v:.4f}" for k, v in record.items()
-                    if k.startswith(prefix) and isinstance(v, float))
+    return " ".join(
+        f"{k[len(prefix) :]} {v:.4f}" for k, v in record.items() if k.startswith(prefix) and isinstance(v, float)
+    )
 
 
 def format_record(record: dict[str, Any], epochs: int) -> str:
@@ -59,11 +62,16 @@ class TqdmReporter(Reporter):
 
     def step(self, epoch: int, step: int, running: dict[str, float], images_per_s: float) -> None:
         if self.bar is None:
-            self.bar = tqdm(total=self.steps, desc=f"epoch {epoch}/{self.epochs}", leave=False,
-                            disable=self.disable, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=self.steps,
+                desc=f"epoch {epoch}/{self.epochs}",
+                leave=False,
+                disable=self.disable,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         self.bar.update(step - self.bar.n)
-        self.bar.set_postfix(**{k: f"{v:.4f}" for k, v in running.items()}, img_s=f"{images_per_s:,.0f}",
-                             refresh=False)
+        self.bar.set_postfix(**{k: f"{v:.4f}" for k, v in running.items()}, img_s=f"{images_per_s:,.0f}", refresh=False)
 
     def epoch(self, record: dict[str, Any]) -> None:
         self.close()

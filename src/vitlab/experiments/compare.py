@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import nn
@@ -86,6 +86,8 @@ from .training import (
     pretrain_run,
     train_run,
 )
+
+T = TypeVar("T")
 
 # Per-dataset defaults: (ViT, CNN family, patch sizes). 28x28 data gets the textbook's model.
 DEFAULT_MODELS: dict[str, tuple[str, str, tuple[int, ...]]] = {
@@ -215,8 +217,30 @@ class CompareConfig:
                 raise ConfigError(f"{kind}={name!r} is not a {kind.upper()}: choose a registered "
                                   f"{'vit-*' if kind == 'vit' else 'cnn-*'} model (see `vitlab models`)")
 
+    @property
+    def vit_name(self) -> str:
+        """``vit`` as ``__post_init__`` resolved it (the dataset's default when given ``None``)."""
+        return _resolved(self.vit, "vit")
+
+    @property
+    def cnn_name(self) -> str:
+        """``cnn`` as ``__post_init__`` resolved it (the dataset's default when given ``None``)."""
+        return _resolved(self.cnn, "cnn")
+
+    @property
+    def patch_sizes(self) -> list[int]:
+        """``patches`` as ``__post_init__`` resolved it (the dataset's default when given ``None``)."""
+        return _resolved(self.patches, "patches")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _resolved(value: T | None, name: str) -> T:
+    if value is None:
+        raise ConfigError(f"CompareConfig.{name} is None after construction: set it to a value, or build a new "
+                          f"CompareConfig, which picks the dataset's default for a None")
+    return value
 
 
 @dataclass(frozen=True)
@@ -243,7 +267,7 @@ def grid_axes(config: CompareConfig) -> list[Axis]:
     axes = [Axis("seed", "seed", tuple(range(config.seeds))),
             Axis("rows", "rows", tuple(config.rows)),
             Axis("augment", "augment", tuple(config.augment)),
-            Axis("patch", "patch_size", tuple(config.patches), only="vit")]
+            Axis("patch", "patch_size", tuple(config.patch_sizes), only="vit")]
     axes += [Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), only="vit")
              for name, default in VARIANTS.items() if getattr(config, name) != [default]]
     return axes + ([Axis("cnn", "cnn", tuple(config.cnns), only="cnn")] if config.cnns != ["matched"] else [])
@@ -260,9 +284,9 @@ def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
         return {}
     gh, gw = vit.grid
     n = gh * gw
-    sized = {"window": {"window_size": max(1, min(gh, gw) // 2)},
-             "lowrank": {"lowrank_k": max(1, n // 2)},
-             "latent": {"num_latents": max(1, n // 4)}}.get(kind, {})
+    sized: dict[str, Any] = {"window": {"window_size": max(1, min(gh, gw) // 2)},
+                             "lowrank": {"lowrank_k": max(1, n // 2)},
+                             "latent": {"num_latents": max(1, n // 4)}}.get(kind, {})
     if kind == "window" and (vit.class_token or vit.reg_tokens):
         sized.update(class_token=False, reg_tokens=0, pool="mean")
     return {"attention": kind, **sized}
@@ -287,7 +311,7 @@ def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str
     if config.pad and any(side % patch for side in shape["img_size"]):
         overrides["pad"] = True
     attention = values.get("attention", VARIANTS["attention"])
-    return {**overrides, **attention_overrides(attention, get_config(config.vit, **shape, **overrides))}
+    return {**overrides, **attention_overrides(attention, get_config(config.vit_name, **shape, **overrides))}
 
 
 @dataclass
@@ -346,25 +370,25 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     when the CNN family cannot get within ``param_tolerance`` of the ViT's parameter count.
     """
     height, width = shape["img_size"]
-    for patch in config.patches:
+    for patch in config.patch_sizes:
         if not config.pad and (height % patch or width % patch):
-            raise ValueError(f"patch {patch} of --patches {','.join(map(str, config.patches))}: "
+            raise ValueError(f"patch {patch} of --patches {','.join(map(str, config.patch_sizes))}: "
                              f"{divisibility_error(height, width, patch)}; compare pads with --pad")
     axes = grid_axes(config)
-    cnn_base = get_config(config.cnn)
+    cnn_base = get_config(config.cnn_name)
     matched: dict[str, tuple[int, dict[str, Any], int]] = {}    # ViT overrides -> (params, CNN overrides, params)
 
     def match(vit_overrides: dict[str, Any]) -> tuple[int, dict[str, Any], int]:
         key = repr(sorted(vit_overrides.items()))
         if key not in matched:
-            vit_params = model_params(config.vit, **shape, **vit_overrides)
+            vit_params = model_params(config.vit_name, **shape, **vit_overrides)
             budget = cnn_for_budget(vit_params, shape["img_size"], shape["in_chans"], shape["num_classes"],
                                     stages=len(cnn_base.widths), convs_per_stage=cnn_base.convs_per_stage,
                                     norm=cnn_base.norm, dropout=cnn_base.dropout)
             cnn_overrides = {"widths": list(budget.widths)}
-            cnn_params = model_params(config.cnn, **shape, **cnn_overrides)
+            cnn_params = model_params(config.cnn_name, **shape, **cnn_overrides)
             if abs(cnn_params - vit_params) > config.param_tolerance * vit_params:
-                raise ValueError(f"the closest {config.cnn} has {cnn_params:,} parameters against the ViT's "
+                raise ValueError(f"the closest {config.cnn_name} has {cnn_params:,} parameters against the ViT's "
                                  f"{vit_params:,} at {vit_overrides}: more than ±{config.param_tolerance:.0%} "
                                  f"apart; choose another --cnn family or ViT")
             matched[key] = vit_params, cnn_overrides, cnn_params
@@ -380,14 +404,14 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
         overrides = vit_overrides(config, shape, values)
         vit_params, cnn_overrides, cnn_params = match(overrides)
         fixed = CNN_CHOICES[values.get("cnn", "matched")]
-        cnn_model = config.cnn
+        cnn_model = config.cnn_name
         if fixed is not None:
             cnn_model, cnn_overrides = fixed[0], dict(fixed[1])
             cnn_params = model_params(cnn_model, **shape, **cnn_overrides)
         cnn = RunPlan(_run_key("cnn", cnn_values, cnn_overrides), "cnn", cnn_model, cnn_overrides, train_fields,
                       cnn_values, cnn_params)
         distil = values.get("distill", VARIANTS["distill"]) == "cnn"
-        vit = RunPlan(_run_key("vit", vit_values, overrides), "vit", config.vit, overrides, train_fields,
+        vit = RunPlan(_run_key("vit", vit_values, overrides), "vit", config.vit_name, overrides, train_fields,
                       vit_values, vit_params, teacher=cnn.key if distil else None)
         for run in ((cnn, vit) if distil else (vit, cnn)):
             runs.setdefault(run.key, run)
@@ -432,6 +456,8 @@ class RunRecord:
         if self.kind == "vit":
             variants = [variant_words(name, self.axes[name]) for name in VARIANTS if name in self.axes]
             return ", ".join([f"ViT patch {self.axes['patch']}", *variants])
+        if self.widths is None:
+            raise ValueError(f"CNN run {self.key!r} has no widths: a CNN record always carries its stage widths")
         which = f" ({CNN_WORDS[self.axes['cnn']]})" if "cnn" in self.axes else ""
         return "CNN " + "-".join(map(str, self.widths)) + which
 
@@ -482,7 +508,7 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
                   test_acc=result.test["acc"] if result.test is not None else None)
     if run.axes.get("attention") == "tome":
         model = result.model
-        merged = with_tome(model, splits.image_shape[1:])
+        merged = with_tome(cast(VisionTransformer, model), splits.image_shape[1:])
         device = next(model.parameters()).device
 
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
@@ -506,7 +532,9 @@ def build_architecture(run: RunPlan, shape: dict[str, Any]) -> nn.Module:
     """A freshly initialised model of ``run``'s architecture for data of ``shape``: its model and
     overrides, with a distillation token when it has a teacher, merging tokens for ``tome``."""
     model = create_model(run.model, **shape, **run.overrides, **({"distill_token": True} if run.teacher else {}))
-    return with_tome(model, shape["img_size"]) if run.axes.get("attention") == "tome" else model
+    if run.axes.get("attention") != "tome":
+        return model
+    return with_tome(cast(VisionTransformer, model), shape["img_size"])    # tome runs are ViTs (see plan_compare)
 
 
 def _architecture(run: RunPlan) -> str:

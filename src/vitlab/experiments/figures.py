@@ -12,7 +12,7 @@ Error bars are one standard deviation over seeds (none with one seed).
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +93,7 @@ def _save(fig: Figure, path: str | Path) -> None:
     write_file(path, png.getvalue())
 
 
-def _unique(values: Sequence[Any]) -> list[Any]:
+def _unique(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
@@ -161,7 +161,7 @@ def plot_gap(aggregates: Sequence[Aggregate], path: str | Path) -> None:
     for i, label in enumerate(labels):
         found = {j: a for j, setting in enumerate(settings) for a in aggregates
                  if a.label == label and _setting(a) == setting}
-        ax.bar([j + (i - (len(labels) - 1) / 2) * width for j in found], [a.mean["gap"] for a in found.values()],
+        ax.bar([j + (i - (len(labels) - 1) / 2) * width for j in found], [a.known_mean("gap") for a in found.values()],
                width, yerr=_errors([a.std["gap"] for a in found.values()]), capsize=3, color=colours[label],
                label=label)
     ax.legend(fontsize=8)

@@ -15,7 +15,7 @@ import json
 import math
 import platform
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +64,10 @@ class Aggregate:
     std: dict[str, float | None]
     curves: dict[str, list[float]]
 
+    def known_mean(self, metric: str) -> float:
+        """``mean[metric]`` for a metric every run records (accuracies, gap, ECE)."""
+        return known(self.mean, metric)
+
 
 @dataclass
 class Lead:
@@ -92,10 +96,23 @@ class Lead:
         return "larger than the spread" if abs(self.lead) > self.spread else "within the spread"
 
 
+def known(means: Mapping[str, float | None], metric: str) -> float:
+    """``means[metric]`` for a metric every run records (accuracies, gap, ECE), where a None is a bug."""
+    value = means[metric]
+    if value is None:
+        raise ValueError(f"no mean {metric!r}: every run records it, so its records are malformed")
+    return value
+
+
+def _spread(values: Sequence[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
 def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
-    if any(v is None for v in values):
+    present = [v for v in values if v is not None]
+    if len(present) < len(values):
         return None, None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+    return statistics.fmean(present), _spread(present)
 
 
 def _without_seed(axes: dict[str, Any]) -> tuple:
@@ -135,9 +152,9 @@ def compute_leads(result: CompareResult) -> list[Lead]:
         vit_run, cnn_run = pairs[0]
         vit = aggregates[vit_run.label, _without_seed(vit_run.axes)]
         cnn = aggregates[cnn_run.label, _without_seed(cnn_run.axes)]
-        lead, spread = _mean_std([v.best_val_acc - c.best_val_acc for v, c in pairs])
-        leads.append(Lead(dict(axes), vit_run.train_rows, vit.label, cnn.label, vit.mean, cnn.mean, lead, spread,
-                          len(pairs)))
+        diffs = [v.best_val_acc - c.best_val_acc for v, c in pairs]
+        leads.append(Lead(dict(axes), vit_run.train_rows, vit.label, cnn.label, vit.mean, cnn.mean,
+                          statistics.fmean(diffs), _spread(diffs), len(pairs)))
     return leads
 
 
@@ -220,8 +237,8 @@ def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> 
     out += _augment_sentences(leads)
     out += _patch_sentences(leads, tokens or {})
     out += _variant_sentences(leads)
-    vit_ece = statistics.fmean(lead.vit["val_ece"] for lead in leads)
-    cnn_ece = statistics.fmean(lead.cnn["val_ece"] for lead in leads)
+    vit_ece = statistics.fmean(known(lead.vit, "val_ece") for lead in leads)
+    cnn_ece = statistics.fmean(known(lead.cnn, "val_ece") for lead in leads)
     better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
     out.append(f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
                f"CNN: {better} is the better calibrated.")
@@ -249,9 +266,9 @@ def _rows_trend(leads: Sequence[Lead]) -> list[str]:
 
 
 def _gap_sentences(leads: Sequence[Lead]) -> list[str]:
-    vit_gap = statistics.fmean(lead.vit["gap"] for lead in leads)
-    cnn_gap = statistics.fmean(lead.cnn["gap"] for lead in leads)
-    larger = sum(lead.vit["gap"] > lead.cnn["gap"] for lead in leads)
+    vit_gap = statistics.fmean(known(lead.vit, "gap") for lead in leads)
+    cnn_gap = statistics.fmean(known(lead.cnn, "gap") for lead in leads)
+    larger = sum(known(lead.vit, "gap") > known(lead.cnn, "gap") for lead in leads)
     if max(vit_gap, cnn_gap) <= 0:
         who = "neither model overfits on average (training accuracy stays at or below validation accuracy)"
     elif vit_gap == cnn_gap:
@@ -273,8 +290,8 @@ def _augment_sentences(leads: Sequence[Lead]) -> list[str]:
                    and (k := _cell_key(lead.axes, "augment")) in base]
         if not matched:
             continue
-        d_vit = statistics.fmean(a.vit["best_val_acc"] - b.vit["best_val_acc"] for b, a in matched)
-        d_cnn = statistics.fmean(a.cnn["best_val_acc"] - b.cnn["best_val_acc"] for b, a in matched)
+        d_vit = statistics.fmean(known(a.vit, "best_val_acc") - known(b.vit, "best_val_acc") for b, a in matched)
+        d_cnn = statistics.fmean(known(a.cnn, "best_val_acc") - known(b.cnn, "best_val_acc") for b, a in matched)
         words = augment_words(preset)
         out.append(f"{words[0].upper() + words[1:]} changes best validation accuracy by {_signed(d_vit)} for "
                    f"the ViT and {_signed(d_cnn)} for the CNN (mean over {len(matched)} matched cells).")
@@ -285,11 +302,11 @@ def _patch_sentences(leads: Sequence[Lead], tokens: dict[int, int]) -> list[str]
     by_patch: dict[int, list[float]] = {}
     for lead in leads:
         if "patch" in lead.axes:
-            by_patch.setdefault(lead.axes["patch"], []).append(lead.vit["best_val_acc"])
+            by_patch.setdefault(lead.axes["patch"], []).append(known(lead.vit, "best_val_acc"))
     if len(by_patch) < 2:
         return []
     means = {patch: statistics.fmean(values) for patch, values in by_patch.items()}
-    best, worst = max(means, key=means.get), min(means, key=means.get)
+    best, worst = max(means, key=means.__getitem__), min(means, key=means.__getitem__)
 
     def named(patch: int) -> str:
         return f"patch {patch}" + (f" ({tokens[patch]} tokens)" if patch in tokens else "")
@@ -355,9 +372,10 @@ def token_costs(result: CompareResult) -> list[dict[str, Any]]:
     chans, height, width = result.data["image_shape"]
     if height != width:
         return []
-    vit = get_config(result.config.vit)
-    rows = cost_table(tuple((padded(height, p), p) for p in result.config.patches), dim=vit.embed_dim, depth=vit.depth,
-                      heads=vit.num_heads, mlp_ratio=vit.mlp_ratio, class_token=vit.class_token, in_chans=chans)
+    vit = get_config(result.config.vit_name)
+    sizes = tuple((padded(height, p), p) for p in result.config.patch_sizes)
+    rows = cost_table(sizes, dim=vit.embed_dim, depth=vit.depth, heads=vit.num_heads, mlp_ratio=vit.mlp_ratio,
+                      class_token=vit.class_token, in_chans=chans)
     params = {r.axes["patch"]: r.params for r in result.records.values() if r.kind == "vit"}
     return [{**row.to_dict(), "params": params.get(row.patch)} for row in rows]
 
@@ -502,7 +520,7 @@ def execution_words(execution: dict[str, Any]) -> str:
 def padding_lines(result: CompareResult) -> list[str]:
     """A sentence on the patch sizes that zero-pad the image (empty when none does)."""
     _, height, width = result.data["image_shape"]
-    padding = [p for p in result.config.patches if result.config.pad and (height % p or width % p)]
+    padding = [p for p in result.config.patch_sizes if result.config.pad and (height % p or width % p)]
     if not padding:
         return []
     sizes = ", ".join(f"patch {p}: {padded(height, p)}x{padded(width, p)}" for p in padding)

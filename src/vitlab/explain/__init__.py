@@ -16,16 +16,47 @@ Testing:
 - ``synthetic``: a task whose label is decided by one known patch.
 - ``report``: an example explained to files, per-head attention examples, checkpoint entry points.
 """
+
 from .audit import AuditResult, MethodAudit, audit, deletion_insertion, write_audit
-from .maps import (METHODS, compute_maps, gradient_map, head_attention, head_statistics, occlusion_map,
-                   query_attention, rollout_map, rollout_matrix)
+from .maps import (
+    METHODS,
+    compute_maps,
+    gradient_map,
+    head_attention,
+    head_statistics,
+    occlusion_map,
+    query_attention,
+    rollout_map,
+    rollout_matrix,
+)
 from .record import AttentionRecorder, attention_weights, record_attention
 from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example
 from .synthetic import key_patch_splits
 from .textbook import position_similarity, textbook_figures
 
-__all__ = ["AttentionRecorder", "AuditResult", "METHODS", "MethodAudit", "attention_examples", "attention_weights",
-           "audit", "audit_checkpoint", "compute_maps", "deletion_insertion", "explain_checkpoint",
-           "explain_example", "gradient_map", "head_attention", "head_statistics", "key_patch_splits",
-           "occlusion_map", "position_similarity", "query_attention", "record_attention", "rollout_map",
-           "rollout_matrix", "textbook_figures", "write_audit"]
+__all__ = [
+    "AttentionRecorder",
+    "AuditResult",
+    "METHODS",
+    "MethodAudit",
+    "attention_examples",
+    "attention_weights",
+    "audit",
+    "audit_checkpoint",
+    "compute_maps",
+    "deletion_insertion",
+    "explain_checkpoint",
+    "explain_example",
+    "gradient_map",
+    "head_attention",
+    "head_statistics",
+    "key_patch_splits",
+    "occlusion_map",
+    "position_similarity",
+    "query_attention",
+    "record_attention",
+    "rollout_map",
+    "rollout_matrix",
+    "textbook_figures",
+    "write_audit",
+]

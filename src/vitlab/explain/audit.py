@@ -16,6 +16,7 @@
 :func:`audit` returns an :class:`AuditResult`; :func:`write_audit` writes ``audit.json``,
 ``audit.md`` and the figures.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,8 +33,8 @@ from scipy.stats import rankdata
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
-from ..runs import atomic_write, write_json
 from ..engine import ClassificationTask, TrainConfig, build_model, fit, predict_logits
+from ..runs import atomic_write, write_json
 from .maps import applicable_methods, compute_maps, head_attention, masked_probs, patch_layout
 
 CASES = ("confident correct", "unsure correct", "confident wrong", "unsure wrong")
@@ -51,9 +52,15 @@ def step_counts(num_patches: int, steps: int | None = None) -> torch.Tensor:
     return torch.linspace(0, num_patches, steps + 1).round().long()
 
 
-def deletion_insertion(model: nn.Module, inputs: torch.Tensor, order: torch.Tensor, target: torch.Tensor,
-                       patch_size: int | None = None, steps: int | None = None, baseline: float = 0.0,
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def deletion_insertion(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    order: torch.Tensor,
+    target: torch.Tensor,
+    patch_size: int | None = None,
+    steps: int | None = None,
+    baseline: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Deletion and insertion curves ``(B, S + 1)`` each, for normalised ``inputs (B, C, H, W)``.
 
     ``order (B, gh*gw)`` lists each image's patches most important first; point ``s`` of a curve
@@ -64,9 +71,9 @@ def deletion_insertion(model: nn.Module, inputs: torch.Tensor, order: torch.Tens
     b, n = order.shape
     counts = step_counts(n, steps).to(order.device)
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(n, device=order.device).expand(b, n))
-    early = rank[:, None, :] < counts[None, :, None]                      # (B, S + 1, N): among the first k
+    early = rank[:, None, :] < counts[None, :, None]  # (B, S + 1, N): among the first k
     both = masked_probs(model, inputs, torch.cat([~early, early], 1), target, size, baseline)
-    return both[:, :len(counts)], both[:, len(counts):]
+    return both[:, : len(counts)], both[:, len(counts) :]
 
 
 def curve_area(curves: torch.Tensor) -> torch.Tensor:
@@ -86,7 +93,7 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     rb = rankdata(b.flatten(1).double().cpu().numpy(), axis=1)
     ra, rb = ra - ra.mean(1, keepdims=True), rb - rb.mean(1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (ra * rb).sum(1) / np.sqrt((ra ** 2).sum(1) * (rb ** 2).sum(1))
+        rho = (ra * rb).sum(1) / np.sqrt((ra**2).sum(1) * (rb**2).sum(1))
     return torch.from_numpy(rho)
 
 
@@ -125,6 +132,7 @@ def randomise_(params: Iterable[nn.Parameter], generator: torch.Generator) -> No
 class MethodAudit:
     """One map method's audit row. ``cascade`` holds the mean rank correlation after each cascade
     stage (``AuditResult.stages``); ``randomised_rho`` is its last value (every weight randomised)."""
+
     method: str
     deletion_auc: float
     insertion_auc: float
@@ -139,6 +147,7 @@ class MethodAudit:
 class Case:
     """A highlighted prediction: its image ``(C, H, W)`` in [0, 1], maps ``(gh, gw)`` per method, and
     (for models with attention) the last layer's head spreads for the default query."""
+
     kind: str
     index: int
     label: int
@@ -153,6 +162,7 @@ class Case:
 class AuditResult:
     """What :func:`audit` measured. ``random`` holds the random order's deletion / insertion areas;
     ``curves`` the mean curves per ordering (``"random"`` included)."""
+
     dataset: str
     split: str
     samples: list[int]
@@ -177,38 +187,90 @@ class AuditResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (figures' arrays left out)."""
-        return {"dataset": self.dataset, "split": self.split, "samples": len(self.samples),
-                "sample_indices": self.samples, "accuracy": self.accuracy, "patch_size": self.patch_size,
-                "threshold": self.threshold,
-                "key_patch": self.key_patch, "sanity_epochs": self.sanity_epochs, "seconds": self.seconds,
-                "methods": [_finite(asdict(r)) for r in self.rows], "random": self.random,
-                "cascade_stages": self.stages, "curves": self.curves,
-                "cases": [{"kind": c.kind, "index": c.index, "label": self.classes[c.label],
-                           "prediction": self.classes[c.prediction], "confidence": c.confidence,
-                           "head_spreads": c.head_spreads} for c in self.cases]}
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "samples": len(self.samples),
+            "sample_indices": self.samples,
+            "accuracy": self.accuracy,
+            "patch_size": self.patch_size,
+            "threshold": self.threshold,
+            "key_patch": self.key_patch,
+            "sanity_epochs": self.sanity_epochs,
+            "seconds": self.seconds,
+            "methods": [_finite(asdict(r)) for r in self.rows],
+            "random": self.random,
+            "cascade_stages": self.stages,
+            "curves": self.curves,
+            "cases": [
+                {
+                    "kind": c.kind,
+                    "index": c.index,
+                    "label": self.classes[c.label],
+                    "prediction": self.classes[c.prediction],
+                    "confidence": c.confidence,
+                    "head_spreads": c.head_spreads,
+                }
+                for c in self.cases
+            ],
+        }
 
     def markdown(self) -> str:
         """The audit table and the highlighted cases as Markdown."""
         key = self.key_patch is not None
-        head = ["method", "deletion AUC (lower is better)", "insertion AUC (higher is better)",
-                "ρ weights randomised", "ρ labels permuted"] + (["key patch first"] if key else []) + ["verdict"]
-        lines = [f"# Explanation audit: {self.dataset} {self.split}, {len(self.samples)} samples "
-                 f"(accuracy {self.accuracy:.4f})", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        head = (
+            [
+                "method",
+                "deletion AUC (lower is better)",
+                "insertion AUC (higher is better)",
+                "ρ weights randomised",
+                "ρ labels permuted",
+            ]
+            + (["key patch first"] if key else [])
+            + ["verdict"]
+        )
+        lines = [
+            f"# Explanation audit: {self.dataset} {self.split}, {len(self.samples)} samples "
+            f"(accuracy {self.accuracy:.4f})",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         for r in self.rows:
-            cells = [r.method, f"{r.deletion_auc:.4f}", f"{r.insertion_auc:.4f}", _fmt(r.randomised_rho),
-                     _fmt(r.permuted_rho)] + ([_fmt(r.key_patch_top1)] if key else []) + [r.verdict]
+            cells = (
+                [
+                    r.method,
+                    f"{r.deletion_auc:.4f}",
+                    f"{r.insertion_auc:.4f}",
+                    _fmt(r.randomised_rho),
+                    _fmt(r.permuted_rho),
+                ]
+                + ([_fmt(r.key_patch_top1)] if key else [])
+                + [r.verdict]
+            )
             lines.append("| " + " | ".join(cells) + " |")
-        lines.append("| random order | " + f"{self.random['deletion_auc']:.4f} | {self.random['insertion_auc']:.4f} | "
-                     + " | ".join(["–"] * (len(head) - 3)) + " |")
-        lines += ["", f"ρ: mean Spearman rank correlation with the trained model's map; a map with ρ ≥ "
-                  f"{self.threshold} after the weights are randomised or the labels permuted "
-                  f"{'(' + str(self.sanity_epochs) + ' epochs) ' if self.sanity_epochs else ''}does not "
-                  f"explain the model. Cascade stages, head first: {', '.join(self.stages)}.", "", "## Cases", ""]
+        lines.append(
+            "| random order | "
+            + f"{self.random['deletion_auc']:.4f} | {self.random['insertion_auc']:.4f} | "
+            + " | ".join(["–"] * (len(head) - 3))
+            + " |"
+        )
+        lines += [
+            "",
+            f"ρ: mean Spearman rank correlation with the trained model's map; a map with ρ ≥ "
+            f"{self.threshold} after the weights are randomised or the labels permuted "
+            f"{'(' + str(self.sanity_epochs) + ' epochs) ' if self.sanity_epochs else ''}does not "
+            f"explain the model. Cascade stages, head first: {', '.join(self.stages)}.",
+            "",
+            "## Cases",
+            "",
+        ]
         for c in self.cases:
             spreads = (", head spreads " + ", ".join(f"{s:.4f}" for s in c.head_spreads)) if c.head_spreads else ""
-            lines.append(f"- {c.kind}: #{c.index}, {self.classes[c.label]} → {self.classes[c.prediction]} "
-                         f"(confidence {c.confidence:.4f}){spreads}")
+            lines.append(
+                f"- {c.kind}: #{c.index}, {self.classes[c.label]} → {self.classes[c.prediction]} "
+                f"(confidence {c.confidence:.4f}){spreads}"
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -217,8 +279,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _finite(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: ([None if v is None or math.isnan(v) else v for v in x] if isinstance(x, list) else x)
-            for k, x in d.items()}
+    return {
+        k: ([None if v is None or math.isnan(v) else v for v in x] if isinstance(x, list) else x) for k, x in d.items()
+    }
 
 
 def _mean(values: torch.Tensor) -> float | None:
@@ -230,13 +293,31 @@ def permuted_labels(splits: DataSplits, seed: int) -> DataSplits:
     """``splits`` with the training labels shuffled (seeded), the validation split kept; no test."""
     g = torch.Generator().manual_seed(seed)
     labels = splits.train.labels[torch.randperm(len(splits.train), generator=g)]
-    return DataSplits(splits.name, ImageDataset(splits.train.images, labels, splits.train.classes), splits.val,
-                      None, splits.mean, splits.std, splits.hflip_ok)
+    return DataSplits(
+        splits.name,
+        ImageDataset(splits.train.images, labels, splits.train.classes),
+        splits.val,
+        None,
+        splits.mean,
+        splits.std,
+        splits.hflip_ok,
+    )
 
 
-def audit(model: nn.Module, splits: DataSplits, samples: int = 100, methods: Sequence[str] | None = None, seed: int = 0,
-          split: str = "val", train_config: TrainConfig | None = None, sanity_epochs: int = 5, threshold: float = 0.5,
-          key_patch: int | None = None, patch_size: int | None = None, steps: int | None = None) -> AuditResult:
+def audit(
+    model: nn.Module,
+    splits: DataSplits,
+    samples: int = 100,
+    methods: Sequence[str] | None = None,
+    seed: int = 0,
+    split: str = "val",
+    train_config: TrainConfig | None = None,
+    sanity_epochs: int = 5,
+    threshold: float = 0.5,
+    key_patch: int | None = None,
+    patch_size: int | None = None,
+    steps: int | None = None,
+) -> AuditResult:
     """Audit ``methods`` (default: every method that applies to ``model``) on ``samples`` seeded
     images of ``split``.
 
@@ -281,27 +362,45 @@ def audit(model: nn.Module, splits: DataSplits, samples: int = 100, methods: Seq
     stages, cascade = _cascade(model, inputs, methods, target, size, trained, seed)
     permuted = None
     if train_config is not None:
-        permuted = _permuted_rho(model, splits, inputs, methods, target, size, trained, train_config,
-                                 sanity_epochs, seed)
+        permuted = _permuted_rho(
+            model, splits, inputs, methods, target, size, trained, train_config, sanity_epochs, seed
+        )
     rows = []
     for m in methods:
-        row = MethodAudit(m, *areas[m], cascade=[c[m] for c in cascade],
-                          permuted_rho=None if permuted is None else permuted[m])
+        row = MethodAudit(
+            m, *areas[m], cascade=[c[m] for c in cascade], permuted_rho=None if permuted is None else permuted[m]
+        )
         row.randomised_rho = row.cascade[-1] if row.cascade else None
         if key_patch is not None:
             row.key_patch_top1 = float((trained[m].flatten(1).argmax(1) == key_patch).float().mean())
         row.verdict = _verdict(row, areas["random"], threshold)
         rows.append(row)
     cases = _cases(model, inputs_all, data, labels, prediction, confidence, methods, size)
-    return AuditResult(splits.name, split, index.tolist(), float((prediction == labels).float().mean()), rows,
-                       {"deletion_auc": areas["random"][0], "insertion_auc": areas["random"][1]}, stages, curves,
-                       cases, list(data.classes), size, threshold, key_patch,
-                       sanity_epochs if train_config is not None else None, time.perf_counter() - start)
+    return AuditResult(
+        splits.name,
+        split,
+        index.tolist(),
+        float((prediction == labels).float().mean()),
+        rows,
+        {"deletion_auc": areas["random"][0], "insertion_auc": areas["random"][1]},
+        stages,
+        curves,
+        cases,
+        list(data.classes),
+        size,
+        threshold,
+        key_patch,
+        sanity_epochs if train_config is not None else None,
+        time.perf_counter() - start,
+    )
 
 
 def _verdict(row: MethodAudit, random: tuple[float, float], threshold: float) -> str:
-    failed = [what for what, rho in (("weights randomised", row.randomised_rho), ("labels permuted", row.permuted_rho))
-              if rho is not None and rho >= threshold]
+    failed = [
+        what
+        for what, rho in (("weights randomised", row.randomised_rho), ("labels permuted", row.permuted_rho))
+        if rho is not None and rho >= threshold
+    ]
     if failed:
         return f"not explaining the model: barely changes with {' or '.join(failed)}"
     if row.deletion_auc >= random[0] and row.insertion_auc <= random[1]:
@@ -309,8 +408,15 @@ def _verdict(row: MethodAudit, random: tuple[float, float], threshold: float) ->
     return "passes"
 
 
-def _cascade(model: nn.Module, inputs: torch.Tensor, methods: list[str], target: torch.Tensor, size: int,
-             trained: dict[str, torch.Tensor], seed: int) -> tuple[list[str], list[dict[str, float | None]]]:
+def _cascade(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    methods: list[str],
+    target: torch.Tensor,
+    size: int,
+    trained: dict[str, torch.Tensor],
+    seed: int,
+) -> tuple[list[str], list[dict[str, float | None]]]:
     """Mean rank correlations after each stage of cascading randomisation."""
     broken = copy.deepcopy(model)
     g = torch.Generator().manual_seed(seed + 1)
@@ -323,9 +429,18 @@ def _cascade(model: nn.Module, inputs: torch.Tensor, methods: list[str], target:
     return names, rhos
 
 
-def _permuted_rho(model: nn.Module, splits: DataSplits, inputs: torch.Tensor, methods: list[str],
-                  target: torch.Tensor, size: int, trained: dict[str, torch.Tensor], train_config: TrainConfig,
-                  epochs: int, seed: int) -> dict[str, float | None]:
+def _permuted_rho(
+    model: nn.Module,
+    splits: DataSplits,
+    inputs: torch.Tensor,
+    methods: list[str],
+    target: torch.Tensor,
+    size: int,
+    trained: dict[str, torch.Tensor],
+    train_config: TrainConfig,
+    epochs: int,
+    seed: int,
+) -> dict[str, float | None]:
     device = next(model.parameters()).device
     config = replace(train_config, epochs=epochs, out_dir=None, resume=False, device=str(device))
     permuted = permuted_labels(splits, seed)
@@ -334,8 +449,16 @@ def _permuted_rho(model: nn.Module, splits: DataSplits, inputs: torch.Tensor, me
     return {m: _mean(spearman(trained[m], maps[m])) for m in methods}
 
 
-def _cases(model: nn.Module, inputs: torch.Tensor, data: ImageDataset, labels: torch.Tensor,
-           prediction: torch.Tensor, confidence: torch.Tensor, methods: list[str], size: int) -> list[Case]:
+def _cases(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    data: ImageDataset,
+    labels: torch.Tensor,
+    prediction: torch.Tensor,
+    confidence: torch.Tensor,
+    methods: list[str],
+    size: int,
+) -> list[Case]:
     """The most and least confident correct and wrong predictions of the split."""
     correct = prediction == labels
     picks = []
@@ -348,9 +471,19 @@ def _cases(model: nn.Module, inputs: torch.Tensor, data: ImageDataset, labels: t
     index = torch.tensor([i for _, i in picks], device=inputs.device)
     maps = compute_maps(model, inputs[index], methods, prediction[index], patch_size=size)
     spreads = head_attention(model, inputs[index])[1]["spread"][:, -1] if "attention" in methods else None
-    return [Case(kind, i, int(labels[i]), int(prediction[i]), float(confidence[i]), data.images[i].cpu(),
-                 {m: maps[m][j].cpu() for m in methods}, None if spreads is None else spreads[j].tolist())
-            for j, (kind, i) in enumerate(picks)]
+    return [
+        Case(
+            kind,
+            i,
+            int(labels[i]),
+            int(prediction[i]),
+            float(confidence[i]),
+            data.images[i].cpu(),
+            {m: maps[m][j].cpu() for m in methods},
+            None if spreads is None else spreads[j].tolist(),
+        )
+        for j, (kind, i) in enumerate(picks)
+    ]
 
 
 def write_audit(result: AuditResult, out_dir: str | Path) -> list[Path]:
@@ -368,7 +501,13 @@ def write_audit(result: AuditResult, out_dir: str | Path) -> list[Path]:
     for case in result.cases:
         path = out / f"case_{case.kind.replace(' ', '_')}.png"
         spreads = (" | spreads " + " ".join(f"{s:.2f}" for s in case.head_spreads)) if case.head_spreads else ""
-        plot_maps(case.image, case.maps, path, title=f"{case.kind}: {result.classes[case.label]} → "
-                  f"{result.classes[case.prediction]} ({case.confidence:.3f}){spreads}", patch=result.patch_size)
+        plot_maps(
+            case.image,
+            case.maps,
+            path,
+            title=f"{case.kind}: {result.classes[case.label]} → "
+            f"{result.classes[case.prediction]} ({case.confidence:.3f}){spreads}",
+            patch=result.patch_size,
+        )
         paths.append(path)
     return paths

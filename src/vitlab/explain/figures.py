@@ -4,20 +4,19 @@ Every figure has a fixed size in inches saved at :data:`DPI` (no tight bounding 
 size is known in advance: ``width_in * DPI x height_in * DPI``. Maps over the patch grid are drawn
 over the image they explain, one patch per cell.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-
-import numpy as np
-import torch
-
 DPI = 100
-PANEL = 2.0      # inches per image panel
+PANEL = 2.0  # inches per image panel
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
@@ -46,14 +45,16 @@ def _overlay(ax: Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int |
     h, w = _show_image(ax, image)
     gh, gw = grid_map.shape
     extent = (-0.5, gw * patch - 0.5, gh * patch - 0.5, -0.5) if patch else (-0.5, w - 0.5, h - 0.5, -0.5)
-    ax.imshow(grid_map.detach().float().cpu().numpy(), cmap="inferno", alpha=0.6, extent=extent,
-              interpolation="nearest")
+    ax.imshow(
+        grid_map.detach().float().cpu().numpy(), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest"
+    )
     ax.set_xlim(-0.5, w - 0.5)
     ax.set_ylim(h - 0.5, -0.5)
 
 
-def plot_maps(image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str | Path, title: str = "",
-              patch: int | None = None) -> Path:
+def plot_maps(
+    image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str | Path, title: str = "", patch: int | None = None
+) -> Path:
     """The image ``(C, H, W)`` and each named map ``(gh, gw)`` over it, side by side.
 
     Size: ``PANEL * (1 + len(maps))`` by ``PANEL + 0.6`` inches.
@@ -69,8 +70,14 @@ def plot_maps(image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str |
     return _save(fig, path)
 
 
-def plot_head_attention(image: torch.Tensor, maps: torch.Tensor, spreads: torch.Tensor, path: str | Path,
-                        title: str = "", patch: int | None = None) -> Path:
+def plot_head_attention(
+    image: torch.Tensor,
+    maps: torch.Tensor,
+    spreads: torch.Tensor,
+    path: str | Path,
+    title: str = "",
+    patch: int | None = None,
+) -> Path:
     """Per-layer, per-head attention ``(L, H, gh, gw)`` over the image, each panel titled with its
     head's spread (most minus least attended weight, ``spreads (L, H)``).
 
@@ -99,16 +106,24 @@ def plot_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str |
         for name, curve in curves.items():
             ys = np.asarray(curve[kind])
             ax.plot(np.linspace(0, 1, len(ys)), ys, label=name, linestyle="--" if name == "random" else "-")
-        ax.set(xlabel=f"fraction of patches {'removed' if kind == 'deletion' else 'revealed'}",
-               ylabel="predicted-class probability", title=kind, ylim=(0, 1))
+        ax.set(
+            xlabel=f"fraction of patches {'removed' if kind == 'deletion' else 'revealed'}",
+            ylabel="predicted-class probability",
+            title=kind,
+            ylim=(0, 1),
+        )
     axes[1].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 
 
-def plot_cascade(cascade: Mapping[str, Sequence[float | None]], stages: Sequence[str], path: str | Path,
-                 threshold: float | None = None) -> Path:
+def plot_cascade(
+    cascade: Mapping[str, Sequence[float | None]],
+    stages: Sequence[str],
+    path: str | Path,
+    threshold: float | None = None,
+) -> Path:
     """Rank correlation with the trained model's map as the weights are randomised stage by stage,
     head first. Size: 7 x 3.6 inches."""
     fig = Figure(figsize=(7, 3.6))
@@ -138,7 +153,7 @@ def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int
         mosaic = np.full((gh * (gh + 1), gw * (gw + 1)), np.nan)
         for r in range(gh):
             for c in range(gw):
-                mosaic[r * (gh + 1):r * (gh + 1) + gh, c * (gw + 1):c * (gw + 1) + gw] = sim[r, c].numpy()
+                mosaic[r * (gh + 1) : r * (gh + 1) + gh, c * (gw + 1) : c * (gw + 1) + gw] = sim[r, c].numpy()
         image = ax.imshow(mosaic, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
@@ -168,8 +183,7 @@ def plot_temperature_sweep(weights: torch.Tensor, temperatures: Sequence[float],
     n = weights.shape[-1]
     width = 0.8 / len(temperatures)
     for i, (row, t) in enumerate(zip(weights, temperatures)):
-        ax.bar(np.arange(n) + (i - (len(temperatures) - 1) / 2) * width, row.cpu().numpy(), width,
-               label=f"T = {t:g}")
+        ax.bar(np.arange(n) + (i - (len(temperatures) - 1) / 2) * width, row.cpu().numpy(), width, label=f"T = {t:g}")
     ax.axhline(1.0 / n, color="black", linestyle=":", label=f"uniform 1/N = {1.0 / n:.4f}")
     ax.set(xlabel="key", ylabel="attention weight", title="softmax temperature: lower is sharper")
     ax.legend(fontsize=7)

@@ -27,6 +27,7 @@ are left out of the grid, so a class-token query's patch weights sum to less tha
 Gradient and occlusion maps work for any classifier (a convnet too): give ``patch_size`` when the
 model has none. All functions run the model in its current mode: call ``model.eval()`` first.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -55,14 +56,17 @@ def default_query(model: nn.Module) -> str:
     return "cls" if getattr(config, "pool", None) == "token" else "mean"
 
 
-def patch_layout(model: nn.Module, image_size: Sequence[int], patch_size: int | None = None
-                 ) -> tuple[int, tuple[int, int]]:
+def patch_layout(
+    model: nn.Module, image_size: Sequence[int], patch_size: int | None = None
+) -> tuple[int, tuple[int, int]]:
     """``(P, (gh, gw))`` for images ``(H, W)``: ``patch_size`` or the model's own; a partial patch at
     the bottom or right counts as a whole one."""
     size = patch_size or getattr(getattr(model, "config", None), "patch_size", None)
     if not size or size < 1:
-        raise ValueError(f"{type(model).__name__} has no patch size: pass patch_size (--patch-size P) to map "
-                         f"it over a grid of P x P patches")
+        raise ValueError(
+            f"{type(model).__name__} has no patch size: pass patch_size (--patch-size P) to map "
+            f"it over a grid of P x P patches"
+        )
     h, w = image_size[-2:]
     return int(size), (-(-h // size), -(-w // size))
 
@@ -73,8 +77,7 @@ def patch_sum(pixels: torch.Tensor, patch_size: int) -> torch.Tensor:
     return patchify(pixels, patch_size, pad=True).sum(-1).reshape(b, -(-h // patch_size), -(-w // patch_size))
 
 
-def patch_masks(keep: torch.Tensor, patch_size: int, grid: tuple[int, int], image_size: Sequence[int]
-                ) -> torch.Tensor:
+def patch_masks(keep: torch.Tensor, patch_size: int, grid: tuple[int, int], image_size: Sequence[int]) -> torch.Tensor:
     """Patch flags ``(M, gh*gw)`` -> pixel masks ``(M, 1, H, W)`` (1 where the patch is kept)."""
     h, w = image_size[-2:]
     masks = keep.float().reshape(-1, 1, *grid)
@@ -82,8 +85,15 @@ def patch_masks(keep: torch.Tensor, patch_size: int, grid: tuple[int, int], imag
 
 
 @torch.no_grad()
-def masked_probs(model: nn.Module, inputs: torch.Tensor, keep: torch.Tensor, target: torch.Tensor,
-                 patch_size: int, baseline: float = 0.0, batch_size: int = 512) -> torch.Tensor:
+def masked_probs(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    keep: torch.Tensor,
+    target: torch.Tensor,
+    patch_size: int,
+    baseline: float = 0.0,
+    batch_size: int = 512,
+) -> torch.Tensor:
     """The class-``target`` probability of every masked copy of every input.
 
     Args:
@@ -98,8 +108,10 @@ def masked_probs(model: nn.Module, inputs: torch.Tensor, keep: torch.Tensor, tar
     b, m, n = keep.shape
     _, grid = patch_layout(model, inputs.shape, patch_size)
     if grid[0] * grid[1] != n:
-        raise ValueError(f"keep has {n} patches per copy but {tuple(inputs.shape[-2:])} images make a "
-                         f"{grid[0]}x{grid[1]} grid of {patch_size}-pixel patches")
+        raise ValueError(
+            f"keep has {n} patches per copy but {tuple(inputs.shape[-2:])} images make a "
+            f"{grid[0]}x{grid[1]} grid of {patch_size}-pixel patches"
+        )
     flat_keep = keep.reshape(b * m, n)
     image_of = torch.arange(b, device=inputs.device).repeat_interleave(m)
     probs = []
@@ -119,8 +131,9 @@ def query_rows(weights: torch.Tensor, query: Query, num_prefix: int) -> torch.Te
     n = weights.shape[-1]
     if query == "cls":
         if num_prefix < 1:
-            raise ValueError("query='cls' reads the class token, but this model has none: use query='mean' "
-                             "or a patch index")
+            raise ValueError(
+                "query='cls' reads the class token, but this model has none: use query='mean' or a patch index"
+            )
         return weights[..., 0, :]
     if query == "mean":
         return weights[..., num_prefix:, :].mean(-2)
@@ -133,13 +146,16 @@ def to_grid(values: torch.Tensor, num_prefix: int, grid: tuple[int, int]) -> tor
     """Values over all tokens ``(..., R + N)`` -> the patch tokens' values ``(..., gh, gw)``."""
     patches = values[..., num_prefix:]
     if patches.shape[-1] != grid[0] * grid[1]:
-        raise ValueError(f"{patches.shape[-1]} patch tokens do not fill the {grid[0]}x{grid[1]} patch grid: "
-                         f"attention over windows or pooled tokens cannot be mapped onto the image this way")
+        raise ValueError(
+            f"{patches.shape[-1]} patch tokens do not fill the {grid[0]}x{grid[1]} patch grid: "
+            f"attention over windows or pooled tokens cannot be mapped onto the image this way"
+        )
     return patches.reshape(*patches.shape[:-1], *grid)
 
 
-def query_attention(weights: Sequence[torch.Tensor], query: Query, num_prefix: int, grid: tuple[int, int]
-                    ) -> torch.Tensor:
+def query_attention(
+    weights: Sequence[torch.Tensor], query: Query, num_prefix: int, grid: tuple[int, int]
+) -> torch.Tensor:
     """Every layer's and head's attention from the query to the patches: ``(B, L, H, gh, gw)``."""
     return to_grid(query_rows(torch.stack(list(weights), 1), query, num_prefix), num_prefix, grid)
 
@@ -158,8 +174,7 @@ def rollout_matrix(weights: Sequence[torch.Tensor]) -> torch.Tensor:
     return rollout
 
 
-def rollout_map(weights: Sequence[torch.Tensor], query: Query, num_prefix: int, grid: tuple[int, int]
-                ) -> torch.Tensor:
+def rollout_map(weights: Sequence[torch.Tensor], query: Query, num_prefix: int, grid: tuple[int, int]) -> torch.Tensor:
     """The query's rollout row on the patches, renormalised to sum to 1: ``(B, gh, gw)``."""
     row = to_grid(query_rows(rollout_matrix(weights), query, num_prefix), num_prefix, grid)
     return row / row.sum((-2, -1), keepdim=True)
@@ -168,8 +183,13 @@ def rollout_map(weights: Sequence[torch.Tensor], query: Query, num_prefix: int, 
 # -- gradient and occlusion maps --------------------------------------------------------------------
 
 
-def gradient_map(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor | None = None,
-                 patch_size: int | None = None, times_input: bool = False) -> torch.Tensor:
+def gradient_map(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    target: torch.Tensor | None = None,
+    patch_size: int | None = None,
+    times_input: bool = False,
+) -> torch.Tensor:
     """Input-gradient saliency (or gradient x input) of the class-``target`` logit: ``(B, gh, gw)``."""
     size, _ = patch_layout(model, inputs.shape, patch_size)
     x = inputs.detach().requires_grad_(True)
@@ -181,8 +201,14 @@ def gradient_map(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor | 
 
 
 @torch.no_grad()
-def occlusion_map(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor | None = None,
-                  patch_size: int | None = None, baseline: float = 0.0, batch_size: int = 512) -> torch.Tensor:
+def occlusion_map(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    target: torch.Tensor | None = None,
+    patch_size: int | None = None,
+    baseline: float = 0.0,
+    batch_size: int = 512,
+) -> torch.Tensor:
     """Drop in the class-``target`` probability when each patch is set to ``baseline``: ``(B, gh, gw)``."""
     size, grid = patch_layout(model, inputs.shape, patch_size)
     probs = model(inputs).float().softmax(-1)
@@ -193,9 +219,15 @@ def occlusion_map(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor |
     return (probs.gather(1, target[:, None]) - occluded).reshape(len(inputs), *grid)
 
 
-def compute_maps(model: nn.Module, inputs: torch.Tensor, methods: Iterable[str] = METHODS,
-                 target: torch.Tensor | None = None, query: Query | None = None,
-                 patch_size: int | None = None, baseline: float = 0.0) -> dict[str, torch.Tensor]:
+def compute_maps(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    methods: Iterable[str] = METHODS,
+    target: torch.Tensor | None = None,
+    query: Query | None = None,
+    patch_size: int | None = None,
+    baseline: float = 0.0,
+) -> dict[str, torch.Tensor]:
     """``{method: (B, gh, gw)}`` for normalised ``inputs (B, C, H, W)`` (see the module docstring).
 
     ``target`` defaults to the predicted classes, ``query`` to :func:`default_query`.
@@ -245,13 +277,18 @@ def head_statistics(rows: torch.Tensor) -> dict[str, torch.Tensor]:
     """
     n = rows.shape[-1]
     top, bottom = rows.amax(-1), rows.amin(-1)
-    return {"max": top, "min": bottom, "spread": top - bottom,
-            "entropy": -(rows * rows.clamp_min(1e-30).log()).sum(-1),
-            "uniform_distance": (rows - 1.0 / n).abs().sum(-1) / 2}
+    return {
+        "max": top,
+        "min": bottom,
+        "spread": top - bottom,
+        "entropy": -(rows * rows.clamp_min(1e-30).log()).sum(-1),
+        "uniform_distance": (rows - 1.0 / n).abs().sum(-1) / 2,
+    }
 
 
-def head_attention(model: nn.Module, inputs: torch.Tensor, query: Query | None = None
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def head_attention(
+    model: nn.Module, inputs: torch.Tensor, query: Query | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Every layer's per-head attention from the query (default :func:`default_query`) to the patches,
     ``(B, L, H, gh, gw)``, and :func:`head_statistics` of the query's rows over all keys, each
     ``(B, L, H)``."""

@@ -12,6 +12,7 @@ logits while recording are bitwise the ones without it. The recomputation runs w
 gradients and inside a forked RNG, so a model in training mode (dropout) draws the same random
 numbers as it would unrecorded. Hooks are removed on exit.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -31,8 +32,10 @@ def attention_layers(model: nn.Module) -> list[tuple[str, MultiHeadSelfAttention
     """
     layers = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadSelfAttention)]
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no MultiHeadSelfAttention layers, so it has no attention "
-                         f"to record: use a ViT, or the gradient and occlusion maps, which work for any model")
+        raise ValueError(
+            f"{type(model).__name__} has no MultiHeadSelfAttention layers, so it has no attention "
+            f"to record: use a ViT, or the gradient and occlusion maps, which work for any model"
+        )
     return layers
 
 
@@ -56,8 +59,10 @@ class AttentionRecorder:
         """One ``(B, H, N, N)`` tensor per attention layer, in module order."""
         missing = [name for name, w in zip(self.names, self._weights) if w is None]
         if missing:
-            raise ValueError(f"no attention recorded for {missing}: run the model forward inside "
-                             f"`with record_attention(model) as recorder:` first")
+            raise ValueError(
+                f"no attention recorded for {missing}: run the model forward inside "
+                f"`with record_attention(model) as recorder:` first"
+            )
         return [w for w in self._weights if w is not None]
 
     def stack(self) -> torch.Tensor:
@@ -67,8 +72,9 @@ class AttentionRecorder:
     def clear(self) -> None:
         self._weights = [None] * len(self.names)
 
-    def hook(self, module: MultiHeadSelfAttention, args: tuple[Any, ...], kwargs: dict[str, Any],
-             output: torch.Tensor) -> None:
+    def hook(
+        self, module: MultiHeadSelfAttention, args: tuple[Any, ...], kwargs: dict[str, Any], output: torch.Tensor
+    ) -> None:
         x = args[0] if args else kwargs["x"]
         rope = args[1] if len(args) > 1 else kwargs.get("rope")
         devices = [x.device] if x.device.type == "cuda" else []

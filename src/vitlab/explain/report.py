@@ -8,6 +8,7 @@
 - :func:`explain_checkpoint` / :func:`audit_checkpoint` do the same from a checkpoint written by
   ``vitlab train`` on its own dataset split, normalised with the training statistics.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,16 @@ from ..models.config import Float, Int, Maybe
 from ..runs import Loaded, RunDir, checkpoint_data
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_head_attention, plot_maps
+from .maps import (
+    Query,
+    applicable_methods,
+    compute_maps,
+    default_query,
+    head_attention,
+    num_prefix_tokens,
+    patch_layout,
+)
 from .textbook import textbook_figures
-from .maps import (Query, applicable_methods, compute_maps, default_query, head_attention,
-                   num_prefix_tokens, patch_layout)
 
 SPLITS = ("val", "test", "train")
 
@@ -35,21 +43,35 @@ SPLITS = ("val", "test", "train")
 def _split(splits: DataSplits, split: str) -> ImageDataset:
     data = getattr(splits, split, None) if split in SPLITS else None
     if data is None:
-        raise ValueError(f"split {split!r} is not available for {splits.name}: choose one of "
-                         f"{[s for s in SPLITS if getattr(splits, s) is not None]}")
+        raise ValueError(
+            f"split {split!r} is not available for {splits.name}: choose one of "
+            f"{[s for s in SPLITS if getattr(splits, s) is not None]}"
+        )
     return data
 
 
 def _summary(grid_map: torch.Tensor) -> dict[str, Any]:
     top = int(grid_map.flatten().argmax())
-    return {"grid": grid_map.tolist(), "top_patch": [top // grid_map.shape[1], top % grid_map.shape[1]],
-            "max": float(grid_map.max()), "min": float(grid_map.min()), "sum": float(grid_map.sum())}
+    return {
+        "grid": grid_map.tolist(),
+        "top_patch": [top // grid_map.shape[1], top % grid_map.shape[1]],
+        "max": float(grid_map.max()),
+        "min": float(grid_map.min()),
+        "sum": float(grid_map.sum()),
+    }
 
 
 @torch.no_grad()
-def explain_example(model: nn.Module, splits: DataSplits, index: int, out_dir: str | Path,
-                    methods: Sequence[str] | None = None, split: str = "val", query: Query | None = None,
-                    patch_size: int | None = None) -> dict[str, Any]:
+def explain_example(
+    model: nn.Module,
+    splits: DataSplits,
+    index: int,
+    out_dir: str | Path,
+    methods: Sequence[str] | None = None,
+    split: str = "val",
+    query: Query | None = None,
+    patch_size: int | None = None,
+) -> dict[str, Any]:
     """Explain image ``index`` of ``split`` by ``methods`` (default: all that apply to the model): write
     the figures and ``explain.json``; return its content (``files`` lists the paths written)."""
     data = _split(splits, split)
@@ -69,13 +91,22 @@ def explain_example(model: nn.Module, splits: DataSplits, index: int, out_dir: s
     title = f"{split} #{index}: {data.classes[label]} → {data.classes[prediction]} ({float(probs.max()):.3f})"
     files = [plot_maps(image, maps, out / "maps.png", title=title, patch=size)]
     report: dict[str, Any] = {
-        "split": split, "index": index, "label": data.classes[label], "prediction": data.classes[prediction],
-        "confidence": float(probs.max()), "probabilities": probs.tolist(), "patch_size": size, "grid": list(grid),
-        "query": query, "maps": {m: _summary(v) for m, v in maps.items()}}
+        "split": split,
+        "index": index,
+        "label": data.classes[label],
+        "prediction": data.classes[prediction],
+        "confidence": float(probs.max()),
+        "probabilities": probs.tolist(),
+        "patch_size": size,
+        "grid": list(grid),
+        "query": query,
+        "maps": {m: _summary(v) for m, v in maps.items()},
+    }
     if any(m in ("attention", "rollout") for m in methods):
         heads, stats = head_attention(model, inputs, query)
-        files.append(plot_head_attention(image, heads[0], stats["spread"][0], out / "heads.png", title=title,
-                                         patch=size))
+        files.append(
+            plot_head_attention(image, heads[0], stats["spread"][0], out / "heads.png", title=title, patch=size)
+        )
         report["heads"] = {name: value[0].tolist() for name, value in stats.items()}
     files.append(out / "explain.json")
     report["files"] = [str(f) for f in files]
@@ -84,8 +115,14 @@ def explain_example(model: nn.Module, splits: DataSplits, index: int, out_dir: s
 
 
 @torch.no_grad()
-def attention_examples(model: nn.Module, splits: DataSplits, n_correct: int = 2, n_wrong: int = 2,
-                       out_dir: str | Path = ".", query: Query | None = None) -> list[Path]:
+def attention_examples(
+    model: nn.Module,
+    splits: DataSplits,
+    n_correct: int = 2,
+    n_wrong: int = 2,
+    out_dir: str | Path = ".",
+    query: Query | None = None,
+) -> list[Path]:
     """Per-head attention figures (every layer) for the ``n_correct`` most confident correct and
     ``n_wrong`` most confident wrong validation predictions (fewer when there are fewer).
 
@@ -99,7 +136,7 @@ def attention_examples(model: nn.Module, splits: DataSplits, n_correct: int = 2,
     data = splits.val
     inputs = normalize(data.images.to(device), splits.mean, splits.std)
     confidence, prediction = torch.cat([model(chunk).float().softmax(-1) for chunk in inputs.split(512)]).max(-1)
-    correct = (prediction == data.labels.to(device))
+    correct = prediction == data.labels.to(device)
     out = Path(out_dir)
     paths = []
     for kind, group, count in (("correct", correct, n_correct), ("wrong", ~correct, n_wrong)):
@@ -110,12 +147,22 @@ def attention_examples(model: nn.Module, splits: DataSplits, n_correct: int = 2,
         heads, stats = head_attention(model, inputs[picks], query)
         n = num_prefix_tokens(model) + heads.shape[-1] * heads.shape[-2]
         for k, i in enumerate(picks.tolist()):
-            title = (f"val #{i}: {data.classes[int(data.labels[i])]} → {data.classes[int(prediction[i])]} "
-                     f"(confidence {float(confidence[i]):.3f}); last-layer spreads "
-                     + ", ".join(f"{s:.3f}" for s in stats["spread"][k, -1].tolist()) + f"; uniform 1/{n}")
-            paths.append(plot_head_attention(data.images[i], heads[k], stats["spread"][k],
-                                             out / f"attention_{kind}_{k}.png", title=title,
-                                             patch=patch_layout(model, inputs.shape)[0]))
+            title = (
+                f"val #{i}: {data.classes[int(data.labels[i])]} → {data.classes[int(prediction[i])]} "
+                f"(confidence {float(confidence[i]):.3f}); last-layer spreads "
+                + ", ".join(f"{s:.3f}" for s in stats["spread"][k, -1].tolist())
+                + f"; uniform 1/{n}"
+            )
+            paths.append(
+                plot_head_attention(
+                    data.images[i],
+                    heads[k],
+                    stats["spread"][k],
+                    out / f"attention_{kind}_{k}.png",
+                    title=title,
+                    patch=patch_layout(model, inputs.shape)[0],
+                )
+            )
     return paths
 
 
@@ -131,18 +178,34 @@ def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
         if isinstance(saved, dict) and "model" in saved:
             return TrainConfig.from_dict(saved)
     if ckpt.name is None:
-        raise CheckpointError(f"{ckpt.path} records no registered model name: the permuted-label check cannot "
-                              f"retrain it; pass --sanity-epochs 0")
+        raise CheckpointError(
+            f"{ckpt.path} records no registered model name: the permuted-label check cannot "
+            f"retrain it; pass --sanity-epochs 0"
+        )
     model_config: Any = ckpt.model.config
-    return TrainConfig(model=ckpt.name, model_overrides=model_config.to_dict(),
-                       dataset=ckpt.data.dataset or "digits", seed=ckpt.data.seed)
+    return TrainConfig(
+        model=ckpt.name,
+        model_overrides=model_config.to_dict(),
+        dataset=ckpt.data.dataset or "digits",
+        seed=ckpt.data.seed,
+    )
 
 
-def explain_checkpoint(path: str | Path | Loaded, out_dir: str | Path, *, dataset: str | None = None,
-                       data_dir: str | Path | None = None, index: int = 0, methods: Sequence[str] | None = None,
-                       split: str = "val", query: Query | None = None, patch_size: int | None = None,
-                       textbook: bool = False, device: str = "auto", overwrite: bool = False
-                       ) -> dict[str, Any]:
+def explain_checkpoint(
+    path: str | Path | Loaded,
+    out_dir: str | Path,
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    index: int = 0,
+    methods: Sequence[str] | None = None,
+    split: str = "val",
+    query: Query | None = None,
+    patch_size: int | None = None,
+    textbook: bool = False,
+    device: str = "auto",
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`); with ``textbook``, also
     :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
     check_explain_options(index=index, patch_size=patch_size)
@@ -154,23 +217,47 @@ def explain_checkpoint(path: str | Path | Loaded, out_dir: str | Path, *, datase
     return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
 
 
-def audit_checkpoint(path: str | Path | Loaded, out_dir: str | Path, *, dataset: str | None = None,
-                     data_dir: str | Path | None = None, samples: int = 100, methods: Sequence[str] | None = None,
-                     split: str = "val", seed: int = 0, sanity_epochs: int = 5, threshold: float = 0.5,
-                     patch_size: int | None = None, steps: int | None = None, device: str = "auto",
-                     overwrite: bool = False) -> AuditResult:
+def audit_checkpoint(
+    path: str | Path | Loaded,
+    out_dir: str | Path,
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    samples: int = 100,
+    methods: Sequence[str] | None = None,
+    split: str = "val",
+    seed: int = 0,
+    sanity_epochs: int = 5,
+    threshold: float = 0.5,
+    patch_size: int | None = None,
+    steps: int | None = None,
+    device: str = "auto",
+    overwrite: bool = False,
+) -> AuditResult:
     """:func:`~vitlab.explain.audit.audit` a checkpoint and :func:`write_audit` the result to ``out_dir``.
 
     The permuted-label copy trains with the run's own config (:func:`checkpoint_train_config`) for
     ``sanity_epochs`` epochs; 0 skips it.
     """
-    check_explain_options(patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs,
-                          threshold=threshold, steps=steps, seed=seed)
+    check_explain_options(
+        patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs, threshold=threshold, steps=steps, seed=seed
+    )
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
     with RunDir(out_dir).open("audit", overwrite=overwrite):
         config = checkpoint_train_config(ckpt) if sanity_epochs > 0 else None
-        result = audit(ckpt.model, splits, samples, methods, seed, split, config, sanity_epochs, threshold,
-                       patch_size=patch_size, steps=steps)
+        result = audit(
+            ckpt.model,
+            splits,
+            samples,
+            methods,
+            seed,
+            split,
+            config,
+            sanity_epochs,
+            threshold,
+            patch_size=patch_size,
+            steps=steps,
+        )
         write_audit(result, out_dir)
     return result
 
@@ -179,8 +266,14 @@ def check_explain_options(**options: Any) -> None:
     """Refuse out-of-range explanation options (:class:`ConfigError` naming the option): ``index``,
     ``patch_size``, ``samples``, ``steps`` >= 1 (index, seed >= 0), ``sanity_epochs`` >= 0,
     ``threshold`` a rank correlation in [-1, 1]."""
-    ranges = {"index": Maybe(Int(0, 2 ** 31)), "patch_size": Maybe(Int(1, 4096)), "samples": Int(1, 1_000_000),
-              "steps": Maybe(Int(1, 100_000)), "sanity_epochs": Int(0, 10_000), "seed": Int(0, 2 ** 63 - 1),
-              "threshold": Float(-1.0, 1.0)}
+    ranges = {
+        "index": Maybe(Int(0, 2**31)),
+        "patch_size": Maybe(Int(1, 4096)),
+        "samples": Int(1, 1_000_000),
+        "steps": Maybe(Int(1, 100_000)),
+        "sanity_epochs": Int(0, 10_000),
+        "seed": Int(0, 2**63 - 1),
+        "threshold": Float(-1.0, 1.0),
+    }
     for name, value in options.items():
         ranges[name](f"--{name.replace('_', '-')}", value)

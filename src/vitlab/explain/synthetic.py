@@ -5,6 +5,7 @@ drawn at random, plus Gaussian noise; the label is the pattern in patch ``key_pa
 order). Every other patch is a distractor from the same distribution, so the key patch is the only
 evidence, and a map that explains a model that learnt the task should rank it first.
 """
+
 from __future__ import annotations
 
 from itertools import combinations
@@ -20,21 +21,31 @@ def patch_patterns(num_classes: int, patch_size: int) -> torch.Tensor:
     pixels = patch_size * patch_size
     available = comb(pixels, pixels // 2)
     if not 2 <= num_classes <= available:
-        raise ValueError(f"{patch_size}x{patch_size} patches hold {available} distinct half-lit patterns, "
-                         f"so num_classes must lie in [2, {available}], got {num_classes}: "
-                         f"change num_classes or patch_size")
+        raise ValueError(
+            f"{patch_size}x{patch_size} patches hold {available} distinct half-lit patterns, "
+            f"so num_classes must lie in [2, {available}], got {num_classes}: "
+            f"change num_classes or patch_size"
+        )
     patterns = torch.zeros(num_classes, pixels)
     for k, lit in zip(range(num_classes), combinations(range(pixels), pixels // 2)):
         patterns[k, list(lit)] = 1.0
     return patterns.reshape(num_classes, patch_size, patch_size)
 
 
-def make_key_patch(num_images: int, image_size: int = 8, patch_size: int = 2, key_patch: int = 5,
-                   num_classes: int = 4, noise: float = 0.1, seed: int = 0) -> ImageDataset:
+def make_key_patch(
+    num_images: int,
+    image_size: int = 8,
+    patch_size: int = 2,
+    key_patch: int = 5,
+    num_classes: int = 4,
+    noise: float = 0.1,
+    seed: int = 0,
+) -> ImageDataset:
     """``num_images`` balanced images ``(N, 1, S, S)`` in [0, 1], labelled by patch ``key_patch``."""
     if image_size % patch_size:
-        raise ValueError(f"image_size {image_size} is not a multiple of patch_size {patch_size}: "
-                         f"choose sizes that tile")
+        raise ValueError(
+            f"image_size {image_size} is not a multiple of patch_size {patch_size}: choose sizes that tile"
+        )
     side = image_size // patch_size
     if not 0 <= key_patch < side * side:
         raise ValueError(f"key_patch must be a patch index in [0, {side * side}), got {key_patch}")
@@ -49,9 +60,16 @@ def make_key_patch(num_images: int, image_size: int = 8, patch_size: int = 2, ke
     return ImageDataset(images.clamp(0, 1), labels, [f"pattern {k}" for k in range(num_classes)])
 
 
-def key_patch_splits(num_images: int = 1200, image_size: int = 8, patch_size: int = 2, key_patch: int = 5,
-                     num_classes: int = 4, noise: float = 0.1, seed: int = 0,
-                     fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)) -> DataSplits:
+def key_patch_splits(
+    num_images: int = 1200,
+    image_size: int = 8,
+    patch_size: int = 2,
+    key_patch: int = 5,
+    num_classes: int = 4,
+    noise: float = 0.1,
+    seed: int = 0,
+    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15),
+) -> DataSplits:
     """:func:`make_key_patch` split stratified and seeded into train / val / test."""
     full = make_key_patch(num_images, image_size, patch_size, key_patch, num_classes, noise, seed)
     train, val, test = (full.subset(i) for i in stratified_split(full.labels.numpy(), fractions, seed))

@@ -8,6 +8,7 @@
 - Softmax temperature: one query's weights ``softmax(s / T)`` sharpen as ``T`` falls and flatten
   towards ``1/N`` as it rises; the ``1/sqrt(d)`` scaling is one such temperature.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,10 @@ def model_positions(model: nn.Module) -> torch.Tensor:
     """The absolute position table ``(gh*gw, D)`` a ViT adds to its patch tokens."""
     table = getattr(getattr(model, "pos_embed", None), "table", None)
     if table is None:
-        raise ValueError(f"{type(model).__name__} has no absolute position table (rotary, none, or not a "
-                         f"ViT): position similarity needs pos_embed learned, sincos1d/2d or rowcol")
+        raise ValueError(
+            f"{type(model).__name__} has no absolute position table (rotary, none, or not a "
+            f"ViT): position similarity needs pos_embed learned, sincos1d/2d or rowcol"
+        )
     config: Any = model.config
     return table(config.grid)[0].detach()
 
@@ -86,7 +89,12 @@ def textbook_figures(out_dir: str | Path, model: nn.Module | None = None, seed: 
     query = tokens["random"]
     scores = query @ query[0] / math.sqrt(query.shape[-1])
     temperatures = (0.25, 0.5, 1.0, 2.0, 4.0)
-    return [plot_position_similarity(tables, grid, out / "positions.png"),
-            plot_matrices({k: self_attention(z) for k, z in tokens.items()}, out / "token_attention.png",
-                          title="self-attention with Q = K = tokens"),
-            plot_temperature_sweep(temperature_sweep(scores, temperatures), temperatures, out / "temperature.png")]
+    return [
+        plot_position_similarity(tables, grid, out / "positions.png"),
+        plot_matrices(
+            {k: self_attention(z) for k, z in tokens.items()},
+            out / "token_attention.png",
+            title="self-attention with Q = K = tokens",
+        ),
+        plot_temperature_sweep(temperature_sweep(scores, temperatures), temperatures, out / "temperature.png"),
+    ]

@@ -9,6 +9,7 @@ it refuses, and the tests that prove it, are in SECURITY.md at the repository ro
     from vitlab.explore import ExploreConfig, create_app
     app = create_app(ExploreConfig(checkpoints=["runs/digits"], runs=["runs"]))
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,10 @@ def __getattr__(name: str) -> Any:
     # The web framework loads on first use, so `vitlab --help` and the other commands stay quick.
     if name in ("ExploreConfig", "create_app"):
         from . import app
+
         return getattr(app, name)
     if name == "serve_in_background":
         from .serve import serve_in_background
+
         return serve_in_background
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,7 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
     /api/runs/{name}               one run: its table ranked, learning curves, figures, report
     /api/runs/{name}/figures/{file}  a figure of the run (PNG)
 """
+
 from __future__ import annotations
 
 import secrets
@@ -63,8 +64,8 @@ from .views import (
 )
 
 STATIC = files("vitlab.explore") / "static"
-MULTIPART_SLACK = 64 * 1024          # bytes of form framing allowed on top of the file itself
-MIN_TOKEN = 16                       # characters of a token given by the caller
+MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
+MIN_TOKEN = 16  # characters of a token given by the caller
 
 
 @dataclass
@@ -79,6 +80,7 @@ class ExploreConfig:
     generated (``secrets.token_urlsafe``) when none is given. Raises ``ConfigError`` for a value
     out of range.
     """
+
     checkpoints: list[str | Path] = field(default_factory=list)
     runs: list[str | Path] = field(default_factory=list)
     data_dir: str | Path | None = None
@@ -98,8 +100,10 @@ class ExploreConfig:
             if not host or any(c.isspace() or c in "/?#@," for c in host):
                 raise ConfigError(f"host {host!r} is not an address or host name: give e.g. 127.0.0.1")
         if self.token is not None and len(self.token) < MIN_TOKEN:
-            raise ConfigError(f"the token must have at least {MIN_TOKEN} characters, got {len(self.token)}: "
-                              f"leave it out and one is generated")
+            raise ConfigError(
+                f"the token must have at least {MIN_TOKEN} characters, got {len(self.token)}: "
+                f"leave it out and one is generated"
+            )
         if self.token is None and not is_loopback(self.host):
             self.token = secrets.token_urlsafe(32)
 
@@ -113,10 +117,14 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     shelf = ModelShelf(config.checkpoints)
     run_shelf = RunShelf(config.runs)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(Guard, names=host_names(config.host, config.allowed_hosts),
-                       any_ip=bracketed(config.host) in ANY_ADDRESS, token=config.token,
-                       body_limit=config.upload_limit + MULTIPART_SLACK)
-    app.add_middleware(SecurityHeaders)                    # outermost: on the guard's refusals too
+    app.add_middleware(
+        Guard,
+        names=host_names(config.host, config.allowed_hosts),
+        any_ip=bracketed(config.host) in ANY_ADDRESS,
+        token=config.token,
+        body_limit=config.upload_limit + MULTIPART_SLACK,
+    )
+    app.add_middleware(SecurityHeaders)  # outermost: on the guard's refusals too
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, err: RequestError) -> JSONResponse:
@@ -124,8 +132,9 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def not_served(request: Request, err: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": f"{request.url.path}: {err.detail}"}, status_code=err.status_code,
-                            headers=err.headers)
+        return JSONResponse(
+            {"error": f"{request.url.path}: {err.detail}"}, status_code=err.status_code, headers=err.headers
+        )
 
     @app.exception_handler(ValueError)
     async def invalid(request: Request, err: ValueError) -> JSONResponse:
@@ -133,8 +142,9 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, err: RequestValidationError) -> JSONResponse:
-        problems = [f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']} (got {e.get('input')!r})"
-                    for e in err.errors()]
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']} (got {e.get('input')!r})" for e in err.errors()
+        ]
         return JSONResponse({"error": "; ".join(problems)}, status_code=422)
 
     @app.get("/", include_in_schema=False)
@@ -143,10 +153,16 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
 
     @app.get("/api/info")
     def info() -> dict[str, Any]:
-        return {"version": __version__, "upload_limit": config.upload_limit, "max_side": config.max_side,
-                "max_pixels": config.max_pixels,
-                "samples": book.sources(), "models": [m.describe() for m in shelf.models],
-                "runs": [str(r) for r in run_shelf.roots], "position_kinds": list(POSITION_KINDS)}
+        return {
+            "version": __version__,
+            "upload_limit": config.upload_limit,
+            "max_side": config.max_side,
+            "max_pixels": config.max_pixels,
+            "samples": book.sources(),
+            "models": [m.describe() for m in shelf.models],
+            "runs": [str(r) for r in run_shelf.roots],
+            "position_kinds": list(POSITION_KINDS),
+        }
 
     @app.get("/api/samples/{source}")
     def samples(source: str, start: int = 0, count: int = Query(24, ge=1, le=256)) -> dict[str, Any]:
@@ -155,7 +171,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
 
     @app.post("/api/uploads")
     async def upload(request: Request) -> dict[str, Any]:
-        form = await request.form(max_files=1, max_fields=1)       # the guard has capped the body's bytes
+        form = await request.form(max_files=1, max_fields=1)  # the guard has capped the body's bytes
         part = form.get("file")
         if not isinstance(part, UploadFile):
             raise RequestError("send the image as multipart form field 'file'")
@@ -174,17 +190,27 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
         return {**picture.describe(), **tokens_view(picture.image, patch)}
 
     @app.get("/api/attention")
-    def attention(model: int, ref: str, query: str = "mean", temperature: float = 1.0, invert: bool = False,
-                  keep_aspect: bool = False) -> dict[str, Any]:
+    def attention(
+        model: int,
+        ref: str,
+        query: str = "mean",
+        temperature: float = 1.0,
+        invert: bool = False,
+        keep_aspect: bool = False,
+    ) -> dict[str, Any]:
         entry, original = shelf.get(model), book.get(ref)
         with shelf.lock:
             analysis = shelf.analyse(entry, prepared(original, entry, invert, keep_aspect))
-            return {"ref": ref, **attention_view(entry, analysis, parse_query(query), temperature),
-                    "seen": input_view(entry, analysis, original.image, invert, keep_aspect)}
+            return {
+                "ref": ref,
+                **attention_view(entry, analysis, parse_query(query), temperature),
+                "seen": input_view(entry, analysis, original.image, invert, keep_aspect),
+            }
 
     @app.get("/api/maps")
-    def maps(model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
-             ) -> dict[str, Any]:
+    def maps(
+        model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
+    ) -> dict[str, Any]:
         entry = shelf.get(model)
         picture = prepared(book.get(ref), entry, invert, keep_aspect)
         with shelf.lock:
@@ -199,23 +225,33 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
         return mixing_view(bandwidth, tokens, seed)
 
     @app.get("/api/mechanics/positions")
-    def positions(kind: str = "sincos", grid: int = 8, dim: int = 64, base: float = 10000.0, seed: int = 0,
-                  reference: int = 0, model: int | None = None) -> dict[str, Any]:
+    def positions(
+        kind: str = "sincos",
+        grid: int = 8,
+        dim: int = 64,
+        base: float = 10000.0,
+        seed: int = 0,
+        reference: int = 0,
+        model: int | None = None,
+    ) -> dict[str, Any]:
         entry = shelf.get(model) if model is not None else None
         return position_view(kind, (grid, grid), dim, base, seed, reference, entry)
 
     @app.get("/api/cost")
-    def cost(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
-             ) -> dict[str, Any]:
+    def cost(
+        patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
+    ) -> dict[str, Any]:
         return cost_view(patch, dim, heads, depth, max_image)
 
     @app.get("/api/runs")
     def runs(sort: str | None = None, descending: bool | None = None) -> dict[str, Any]:
         found = run_shelf.runs()
         table, broken = overview(found)
-        return {"roots": [str(r) for r in run_shelf.roots],
-                "runs": [{"name": r.name, "kind": r.kind, "broken": broken.get(r.name)} for r in found.values()],
-                "table": rank_table(table, sort, descending)}
+        return {
+            "roots": [str(r) for r in run_shelf.roots],
+            "runs": [{"name": r.name, "kind": r.kind, "broken": broken.get(r.name)} for r in found.values()],
+            "table": rank_table(table, sort, descending),
+        }
 
     @app.get("/api/runs/{name}")
     def run(name: str, sort: str | None = None, descending: bool | None = None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ The front end decodes ``data`` into a ``Float32Array`` and draws it; it never co
 float32 keeps the payload small (a 224x224x3 image is 600 kB) and exact for everything vitlab
 computes in float32.
 """
+
 from __future__ import annotations
 
 import base64

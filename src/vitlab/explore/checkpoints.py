@@ -5,6 +5,7 @@ file, timm or Hugging Face weights, a Hugging Face folder, a ``.keras`` file), w
 the normalisation its data config records. Models are addressed by index, never by path: only the
 files given at start-up can be read.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,6 +30,7 @@ KEEP_ANALYSES = 16
 @dataclass
 class LoadedModel:
     """A model ready to explain: eval mode, CPU, with its classes and input normalisation."""
+
     index: int
     path: Path
     model: nn.Module
@@ -60,16 +62,28 @@ class LoadedModel:
         """JSON-ready facts about the model, all read from it."""
         cfg = self.config
         methods = applicable_methods(self.model)
-        return {"index": self.index, "file": str(self.path), "model": self.name, "dataset": self.dataset,
-                "classes": self.classes, "image_size": list(self.image_size), "channels": self.channels,
-                "patch_size": self.patch_size, "grid": list(getattr(cfg, "grid", ())),
-                "depth": getattr(cfg, "depth", None), "heads": getattr(cfg, "num_heads", None),
-                "embed_dim": getattr(cfg, "embed_dim", None), "pool": getattr(cfg, "pool", None),
-                "class_token": bool(getattr(cfg, "class_token", False)),
-                "prefix_tokens": num_prefix_tokens(self.model), "pos_embed": getattr(cfg, "pos_embed", None),
-                "params": sum(p.numel() for p in self.model.parameters()),
-                "normalisation": {"mean": list(self.mean), "std": list(self.std)},
-                "attention": "attention" in methods, "methods": methods}
+        return {
+            "index": self.index,
+            "file": str(self.path),
+            "model": self.name,
+            "dataset": self.dataset,
+            "classes": self.classes,
+            "image_size": list(self.image_size),
+            "channels": self.channels,
+            "patch_size": self.patch_size,
+            "grid": list(getattr(cfg, "grid", ())),
+            "depth": getattr(cfg, "depth", None),
+            "heads": getattr(cfg, "num_heads", None),
+            "embed_dim": getattr(cfg, "embed_dim", None),
+            "pool": getattr(cfg, "pool", None),
+            "class_token": bool(getattr(cfg, "class_token", False)),
+            "prefix_tokens": num_prefix_tokens(self.model),
+            "pos_embed": getattr(cfg, "pos_embed", None),
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "normalisation": {"mean": list(self.mean), "std": list(self.std)},
+            "attention": "attention" in methods,
+            "methods": methods,
+        }
 
 
 def load_model(path: str | Path, index: int) -> LoadedModel:
@@ -80,9 +94,16 @@ def load_model(path: str | Path, index: int) -> LoadedModel:
     cfg: Any = loaded.model.config
     chans = cfg.in_chans
     classes = loaded.data.classes or [str(k) for k in range(cfg.num_classes)]
-    return LoadedModel(index, Path(path), loaded.model, loaded.name or "vit", list(classes),
-                       tuple(loaded.data.mean or (0.0,) * chans), tuple(loaded.data.std or (1.0,) * chans),
-                       loaded.data.dataset)
+    return LoadedModel(
+        index,
+        Path(path),
+        loaded.model,
+        loaded.name or "vit",
+        list(classes),
+        tuple(loaded.data.mean or (0.0,) * chans),
+        tuple(loaded.data.std or (1.0,) * chans),
+        loaded.data.dataset,
+    )
 
 
 def load_given(path: str | Path, index: int) -> LoadedModel:
@@ -111,6 +132,7 @@ class Analysis:
     """One model on one image: the fitted image ``(1, C, H, W)``, its normalised input, the logits
     ``(1, K)``, every layer's attention ``(1, H, N, N)`` (empty without attention layers), and
     explanation maps computed so far, by key."""
+
     image: torch.Tensor
     inputs: torch.Tensor
     logits: torch.Tensor

@@ -17,6 +17,7 @@
 
 :class:`SecurityHeaders` adds a Content-Security-Policy that allows this origin alone.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -38,8 +39,8 @@ ANY_ADDRESS = ("0.0.0.0", "::", "[::]")
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; "
-                               "style-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-                               "frame-ancestors 'none'; form-action 'self'",
+    "style-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -101,12 +102,11 @@ class Guard:
     request when not ``None``; ``body_limit``: bytes of one request body.
     """
 
-    def __init__(self, app: ASGIApp, names: frozenset[str], any_ip: bool, token: str | None,
-                 body_limit: int) -> None:
+    def __init__(self, app: ASGIApp, names: frozenset[str], any_ip: bool, token: str | None, body_limit: int) -> None:
         self.app, self.names, self.any_ip, self.token, self.body_limit = app, names, any_ip, token, body_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":                       # the explorer serves no websockets
+        if scope["type"] == "websocket":  # the explorer serves no websockets
             await send({"type": "websocket.close", "code": 1008})
             return
         if scope["type"] != "http":
@@ -122,18 +122,27 @@ class Guard:
     def refusal(self, scope: Scope, headers: Headers) -> Response | None:
         """The answer refusing this request, or ``None`` when it may go on."""
         if not self.host_allowed(scope, headers.get("host", "")):
-            return refuse(400, f"Host header {headers.get('host')!r} does not name this server: open the "
-                               f"address `vitlab explore` printed")
+            return refuse(
+                400,
+                f"Host header {headers.get('host')!r} does not name this server: open the "
+                f"address `vitlab explore` printed",
+            )
         if self.token is not None:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             if TOKEN_QUERY in query and scope["method"] in SAFE_METHODS and self.is_token(query[TOKEN_QUERY]):
                 return self.token_accepted(scope, query, self.token)
             if not (self.is_token(headers.get(TOKEN_HEADER)) or self.is_token(self.cookie(scope, headers))):
-                return refuse(401, "this explorer needs its token: open the address `vitlab explore` printed "
-                                   "(http://HOST:PORT/?token=...) or send the X-Vitlab-Token header")
+                return refuse(
+                    401,
+                    "this explorer needs its token: open the address `vitlab explore` printed "
+                    "(http://HOST:PORT/?token=...) or send the X-Vitlab-Token header",
+                )
         if scope["method"] not in SAFE_METHODS and not same_origin(scope, headers):
-            return refuse(403, f"{scope['method']} from origin {headers.get('origin', 'unknown')!r} refused: "
-                               f"only the explorer's own page may change its state")
+            return refuse(
+                403,
+                f"{scope['method']} from origin {headers.get('origin', 'unknown')!r} refused: "
+                f"only the explorer's own page may change its state",
+            )
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.body_limit:
             return too_large(self.body_limit)
@@ -147,13 +156,14 @@ class Guard:
         if name not in self.names and not (self.any_ip and is_ip_address(name)):
             return False
         server = scope.get("server")
-        if server is None:                                    # a Unix socket: no port to compare
+        if server is None:  # a Unix socket: no port to compare
             return True
         return (port if port is not None else DEFAULT_PORTS.get(scope["scheme"])) == server[1]
 
     def is_token(self, given: str | None) -> bool:
-        return (given is not None and self.token is not None
-                and secrets.compare_digest(given.encode(), self.token.encode()))
+        return (
+            given is not None and self.token is not None and secrets.compare_digest(given.encode(), self.token.encode())
+        )
 
     @staticmethod
     def cookie_name(scope: Scope) -> str:
@@ -167,7 +177,7 @@ class Guard:
     def token_accepted(self, scope: Scope, query: dict[str, str], token: str) -> Response:
         """The first visit with ``?token=``: set the cookie and reload the page without the token."""
         rest = urlencode({k: v for k, v in query.items() if k != TOKEN_QUERY})
-        page = "/" + scope["path"].lstrip("/")                 # never "//host": no redirect elsewhere
+        page = "/" + scope["path"].lstrip("/")  # never "//host": no redirect elsewhere
         response = Response(status_code=303, headers={"Location": page + (f"?{rest}" if rest else "")})
         response.set_cookie(self.cookie_name(scope), token, httponly=True, samesite="strict", path="/")
         return response
@@ -218,8 +228,11 @@ def refuse(status: int, message: str) -> JSONResponse:
 
 
 def too_large(limit: int) -> JSONResponse:
-    return refuse(413, f"the request body is over the limit of {limit:,} bytes: send a smaller PNG or JPEG "
-                       f"(or start `vitlab explore --upload-limit` higher)")
+    return refuse(
+        413,
+        f"the request body is over the limit of {limit:,} bytes: send a smaller PNG or JPEG "
+        f"(or start `vitlab explore --upload-limit` higher)",
+    )
 
 
 class SecurityHeaders:

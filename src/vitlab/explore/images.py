@@ -9,6 +9,7 @@ budget (the size the header declares, checked before any pixel is decoded), at m
 :data:`DECODE_SLOTS` at a time; anything else is refused with :class:`RequestError`. Decoded
 uploads live in memory (a bounded number of them); nothing is written to disk.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -29,15 +30,15 @@ from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
 from ..data.registry import DATASETS
 
 UPLOAD_FORMATS = ("PNG", "JPEG")
-UPLOAD_LIMIT = 8 * 2**20          # bytes of one uploaded file
-MAX_PIXELS = 4096 * 4096          # width x height of an upload, checked before it is decoded (~67 MB as RGBA)
-DECODE_SLOTS = 2                  # uploads decoded at the same time
-DECODE_WAIT = 3.0                 # seconds an upload waits for a decode slot before 503
-MAX_SIDE = 224                    # uploads are shrunk (aspect kept) to at most this side
-KEEP_UPLOADS = 32                 # decoded uploads kept in memory, oldest dropped first
-KEEP_DATASETS = 2                 # sample splits kept in memory
+UPLOAD_LIMIT = 8 * 2**20  # bytes of one uploaded file
+MAX_PIXELS = 4096 * 4096  # width x height of an upload, checked before it is decoded (~67 MB as RGBA)
+DECODE_SLOTS = 2  # uploads decoded at the same time
+DECODE_WAIT = 3.0  # seconds an upload waits for a decode slot before 503
+MAX_SIDE = 224  # uploads are shrunk (aspect kept) to at most this side
+KEEP_UPLOADS = 32  # decoded uploads kept in memory, oldest dropped first
+KEEP_DATASETS = 2  # sample splits kept in memory
 GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
-LUMA = (0.299, 0.587, 0.114)      # ITU-R 601 weights: RGB -> grey
+LUMA = (0.299, 0.587, 0.114)  # ITU-R 601 weights: RGB -> grey
 
 
 class RequestError(ValueError):
@@ -51,6 +52,7 @@ class RequestError(ValueError):
 @dataclass
 class LabeledImage:
     """An image ``(1, C, H, W)`` in [0, 1], its reference, and its label where known."""
+
     ref: str
     image: torch.Tensor
     label: str | None
@@ -61,32 +63,42 @@ class LabeledImage:
         return {"ref": self.ref, "label": self.label, "channels": c, "height": h, "width": w}
 
 
-def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE,
-                  max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_upload(
+    data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE, max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """Decode a PNG or JPEG file held in memory: ``(1, C, H, W)`` in [0, 1], shrunk to ``max_side``.
 
     Raises :class:`RequestError`: 413 over ``limit`` bytes or ``max_pixels`` pixels (read from the
     header, before decoding), 415 for anything Pillow cannot read as PNG or JPEG.
     """
     if len(data) > limit:
-        raise RequestError(f"the file has {len(data):,} bytes, over the upload limit of {limit:,}: "
-                           f"send a smaller PNG or JPEG (or start `vitlab explore --upload-limit` higher)", 413)
+        raise RequestError(
+            f"the file has {len(data):,} bytes, over the upload limit of {limit:,}: "
+            f"send a smaller PNG or JPEG (or start `vitlab explore --upload-limit` higher)",
+            413,
+        )
     if not data:
         raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
     try:
         img: Image.Image = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-        raise RequestError(f"the image declares more pixels than the explorer decodes ({err}): shrink it to at "
-                           f"most {max_pixels:,} pixels first", 413) from err
-    except Exception as err:            # Pillow's parsers raise many exception types on malformed files
+        raise RequestError(
+            f"the image declares more pixels than the explorer decodes ({err}): shrink it to at "
+            f"most {max_pixels:,} pixels first",
+            413,
+        ) from err
+    except Exception as err:  # Pillow's parsers raise many exception types on malformed files
         raise unreadable(err) from err
     with img:
         if img.width * img.height > max_pixels:
-            raise RequestError(f"the image is {img.width}x{img.height} = {img.width * img.height:,} pixels, over "
-                               f"the explorer's budget of {max_pixels:,}: shrink it first "
-                               f"(or start `vitlab explore --max-pixels` higher)", 413)
+            raise RequestError(
+                f"the image is {img.width}x{img.height} = {img.width * img.height:,} pixels, over "
+                f"the explorer's budget of {max_pixels:,}: shrink it first "
+                f"(or start `vitlab explore --max-pixels` higher)",
+                413,
+            )
         try:
-            img.draft(None, (max_side, max_side))       # JPEG: decode at 1/2, 1/4 or 1/8 scale when that suffices
+            img.draft(None, (max_side, max_side))  # JPEG: decode at 1/2, 1/4 or 1/8 scale when that suffices
             img.load()
             img = img.convert("L" if img.mode in GREY_MODES else "RGB")
         except Exception as err:
@@ -98,8 +110,11 @@ def decode_upload(data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SI
 
 
 def unreadable(err: Exception) -> RequestError:
-    return RequestError(f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
-                        f"export it as .png or .jpg and try again", 415)
+    return RequestError(
+        f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
+        f"export it as .png or .jpg and try again",
+        415,
+    )
 
 
 def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torch.Tensor:
@@ -111,8 +126,10 @@ def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torc
         elif channels == 1 and image.shape[1] == 3:
             image = (image * torch.tensor(LUMA).view(1, 3, 1, 1)).sum(1, keepdim=True)
         else:
-            raise RequestError(f"cannot turn a {image.shape[1]}-channel image into the {channels} channels "
-                               f"the model reads: choose a greyscale or RGB image")
+            raise RequestError(
+                f"cannot turn a {image.shape[1]}-channel image into the {channels} channels "
+                f"the model reads: choose a greyscale or RGB image"
+            )
     if tuple(image.shape[-2:]) != tuple(size):
         image = F.interpolate(image, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
     return image.clamp(0, 1).contiguous()
@@ -131,8 +148,13 @@ class ImageBook:
     ``data_dir``. Thread-safe.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, upload_limit: int = UPLOAD_LIMIT,
-                 max_side: int = MAX_SIDE, max_pixels: int = MAX_PIXELS) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        upload_limit: int = UPLOAD_LIMIT,
+        max_side: int = MAX_SIDE,
+        max_pixels: int = MAX_PIXELS,
+    ) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.upload_limit, self.max_side, self.max_pixels = upload_limit, max_side, max_pixels
         self._decoding = threading.BoundedSemaphore(DECODE_SLOTS)
@@ -147,15 +169,20 @@ class ImageBook:
         out = []
         for name in list_datasets():
             missing = needs_files(name) and self.data_dir is None
-            out.append({"name": name, "description": describe_dataset(name), "available": not missing,
-                        "reason": f"start `vitlab explore --data-dir DIR` with {name}'s files" if missing else None})
+            out.append(
+                {
+                    "name": name,
+                    "description": describe_dataset(name),
+                    "available": not missing,
+                    "reason": f"start `vitlab explore --data-dir DIR` with {name}'s files" if missing else None,
+                }
+            )
         return out
 
     def split(self, name: str) -> ImageDataset:
         """The sample split of dataset ``name``: its test split, else its validation split."""
         if name not in list_datasets():
-            raise RequestError(f"unknown sample source {name!r}: choose one of {list_datasets()} or upload a file",
-                               404)
+            raise RequestError(f"unknown sample source {name!r}: choose one of {list_datasets()} or upload a file", 404)
         with self._lock:
             if name in self._splits:
                 self._splits.move_to_end(name)
@@ -177,12 +204,19 @@ class ImageBook:
         """Images ``start .. start+count`` of the sample split, with labels, for the picker."""
         data = self.split(name)
         if not 0 <= start < len(data) or count < 1:
-            raise RequestError(f"{name} has {len(data)} sample images: ask for start in [0, {len(data)}) "
-                               f"and count >= 1, got start={start}, count={count}")
+            raise RequestError(
+                f"{name} has {len(data)} sample images: ask for start in [0, {len(data)}) "
+                f"and count >= 1, got start={start}, count={count}"
+            )
         index = list(range(start, min(start + count, len(data))))
-        return {"source": name, "total": len(data), "start": start, "index": index,
-                "labels": [data.classes[int(data.labels[i])] for i in index],
-                "images": data.images[index]}
+        return {
+            "source": name,
+            "total": len(data),
+            "start": start,
+            "index": index,
+            "labels": [data.classes[int(data.labels[i])] for i in index],
+            "images": data.images[index],
+        }
 
     # -- uploads ---------------------------------------------------------------------------------
 
@@ -214,12 +248,14 @@ class ImageBook:
             with self._lock:
                 image = self._uploads.get(key)
             if image is None:
-                raise RequestError(f"no upload {key!r} (uploads are kept in memory, the latest {KEEP_UPLOADS}): "
-                                   f"upload the file again", 404)
+                raise RequestError(
+                    f"no upload {key!r} (uploads are kept in memory, the latest {KEEP_UPLOADS}): upload the file again",
+                    404,
+                )
             return LabeledImage(ref, image, None)
         if not key.isdigit():
             raise RequestError(f"image index {key!r} in {ref!r} is not a non-negative integer")
         data, index = self.split(source), int(key)
         if index >= len(data):
             raise RequestError(f"{source} has {len(data)} sample images (0..{len(data) - 1}), not {index}", 404)
-        return LabeledImage(ref, data.images[index:index + 1], data.classes[int(data.labels[index])])
+        return LabeledImage(ref, data.images[index : index + 1], data.classes[int(data.labels[index])])

@@ -17,6 +17,7 @@ every answer is valid JSON.
 Tables rank on the server: :func:`rank_table` sorts the rows by a column and computes the
 extremes and bar lengths the front end draws.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,17 +31,28 @@ from .images import RequestError
 COMPARE_FILE = "results.json"
 TRAIN_FILES = ("metrics.jsonl", "summary.json")
 REPORT_FILE = "report.md"
-MAX_RUN_FILE = 64 * 2**20         # bytes of one run file the explorer reads
-MAX_DEPTH = 32                    # nesting of lists and objects in a run's JSON (vitlab writes 5)
-LABELS = {"best_val_acc": "best val acc", "test_acc": "test acc", "final_train_acc": "final train acc",
-          "train_rows": "train rows", "val_ece": "val ECE", "best_epoch": "best epoch", "train_acc": "train acc",
-          "val_acc": "val acc", "train_loss": "train loss", "val_loss": "val loss", "images_per_s": "images/s"}
+MAX_RUN_FILE = 64 * 2**20  # bytes of one run file the explorer reads
+MAX_DEPTH = 32  # nesting of lists and objects in a run's JSON (vitlab writes 5)
+LABELS = {
+    "best_val_acc": "best val acc",
+    "test_acc": "test acc",
+    "final_train_acc": "final train acc",
+    "train_rows": "train rows",
+    "val_ece": "val ECE",
+    "best_epoch": "best epoch",
+    "train_acc": "train acc",
+    "val_acc": "val acc",
+    "train_loss": "train loss",
+    "val_loss": "val loss",
+    "images_per_s": "images/s",
+}
 
 
 @dataclass(frozen=True)
 class Run:
     """A run folder found under a root: its unique ``name``, ``kind`` (compare, train), real
     ``path`` and the real ``root`` it was found under (no file outside ``root`` is read)."""
+
     name: str
     kind: str
     path: Path
@@ -50,6 +62,7 @@ class Run:
 @dataclass
 class Table:
     """Rows of values under named columns; ``label`` is the column naming each row."""
+
     columns: list[str]
     rows: list[dict[str, Any]]
     label: str
@@ -69,7 +82,7 @@ def real_path(path: Path) -> Path | None:
     link or a link loop on the way, a folder we may not enter)."""
     try:
         return path.resolve(strict=True)
-    except (OSError, RuntimeError):                          # Python 3.11 reports a link loop as RuntimeError
+    except (OSError, RuntimeError):  # Python 3.11 reports a link loop as RuntimeError
         return None
 
 
@@ -113,8 +126,10 @@ def run_file(run: Run, name: str) -> Path | None:
     if not real.is_file():
         raise RequestError(f"{name} of run {run.name} is not a regular file", 422)
     if real.stat().st_size > MAX_RUN_FILE:
-        raise RequestError(f"{name} of run {run.name} has {real.stat().st_size:,} bytes, over the "
-                           f"{MAX_RUN_FILE:,} the explorer reads", 422)
+        raise RequestError(
+            f"{name} of run {run.name} has {real.stat().st_size:,} bytes, over the {MAX_RUN_FILE:,} the explorer reads",
+            422,
+        )
     return real
 
 
@@ -128,8 +143,9 @@ def read_text(run: Run, name: str) -> str | None:
     except UnicodeDecodeError as err:
         raise RequestError(f"{name} of run {run.name} is not UTF-8 text ({err})", 422) from err
     except OSError as err:
-        raise RequestError(f"{name} of run {run.name} cannot be read ({err}): is the run still being written?",
-                           409) from err
+        raise RequestError(
+            f"{name} of run {run.name} cannot be read ({err}): is the run still being written?", 409
+        ) from err
 
 
 def finite(text: str) -> float | None:
@@ -140,8 +156,12 @@ def finite(text: str) -> float | None:
 def parse_json(text: str) -> Any:
     """JSON with NaN, infinities and integers of more than 15 digits read as ``None`` or floats
     (so the value can be sent back as JSON and ranked)."""
-    return json.loads(text, parse_constant=lambda _: None, parse_float=finite,
-                      parse_int=lambda s: int(s) if len(s.lstrip("-")) <= 15 else finite(s))
+    return json.loads(
+        text,
+        parse_constant=lambda _: None,
+        parse_float=finite,
+        parse_int=lambda s: int(s) if len(s.lstrip("-")) <= 15 else finite(s),
+    )
 
 
 def read_json(run: Run, name: str, line: int | None = None, text: str | None = None) -> Any:
@@ -216,8 +236,10 @@ def train_epochs(run: Run) -> list[dict[str, Any]]:
     """A training run's ``metrics.jsonl``: one object per epoch (``[]`` if there is no file)."""
     text = read_text(run, "metrics.jsonl") or ""
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
-    return [as_object(read_json(run, "metrics.jsonl", i, line), f"line {i} of metrics.jsonl of run {run.name}")
-            for i, line in lines]
+    return [
+        as_object(read_json(run, "metrics.jsonl", i, line), f"line {i} of metrics.jsonl of run {run.name}")
+        for i, line in lines
+    ]
 
 
 def train_config(run: Run) -> dict[str, Any]:
@@ -236,22 +258,37 @@ def overview_row(run: Run) -> dict[str, Any]:
     """One row of the overview table: the run's best validation accuracy and what it cost."""
     if run.kind == "compare":
         results = compare_results(run)
-        best: dict[str, Any] = max(results.get("runs") or [], default={},
-                                   key=lambda r: number(r.get("best_val_acc")) or -1.0)
+        best: dict[str, Any] = max(
+            results.get("runs") or [], default={}, key=lambda r: number(r.get("best_val_acc")) or -1.0
+        )
         config = results.get("config") or {}
         study = f"{config.get('vit')} vs {config.get('cnn')}"
-        model = f"{study} (best: {best['label']})" if best.get("label") else study   # the numbers are the best run's
-        return {"run": run.name, "kind": run.kind, "model": model,
-                "dataset": config.get("dataset"), "best_val_acc": best.get("best_val_acc"),
-                "test_acc": best.get("test_acc"), "params": best.get("params"), "epochs": config.get("epochs"),
-                "seconds": results.get("seconds")}
+        model = f"{study} (best: {best['label']})" if best.get("label") else study  # the numbers are the best run's
+        return {
+            "run": run.name,
+            "kind": run.kind,
+            "model": model,
+            "dataset": config.get("dataset"),
+            "best_val_acc": best.get("best_val_acc"),
+            "test_acc": best.get("test_acc"),
+            "params": best.get("params"),
+            "epochs": config.get("epochs"),
+            "seconds": results.get("seconds"),
+        }
     summary, config, epochs = train_summary(run), train_config(run), train_epochs(run)
     val = [v for v in (number(e.get("val_acc")) for e in epochs) if v is not None]
     seconds = sum(number(e.get("seconds")) or 0.0 for e in epochs)
-    return {"run": run.name, "kind": run.kind, "model": config.get("model"), "dataset": config.get("dataset"),
-            "best_val_acc": summary.get("best_val_acc", max(val, default=None)),
-            "test_acc": (summary.get("test") or {}).get("acc"), "params": summary.get("params"),
-            "epochs": len(epochs), "seconds": summary.get("seconds", seconds)}
+    return {
+        "run": run.name,
+        "kind": run.kind,
+        "model": config.get("model"),
+        "dataset": config.get("dataset"),
+        "best_val_acc": summary.get("best_val_acc", max(val, default=None)),
+        "test_acc": (summary.get("test") or {}).get("acc"),
+        "params": summary.get("params"),
+        "epochs": len(epochs),
+        "seconds": summary.get("seconds", seconds),
+    }
 
 
 def broken_row(run: Run, reason: str) -> dict[str, Any]:
@@ -288,10 +325,21 @@ def run_table(run: Run) -> Table:
         return Table(columns, epochs, "epoch")
     records = compare_results(run).get("runs") or []
     axes = list(dict.fromkeys(name for r in records for name in r.get("axes") or {}))
-    metrics = ["train_rows", "params", "best_val_acc", "best_epoch", "final_train_acc", "gap", "val_ece",
-               "test_acc", "seconds"]
-    rows = [{"label": r.get("label"), **{a: axis_values(r).get(a) for a in axes},
-             **{m: r.get(m) for m in metrics}} for r in records]
+    metrics = [
+        "train_rows",
+        "params",
+        "best_val_acc",
+        "best_epoch",
+        "final_train_acc",
+        "gap",
+        "val_ece",
+        "test_acc",
+        "seconds",
+    ]
+    rows = [
+        {"label": r.get("label"), **{a: axis_values(r).get(a) for a in axes}, **{m: r.get(m) for m in metrics}}
+        for r in records
+    ]
     return Table(["label", *axes, *metrics], rows, "label")
 
 
@@ -300,19 +348,30 @@ def curves(run: Run) -> list[dict[str, Any]]:
     if run.kind == "train":
         epochs = train_epochs(run)
         x = [e.get("epoch", i + 1) for i, e in enumerate(epochs)]
-        return [{"title": title, "series": [{"label": LABELS[key], "x": x, "y": [e.get(key) for e in epochs]}
-                                            for key in keys]}
-                for title, keys in (("accuracy", ("train_acc", "val_acc")), ("loss", ("train_loss", "val_loss")))]
+        return [
+            {
+                "title": title,
+                "series": [{"label": LABELS[key], "x": x, "y": [e.get(key) for e in epochs]} for key in keys],
+            }
+            for title, keys in (("accuracy", ("train_acc", "val_acc")), ("loss", ("train_loss", "val_loss")))
+        ]
     records = compare_results(run).get("runs") or []
 
     def name(record: dict[str, Any]) -> str:
         axes = ", ".join(f"{k} {v}" for k, v in axis_values(record).items() if k != "patch")
         return f"{record.get('label')} ({axes})" if axes else str(record.get("label"))
 
-    return [{"title": LABELS[key], "series": [{"label": name(r), "x": list(range(1, len(r["curves"][key]) + 1)),
-                                               "y": r["curves"][key]} for r in records
-                                              if key in (r.get("curves") or {})]}
-            for key in ("val_acc", "val_loss")]
+    return [
+        {
+            "title": LABELS[key],
+            "series": [
+                {"label": name(r), "x": list(range(1, len(r["curves"][key]) + 1)), "y": r["curves"][key]}
+                for r in records
+                if key in (r.get("curves") or {})
+            ],
+        }
+        for key in ("val_acc", "val_loss")
+    ]
 
 
 def figures(run: Run) -> dict[str, Path]:
@@ -342,12 +401,21 @@ def run_detail(run: Run) -> dict[str, Any]:
     facts: dict[str, Any]
     if run.kind == "compare":
         results = compare_results(run)
-        facts = {"config": results.get("config"), "data": results.get("data"),
-                 "conclusions": results.get("conclusions", [])}
+        facts = {
+            "config": results.get("config"),
+            "data": results.get("data"),
+            "conclusions": results.get("conclusions", []),
+        }
     else:
         facts = {"config": train_config(run), "summary": train_summary(run)}
-    return {"name": run.name, "kind": run.kind, "facts": facts, "curves": curves(run), "figures": list(figures(run)),
-            "report": report(run)}
+    return {
+        "name": run.name,
+        "kind": run.kind,
+        "facts": facts,
+        "curves": curves(run),
+        "figures": list(figures(run)),
+        "report": report(run),
+    }
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -379,12 +447,17 @@ def rank_table(table: Table, by: str | None = None, descending: bool | None = No
         at = {v: next(str(r[table.label]) for r in present if r[by] == v) for v in (low, high)}
         extremes = {"min": {"value": low, "row": at[low]}, "max": {"value": high, "row": at[high]}}
         # halved, so that the span between two finite extremes cannot overflow to infinity
-        bars = [None if r.get(by) is None else (1.0 if high == low else (r[by] / 2 - low / 2) / (high / 2 - low / 2))
-                for r in ordered]
-    return {"columns": [{"key": c, "label": LABELS.get(c, c.replace("_", " "))} for c in table.columns],
-            "label": table.label, "sort": {"by": by, "descending": descending},
-            "rows": [{"rank": i + 1, "values": r, "bar": bar} for i, (r, bar) in enumerate(zip(ordered, bars))],
-            "extremes": extremes}
+        bars = [
+            None if r.get(by) is None else (1.0 if high == low else (r[by] / 2 - low / 2) / (high / 2 - low / 2))
+            for r in ordered
+        ]
+    return {
+        "columns": [{"key": c, "label": LABELS.get(c, c.replace("_", " "))} for c in table.columns],
+        "label": table.label,
+        "sort": {"by": by, "descending": descending},
+        "rows": [{"rank": i + 1, "values": r, "bar": bar} for i, (r, bar) in enumerate(zip(ordered, bars))],
+        "extremes": extremes,
+    }
 
 
 class RunShelf:
@@ -399,8 +472,9 @@ class RunShelf:
     def get(self, name: str) -> Run:
         runs = self.runs()
         if name not in runs:
-            raise RequestError(f"no run {name!r}: the runs found under {[str(r) for r in self.roots]} are "
-                               f"{list(runs) or 'none'}", 404)
+            raise RequestError(
+                f"no run {name!r}: the runs found under {[str(r) for r in self.roots]} are {list(runs) or 'none'}", 404
+            )
         return runs[name]
 
     def figure(self, name: str, file: str) -> Path:

@@ -4,6 +4,7 @@ For notebooks, benchmarks and browser tests: uvicorn runs the app on a free loop
 daemon thread of this process; leaving the block shuts it down. ``vitlab explore`` serves in the
 foreground instead.
 """
+
 from __future__ import annotations
 
 import socket

@@ -10,6 +10,7 @@
 - :func:`cost_view`: every attention kind in :data:`~vitlab.models.cost.ATTENTION_COSTS` against
   resolution.
 """
+
 from __future__ import annotations
 
 import math
@@ -81,13 +82,27 @@ def tokens_view(image: torch.Tensor, patch: int) -> dict[str, Any]:
     matrix = patchify(image, patch, pad=True)[0]
     mix = full_attention(tokens, dim=matrix.shape[1], heads=1)
     reference = cost_table(TEXTBOOK_PAIRS[:1])[0]
-    return {"patch": patch, "patch_range": [1, min(h, w)], "height": h, "width": w, "channels": c,
-            "grid": list(grid), "padded": [grid[0] * patch, grid[1] * patch], "tokens": tokens,
-            "token_width": matrix.shape[1], "matrix": encode_array(matrix), "entries": mix.entries,
-            "score_flops": mix.score_flops,
-            "reference": {"image": reference.image, "patch": reference.patch, "tokens": reference.tokens,
-                          "entries": reference.entries},
-            "ratio": mix.entries / reference.entries}
+    return {
+        "patch": patch,
+        "patch_range": [1, min(h, w)],
+        "height": h,
+        "width": w,
+        "channels": c,
+        "grid": list(grid),
+        "padded": [grid[0] * patch, grid[1] * patch],
+        "tokens": tokens,
+        "token_width": matrix.shape[1],
+        "matrix": encode_array(matrix),
+        "entries": mix.entries,
+        "score_flops": mix.score_flops,
+        "reference": {
+            "image": reference.image,
+            "patch": reference.patch,
+            "tokens": reference.tokens,
+            "entries": reference.entries,
+        },
+        "ratio": mix.entries / reference.entries,
+    }
 
 
 # -- attention of a checkpoint -------------------------------------------------------------------
@@ -121,12 +136,15 @@ def prediction(entry: LoadedModel, logits: torch.Tensor, top: int = 5) -> dict[s
     """The predicted class, its softmax confidence and the ``top`` classes with probabilities."""
     probs = logits[0].softmax(-1)
     values, index = probs.topk(min(top, probs.numel()))
-    return {"class": entry.classes[int(index[0])], "index": int(index[0]), "confidence": float(values[0]),
-            "top": [{"class": entry.classes[int(i)], "probability": float(v)} for v, i in zip(values, index)]}
+    return {
+        "class": entry.classes[int(index[0])],
+        "index": int(index[0]),
+        "confidence": float(values[0]),
+        "top": [{"class": entry.classes[int(i)], "probability": float(v)} for v, i in zip(values, index)],
+    }
 
 
-def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, temperature: float = 1.0
-                   ) -> dict[str, Any]:
+def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, temperature: float = 1.0) -> dict[str, Any]:
     """The query's attention in every layer and head, the logits divided by ``temperature``.
 
     ``heat`` ``(L, H, gh, gw)`` are the weights on the patches, ``rows`` ``(L, H, N)`` on every
@@ -137,17 +155,27 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
         raise RequestError(f"{entry.name} has no self-attention layers: see its gradient and occlusion maps")
     _check_range("temperature", temperature, 0.01, 100.0)
     prefix, grid = num_prefix_tokens(entry.model), _grid(entry)
-    weights = torch.stack([tempered(w, temperature) for w in analysis.weights], 1)   # (1, L, H, N, N)
+    weights = torch.stack([tempered(w, temperature) for w in analysis.weights], 1)  # (1, L, H, N, N)
     try:
-        rows = query_rows(weights, query, prefix)[0]                                  # (L, H, N)
+        rows = query_rows(weights, query, prefix)[0]  # (L, H, N)
     except ValueError as err:
         raise RequestError(str(err)) from err
     heat = to_grid(rows, prefix, grid)
-    return {"model": entry.index, "query": query, "temperature": temperature, "grid": list(grid),
-            "prefix": prefix, "keys": rows.shape[-1], "uniform": 1.0 / rows.shape[-1],
-            "heat": encode_array(heat), "heat_max": float(heat.max()), "rows": encode_array(rows),
-            "stats": _stats(rows),
-            "image": encode_array(analysis.image[0]), "prediction": prediction(entry, analysis.logits)}
+    return {
+        "model": entry.index,
+        "query": query,
+        "temperature": temperature,
+        "grid": list(grid),
+        "prefix": prefix,
+        "keys": rows.shape[-1],
+        "uniform": 1.0 / rows.shape[-1],
+        "heat": encode_array(heat),
+        "heat_max": float(heat.max()),
+        "rows": encode_array(rows),
+        "stats": _stats(rows),
+        "image": encode_array(analysis.image[0]),
+        "prediction": prediction(entry, analysis.logits),
+    }
 
 
 def pad_to_aspect(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -160,12 +188,13 @@ def pad_to_aspect(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     border = torch.cat([image[..., 0, :], image[..., -1, :], image[..., :, 0], image[..., :, -1]], -1).mean(-1)
     out = border[:, :, None, None].expand(1, c, height, width).clone()
     top, left = (height - h) // 2, (width - w) // 2
-    out[..., top:top + h, left:left + w] = image
+    out[..., top : top + h, left : left + w] = image
     return out
 
 
-def prepared(picture: LabeledImage, entry: LoadedModel, invert: bool = False, keep_aspect: bool = False
-             ) -> LabeledImage:
+def prepared(
+    picture: LabeledImage, entry: LoadedModel, invert: bool = False, keep_aspect: bool = False
+) -> LabeledImage:
     """``picture`` as the model should read it: inverted (``1 - x``) and/or padded to the model's aspect
     (:func:`pad_to_aspect`, so the resize that follows does not stretch it). The reference names the
     options, so each variant is analysed, and cached, apart."""
@@ -184,29 +213,40 @@ def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float
     fitted image in [0, 1]: if its inverse would be nearer, the note says to invert."""
     if abs(mean) <= OOD_MEAN and OOD_STD[0] <= std <= OOD_STD[1]:
         return None
-    note = (f"This input is far from the images the model was trained on: its normalised mean is {mean:+.2f} and "
-            f"its std {std:.2f}, where theirs are about 0 and 1. Read the prediction with care.")
+    note = (
+        f"This input is far from the images the model was trained on: its normalised mean is {mean:+.2f} and "
+        f"its std {std:.2f}, where theirs are about 0 and 1. Read the prediction with care."
+    )
     inverse = float(normalize(1 - image, entry.mean, entry.std).mean())
     if abs(inverse) < abs(mean) and abs(mean) > OOD_MEAN:
-        note += (f" Inverted, its mean would be {inverse:+.2f}: its light and dark are likely swapped from the "
-                 f"training images' (try 'invert the image').")
+        note += (
+            f" Inverted, its mean would be {inverse:+.2f}: its light and dark are likely swapped from the "
+            f"training images' (try 'invert the image')."
+        )
     return note
 
 
-def input_view(entry: LoadedModel, analysis: Analysis, original: torch.Tensor, invert: bool = False,
-               keep_aspect: bool = False) -> dict[str, Any]:
+def input_view(
+    entry: LoadedModel, analysis: Analysis, original: torch.Tensor, invert: bool = False, keep_aspect: bool = False
+) -> dict[str, Any]:
     """What the model sees of ``original (1, C, h, w)``: the steps that made its input, the normalised
     input ``(C, H, W)`` and its range, the input's mean and std, and :func:`domain_note`."""
     _, c, h, w = original.shape
     size = entry.image_size
     steps = ["inverted: x becomes 1 − x"] if invert else []
     if c != entry.channels:
-        steps.append("colour to grey by luma (0.299 R + 0.587 G + 0.114 B)" if entry.channels == 1
-                     else "grey repeated into 3 channels")
+        steps.append(
+            "colour to grey by luma (0.299 R + 0.587 G + 0.114 B)"
+            if entry.channels == 1
+            else "grey repeated into 3 channels"
+        )
     if (h, w) != tuple(size):
         same_aspect = h * size[1] == w * size[0]
-        how = ("padded to the model's aspect with the border's colour, then resized" if keep_aspect and not same_aspect
-               else "resized")
+        how = (
+            "padded to the model's aspect with the border's colour, then resized"
+            if keep_aspect and not same_aspect
+            else "resized"
+        )
         stretched = "" if keep_aspect or same_aspect else " (stretched: 'keep the aspect ratio' pads it instead)"
         steps.append(f"{how} from {h}×{w} to {size[0]}×{size[1]}{stretched}")
     mean_words = ", ".join(f"{m:.3f}" for m in entry.mean)
@@ -214,9 +254,15 @@ def input_view(entry: LoadedModel, analysis: Analysis, original: torch.Tensor, i
     steps.append(f"normalised: (x − mean) / std with the training images' mean {mean_words} and std {std_words}")
     inputs = analysis.inputs[0]
     mean, std = float(inputs.mean()), float(inputs.std())
-    return {"input": encode_array(inputs), "range": [float(inputs.min()), float(inputs.max())],
-            "channels_words": "greyscale" if entry.channels == 1 else "RGB", "steps": steps, "mean": mean, "std": std,
-            "out_of_domain": domain_note(entry, analysis.image, mean, std)}
+    return {
+        "input": encode_array(inputs),
+        "range": [float(inputs.min()), float(inputs.max())],
+        "channels_words": "greyscale" if entry.channels == 1 else "RGB",
+        "steps": steps,
+        "mean": mean,
+        "std": std,
+        "out_of_domain": domain_note(entry, analysis.image, mean, std),
+    }
 
 
 def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
@@ -261,15 +307,21 @@ def softmax_view(temperature: float = 1.0, keys: int = 16, dim: int = 16, seed: 
     k = torch.randn(1, 1, keys, dim, generator=g)
     scores = (q @ k.transpose(-2, -1))[0, 0, 0] / math.sqrt(dim)
     weights = attention_weights(q, k, scale=1.0 / (temperature * math.sqrt(dim)))[0, 0, 0]
-    return {"temperature": temperature, "keys": keys, "uniform": 1.0 / keys, "scores": encode_array(scores),
-            "weights": encode_array(weights), "stats": {k: float(v) for k, v in head_statistics(weights).items()}}
+    return {
+        "temperature": temperature,
+        "keys": keys,
+        "uniform": 1.0 / keys,
+        "scores": encode_array(scores),
+        "weights": encode_array(weights),
+        "stats": {k: float(v) for k, v in head_statistics(weights).items()},
+    }
 
 
 def mixing_matrix(tokens: int, bandwidth: float) -> torch.Tensor:
     """Row-stochastic ``(N, N)``: ``A_ij = softmax_j(-(i - j)^2 / (2 h^2))``, attention as a Gaussian
     kernel smoother of bandwidth ``h`` over token positions (float64)."""
     position = torch.arange(tokens, dtype=torch.float64)
-    return torch.softmax(-(position[:, None] - position[None, :]) ** 2 / (2 * bandwidth ** 2), dim=-1)
+    return torch.softmax(-((position[:, None] - position[None, :]) ** 2) / (2 * bandwidth**2), dim=-1)
 
 
 def mixing_view(bandwidth: float = 1.5, tokens: int = 24, seed: int = 0) -> dict[str, Any]:
@@ -283,14 +335,22 @@ def mixing_view(bandwidth: float = 1.5, tokens: int = 24, seed: int = 0) -> dict
     step = (torch.arange(tokens) >= tokens // 2).double()
     values = step + 0.3 * torch.randn(tokens, generator=g, dtype=torch.float64)
     reach = head_statistics(mixing)["entropy"].exp()
-    return {"bandwidth": bandwidth, "tokens": tokens, "matrix": encode_array(mixing), "values": encode_array(values),
-            "matrix_max": float(mixing.max()), "mixed": encode_array(mixing @ values),
-            "row_sum_range": [float(mixing.sum(-1).min()), float(mixing.sum(-1).max())],
-            "reach": encode_array(reach), "mean_reach": float(reach.mean())}
+    return {
+        "bandwidth": bandwidth,
+        "tokens": tokens,
+        "matrix": encode_array(mixing),
+        "values": encode_array(values),
+        "matrix_max": float(mixing.max()),
+        "mixed": encode_array(mixing @ values),
+        "row_sum_range": [float(mixing.sum(-1).min()), float(mixing.sum(-1).max())],
+        "reach": encode_array(reach),
+        "mean_reach": float(reach.mean()),
+    }
 
 
-def position_table(kind: str, grid: tuple[int, int], dim: int, base: float = 10000.0, seed: int = 0,
-                   entry: LoadedModel | None = None) -> torch.Tensor:
+def position_table(
+    kind: str, grid: tuple[int, int], dim: int, base: float = 10000.0, seed: int = 0, entry: LoadedModel | None = None
+) -> torch.Tensor:
     """Position vectors ``(gh*gw, D)``: 2-D sinusoids of frequency ``base``, the checkpoint's own
     table (``learned``; any absolute table the model has, at its grid), or seeded ``random`` ones."""
     if kind == "sincos":
@@ -303,18 +363,28 @@ def position_table(kind: str, grid: tuple[int, int], dim: int, base: float = 100
     if kind != "learned":
         raise RequestError(f"position kind must be one of {POSITION_KINDS}, got {kind!r}")
     if entry is None:
-        raise RequestError("learned positions come from a checkpoint: choose a model "
-                           "(start `vitlab explore --checkpoint RUN`)")
+        raise RequestError(
+            "learned positions come from a checkpoint: choose a model (start `vitlab explore --checkpoint RUN`)"
+        )
     module = getattr(entry.model, "pos_embed", None)
     if not isinstance(module, (LearnedPosition, RowColumnPosition, SinCosPosition)):
-        raise RequestError(f"{entry.name} adds no absolute position table (pos_embed="
-                           f"{getattr(entry.config, 'pos_embed', None)!r}): choose sincos or random")
+        raise RequestError(
+            f"{entry.name} adds no absolute position table (pos_embed="
+            f"{getattr(entry.config, 'pos_embed', None)!r}): choose sincos or random"
+        )
     with torch.no_grad():
         return module.table(_grid(entry))[0].detach().float()
 
 
-def position_view(kind: str, grid: tuple[int, int] = (8, 8), dim: int = 64, base: float = 10000.0,
-                  seed: int = 0, reference: int = 0, entry: LoadedModel | None = None) -> dict[str, Any]:
+def position_view(
+    kind: str,
+    grid: tuple[int, int] = (8, 8),
+    dim: int = 64,
+    base: float = 10000.0,
+    seed: int = 0,
+    reference: int = 0,
+    entry: LoadedModel | None = None,
+) -> dict[str, Any]:
     """Cosine similarity ``(N, N)`` between the position vectors of :func:`position_table` and its
     range, the reference patch's row on the grid, and the mean similarity of 4-neighbours and of
     all pairs of distinct patches."""
@@ -324,7 +394,7 @@ def position_view(kind: str, grid: tuple[int, int] = (8, 8), dim: int = 64, base
         _check_range("dim", dim, 4, 1024)
         _check_range("base", base, 1.0, 1e8)
     table = position_table(kind, grid, dim, base, seed, entry)
-    if kind == "learned" and entry is not None:            # position_table refused a missing entry
+    if kind == "learned" and entry is not None:  # position_table refused a missing entry
         grid = _grid(entry)
     n = table.shape[0]
     _check_range("reference", reference, 0, n - 1)
@@ -333,18 +403,26 @@ def position_view(kind: str, grid: tuple[int, int] = (8, 8), dim: int = 64, base
     rows, cols = torch.div(torch.arange(n), grid[1], rounding_mode="floor"), torch.arange(n) % grid[1]
     adjacent = (rows[:, None] - rows[None]).abs() + (cols[:, None] - cols[None]).abs() == 1
     off_diagonal = ~torch.eye(n, dtype=torch.bool)
-    return {"kind": kind, "grid": list(grid), "dim": table.shape[1], "base": base, "reference": reference,
-            "similarity": encode_array(similarity), "range": [float(similarity.min()), float(similarity.max())],
-            "reference_map": encode_array(similarity[reference].reshape(grid)),
-            "adjacent": float(similarity[adjacent].mean()) if adjacent.any() else None,
-            "all_pairs": float(similarity[off_diagonal].mean()) if n > 1 else None}
+    return {
+        "kind": kind,
+        "grid": list(grid),
+        "dim": table.shape[1],
+        "base": base,
+        "reference": reference,
+        "similarity": encode_array(similarity),
+        "range": [float(similarity.min()), float(similarity.max())],
+        "reference_map": encode_array(similarity[reference].reshape(grid)),
+        "adjacent": float(similarity[adjacent].mean()) if adjacent.any() else None,
+        "all_pairs": float(similarity[off_diagonal].mean()) if n > 1 else None,
+    }
 
 
 # -- cost ------------------------------------------------------------------------------------------------
 
 
-def cost_view(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
-              ) -> dict[str, Any]:
+def cost_view(
+    patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
+) -> dict[str, Any]:
     """Every attention kind of :data:`ATTENTION_COSTS` at image sides ``patch * COST_STEPS`` up to
     ``max_image``: tokens, entries per head and layer, forward FLOPs and score memory per layer."""
     _check_range("patch", patch, 1, 64)
@@ -357,12 +435,25 @@ def cost_view(patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12,
     series: dict[str, dict[str, list[float]]] = {}
     for kind in ATTENTION_COSTS:
         mixes = [attention_cost(work, kind) for work in works]
-        series[kind] = {"entries": [m.entries for m in mixes], "memory": [m.memory for m in mixes],
-                        "flops": [flops(work, kind)["total"] for work in works]}
+        series[kind] = {
+            "entries": [m.entries for m in mixes],
+            "memory": [m.memory for m in mixes],
+            "flops": [flops(work, kind)["total"] for work in works],
+        }
     coincide = {metric: coinciding({kind: series[kind][metric] for kind in series}) for metric in COST_METRICS}
-    return {"patch": patch, "dim": dim, "heads": heads, "depth": depth, "images": sides,
-            "tokens": [work.tokens for work in works], "kinds": list(ATTENTION_COSTS), "metrics": list(COST_METRICS),
-            "series": series, "coincide": coincide, "coincide_tolerance": COINCIDE}
+    return {
+        "patch": patch,
+        "dim": dim,
+        "heads": heads,
+        "depth": depth,
+        "images": sides,
+        "tokens": [work.tokens for work in works],
+        "kinds": list(ATTENTION_COSTS),
+        "metrics": list(COST_METRICS),
+        "series": series,
+        "coincide": coincide,
+        "coincide_tolerance": COINCIDE,
+    }
 
 
 def coinciding(series: dict[str, list[float]], tolerance: float = COINCIDE) -> list[list[str]]:

@@ -15,6 +15,7 @@ vitlab's own checkpoint format and ``load_checkpoint`` (any source) are :mod:`vi
 None of them imports timm or transformers: they read the objects they are given (from_keras runs
 the Keras model it is given to check its reading).
 """
+
 from .checkpoint import foreign_model, read_state_dict, write_state_dict
 from .export import export_hf, export_onnx, export_timm
 from .hf import check_hf_exportable, from_hf, hf_config_fields, hf_config_json, to_hf_state_dict
@@ -25,9 +26,31 @@ from .timm import from_timm, timm_config, timm_kwargs, to_timm_state_dict
 from .timm_swin import from_timm_swin, timm_swin_config, timm_swin_to_vitlab
 
 __all__ = [
-    "from_timm", "from_hf", "from_keras", "to_timm_state_dict", "timm_kwargs", "timm_config", "hf_config_fields",
-    "load_state_dict", "model_from_state", "infer_config", "detect_format", "hf_key_scheme", "timm_to_vitlab",
-    "vitlab_to_timm", "hf_to_vitlab", "read_state_dict", "write_state_dict", "foreign_model", "from_timm_swin",
-    "timm_swin_config", "timm_swin_to_vitlab", "to_hf_state_dict", "hf_config_json", "check_hf_exportable",
-    "export_onnx", "export_hf", "export_timm",
+    "from_timm",
+    "from_hf",
+    "from_keras",
+    "to_timm_state_dict",
+    "timm_kwargs",
+    "timm_config",
+    "hf_config_fields",
+    "load_state_dict",
+    "model_from_state",
+    "infer_config",
+    "detect_format",
+    "hf_key_scheme",
+    "timm_to_vitlab",
+    "vitlab_to_timm",
+    "hf_to_vitlab",
+    "read_state_dict",
+    "write_state_dict",
+    "foreign_model",
+    "from_timm_swin",
+    "timm_swin_config",
+    "timm_swin_to_vitlab",
+    "to_hf_state_dict",
+    "hf_config_json",
+    "check_hf_exportable",
+    "export_onnx",
+    "export_hf",
+    "export_timm",
 ]

@@ -5,6 +5,7 @@ runs). A foreign file gives its config from shapes (see :func:`vitlab.interop.in
 from a Hugging Face ``config.json`` beside it, or from fields passed by the caller. vitlab's own
 format (config, data config and checksum in the metadata) is :mod:`vitlab.runs.checkpoint`.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,10 @@ def read_state_dict(path: str | Path) -> tuple[StateDict, dict[str, str]]:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # the weights-only unpickler raises many types for a file that is not one
         detail = " ".join(str(err).split()[:30]) or type(err).__name__
-        raise ValueError(f"{path} cannot be read as a torch file with weights_only=True ({detail}): "
-                         f"save its state_dict() alone, or as safetensors") from err
+        raise ValueError(
+            f"{path} cannot be read as a torch file with weights_only=True ({detail}): "
+            f"save its state_dict() alone, or as safetensors"
+        ) from err
     while isinstance(obj, dict) and not _is_state_dict(obj):
         inner = next((obj[k] for k in _WRAPPERS if isinstance(obj.get(k), dict)), None)
         if inner is None:
@@ -53,7 +56,7 @@ def read_state_dict(path: str | Path) -> tuple[StateDict, dict[str, str]]:
     if not _is_state_dict(obj):
         raise ValueError(f"{path} holds a {type(obj).__name__}, not a state dict of tensors")
     if obj and all(k.startswith("module.") for k in obj):
-        obj = {k[len("module."):]: v for k, v in obj.items()}
+        obj = {k[len("module.") :]: v for k, v in obj.items()}
     return obj, {}
 
 
@@ -62,17 +65,24 @@ def write_state_dict(state: StateDict, path: str | Path, metadata: dict[str, str
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".safetensors":
-        save_file({k: v.detach().contiguous() for k, v in state.items()}, str(path),
-                  metadata={"format": "pt", **(metadata or {})})
+        save_file(
+            {k: v.detach().contiguous() for k, v in state.items()},
+            str(path),
+            metadata={"format": "pt", **(metadata or {})},
+        )
     elif metadata:
         raise ValueError(f"{path}: metadata needs a .safetensors file")
     else:
         torch.save({k: v.detach() for k, v in state.items()}, path)
 
 
-def foreign_model(state: StateDict, meta: dict[str, str], path: str | Path,
-                  img_size: int | tuple[int, int] | None, config: dict[str, Any]
-                  ) -> tuple[VisionTransformer, str, dict[str, str]]:
+def foreign_model(
+    state: StateDict,
+    meta: dict[str, str],
+    path: str | Path,
+    img_size: int | tuple[int, int] | None,
+    config: dict[str, Any],
+) -> tuple[VisionTransformer, str, dict[str, str]]:
     """The ViT that a timm or Hugging Face state dict holds: ``(model, source, guessed)``.
 
     ``source`` is ``"timm"`` or ``"hf"`` (told apart by key names); ``config`` gives the fields the
@@ -81,8 +91,10 @@ def foreign_model(state: StateDict, meta: dict[str, str], path: str | Path,
     """
     source = detect_format(state)
     if source is None:
-        raise ValueError(f"{path} holds no ViT weights vitlab recognises (keys {', '.join(sorted(state)[:4])}, ...): "
-                         f"expected a timm or Hugging Face ViT state dict")
+        raise ValueError(
+            f"{path} holds no ViT weights vitlab recognises (keys {', '.join(sorted(state)[:4])}, ...): "
+            f"expected a timm or Hugging Face ViT state dict"
+        )
     known, guessed = dict(config), {}
     if source == "timm":
         state = timm_to_vitlab(state)

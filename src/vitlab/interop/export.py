@@ -13,6 +13,7 @@ Each writes only what the target computes exactly (to float tolerance) and refus
 :class:`~vitlab.errors.ConfigError` naming the option; an existing target is kept unless
 ``overwrite=True``. None imports transformers or timm; ONNX export needs ``onnx`` and ``onnxscript``.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,12 @@ from .timm import TIMM_LAYERNORM_EPS, timm_kwargs, to_timm_state_dict
 
 ONNX_OPSET = 18
 WEIGHTS = "model.safetensors"
-TIMM_ARCHITECTURE = "vit_base_patch16_224"   # any timm ViT entry point: model_args set every size
+TIMM_ARCHITECTURE = "vit_base_patch16_224"  # any timm ViT entry point: model_args set every size
 
 
 class DataLike(Protocol):
     """What an export reads of a data config (``vitlab.runs.DataConfig`` is one)."""
+
     image_size: tuple[int, int]
     in_chans: int
     mean: tuple[float, ...]
@@ -47,8 +49,10 @@ class DataLike(Protocol):
 def _free(*paths: Path, overwrite: bool) -> None:
     taken = [str(p) for p in paths if p.exists()]
     if taken and not overwrite:
-        raise RunFolderError(f"{', '.join(taken)} {'exists' if len(taken) == 1 else 'exist'}: choose another path "
-                             f"or pass overwrite=True (--overwrite)")
+        raise RunFolderError(
+            f"{', '.join(taken)} {'exists' if len(taken) == 1 else 'exist'}: choose another path "
+            f"or pass overwrite=True (--overwrite)"
+        )
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -57,14 +61,22 @@ def _write_json(path: Path, obj: dict[str, Any]) -> None:
 
 def _vit(model: nn.Module, target: str) -> VisionTransformer:
     if not isinstance(model, VisionTransformer):
-        raise ConfigError(f"{target} export writes a VisionTransformer; this model is a {type(model).__name__}: "
-                          f"export it to ONNX instead")
+        raise ConfigError(
+            f"{target} export writes a VisionTransformer; this model is a {type(model).__name__}: "
+            f"export it to ONNX instead"
+        )
     return model
 
 
 @torch.no_grad()
-def export_onnx(model: nn.Module, path: str | Path, image_size: int | tuple[int, int], in_chans: int,
-                opset: int = ONNX_OPSET, overwrite: bool = False) -> Path:
+def export_onnx(
+    model: nn.Module,
+    path: str | Path,
+    image_size: int | tuple[int, int],
+    in_chans: int,
+    opset: int = ONNX_OPSET,
+    overwrite: bool = False,
+) -> Path:
     """Write ``model`` (eval mode) as an ONNX graph: ``images (B, in_chans, H, W) -> logits``, batch size free.
 
     Uses PyTorch's ``torch.export``-based exporter; weights are inside the one file.
@@ -74,21 +86,35 @@ def export_onnx(model: nn.Module, path: str | Path, image_size: int | tuple[int,
     _free(path, overwrite=overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     height, width = _pair(image_size, "image_size")
-    images = torch.zeros(2, in_chans, height, width)        # batch 2: a size torch.export keeps symbolic
+    images = torch.zeros(2, in_chans, height, width)  # batch 2: a size torch.export keeps symbolic
     was_training = model.training
     model.eval()
     try:
-        torch.onnx.export(model, (images,), path, dynamo=True, opset_version=opset, input_names=["images"],
-                          output_names=["logits"], dynamic_shapes=({0: torch.export.Dim("batch")},),
-                          external_data=False, verbose=False)
+        torch.onnx.export(
+            model,
+            (images,),
+            path,
+            dynamo=True,
+            opset_version=opset,
+            input_names=["images"],
+            output_names=["logits"],
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+            external_data=False,
+            verbose=False,
+        )
     finally:
         model.train(was_training)
     return path
 
 
-def export_hf(model: nn.Module, folder: str | Path, class_names: Sequence[str],
-              mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
-              overwrite: bool = False) -> Path:
+def export_hf(
+    model: nn.Module,
+    folder: str | Path,
+    class_names: Sequence[str],
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Write a Hugging Face ``ViTForImageClassification`` folder computing ``model``'s logits.
 
     Args:
@@ -108,10 +134,20 @@ def export_hf(model: nn.Module, folder: str | Path, class_names: Sequence[str],
     _write_json(folder / "config.json", config)
     if mean is not None and std is not None:
         height, width = _pair(vit.config.img_size, "img_size")
-        _write_json(folder / "preprocessor_config.json", {
-            "image_processor_type": "ViTImageProcessor", "do_resize": True, "size": {"height": height, "width": width},
-            "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
-            "image_mean": list(mean), "image_std": list(std)})
+        _write_json(
+            folder / "preprocessor_config.json",
+            {
+                "image_processor_type": "ViTImageProcessor",
+                "do_resize": True,
+                "size": {"height": height, "width": width},
+                "resample": 2,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": True,
+                "image_mean": list(mean),
+                "image_std": list(std),
+            },
+        )
     return folder
 
 
@@ -120,19 +156,34 @@ def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[st
     ``VisionTransformer`` argument) and ``pretrained_cfg`` (input size, mean, std, classes)."""
     cfg = model.config
     if cfg.norm_eps != TIMM_LAYERNORM_EPS:
-        raise ConfigError(f"norm_eps={cfg.norm_eps}: timm's config.json cannot hold a LayerNorm eps other than "
-                          f"{TIMM_LAYERNORM_EPS} (timm takes it as norm_layer=partial(nn.LayerNorm, eps=...)); export "
-                          f"to 'hf' (it records layer_norm_eps), or build timm's model with vitlab.interop.timm_kwargs")
+        raise ConfigError(
+            f"norm_eps={cfg.norm_eps}: timm's config.json cannot hold a LayerNorm eps other than "
+            f"{TIMM_LAYERNORM_EPS} (timm takes it as norm_layer=partial(nn.LayerNorm, eps=...)); export "
+            f"to 'hf' (it records layer_norm_eps), or build timm's model with vitlab.interop.timm_kwargs"
+        )
     args = {k: list(v) if isinstance(v, tuple) else v for k, v in timm_kwargs(cfg).items()}
     classes = [str(c) for c in data_config.classes] or [str(i) for i in range(cfg.num_classes)]
     return {
-        "architecture": TIMM_ARCHITECTURE, "num_classes": cfg.num_classes, "num_features": cfg.embed_dim,
-        "global_pool": args["global_pool"], "model_args": args, "label_names": classes,
+        "architecture": TIMM_ARCHITECTURE,
+        "num_classes": cfg.num_classes,
+        "num_features": cfg.embed_dim,
+        "global_pool": args["global_pool"],
+        "model_args": args,
+        "label_names": classes,
         "pretrained_cfg": {
-            "architecture": TIMM_ARCHITECTURE, "input_size": [cfg.in_chans, *_pair(cfg.img_size, "img_size")],
-            "fixed_input_size": not cfg.dynamic_img_size, "interpolation": "bicubic", "crop_pct": 1.0,
-            "crop_mode": "center", "mean": list(data_config.mean), "std": list(data_config.std),
-            "num_classes": cfg.num_classes, "first_conv": "patch_embed.proj", "classifier": "head"}}
+            "architecture": TIMM_ARCHITECTURE,
+            "input_size": [cfg.in_chans, *_pair(cfg.img_size, "img_size")],
+            "fixed_input_size": not cfg.dynamic_img_size,
+            "interpolation": "bicubic",
+            "crop_pct": 1.0,
+            "crop_mode": "center",
+            "mean": list(data_config.mean),
+            "std": list(data_config.std),
+            "num_classes": cfg.num_classes,
+            "first_conv": "patch_embed.proj",
+            "classifier": "head",
+        },
+    }
 
 
 def export_timm(model: nn.Module, folder: str | Path, data_config: DataLike, overwrite: bool = False) -> Path:

@@ -5,6 +5,7 @@
 timm's original ViT with separate q/k/v projections, LayerNorm eps from its config (1e-12 by
 default) and the class token pooled after the final norm.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -36,23 +37,35 @@ def hf_config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     The number of classes is left to the weights (``ViTModel`` has no classifier).
     """
     if config.get("model_type", "vit") != "vit":
-        raise ValueError(f"model_type {config['model_type']!r} is not Hugging Face's plain ViT ('vit'): "
-                         f"vitlab converts ViTForImageClassification and ViTModel")
+        raise ValueError(
+            f"model_type {config['model_type']!r} is not Hugging Face's plain ViT ('vit'): "
+            f"vitlab converts ViTForImageClassification and ViTModel"
+        )
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
         raise ValueError(f"hidden_act={act!r}: vitlab's MLP uses exact GELU ('gelu'); no equivalent for this one")
     dim, heads = config["hidden_size"], config["num_attention_heads"]
     if (config.get("head_dim") or dim // heads) * heads != dim:
-        raise ValueError(f"head_dim={config['head_dim']} with {heads} heads does not cover hidden_size={dim}: "
-                         f"vitlab's heads split the width evenly")
+        raise ValueError(
+            f"head_dim={config['head_dim']} with {heads} heads does not cover hidden_size={dim}: "
+            f"vitlab's heads split the width evenly"
+        )
     image = config["image_size"]
     return dict(
         img_size=(image, image) if isinstance(image, int) else tuple(image),
-        patch_size=_single(config["patch_size"], "patch_size"), in_chans=config["num_channels"],
-        embed_dim=dim, depth=config["num_hidden_layers"], num_heads=heads,
-        mlp_ratio=config["intermediate_size"] / dim, qkv_bias=config.get("qkv_bias", True),
-        norm_eps=config.get("layer_norm_eps", HF_LAYERNORM_EPS), pos_embed="learned", pool="token",
-        class_token=True, fc_norm=False)
+        patch_size=_single(config["patch_size"], "patch_size"),
+        in_chans=config["num_channels"],
+        embed_dim=dim,
+        depth=config["num_hidden_layers"],
+        num_heads=heads,
+        mlp_ratio=config["intermediate_size"] / dim,
+        qkv_bias=config.get("qkv_bias", True),
+        norm_eps=config.get("layer_norm_eps", HF_LAYERNORM_EPS),
+        pos_embed="learned",
+        pool="token",
+        class_token=True,
+        fc_norm=False,
+    )
 
 
 def from_hf(module: nn.Module) -> VisionTransformer:
@@ -79,21 +92,59 @@ def from_hf(module: nn.Module) -> VisionTransformer:
 # after pooling the class token equals the final norm; the other attention kinds' options are unread;
 # dropout and dynamic sizes act in training or at other sizes only). A field not listed is refused.
 _HF_FIELDS: dict[str, Any] = {
-    "pool": "token", "class_token": True, "reg_tokens": 0, "distill_token": False, "qk_norm": False,
-    "pre_norm": False, "final_norm": True, "block": "prenorm", "attention": "full",
-    **dict.fromkeys(("img_size", "patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads",
-                     "mlp_ratio", "qkv_bias", "norm_eps", "fc_norm", "layer_scale", "pos_embed", "patch_embed",
-                     "window_size", "lowrank_k", "num_latents", "pad", "dynamic_img_size", "drop_rate",
-                     "pos_drop_rate", "attn_drop_rate", "drop_path_rate"), "free")}
+    "pool": "token",
+    "class_token": True,
+    "reg_tokens": 0,
+    "distill_token": False,
+    "qk_norm": False,
+    "pre_norm": False,
+    "final_norm": True,
+    "block": "prenorm",
+    "attention": "full",
+    **dict.fromkeys(
+        (
+            "img_size",
+            "patch_size",
+            "in_chans",
+            "num_classes",
+            "embed_dim",
+            "depth",
+            "num_heads",
+            "mlp_ratio",
+            "qkv_bias",
+            "norm_eps",
+            "fc_norm",
+            "layer_scale",
+            "pos_embed",
+            "patch_embed",
+            "window_size",
+            "lowrank_k",
+            "num_latents",
+            "pad",
+            "dynamic_img_size",
+            "drop_rate",
+            "pos_drop_rate",
+            "attn_drop_rate",
+            "drop_path_rate",
+        ),
+        "free",
+    ),
+}
 
 
 def check_hf_exportable(config: ViTConfig) -> None:
     """Raise :class:`ConfigError` naming every option of ``config`` that Hugging Face's
     ``ViTForImageClassification`` cannot compute."""
-    wrong = [f"{k}={getattr(config, k)!r} (it has {v!r})" for k, v in _HF_FIELDS.items()
-             if v != "free" and getattr(config, k) != v]
-    wrong += [f"{f.name}={getattr(config, f.name)!r} (an option this export does not know)" for f in fields(config)
-              if f.name not in _HF_FIELDS and getattr(config, f.name) != f.default]
+    wrong = [
+        f"{k}={getattr(config, k)!r} (it has {v!r})"
+        for k, v in _HF_FIELDS.items()
+        if v != "free" and getattr(config, k) != v
+    ]
+    wrong += [
+        f"{f.name}={getattr(config, f.name)!r} (an option this export does not know)"
+        for f in fields(config)
+        if f.name not in _HF_FIELDS and getattr(config, f.name) != f.default
+    ]
     if config.pos_embed == "rope":
         wrong.append("pos_embed='rope' (it adds positions to the tokens)")
     if config.patch_embed == "spt":
@@ -103,8 +154,10 @@ def check_hf_exportable(config: ViTConfig) -> None:
     if config.num_classes < 1:
         wrong.append("num_classes=0 (it classifies)")
     if wrong:
-        raise ConfigError(f"Hugging Face's ViTForImageClassification cannot express {'; '.join(wrong)}: export "
-                          f"this model to ONNX or timm instead (timm holds mean pooling, registers, qk_norm)")
+        raise ConfigError(
+            f"Hugging Face's ViTForImageClassification cannot express {'; '.join(wrong)}: export "
+            f"this model to ONNX or timm instead (timm holds mean pooling, registers, qk_norm)"
+        )
 
 
 @torch.no_grad()
@@ -118,19 +171,24 @@ def to_hf_state_dict(model: VisionTransformer) -> StateDict:
     state, dim = {k: v.detach() for k, v in model.state_dict().items()}, cfg.embed_dim
     grid = cfg.grid
     table = model.pos_embed(state["patch_embed.proj.weight"].new_zeros(1, grid[0] * grid[1], dim), grid)
-    out = {"vit.embeddings.cls_token": state["class_token"],
-           "vit.embeddings.position_embeddings": torch.cat([table.new_zeros(1, 1, dim), table], dim=1),
-           "vit.embeddings.patch_embeddings.projection.weight": state["patch_embed.proj.weight"],
-           "vit.embeddings.patch_embeddings.projection.bias": state["patch_embed.proj.bias"]}
+    out = {
+        "vit.embeddings.cls_token": state["class_token"],
+        "vit.embeddings.position_embeddings": torch.cat([table.new_zeros(1, 1, dim), table], dim=1),
+        "vit.embeddings.patch_embeddings.projection.weight": state["patch_embed.proj.weight"],
+        "vit.embeddings.patch_embeddings.projection.bias": state["patch_embed.proj.bias"],
+    }
     for i in range(cfg.depth):
         src, dst = f"blocks.{i}.", f"vit.encoder.layer.{i}."
         for j, name in enumerate(("query", "key", "value")):
-            out[f"{dst}attention.attention.{name}.weight"] = state[f"{src}attn.qkv.weight"][j * dim:(j + 1) * dim]
+            out[f"{dst}attention.attention.{name}.weight"] = state[f"{src}attn.qkv.weight"][j * dim : (j + 1) * dim]
             if cfg.qkv_bias:
-                out[f"{dst}attention.attention.{name}.bias"] = state[f"{src}attn.qkv.bias"][j * dim:(j + 1) * dim]
-        for ours, theirs, scale in (("attn.proj", "attention.output.dense", "ls1"),
-                                    ("mlp.fc1", "intermediate.dense", "none"), ("mlp.fc2", "output.dense", "ls2")):
-            gamma = state.get(f"{src}{scale}.gamma", torch.ones(1))                 # LayerScale folds in
+                out[f"{dst}attention.attention.{name}.bias"] = state[f"{src}attn.qkv.bias"][j * dim : (j + 1) * dim]
+        for ours, theirs, scale in (
+            ("attn.proj", "attention.output.dense", "ls1"),
+            ("mlp.fc1", "intermediate.dense", "none"),
+            ("mlp.fc2", "output.dense", "ls2"),
+        ):
+            gamma = state.get(f"{src}{scale}.gamma", torch.ones(1))  # LayerScale folds in
             out[f"{dst}{theirs}.weight"] = state[f"{src}{ours}.weight"] * gamma[:, None]
             out[f"{dst}{theirs}.bias"] = state[f"{src}{ours}.bias"] * gamma
         for ours, theirs in (("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
@@ -147,15 +205,29 @@ def hf_config_json(config: ViTConfig, class_names: Sequence[str]) -> dict[str, A
     check_hf_exportable(config)
     names = [str(n) for n in class_names] or [str(i) for i in range(config.num_classes)]
     if len(names) != config.num_classes or len(set(names)) != len(names):
-        raise ConfigError(f"{len(names)} class names ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) for "
-                          f"{config.num_classes} outputs: give one distinct name per class (or none for 0, 1, ...)")
+        raise ConfigError(
+            f"{len(names)} class names ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) for "
+            f"{config.num_classes} outputs: give one distinct name per class (or none for 0, 1, ...)"
+        )
     height, width = _pair(config.img_size, "img_size")
     return {
-        "architectures": ["ViTForImageClassification"], "model_type": "vit", "dtype": "float32",
-        "hidden_size": config.embed_dim, "num_hidden_layers": config.depth, "num_attention_heads": config.num_heads,
-        "intermediate_size": int(config.embed_dim * config.mlp_ratio), "hidden_act": "gelu",
-        "hidden_dropout_prob": config.drop_rate, "attention_probs_dropout_prob": config.attn_drop_rate,
-        "initializer_range": 0.02, "layer_norm_eps": config.norm_eps,
-        "image_size": height if height == width else [height, width], "patch_size": config.patch_size,
-        "num_channels": config.in_chans, "qkv_bias": config.qkv_bias, "encoder_stride": config.patch_size,
-        "id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}}
+        "architectures": ["ViTForImageClassification"],
+        "model_type": "vit",
+        "dtype": "float32",
+        "hidden_size": config.embed_dim,
+        "num_hidden_layers": config.depth,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": int(config.embed_dim * config.mlp_ratio),
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": config.drop_rate,
+        "attention_probs_dropout_prob": config.attn_drop_rate,
+        "initializer_range": 0.02,
+        "layer_norm_eps": config.norm_eps,
+        "image_size": height if height == width else [height, width],
+        "patch_size": config.patch_size,
+        "num_channels": config.in_chans,
+        "qkv_bias": config.qkv_bias,
+        "encoder_stride": config.patch_size,
+        "id2label": dict(enumerate(names)),
+        "label2id": {n: i for i, n in enumerate(names)},
+    }

@@ -21,6 +21,7 @@ vitlab                     timm ``VisionTransformer``              Hugging Face 
 ``norm``, ``head``         same                                     ``layernorm``, ``classifier``
 =========================  ======================================  =============================
 """
+
 from __future__ import annotations
 
 import math
@@ -77,7 +78,7 @@ def _fold_prefix_positions(state: StateDict, pos: torch.Tensor) -> torch.Tensor:
     for key in PREFIX_KEYS:
         if key in state:
             n = state[key].shape[1]
-            state[key] = state[key] + pos[:, start:start + n]
+            state[key] = state[key] + pos[:, start : start + n]
             start += n
     return pos[:, start:]
 
@@ -106,13 +107,15 @@ def timm_to_vitlab(state: StateDict, num_patches: int | None = None) -> StateDic
         elif prefix and _is_square(rows) != _is_square(rows - prefix):
             embeds_prefix = _is_square(rows - prefix)
         elif prefix:
-            raise ValueError(f"cannot tell whether timm's pos_embed of {rows} rows includes rows for the {prefix} "
-                             f"prefix tokens: pass num_patches (the patch grid's size)")
+            raise ValueError(
+                f"cannot tell whether timm's pos_embed of {rows} rows includes rows for the {prefix} "
+                f"prefix tokens: pass num_patches (the patch grid's size)"
+            )
         else:
             embeds_prefix = False
         out["pos_embed.weight"] = _fold_prefix_positions(out, pos) if embeds_prefix else pos
     if "norm_pre.weight" in out and "patch_embed.proj.bias" not in out:
-        weight = out["patch_embed.proj.weight"]       # timm's pre-norm ViT (CLIP) has no patch bias
+        weight = out["patch_embed.proj.weight"]  # timm's pre-norm ViT (CLIP) has no patch bias
         out["patch_embed.proj.bias"] = weight.new_zeros(weight.shape[0])
     return out
 
@@ -137,8 +140,7 @@ def vitlab_to_timm(state: StateDict, no_embed_class: bool = False) -> StateDict:
 
 def hf_key_scheme(state: StateDict) -> str:
     """``"on-disk"`` for the names of published checkpoints, else ``"in-memory"``."""
-    on_disk = any(".attention.attention." in k or k.startswith(("encoder.layer.", "vit.encoder.layer."))
-                  for k in state)
+    on_disk = any(".attention.attention." in k or k.startswith(("encoder.layer.", "vit.encoder.layer.")) for k in state)
     return "on-disk" if on_disk else "in-memory"
 
 
@@ -168,7 +170,7 @@ def hf_to_vitlab(state: StateDict) -> StateDict:
     for key, parts in qkv.items():
         if set(parts) == {"q", "k", "v"}:
             out[key] = torch.cat([parts["q"], parts["k"], parts["v"]], dim=0)
-        else:       # an incomplete triple stays visible to the key check
+        else:  # an incomplete triple stays visible to the key check
             layer, kind = key.split(".")[1], key.rsplit(".", 1)[1]
             out.update({f"layers.{layer}.attention.{p}_proj.{kind}": v for p, v in parts.items()})
     if "pos_embed.weight" in out and "class_token" in out:
@@ -205,8 +207,10 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     """
     reject_unknown(known, (f.name for f in fields(ViTConfig)), "ViTConfig")
     if "patch_embed.proj.weight" not in state:
-        raise ValueError(f"no patch embedding ('patch_embed.proj.weight') among the keys "
-                         f"{', '.join(sorted(state)[:5])}, ...: this is not a ViT state dict vitlab can read")
+        raise ValueError(
+            f"no patch embedding ('patch_embed.proj.weight') among the keys "
+            f"{', '.join(sorted(state)[:5])}, ...: this is not a ViT state dict vitlab can read"
+        )
     dim, in_chans, ph, pw = state["patch_embed.proj.weight"].shape
     if ph != pw:
         raise ValueError(f"patches of {ph}x{pw}: vitlab's ViT uses square patches")
@@ -214,13 +218,22 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     hidden = state["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state else 4 * dim
     class_token, fc_norm = "class_token" in state, "fc_norm.weight" in state
     inferred: dict[str, Any] = dict(
-        patch_size=ph, in_chans=in_chans, embed_dim=dim, depth=depth, mlp_ratio=hidden / dim,
-        qkv_bias="blocks.0.attn.qkv.bias" in state, qk_norm="blocks.0.attn.q_norm.weight" in state,
-        layer_scale=1e-5 if "blocks.0.ls1.gamma" in state else None, class_token=class_token,
+        patch_size=ph,
+        in_chans=in_chans,
+        embed_dim=dim,
+        depth=depth,
+        mlp_ratio=hidden / dim,
+        qkv_bias="blocks.0.attn.qkv.bias" in state,
+        qk_norm="blocks.0.attn.q_norm.weight" in state,
+        layer_scale=1e-5 if "blocks.0.ls1.gamma" in state else None,
+        class_token=class_token,
         reg_tokens=state["reg_token"].shape[1] if "reg_token" in state else 0,
-        pre_norm="norm_pre.weight" in state, final_norm=fc_norm or "norm.weight" in state, fc_norm=fc_norm,
+        pre_norm="norm_pre.weight" in state,
+        final_norm=fc_norm or "norm.weight" in state,
+        fc_norm=fc_norm,
         pool="mean" if fc_norm or not class_token else "token",
-        num_classes=state["head.weight"].shape[0] if "head.weight" in state else 0)
+        num_classes=state["head.weight"].shape[0] if "head.weight" in state else 0,
+    )
     guessed: dict[str, str] = {}
     if "pos_embed.weight" in state:
         inferred["pos_embed"] = "learned"
@@ -233,20 +246,26 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
         inferred["pos_embed"] = "rowcol"
         inferred["img_size"] = (state["pos_embed.row"].shape[0] * ph, state["pos_embed.col"].shape[0] * ph)
     elif "pos_embed" not in known:
-        raise ValueError("the state dict has no position parameters and no config says which fixed kind the model "
-                         "used: pass pos_embed ('sincos2d', 'sincos1d', 'rope' or 'none')")
+        raise ValueError(
+            "the state dict has no position parameters and no config says which fixed kind the model "
+            "used: pass pos_embed ('sincos2d', 'sincos1d', 'rope' or 'none')"
+        )
     else:
         inferred["img_size"] = 224
         guessed["img_size"] = "224 (no position table to read it from)"
     if "num_heads" not in known:
         *fits, last = (str(n) for n in range(1, dim + 1) if dim % n == 0)
         readings = f"{', '.join(fits)} or {last}" if fits else last
-        raise ConfigError(f"the weights do not record the number of attention heads and width {dim} splits evenly "
-                          f"into {readings} heads: pass num_heads (--set num_heads=N) or the architecture (--model NAME)")
+        raise ConfigError(
+            f"the weights do not record the number of attention heads and width {dim} splits evenly "
+            f"into {readings} heads: pass num_heads (--set num_heads=N) or the architecture (--model NAME)"
+        )
     if class_token and fc_norm:
         guessed["pool"] = "'mean' (a norm after pooling; pass pool='token' if the class token was pooled)"
     config = ViTConfig(**{**inferred, **known})
     if int(config.embed_dim * config.mlp_ratio) != hidden:
-        raise ValueError(f"MLP width {hidden} is not int(embed_dim * mlp_ratio) for "
-                         f"embed_dim={config.embed_dim}, mlp_ratio={config.mlp_ratio}")
+        raise ValueError(
+            f"MLP width {hidden} is not int(embed_dim * mlp_ratio) for "
+            f"embed_dim={config.embed_dim}, mlp_ratio={config.mlp_ratio}"
+        )
     return config, {k: v for k, v in guessed.items() if k not in known}

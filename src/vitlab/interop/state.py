@@ -1,4 +1,5 @@
 """Loading a vitlab-named state dict into a model, with errors that say what went wrong."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -13,11 +14,11 @@ from .keymaps import StateDict, detect_format, hf_key_scheme, infer_config
 
 _ADVICE = {
     "timm": "a timm VisionTransformer state dict: map it with timm_to_vitlab(), or use from_timm() / "
-            "`vitlab convert --from timm`",
+    "`vitlab convert --from timm`",
     "hf": "a Hugging Face ViT state dict ({scheme} names): map it with hf_to_vitlab(), or use from_hf() / "
-          "`vitlab convert --from hf`",
+    "`vitlab convert --from hf`",
     "vitlab": "a vitlab state dict of a differently configured model: build the model from the checkpoint's "
-              "config (load_checkpoint() does that for a vitlab safetensors file)",
+    "config (load_checkpoint() does that for a vitlab safetensors file)",
     None: "no ViT state dict vitlab knows (timm, Hugging Face or vitlab names)",
 }
 
@@ -36,21 +37,32 @@ def load_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in expected.items()
-              if k in state and state[k].shape != v.shape]
+    shapes = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
     if missing or unexpected or shapes:
-        problems = [f"{len(keys)} {what} ({_some(keys)})" for what, keys in
-                    (("missing keys", missing), ("unexpected keys", unexpected),
-                     ("shape mismatches, file vs model", shapes)) if keys]
+        problems = [
+            f"{len(keys)} {what} ({_some(keys)})"
+            for what, keys in (
+                ("missing keys", missing),
+                ("unexpected keys", unexpected),
+                ("shape mismatches, file vs model", shapes),
+            )
+            if keys
+        ]
         kind = detect_format(dict(state))
         looks = _ADVICE[kind].format(scheme=hf_key_scheme(dict(state))) if kind == "hf" else _ADVICE[kind]
-        raise ValueError(f"state dict does not fit this {type(model).__name__}: {'; '.join(problems)}. "
-                         f"It looks like {looks}.")
+        raise ValueError(
+            f"state dict does not fit this {type(model).__name__}: {'; '.join(problems)}. It looks like {looks}."
+        )
     model.load_state_dict(state, strict=True)
 
 
-def model_from_state(state: StateDict, resize_to: int | tuple[int, int] | None = None,
-                     **known: Any) -> tuple[VisionTransformer, dict[str, str]]:
+def model_from_state(
+    state: StateDict, resize_to: int | tuple[int, int] | None = None, **known: Any
+) -> tuple[VisionTransformer, dict[str, str]]:
     """Build the :class:`VisionTransformer` a vitlab-named ``state`` fits and load it (eval mode).
 
     Args:
@@ -65,9 +77,9 @@ def model_from_state(state: StateDict, resize_to: int | tuple[int, int] | None =
     Returns:
         The model and the config fields that were guessed, ``{field: why}``.
     """
-    config, guessed = infer_config(state, **known)          # a ConfigError for a field out of its range
+    config, guessed = infer_config(state, **known)  # a ConfigError for a field out of its range
     if resize_to is not None:
-        replace(config, img_size=resize_to)                   # the same checks at the new size, before building
+        replace(config, img_size=resize_to)  # the same checks at the new size, before building
     model = VisionTransformer(config)
     load_state_dict(model, state)
     if resize_to is not None:

@@ -16,6 +16,7 @@ Exact (float tolerance) wherever each stage's grid is a multiple of its window o
 window, as in every published configuration. Elsewhere timm lets tokens attend to its zero
 padding while vitlab masks the padding out, so the conversion refuses those sizes.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,10 @@ _TIMM_TO_VITLAB = ((r"^layers\.", "stages."), (r"^patch_embed\.norm\.", "patch_n
 
 
 def _unsupported(what: str) -> ValueError:
-    return ValueError(f"timm SwinTransformer with {what} has no vitlab equivalent: vitlab converts Swin models "
-                      f"with LayerNorm, GELU, average pooling and one window size for all stages")
+    return ValueError(
+        f"timm SwinTransformer with {what} has no vitlab equivalent: vitlab converts Swin models "
+        f"with LayerNorm, GELU, average pooling and one window size for all stages"
+    )
 
 
 def timm_swin_to_vitlab(state: StateDict) -> StateDict:
@@ -73,23 +76,33 @@ def timm_swin_config(module: nn.Module) -> dict[str, Any]:
             grid = tuple(block.input_resolution)
             expected = fit_window(grid, window, tuple(m // 2 for m in window) if i % 2 else (0, 0))
             if (tuple(block.window_size), tuple(block.shift_size)) != expected:
-                raise _unsupported(f"window {block.window_size} shift {block.shift_size} in layers.{s}.blocks.{i} "
-                                   f"(vitlab would use {expected[0]}, {expected[1]})")
+                raise _unsupported(
+                    f"window {block.window_size} shift {block.shift_size} in layers.{s}.blocks.{i} "
+                    f"(vitlab would use {expected[0]}, {expected[1]})"
+                )
             if any(g % m for g, m in zip(grid, block.window_size)):
-                raise ValueError(f"layers.{s} has a {grid[0]}x{grid[1]} grid, not a multiple of its "
-                                 f"{block.window_size[0]}x{block.window_size[1]} windows: timm attends to the zero "
-                                 f"padding there and vitlab masks it, so the logits would differ; choose an image "
-                                 f"size whose stage grids the window divides")
+                raise ValueError(
+                    f"layers.{s} has a {grid[0]}x{grid[1]} grid, not a multiple of its "
+                    f"{block.window_size[0]}x{block.window_size[1]} windows: timm attends to the zero "
+                    f"padding there and vitlab masks it, so the logits would differ; choose an image "
+                    f"size whose stage grids the window divides"
+                )
     if window[0] != window[1]:
         raise _unsupported(f"{window[0]}x{window[1]} windows")
     dim = swin.embed_dim
     return dict(
-        img_size=tuple(embed.img_size), patch_size=ph, in_chans=embed.proj.in_channels,
+        img_size=tuple(embed.img_size),
+        patch_size=ph,
+        in_chans=embed.proj.in_channels,
         num_classes=swin.head.fc.out_features if isinstance(swin.head.fc, nn.Linear) else 0,
-        embed_dim=dim, depths=tuple(len(stage.blocks) for stage in swin.layers),
-        num_heads=tuple(stage.blocks[0].attn.num_heads for stage in swin.layers), window_size=window[0],
-        mlp_ratio=first.mlp.fc1.out_features / dim, qkv_bias=first.attn.qkv.bias is not None,
-        norm_eps=norms[0].eps)
+        embed_dim=dim,
+        depths=tuple(len(stage.blocks) for stage in swin.layers),
+        num_heads=tuple(stage.blocks[0].attn.num_heads for stage in swin.layers),
+        window_size=window[0],
+        mlp_ratio=first.mlp.fc1.out_features / dim,
+        qkv_bias=first.attn.qkv.bias is not None,
+        norm_eps=norms[0].eps,
+    )
 
 
 def from_timm_swin(module: nn.Module) -> SwinTransformer:

@@ -20,6 +20,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
+from ..layers.hybrid_embed import HybridEmbedding
 from ..layers.block import Block
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.shifted_patch import ShiftedPatchTokenization
@@ -72,8 +73,16 @@ def _attention_text(attn: MultiHeadSelfAttention) -> str:
     return " + ".join([text] + [name for name, _ in attn.named_parameters(recurse=False)])
 
 
-def _patch_text(embed: PatchEmbedding | ShiftedPatchTokenization) -> str:
-    """``"49 -> 64"``: flattened patch values to token width, then any norms (``+ LayerNorm(245)``)."""
+def _patch_text(embed: PatchEmbedding | ShiftedPatchTokenization | HybridEmbedding) -> str:
+    """``"49 -> 64"``: flattened patch values to token width, then any norms (``+ LayerNorm(245)``); a
+    hybrid stem first says how many of the parameters its convolutions hold."""
+    if isinstance(embed, HybridEmbedding):
+        stem = sum(p.numel() for p in embed.backbone.parameters())
+        conv = embed.proj
+        return (
+            f"{embed.stem} ({stem:,} parameters) + {conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]}"
+            f" -> {conv.out_channels}"
+        )
     proj = embed.proj
     if isinstance(proj, nn.Conv2d):
         inputs, outputs = proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1], proj.out_channels

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Union, overload
+from typing import overload
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 
-Array = Union[torch.Tensor, np.ndarray]
+Array = torch.Tensor | np.ndarray
 
 
 def _pair(value: int | tuple[int, int], name: str) -> tuple[int, int]:

@@ -19,6 +19,7 @@ before this format (metadata ``config`` or ``vitlab_config``, dense ``dense_conf
 What it must guess for a foreign file is returned in ``Loaded.guessed`` and recorded in the
 provenance of any file written from it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,7 +51,7 @@ FORMAT, FORMAT_VERSION = "vitlab", 1
 WEIGHTS = "model.safetensors"
 KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable", "clip")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-MAX_HEADER = 100 * 2 ** 20        # a safetensors header above 100 MB is not a checkpoint
+MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoint
 
 
 @dataclass
@@ -58,6 +59,7 @@ class DataConfig:
     """What a model needs from its input: images ``(B, in_chans, *image_size)`` in [0, 1], then
     ``(x - mean) / std`` per channel; ``classes`` name the outputs. ``dataset`` / ``data_dir`` /
     ``seed`` / ``rows`` say where the training data came from (to rebuild its splits)."""
+
     image_size: tuple[int, int]
     in_chans: int
     mean: tuple[float, ...]
@@ -78,15 +80,33 @@ class DataConfig:
         d = {k: v for k, v in d.items() if k in known}
         size = d.get("image_size", (0, 0))
         size = (size, size) if isinstance(size, int) else tuple(size)
-        return cls(**{**d, "image_size": size, "mean": tuple(d.get("mean", ())), "std": tuple(d.get("std", ())),
-                      "classes": list(d.get("classes", []))})
+        return cls(
+            **{
+                **d,
+                "image_size": size,
+                "mean": tuple(d.get("mean", ())),
+                "std": tuple(d.get("std", ())),
+                "classes": list(d.get("classes", [])),
+            }
+        )
 
     @classmethod
-    def from_splits(cls, splits: DataSplits, *, data_dir: str | None = None, seed: int = 0,
-                    rows: int | None = None) -> "DataConfig":
+    def from_splits(
+        cls, splits: DataSplits, *, data_dir: str | None = None, seed: int = 0, rows: int | None = None
+    ) -> "DataConfig":
         chans, height, width = splits.image_shape
-        return cls((height, width), chans, tuple(splits.mean), tuple(splits.std), list(splits.train.classes),
-                   getattr(splits, "normalization", "standardize"), splits.name, data_dir, seed, rows)
+        return cls(
+            (height, width),
+            chans,
+            tuple(splits.mean),
+            tuple(splits.std),
+            list(splits.train.classes),
+            getattr(splits, "normalization", "standardize"),
+            splits.name,
+            data_dir,
+            seed,
+            rows,
+        )
 
 
 @dataclass
@@ -94,6 +114,7 @@ class Loaded:
     """A model rebuilt from a checkpoint: ``model`` (eval mode), its :class:`DataConfig`, the
     checkpoint ``kind``, the registered ``name``, the decoded metadata, the file read, and what
     had to be guessed (``{field: why}``; empty for a vitlab file)."""
+
     model: nn.Module
     data: DataConfig
     kind: str
@@ -102,17 +123,22 @@ class Loaded:
     path: Path
     guessed: dict[str, str] = field(default_factory=dict)
 
-    def splits(self, dataset: str | None = None, data_dir: str | Path | None = None,
-               rows: int | None = None) -> DataSplits:
+    def splits(
+        self, dataset: str | None = None, data_dir: str | Path | None = None, rows: int | None = None
+    ) -> DataSplits:
         """The splits of the dataset the model was trained on (or of ``dataset``), normalised as in training."""
         data = self.data
         name = dataset or data.dataset
         if name is None:
             raise CheckpointError(f"{self.path} does not record its dataset: pass one (--dataset NAME)")
         same = name == data.dataset
-        splits = load_dataset(name, data_dir or (data.data_dir if same else None), seed=data.seed,
-                              rows=rows if rows is not None else data.rows if same else None,
-                              normalization=data.normalization if same else "standardize")
+        splits = load_dataset(
+            name,
+            data_dir or (data.data_dir if same else None),
+            seed=data.seed,
+            rows=rows if rows is not None else data.rows if same else None,
+            normalization=data.normalization if same else "standardize",
+        )
         if same and data.mean:
             splits = replace(splits, mean=tuple(data.mean), std=tuple(data.std))
         return splits
@@ -120,13 +146,15 @@ class Loaded:
 
 # -- writing ----------------------------------------------------------------------------------------
 
+
 def model_name(model: nn.Module) -> str | None:
     """The registered name recorded on ``model`` (``create_model`` sets ``model.registered_name``)."""
     return getattr(model, "registered_name", None)
 
 
-def checkpoint_bytes(model: nn.Module, kind: str, data: DataConfig, *, name: str | None = None,
-                     provenance: dict[str, Any] | None = None) -> bytes:
+def checkpoint_bytes(
+    model: nn.Module, kind: str, data: DataConfig, *, name: str | None = None, provenance: dict[str, Any] | None = None
+) -> bytes:
     """``model``'s weights and the format's metadata as safetensors bytes (see the module docstring)."""
     if kind not in KINDS:
         raise ConfigError(f"checkpoint kind must be one of {KINDS}, got {kind!r}")
@@ -134,17 +162,31 @@ def checkpoint_bytes(model: nn.Module, kind: str, data: DataConfig, *, name: str
     if config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"{type(model).__name__} has no config to record: vitlab checkpoints hold vitlab models")
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": kind, "model": name or model_name(model),
-            "config_type": type(config).__name__, "model_config": config.to_dict(), "data": data.to_dict(),
-            "provenance": {"vitlab": __version__, **(provenance or {})}}
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "model": name or model_name(model),
+        "config_type": type(config).__name__,
+        "model_config": config.to_dict(),
+        "data": data.to_dict(),
+        "provenance": {"vitlab": __version__, **(provenance or {})},
+    }
     header = {k: json.dumps(v) for k, v in meta.items()}
     body = safetensors_save(tensors, header)
     header["sha256"] = json.dumps(hashlib.sha256(_tensor_bytes(body)).hexdigest())
     return safetensors_save(tensors, header)
 
 
-def save_checkpoint(model: nn.Module, path: str | Path, kind: str, data: DataConfig, *, name: str | None = None,
-                    provenance: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    model: nn.Module,
+    path: str | Path,
+    kind: str,
+    data: DataConfig,
+    *,
+    name: str | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Path:
     """Write ``model`` atomically as a vitlab checkpoint at ``path`` (a ``.safetensors`` file)."""
     path = Path(path)
     if path.suffix != ".safetensors":
@@ -154,6 +196,7 @@ def save_checkpoint(model: nn.Module, path: str | Path, kind: str, data: DataCon
 
 
 # -- reading ----------------------------------------------------------------------------------------
+
 
 def _header_length(blob: bytes, path: Path) -> int:
     if len(blob) < 8:
@@ -166,7 +209,7 @@ def _header_length(blob: bytes, path: Path) -> int:
 
 def _tensor_bytes(blob: bytes) -> bytes:
     (n,) = struct.unpack("<Q", blob[:8])
-    return blob[8 + n:]
+    return blob[8 + n :]
 
 
 def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -174,7 +217,7 @@ def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str
     blob = path.read_bytes()
     n = _header_length(blob, path)
     try:
-        header = json.loads(blob[8:8 + n])
+        header = json.loads(blob[8 : 8 + n])
         raw_meta = header.get("__metadata__") or {}
         tensors = safetensors_load(blob)
     except (SafetensorError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, ValueError) as err:
@@ -182,8 +225,10 @@ def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str
     if "sha256" in raw_meta:
         expected = _json_value(raw_meta, "sha256", path)
         if hashlib.sha256(_tensor_bytes(blob)).hexdigest() != expected:
-            raise CheckpointError(f"{path} is corrupt: its tensor bytes do not match the recorded SHA-256; "
-                                  f"restore it from a copy or retrain")
+            raise CheckpointError(
+                f"{path} is corrupt: its tensor bytes do not match the recorded SHA-256; "
+                f"restore it from a copy or retrain"
+            )
     return tensors, dict(raw_meta)
 
 
@@ -199,8 +244,9 @@ def resolve_source(source: str | Path) -> Path:
     folder's ``best/`` else ``last/`` checkpoint; a folder with ``config.json`` and weights (Hugging Face)."""
     path = Path(source)
     if not path.exists():
-        raise CheckpointError(f"no checkpoint at {path}: pass a model file, a checkpoint or run folder, or a "
-                              f"Hugging Face folder")
+        raise CheckpointError(
+            f"no checkpoint at {path}: pass a model file, a checkpoint or run folder, or a Hugging Face folder"
+        )
     if path.is_file():
         return path
     if _is_hf_folder(path):
@@ -208,9 +254,11 @@ def resolve_source(source: str | Path) -> Path:
     for candidate in (path / WEIGHTS, path / "best" / WEIGHTS, path / "last" / WEIGHTS):
         if candidate.is_file():
             return candidate
-    raise CheckpointError(f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
-                          f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
-                          f"model.safetensors)")
+    raise CheckpointError(
+        f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
+        f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
+        f"model.safetensors)"
+    )
 
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -227,8 +275,14 @@ def _is_hf_folder(path: Path) -> bool:
         return False
 
 
-def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, model: str | None = None,
-                    img_size: int | tuple[int, int] | None = None, **config: Any) -> Loaded:
+def load_checkpoint(
+    source: str | Path,
+    device: str | torch.device = "cpu",
+    *,
+    model: str | None = None,
+    img_size: int | tuple[int, int] | None = None,
+    **config: Any,
+) -> Loaded:
     """Rebuild the model at ``source`` (see the module docstring) in eval mode on ``device``.
 
     For a foreign file, ``model`` names a registered architecture to load into, and ``**config``
@@ -245,8 +299,11 @@ def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, m
             loaded = _load_keras(path)
         elif path.suffix == ".safetensors":
             tensors, raw = read_safetensors(path)
-            loaded = (_load_vitlab(path, tensors, raw) if _is_vitlab(raw)
-                      else _load_foreign(path, tensors, raw, model, img_size, config))
+            loaded = (
+                _load_vitlab(path, tensors, raw)
+                if _is_vitlab(raw)
+                else _load_foreign(path, tensors, raw, model, img_size, config)
+            )
         else:
             tensors, raw = _read_torch_file(path)
             loaded = _load_foreign(path, tensors, raw, model, img_size, config)
@@ -254,12 +311,20 @@ def load_checkpoint(source: str | Path, device: str | torch.device = "cpu", *, m
         raise
     except VitlabError as err:
         raise CheckpointError(f"{path}: {err}") from err
-    except (ValueError, TypeError, KeyError, RuntimeError, OSError, EOFError, pickle.UnpicklingError,
-            zipfile.BadZipFile) as err:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        RuntimeError,
+        OSError,
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+    ) as err:
         detail = " ".join(str(err).split()[:40]) or "no detail"
         raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: {detail})") from err
     loaded.model.to(device).eval()
-    loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)
+    setattr(loaded.model, "pretrained_cfg", pretrained_cfg(loaded.model, loaded.data))  # timm's attribute
     return loaded
 
 
@@ -269,8 +334,7 @@ def _read_torch_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str
 
 
 def _is_vitlab(raw: dict[str, str]) -> bool:
-    return raw.get("format") == json.dumps(FORMAT) or any(k in raw for k in ("config", "vitlab_config",
-                                                                              "dense_config"))
+    return raw.get("format") == json.dumps(FORMAT) or any(k in raw for k in ("config", "vitlab_config", "dense_config"))
 
 
 def _load_vitlab(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, str]) -> Loaded:
@@ -278,8 +342,10 @@ def _load_vitlab(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, st
     if meta.get("format") == FORMAT:
         version = meta.get("format_version")
         if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise CheckpointError(f"{path} is checkpoint format {version!r}; this vitlab ({__version__}) reads up "
-                                  f"to {FORMAT_VERSION}: upgrade vitlab")
+            raise CheckpointError(
+                f"{path} is checkpoint format {version!r}; this vitlab ({__version__}) reads up "
+                f"to {FORMAT_VERSION}: upgrade vitlab"
+            )
         name, config_type, config = meta.get("model"), meta.get("config_type"), meta.get("model_config")
         kind, data = meta.get("kind"), DataConfig.from_dict(meta.get("data") or {})
     else:
@@ -289,8 +355,10 @@ def _load_vitlab(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, st
     net = _build(name, config_type, config)
     missing, unexpected = _load_weights(net, tensors)
     if missing or unexpected:
-        raise CheckpointError(f"{path}: weights do not fit its own config (missing {missing[:3]}, unexpected "
-                              f"{unexpected[:3]}): the file was edited or is damaged")
+        raise CheckpointError(
+            f"{path}: weights do not fit its own config (missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]}): the file was edited or is damaged"
+        )
     return Loaded(net, data, kind or "classifier", name, meta, path)
 
 
@@ -298,8 +366,13 @@ def _legacy_fields(meta: dict[str, Any]) -> tuple[str | None, str | None, Any, s
     """Name, config type, config, kind and data config of a file written before format 1."""
     if "dense_config" in meta:
         config = meta["dense_config"]
-        data = DataConfig((config.get("img_size", 64),) * 2, 3, tuple(config.get("mean", ())),
-                          tuple(config.get("std", ())), list(meta.get("classes", [])))
+        data = DataConfig(
+            (config.get("img_size", 64),) * 2,
+            3,
+            tuple(config.get("mean", ())),
+            tuple(config.get("std", ())),
+            list(meta.get("classes", [])),
+        )
         kind = "segmenter" if config.get("task", "segment") == "segment" else "detector"
         return None, "DenseConfig", config, kind, data
     if "vitlab_config" in meta:
@@ -314,9 +387,18 @@ def _legacy_fields(meta: dict[str, Any]) -> tuple[str | None, str | None, Any, s
     kind = "encoder" if "pretrain" in meta else "distilled-classifier" if meta.get("distilled") else "classifier"
     if meta.get("distilled"):
         config["distill_token"] = True
-    data = DataConfig(size, config.get("in_chans", 3), tuple(meta.get("mean", ())), tuple(meta.get("std", ())),
-                      list(meta.get("classes", [])), "standardize", meta.get("dataset"), meta.get("data_dir"),
-                      meta.get("seed", 0), meta.get("rows"))
+    data = DataConfig(
+        size,
+        config.get("in_chans", 3),
+        tuple(meta.get("mean", ())),
+        tuple(meta.get("std", ())),
+        list(meta.get("classes", [])),
+        "standardize",
+        meta.get("dataset"),
+        meta.get("data_dir"),
+        meta.get("seed", 0),
+        meta.get("rows"),
+    )
     return meta.get("model"), None, config, kind, data
 
 
@@ -342,14 +424,20 @@ def _foreign_data(model: nn.Module, source: str, hf_processor: dict[str, Any] | 
         mean, std = (0.5,) * cfg.in_chans, (0.5,) * cfg.in_chans
         guessed["mean/std"] = "0.5 per channel (Hugging Face ViT's default; no preprocessor_config.json)"
     else:
-        mean, std = IMAGENET_MEAN[:cfg.in_chans], IMAGENET_STD[:cfg.in_chans]
+        mean, std = IMAGENET_MEAN[: cfg.in_chans], IMAGENET_STD[: cfg.in_chans]
         guessed["mean/std"] = "ImageNet's (timm's default for ViTs); pass the source's own if it differs"
     classes = [str(i) for i in range(getattr(cfg, "num_classes", 0))]
     return DataConfig(tuple(cfg.img_size), cfg.in_chans, mean, std, classes), guessed
 
 
-def _load_foreign(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, str], name: str | None,
-                  img_size: int | tuple[int, int] | None, config: dict[str, Any]) -> Loaded:
+def _load_foreign(
+    path: Path,
+    tensors: dict[str, torch.Tensor],
+    raw: dict[str, str],
+    name: str | None,
+    img_size: int | tuple[int, int] | None,
+    config: dict[str, Any],
+) -> Loaded:
     if not tensors:
         raise CheckpointError(f"{path} holds no tensors")
     known = dict(config)
@@ -357,7 +445,7 @@ def _load_foreign(path: Path, tensors: dict[str, torch.Tensor], raw: dict[str, s
         arch_config: Any = create_model(name).config
         arch = arch_config.to_dict()
         known = {**{k: v for k, v in arch.items() if k not in ("img_size",)}, **known}
-    if "vitlab_model_config" in raw:            # a timm file written by `vitlab convert --to timm`
+    if "vitlab_model_config" in raw:  # a timm file written by `vitlab convert --to timm`
         known = {**_json_value(raw, "vitlab_model_config", path), **known}
     net, source, guessed = foreign_model(tensors, raw, path, img_size, known)
     if "vitlab_data" in raw:
@@ -375,9 +463,10 @@ def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: 
 
     hf_config = json.loads((path / "config.json").read_text())
     weights = next(path / n for n in HF_WEIGHTS if (path / n).is_file())
-    tensors = (read_safetensors(weights)[0] if weights.suffix == ".safetensors" else _read_torch_file(weights)[0])
-    net, guessed = model_from_state(hf_to_vitlab(tensors), resize_to=img_size,
-                                    **{**hf_config_fields(hf_config), **config})
+    tensors = read_safetensors(weights)[0] if weights.suffix == ".safetensors" else _read_torch_file(weights)[0]
+    net, guessed = model_from_state(
+        hf_to_vitlab(tensors), resize_to=img_size, **{**hf_config_fields(hf_config), **config}
+    )
     processor = path / "preprocessor_config.json"
     data, data_guesses = _foreign_data(net, "hf", json.loads(processor.read_text()) if processor.is_file() else None)
     labels = hf_config.get("id2label")
@@ -421,14 +510,21 @@ def load_matching_weights(model: nn.Module, source: str | Path, img_size: tuple[
     target = model.state_dict()
     matched = {k: v for k, v in state.items() if k in target and target[k].shape == v.shape}
     if 2 * len(matched) < len(target):
-        raise CheckpointError(f"too few weights of {loaded.path} fit {type(model).__name__} ({len(matched)} of "
-                              f"{len(target)}): start from a checkpoint of the same architecture (--model)")
+        raise CheckpointError(
+            f"too few weights of {loaded.path} fit {type(model).__name__} ({len(matched)} of "
+            f"{len(target)}): start from a checkpoint of the same architecture (--model)"
+        )
     model.load_state_dict(matched, strict=False)
     return sorted(set(target) - set(matched))
 
 
-def checkpoint_data(source: str | Path | Loaded, dataset: str | None = None, data_dir: str | Path | None = None,
-                    device: str | torch.device = "auto", rows: int | None = None) -> tuple[Loaded, DataSplits]:
+def checkpoint_data(
+    source: str | Path | Loaded,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    device: str | torch.device = "auto",
+    rows: int | None = None,
+) -> tuple[Loaded, DataSplits]:
     """The checkpoint's model (eval mode, on ``device``; ``auto``: CUDA when present) and the splits
     of its dataset (or of ``dataset``), normalised with the training run's statistics. A model
     already loaded (:class:`Loaded`, e.g. with config fields its file does not record) is used as it is."""
@@ -438,9 +534,15 @@ def checkpoint_data(source: str | Path | Loaded, dataset: str | None = None, dat
 
 def pretrained_cfg(model: nn.Module, data: DataConfig) -> dict[str, Any]:
     """timm's ``pretrained_cfg`` for ``model`` fed as ``data`` says: input size, mean, std, classes."""
-    return {"input_size": (data.in_chans, *data.image_size), "mean": tuple(data.mean), "std": tuple(data.std),
-            "num_classes": getattr(getattr(model, "config", None), "num_classes", len(data.classes)),
-            "label_names": list(data.classes), "interpolation": "bilinear", "crop_pct": 1.0}
+    return {
+        "input_size": (data.in_chans, *data.image_size),
+        "mean": tuple(data.mean),
+        "std": tuple(data.std),
+        "num_classes": getattr(getattr(model, "config", None), "num_classes", len(data.classes)),
+        "label_names": list(data.classes),
+        "interpolation": "bilinear",
+        "crop_pct": 1.0,
+    }
 
 
 def create_model(name: str, checkpoint_path: str | Path | None = None, **overrides: Any) -> nn.Module:
@@ -452,12 +554,17 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
     if checkpoint_path is not None:
         loaded = load_checkpoint(checkpoint_path)
         source, target = loaded.model.state_dict(), model.state_dict()
-        wrong = sorted(k for k in set(source) | set(target)
-                       if k not in source or k not in target or source[k].shape != target[k].shape)
+        wrong = sorted(
+            k
+            for k in set(source) | set(target)
+            if k not in source or k not in target or source[k].shape != target[k].shape
+        )
         if wrong:
-            raise CheckpointError(f"{loaded.path} does not fit {name} ({len(wrong)} tensors missing, extra or of "
-                                  f"another shape, e.g. {wrong[0]}): name the architecture it was trained as, or "
-                                  f"pass its config fields")
+            raise CheckpointError(
+                f"{loaded.path} does not fit {name} ({len(wrong)} tensors missing, extra or of "
+                f"another shape, e.g. {wrong[0]}): name the architecture it was trained as, or "
+                f"pass its config fields"
+            )
         model.load_state_dict(source)
-        model.pretrained_cfg = pretrained_cfg(model, loaded.data)
+        setattr(model, "pretrained_cfg", pretrained_cfg(model, loaded.data))
     return model

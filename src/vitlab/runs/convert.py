@@ -4,6 +4,7 @@ A vitlab source keeps everything it records (kind, name, config, data config); a
 loaded with what :func:`~vitlab.runs.load_checkpoint` inferred, and every guess is recorded in the
 written file's provenance, so the next reader never has to guess again.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,24 @@ TARGETS = ("vitlab", "timm")
 @dataclass
 class Conversion:
     """What :func:`convert` read and wrote."""
+
     source: Path
-    origin: str                     # "vitlab", "timm", "hf" or "keras"
+    origin: str  # "vitlab", "timm", "hf" or "keras"
     model: nn.Module
     target: str
     guessed: dict[str, str] = field(default_factory=dict)
 
 
-def convert(src: str | Path, dst: str | Path, target: str = "vitlab", *, model: str | None = None,
-            img_size: int | tuple[int, int] | None = None, overwrite: bool = False, **config: Any) -> Conversion:
+def convert(
+    src: str | Path,
+    dst: str | Path,
+    target: str = "vitlab",
+    *,
+    model: str | None = None,
+    img_size: int | tuple[int, int] | None = None,
+    overwrite: bool = False,
+    **config: Any,
+) -> Conversion:
     """Write the model at ``src`` to ``dst``: ``target="vitlab"`` a vitlab checkpoint, ``"timm"`` a timm
     ``VisionTransformer`` state dict (safetensors or torch file by suffix). ``model``, ``img_size`` and
     ``config`` are as in :func:`load_checkpoint`."""
@@ -50,8 +60,14 @@ def convert(src: str | Path, dst: str | Path, target: str = "vitlab", *, model: 
         if not isinstance(loaded.model, VisionTransformer):
             raise ConfigError(f"--to timm converts ViTs; {loaded.path} holds a {type(loaded.model).__name__}")
         # timm ignores safetensors metadata; vitlab reads it back, so the round trip needs no guess
-        recorded = ({"vitlab_model_config": json.dumps(loaded.model.config.to_dict()),
-                     "vitlab_data": json.dumps(loaded.data.to_dict()), "vitlab_kind": json.dumps(loaded.kind)}
-                    if dst.suffix == ".safetensors" else None)
+        recorded = (
+            {
+                "vitlab_model_config": json.dumps(loaded.model.config.to_dict()),
+                "vitlab_data": json.dumps(loaded.data.to_dict()),
+                "vitlab_kind": json.dumps(loaded.kind),
+            }
+            if dst.suffix == ".safetensors"
+            else None
+        )
         write_state_dict(to_timm_state_dict(loaded.model), dst, recorded)
     return Conversion(loaded.path, origin, loaded.model, target, loaded.guessed)

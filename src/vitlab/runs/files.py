@@ -5,6 +5,7 @@ gives it the permissions a plain ``open()`` would (``0o666 & ~umask``) and renam
 target, so a reader sees the old file or the whole new one, never half. A write killed half-way
 leaves only its temporary file, which :func:`clean_temp_files` removes on the next start.
 """
+
 from __future__ import annotations
 
 import json

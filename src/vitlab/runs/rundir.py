@@ -19,6 +19,7 @@ a vitlab run folder first, never a folder vitlab did not write); a second proces
 folder fails at once; temporary files of a killed write are removed. Every file is written
 atomically with the user's umask (:mod:`vitlab.runs.files`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -63,7 +64,7 @@ class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock_fd: int | None = None
-        self._started: bool = False         # this process wrote run.json (a new run, not a resumed one)
+        self._started: bool = False  # this process wrote run.json (a new run, not a resumed one)
         self._made_folder: bool = False
 
     def __repr__(self) -> str:
@@ -91,8 +92,15 @@ class RunDir:
         entries = [p for p in self.path.iterdir() if p.name != LOCK and not p.name.endswith(".tmp")]
         return "files vitlab did not write" if entries else None
 
-    def open(self, kind: str, config: dict[str, Any] | None = None, *, resume: bool = False,
-             overwrite: bool = False, resume_free: Iterable[str] = ()) -> "RunDir":
+    def open(
+        self,
+        kind: str,
+        config: dict[str, Any] | None = None,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        resume_free: Iterable[str] = (),
+    ) -> RunDir:
         """Start (or resume) a run of ``kind`` here: take the lock, clean temp files, check the
         folder holds no other run, write ``run.json`` and ``config.json``."""
         if resume and overwrite:
@@ -109,14 +117,17 @@ class RunDir:
             if found is not None:
                 if not overwrite:
                     resume_hint = "resume it (--resume), " if found == kind and kind in RESUMABLE else ""
-                    raise RunFolderError(f"{self.path} already holds {_describe(found)}: choose another folder, "
-                                         f"{resume_hint}or replace it (--overwrite)")
+                    raise RunFolderError(
+                        f"{self.path} already holds {_describe(found)}: choose another folder, "
+                        f"{resume_hint}or replace it (--overwrite)"
+                    )
                 if found == "files vitlab did not write":
-                    raise RunFolderError(f"{self.path} holds files vitlab did not write; --overwrite only "
-                                         f"replaces vitlab runs: choose an empty or new folder")
+                    raise RunFolderError(
+                        f"{self.path} holds files vitlab did not write; --overwrite only "
+                        f"replaces vitlab runs: choose an empty or new folder"
+                    )
                 self._empty()
-            self.write_json(RUN, {"kind": kind, "vitlab": __version__,
-                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            self.write_json(RUN, {"kind": kind, "vitlab": __version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             self._started = True
             if config is not None:
                 self.write_json(CONFIG, config)
@@ -131,18 +142,20 @@ class RunDir:
         if found not in (kind, "an older vitlab run"):
             raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {_describe(found)}")
         if not (self.path / LAST / STATE).is_file():
-            raise RunFolderError(f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
-                                 f"first epoch ended); start again with --overwrite")
+            raise RunFolderError(
+                f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
+                f"first epoch ended); start again with --overwrite"
+            )
         if config is not None and (self.path / CONFIG).is_file():
             saved = read_json(self.path / CONFIG, "run config")
             current = json.loads(json_bytes(config))
-            changed = sorted(k for k in set(saved) | set(current)
-                             if k not in free and saved.get(k) != current.get(k))
+            changed = sorted(k for k in set(saved) | set(current) if k not in free and saved.get(k) != current.get(k))
             if changed:
                 raise RunFolderError(
                     f"resuming {self.path} with different settings: "
                     + ", ".join(f"{k} (run has {saved.get(k)!r}, given {current.get(k)!r})" for k in changed)
-                    + "; use the run's settings or start a new run")
+                    + "; use the run's settings or start a new run"
+                )
 
     def _empty(self) -> None:
         for entry in self.path.iterdir():
@@ -160,8 +173,10 @@ class RunDir:
         except BlockingIOError:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise RunFolderError(f"{self.path} is in use by another vitlab process (pid {holder}): wait for it "
-                                 f"to finish, or choose another folder") from None
+            raise RunFolderError(
+                f"{self.path} is in use by another vitlab process (pid {holder}): wait for it "
+                f"to finish, or choose another folder"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
@@ -173,7 +188,7 @@ class RunDir:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def __enter__(self) -> "RunDir":
+    def __enter__(self) -> RunDir:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
@@ -231,12 +246,26 @@ class RunDir:
         """The weights file of ``best`` or ``last``."""
         return self.path / which / WEIGHTS
 
-    def save_checkpoint(self, which: str, model: nn.Module, kind: str, data: DataConfig | dict[str, Any], *,
-                        name: str | None = None, provenance: dict[str, Any] | None = None) -> Path:
+    def save_checkpoint(
+        self,
+        which: str,
+        model: nn.Module,
+        kind: str,
+        data: DataConfig | dict[str, Any],
+        *,
+        name: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> Path:
         """Write ``model`` as ``which/model.safetensors`` (the one checkpoint format)."""
         data = data if isinstance(data, DataConfig) else DataConfig.from_dict(data)
-        return save_checkpoint(model, self.checkpoint(which), kind, data, name=name,
-                               provenance={"run": str(self.path), **(provenance or {})})
+        return save_checkpoint(
+            model,
+            self.checkpoint(which),
+            kind,
+            data,
+            name=name,
+            provenance={"run": str(self.path), **(provenance or {})},
+        )
 
     def save_state(self, state: dict[str, Any]) -> None:
         """``last/state.pt``: tensors and primitives only (it is read with ``weights_only=True``)."""
@@ -250,8 +279,9 @@ class RunDir:
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises many types for a damaged file
-            raise CheckpointError(f"{path} cannot be read ({type(err).__name__}): the run cannot resume; "
-                                  f"start again with --overwrite") from err
+            raise CheckpointError(
+                f"{path} cannot be read ({type(err).__name__}): the run cannot resume; start again with --overwrite"
+            ) from err
 
 
 def _describe(kind: str) -> str:

@@ -12,6 +12,7 @@
 Scratch vs pretrained vs distilled on one labelled budget is a comparison study:
 ``vitlab compare --pretrain none,mae,dino --distill none,cnn`` (:mod:`vitlab.experiments.compare`).
 """
+
 from .dino import Centre, DINOHead, dino_loss, ema_update_
 from .distill import DISTILL_KINDS, distillation_loss
 from .mae import MAEConfig, MaskedAutoencoder, mae_loss
@@ -19,8 +20,26 @@ from .masking import Masking, random_masking
 from .pretrain import DINOTask, MAETask, PretrainConfig, PretrainResult, pretrain
 from .probe import extract_features, knn_accuracy, linear_probe, probe_checkpoint, probe_model
 
-__all__ = ["Centre", "DINOHead", "DINOTask", "DISTILL_KINDS", "MAEConfig", "MAETask", "Masking",
-           "MaskedAutoencoder", "PretrainConfig", "PretrainResult", "dino_loss",
-           "distillation_loss", "ema_update_", "extract_features", "knn_accuracy",
-           "linear_probe", "mae_loss", "pretrain", "probe_checkpoint",
-           "probe_model", "random_masking"]
+__all__ = [
+    "Centre",
+    "DINOHead",
+    "DINOTask",
+    "DISTILL_KINDS",
+    "MAEConfig",
+    "MAETask",
+    "Masking",
+    "MaskedAutoencoder",
+    "PretrainConfig",
+    "PretrainResult",
+    "dino_loss",
+    "distillation_loss",
+    "ema_update_",
+    "extract_features",
+    "knn_accuracy",
+    "linear_probe",
+    "mae_loss",
+    "pretrain",
+    "probe_checkpoint",
+    "probe_model",
+    "random_masking",
+]

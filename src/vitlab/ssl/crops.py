@@ -4,6 +4,7 @@ Each image gets a crop of area ``scale`` (uniform in the range) of the image and
 log-uniform in ``ratio``, at a uniform position inside the image, optionally mirrored, resampled
 bilinearly to ``size x size`` in one ``grid_sample`` call.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,14 @@ import torch
 import torch.nn.functional as F
 
 
-def random_resized_crop(images: torch.Tensor, size: int, scale: tuple[float, float] = (0.4, 1.0),
-                        ratio: tuple[float, float] = (3 / 4, 4 / 3), hflip: bool = False,
-                        generator: torch.Generator | None = None) -> torch.Tensor:
+def random_resized_crop(
+    images: torch.Tensor,
+    size: int,
+    scale: tuple[float, float] = (0.4, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+    hflip: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``images (B, C, H, W)`` -> crops ``(B, C, size, size)``."""
     if not 0.0 < scale[0] <= scale[1] <= 1.0:
         raise ValueError(f"crop scale must satisfy 0 < low <= high <= 1, got {scale}")
@@ -38,11 +44,19 @@ def random_resized_crop(images: torch.Tensor, size: int, scale: tuple[float, flo
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def multi_crop(images: torch.Tensor, global_size: int, local_size: int, local_crops: int,
-               global_scale: tuple[float, float] = (0.4, 1.0), local_scale: tuple[float, float] = (0.1, 0.4),
-               hflip: bool = False, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+def multi_crop(
+    images: torch.Tensor,
+    global_size: int,
+    local_size: int,
+    local_crops: int,
+    global_scale: tuple[float, float] = (0.4, 1.0),
+    local_scale: tuple[float, float] = (0.1, 0.4),
+    hflip: bool = False,
+    generator: torch.Generator | None = None,
+) -> list[torch.Tensor]:
     """Two global crops ``(B, C, G, G)`` then ``local_crops`` local ones ``(B, C, L, L)``."""
-    crops = [random_resized_crop(images, global_size, global_scale, hflip=hflip, generator=generator)
-             for _ in range(2)]
-    return crops + [random_resized_crop(images, local_size, local_scale, hflip=hflip, generator=generator)
-                    for _ in range(local_crops)]
+    crops = [random_resized_crop(images, global_size, global_scale, hflip=hflip, generator=generator) for _ in range(2)]
+    return crops + [
+        random_resized_crop(images, local_size, local_scale, hflip=hflip, generator=generator)
+        for _ in range(local_crops)
+    ]

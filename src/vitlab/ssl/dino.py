@@ -12,6 +12,7 @@ centred, sharpened softmax and the student's softmax over all pairs of different
 Collapse monitors: the mean entropy of ``P_t`` and the mean ``KL(P_t || P_s)``; both go to 0
 when every image gets the same one-hot output, the entropy to ``log K`` when outputs are uniform.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,13 @@ class DINOHead(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: int = 256, hidden_dim: int = 256, bottleneck_dim: int = 64) -> None:
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, hidden_dim),
-                                 nn.GELU(), nn.Linear(hidden_dim, bottleneck_dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(in_dim, hidden_dim),
+            nn.GELU(),
+            nn.Linear(hidden_dim, hidden_dim),
+            nn.GELU(),
+            nn.Linear(hidden_dim, bottleneck_dim),
+        )
         for m in self.mlp.modules():
             if isinstance(m, nn.Linear):
                 nn.init.trunc_normal_(m.weight, std=0.02)
@@ -73,6 +79,7 @@ class Centre(nn.Module):
     ``momentum=m``: ``c <- m c + (1 - m) mean(batch)`` (DINO). ``momentum=None``: ``c`` is the exact
     mean of every output seen so far (a count-weighted running mean).
     """
+
     centre: torch.Tensor
     count: torch.Tensor
 
@@ -110,13 +117,19 @@ def cosine_momentum(step: int, total: int, base: float = 0.996) -> float:
 @dataclass
 class DINOStats:
     """A step's loss and collapse monitors (see module docstring)."""
+
     loss: torch.Tensor
     teacher_entropy: torch.Tensor
     teacher_student_kl: torch.Tensor
 
 
-def dino_loss(student_out: list[torch.Tensor], teacher_out: list[torch.Tensor], centre: Centre,
-              student_temp: float, teacher_temp: float) -> DINOStats:
+def dino_loss(
+    student_out: list[torch.Tensor],
+    teacher_out: list[torch.Tensor],
+    centre: Centre,
+    student_temp: float,
+    teacher_temp: float,
+) -> DINOStats:
     """Cross-entropy of sharpened, centred teacher crops against every other student crop.
 
     ``student_out``: one ``(B, K)`` per crop, the global crops first; ``teacher_out``: one per
@@ -135,8 +148,10 @@ def dino_loss(student_out: list[torch.Tensor], teacher_out: list[torch.Tensor], 
             total = total + (-p * logq).sum(-1).mean()
             pairs += 1
     if not isinstance(total, torch.Tensor) or not isinstance(kl, torch.Tensor):
-        raise ValueError(f"dino_loss needs the teacher's crops first among the student's and one crop more, got "
-                         f"{len(teacher_out)} teacher and {len(student_out)} student crops: pass more student crops")
+        raise ValueError(
+            f"dino_loss needs the teacher's crops first among the student's and one crop more, got "
+            f"{len(teacher_out)} teacher and {len(student_out)} student crops: pass more student crops"
+        )
     entropies = sum(-(p * p.clamp_min(1e-12).log()).sum(-1).mean() for p in teacher_p)
     entropy = cast(torch.Tensor, entropies) / len(teacher_p)
     centre.update(torch.cat(teacher_out))

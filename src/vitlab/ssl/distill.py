@@ -7,6 +7,7 @@
 The student, a ViT with a distillation token and its own head, is built by the models layer:
 ``create_model(name, distill_token=True)`` or :func:`vitlab.models.distilled.distilled_from`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,9 @@ from ..errors import ConfigError
 DISTILL_KINDS = ("soft", "hard")
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft",
-                      temperature: float = 1.0) -> torch.Tensor:
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft", temperature: float = 1.0
+) -> torch.Tensor:
     """The distillation term for student and teacher logits ``(B, K)`` (teacher not differentiated)."""
     teacher = teacher.detach().float()
     student = student.float()
@@ -29,6 +31,7 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, kind: str = 
     if temperature <= 0:
         raise ConfigError(f"distillation temperature must be > 0, got {temperature}")
     t = temperature
-    kl = F.kl_div(F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean",
-                  log_target=True)
+    kl = F.kl_div(
+        F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean", log_target=True
+    )
     return kl * t * t

@@ -1,6 +1,7 @@
 """Figures of pretraining runs: loss curves, and MAE's original / masked / reconstruction grids.
 
 Drawn on :class:`matplotlib.figure.Figure` objects directly (no pyplot, no backend chosen)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,14 @@ def plot_pretrain_loss(history: list[dict[str, Any]], path: str | Path, title: s
     fig.savefig(path, dpi=120)
 
 
-def plot_reconstructions(images: torch.Tensor, pred: torch.Tensor, mask: torch.Tensor, patch_size: int,
-                         path: str | Path, norm_pix: bool = False) -> None:
+def plot_reconstructions(
+    images: torch.Tensor,
+    pred: torch.Tensor,
+    mask: torch.Tensor,
+    patch_size: int,
+    path: str | Path,
+    norm_pix: bool = False,
+) -> None:
     """Rows of original / masked / reconstruction (visible patches pasted back) for ``images (B, C, H, W)``.
 
     ``pred (B, N, P*P*C)``, ``mask (B, N)`` 1 where hidden. With ``norm_pix`` the predictions are

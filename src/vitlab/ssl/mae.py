@@ -1,14 +1,15 @@
 """Masked autoencoder (He et al. 2022) around a vitlab :class:`~vitlab.models.VisionTransformer`.
 
-    images (B, C, H, W)
-      -> encoder.forward_features(keep)         (B, R + K, D): the prefix tokens and K = round(N (1 - ratio))
-                                                random patch tokens, each at its own position (rotary too)
-      -> decoder_embed                          (B, R + K, Dd)
-      -> append N - K mask tokens, unshuffle    (B, R + N, Dd), + fixed 2-D sinusoidal positions
-      -> decoder blocks, norm, pred             (B, N, P*P*C) pixel predictions
-    loss = mean over masked patches of the per-patch MSE to patchify(images)
-           (optionally per-patch normalised targets)
+images (B, C, H, W)
+  -> encoder.forward_features(keep)         (B, R + K, D): the prefix tokens and K = round(N (1 - ratio))
+                                            random patch tokens, each at its own position (rotary too)
+  -> decoder_embed                          (B, R + K, Dd)
+  -> append N - K mask tokens, unshuffle    (B, R + N, Dd), + fixed 2-D sinusoidal positions
+  -> decoder blocks, norm, pred             (B, N, P*P*C) pixel predictions
+loss = mean over masked patches of the per-patch MSE to patchify(images)
+       (optionally per-patch normalised targets)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from .masking import Masking, gather_tokens, random_masking
 @dataclass
 class MAEConfig:
     """The decoder and the objective; the encoder is any vitlab ViT without rotary positions."""
+
     mask_ratio: float = 0.75
     decoder_dim: int = 64
     decoder_depth: int = 2
@@ -48,21 +50,32 @@ class MAEConfig:
     norm_pix_loss: bool = False
 
     checks: ClassVar[dict[str, Check]] = {
-        "mask_ratio": Float(0, 1, low_open=True, high_open=True), "decoder_dim": Int(1, MAX_WIDTH),
-        "decoder_depth": Int(1, MAX_DEPTH), "decoder_heads": Int(1, MAX_HEADS),
-        "mlp_ratio": Float(0, 64, low_open=True), "norm_pix_loss": Bool()}
+        "mask_ratio": Float(0, 1, low_open=True, high_open=True),
+        "decoder_dim": Int(1, MAX_WIDTH),
+        "decoder_depth": Int(1, MAX_DEPTH),
+        "decoder_heads": Int(1, MAX_HEADS),
+        "mlp_ratio": Float(0, 64, low_open=True),
+        "norm_pix_loss": Bool(),
+    }
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
         if self.decoder_dim % 4 or self.decoder_dim % self.decoder_heads:
-            raise ConfigError(f"decoder_dim {self.decoder_dim} must be a multiple of 4 (2-D sine positions) and of "
-                              f"decoder_heads {self.decoder_heads}: choose e.g. decoder_dim=64, decoder_heads=4")
+            raise ConfigError(
+                f"decoder_dim {self.decoder_dim} must be a multiple of 4 (2-D sine positions) and of "
+                f"decoder_heads {self.decoder_heads}: choose e.g. decoder_dim=64, decoder_heads=4"
+            )
         hidden = int(self.decoder_dim * self.mlp_ratio)
         if hidden < 1:
-            raise ConfigError(f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.decoder_dim} * {self.mlp_ratio}) "
-                              f"= 0 units: raise mlp_ratio")
-        check_params(self, self.decoder_depth * transformer_block_params(self.decoder_dim, hidden),
-                     "decoder_dim or decoder_depth")
+            raise ConfigError(
+                f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.decoder_dim} * {self.mlp_ratio}) "
+                f"= 0 units: raise mlp_ratio"
+            )
+        check_params(
+            self,
+            self.decoder_depth * transformer_block_params(self.decoder_dim, hidden),
+            "decoder_dim or decoder_depth",
+        )
 
 
 def mae_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, norm_pix: bool = False) -> torch.Tensor:
@@ -80,6 +93,7 @@ def mae_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, norm_
 
 class MaskedAutoencoder(nn.Module):
     """``encoder`` (a VisionTransformer, trained in place) plus a light transformer decoder."""
+
     decoder_pos: torch.Tensor
 
     def __init__(self, encoder: VisionTransformer, config: MAEConfig | None = None) -> None:
@@ -92,10 +106,11 @@ class MaskedAutoencoder(nn.Module):
         self.decoder_embed = nn.Linear(enc.embed_dim, cfg.decoder_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, cfg.decoder_dim))
         self.register_buffer("decoder_pos", sincos_2d(self.grid, cfg.decoder_dim)[None], persistent=False)
-        self.decoder_blocks = nn.ModuleList([Block(cfg.decoder_dim, cfg.decoder_heads, cfg.mlp_ratio)
-                                             for _ in range(cfg.decoder_depth)])
+        self.decoder_blocks = nn.ModuleList(
+            [Block(cfg.decoder_dim, cfg.decoder_heads, cfg.mlp_ratio) for _ in range(cfg.decoder_depth)]
+        )
         self.decoder_norm = nn.LayerNorm(cfg.decoder_dim, eps=1e-6)
-        self.decoder_pred = nn.Linear(cfg.decoder_dim, enc.patch_size ** 2 * enc.in_chans)
+        self.decoder_pred = nn.Linear(cfg.decoder_dim, enc.patch_size**2 * enc.in_chans)
         nn.init.normal_(self.mask_token, std=0.02)
         for m in [self.decoder_embed, self.decoder_pred, *self.decoder_blocks.modules()]:
             if isinstance(m, nn.Linear):
@@ -121,8 +136,9 @@ class MaskedAutoencoder(nn.Module):
             x = block(x)
         return self.decoder_pred(self.decoder_norm(x))[:, r:]
 
-    def forward(self, images: torch.Tensor, generator: torch.Generator | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``images (B, C, H, W)`` -> ``(loss, pred (B, N, P*P*C), mask (B, N))``; masks drawn from ``generator``."""
         n = self.grid[0] * self.grid[1]
         masking = random_masking(images.shape[0], n, self.config.mask_ratio, images.device, generator)

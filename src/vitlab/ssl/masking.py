@@ -4,6 +4,7 @@ Each image draws ``N`` uniform noises; the tokens with the smallest noise are ke
 the argsort of the noise (kept tokens first), ``restore`` its inverse, so gathering by ``restore``
 puts a shuffled sequence back into raster order exactly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Masking:
     ``shuffle (B, N)``: token indices, the ``K`` kept ones first; ``restore (B, N)``: its inverse
     permutation; ``mask (B, N)``: 1.0 where a token is hidden, 0.0 where visible (raster order).
     """
+
     shuffle: torch.Tensor
     restore: torch.Tensor
     mask: torch.Tensor
@@ -36,11 +38,16 @@ class Masking:
     @property
     def keep(self) -> torch.Tensor:
         """Indices of the visible tokens, ``(B, K)``."""
-        return self.shuffle[:, :self.num_keep]
+        return self.shuffle[:, : self.num_keep]
 
 
-def random_masking(batch: int, num_tokens: int, ratio: float, device: torch.device | str = "cpu",
-                   generator: torch.Generator | None = None) -> Masking:
+def random_masking(
+    batch: int,
+    num_tokens: int,
+    ratio: float,
+    device: torch.device | str = "cpu",
+    generator: torch.Generator | None = None,
+) -> Masking:
     """Draw a :class:`Masking` for ``batch`` images of ``num_tokens`` tokens (seeded by ``generator``)."""
     keep = num_visible(num_tokens, ratio)
     noise = torch.rand(batch, num_tokens, generator=generator, device=generator.device if generator else "cpu")

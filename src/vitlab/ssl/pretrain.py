@@ -12,6 +12,7 @@ teacher's backbone): a checkpoint of kind ``encoder`` in ``last/model.safetensor
 :func:`vitlab.runs.load_checkpoint` rebuilds and ``vitlab train --init`` starts from; ``loss.png``
 and, for MAE, ``reconstructions.png`` sit beside it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,6 +52,7 @@ class PretrainConfig(RunConfig):
     ``warmup_teacher_temp`` over ``teacher_temp_epochs``), the teacher's EMA momentum (rising to 1
     on a cosine) and the centre's momentum for DINO.
     """
+
     method: str = "mae"
     model: str = "vit-digits"
     model_overrides: dict[str, Any] = field(default_factory=dict)
@@ -71,11 +73,20 @@ class PretrainConfig(RunConfig):
     centre_momentum: float = 0.9
 
     def checks(self) -> dict[str, Check]:
-        return {**super().checks(), "method": OneOf(METHODS), "images": OneOf(IMAGE_SETS),
-                "dino_out_dim": Int(1, MAX_CLASSES), "local_crops": Int(0, 64), "local_size": Maybe(Int(1, MAX_SIDE)),
-                "student_temp": TEMPERATURE, "teacher_temp": TEMPERATURE, "warmup_teacher_temp": TEMPERATURE,
-                "teacher_temp_epochs": Int(0, 100_000), "teacher_momentum": Float(0.0, 1.0),
-                "centre_momentum": Float(0.0, 1.0)}
+        return {
+            **super().checks(),
+            "method": OneOf(METHODS),
+            "images": OneOf(IMAGE_SETS),
+            "dino_out_dim": Int(1, MAX_CLASSES),
+            "local_crops": Int(0, 64),
+            "local_size": Maybe(Int(1, MAX_SIDE)),
+            "student_temp": TEMPERATURE,
+            "teacher_temp": TEMPERATURE,
+            "warmup_teacher_temp": TEMPERATURE,
+            "teacher_temp_epochs": Int(0, 100_000),
+            "teacher_momentum": Float(0.0, 1.0),
+            "centre_momentum": Float(0.0, 1.0),
+        }
 
     def __post_init__(self) -> None:
         if isinstance(self.mae, dict):
@@ -87,8 +98,10 @@ class PretrainConfig(RunConfig):
             raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
         super().__post_init__()
         if self.method == "dino" and self.ema_decay is not None:
-            raise ConfigError("DINO's teacher is already a moving average of the student: leave ema_decay unset "
-                              "(tune teacher_momentum instead)")
+            raise ConfigError(
+                "DINO's teacher is already a moving average of the student: leave ema_decay unset "
+                "(tune teacher_momentum instead)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "mae": asdict(self.mae)}
@@ -98,6 +111,7 @@ class PretrainConfig(RunConfig):
 class PretrainResult:
     """The pretrained encoder (eval mode; no classifier head), the per-epoch records, the seconds
     the epochs took, and the checkpoint (None without ``out_dir``)."""
+
     config: PretrainConfig
     encoder: nn.Module
     history: list[dict[str, Any]]
@@ -116,8 +130,10 @@ def build_encoder(config: PretrainConfig, splits: DataSplits) -> VisionTransform
     need ``dynamic_img_size``), then ``config.model_overrides``."""
     chans, height, width = splits.image_shape
     dynamic = {"dynamic_img_size": True} if config.method == "dino" else {}
-    encoder = create_model(config.model, **{"in_chans": chans, "img_size": (height, width), **dynamic,
-                                            **config.model_overrides, "num_classes": 0})
+    encoder = create_model(
+        config.model,
+        **{"in_chans": chans, "img_size": (height, width), **dynamic, **config.model_overrides, "num_classes": 0},
+    )
     if not isinstance(encoder, VisionTransformer):
         raise ConfigError(f"{config.model} is not a ViT: self-supervised pretraining here needs a vit-* model")
     return encoder
@@ -134,6 +150,7 @@ def scores_per_crop(net: nn.Module, crops: list[torch.Tensor]) -> list[torch.Ten
 
 class PretrainTask(Task):
     """What MAE and DINO share: unlabelled, normalised images, the encoder checkpoint, the loss figure."""
+
     checkpoint_kind = "encoder"
     monitor = None
     drop_last = True
@@ -158,20 +175,22 @@ class PretrainTask(Task):
     def data_config(self) -> dict[str, Any]:
         cfg = self.config
         data = DataConfig.from_splits(self.splits, data_dir=cfg.data_dir, seed=cfg.seed, rows=cfg.rows)
-        data.classes = []                       # an encoder has no outputs to name
+        data.classes = []  # an encoder has no outputs to name
         return data.to_dict()
 
     def finish(self, run_dir: RunDir, model: nn.Module) -> None:
         from .figures import plot_pretrain_loss
 
         history = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
-        plot_pretrain_loss(history, run_dir.figure_path("loss.png"),
-                           title=f"{self.config.method} pretraining of {self.config.model}")
+        plot_pretrain_loss(
+            history, run_dir.figure_path("loss.png"), title=f"{self.config.method} pretraining of {self.config.model}"
+        )
 
 
 class MAETask(PretrainTask):
     """Masked autoencoding: the loss is the MSE on hidden patches; the masks come from a generator
     reseeded every epoch. Delivers the encoder."""
+
     run_kind = "mae"
 
     def __init__(self, encoder: VisionTransformer, splits: DataSplits, config: PretrainConfig) -> None:
@@ -184,8 +203,9 @@ class MAETask(PretrainTask):
     def start_epoch(self, epoch: int, seed: int) -> None:
         self.generator = torch.Generator(device=self.env.device).manual_seed(seed)
 
-    def step(self, net: nn.Module, batch: torch.Tensor, epoch: int
-             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+    def step(
+        self, net: nn.Module, batch: torch.Tensor, epoch: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         loss, _, _ = net(batch, self.generator)
         return loss, {"loss": loss.detach() * len(batch)}, len(batch)
 
@@ -197,31 +217,40 @@ class MAETask(PretrainTask):
 
         super().finish(run_dir, model)
         mae = cast(MaskedAutoencoder, copy.deepcopy(self.model)).eval()
-        mae.encoder.load_state_dict(model.state_dict())     # the delivered weights (the EMA when on)
+        mae.encoder.load_state_dict(model.state_dict())  # the delivered weights (the EMA when on)
         with torch.no_grad():
             x = self.batch(torch.arange(min(8, len(self.images))))
             _, pred, mask = mae(x, torch.Generator(device=x.device).manual_seed(self.config.seed))
-        plot_reconstructions(x, pred, mask, mae.patch_size, run_dir.figure_path("reconstructions.png"),
-                             norm_pix=self.config.mae.norm_pix_loss)
+        plot_reconstructions(
+            x,
+            pred,
+            mask,
+            mae.patch_size,
+            run_dir.figure_path("reconstructions.png"),
+            norm_pix=self.config.mae.norm_pix_loss,
+        )
 
 
 class DINOTask(PretrainTask):
     """Self-distillation: the student (:attr:`model`) sees two global and ``local_crops`` local crops,
     the teacher (the student's EMA, updated after each optimiser step) the global ones. Teacher and
     centre are the task's state, so a resumed run continues exactly. Delivers the teacher's backbone."""
+
     run_kind = "dino"
 
     def __init__(self, encoder: VisionTransformer, splits: DataSplits, config: PretrainConfig) -> None:
         super().__init__(splits, config)
         self.model = DINONet(encoder, DINOHead(encoder.embed_dim, config.dino_out_dim))
-        self.teacher = copy.deepcopy(self.model)   # runs under no_grad: no gradient ever reaches it
+        self.teacher = copy.deepcopy(self.model)  # runs under no_grad: no gradient ever reaches it
         self.centre = Centre(config.dino_out_dim, config.centre_momentum)
         size, patch = as_pair(encoder.config.img_size)[0], encoder.config.patch_size
         self.global_size = size
         self.local_size = config.local_size or max(patch, (size // 2) // patch * patch)
         if self.local_size % patch:
-            raise ConfigError(f"local_size {self.local_size} is not a multiple of the patch size {patch}: "
-                              f"choose e.g. {max(patch, self.local_size // patch * patch)}")
+            raise ConfigError(
+                f"local_size {self.local_size} is not a multiple of the patch size {patch}: "
+                f"choose e.g. {max(patch, self.local_size // patch * patch)}"
+            )
 
     def prepare(self, env: DistEnv, amp: bool) -> None:
         super().prepare(env, amp)
@@ -231,11 +260,18 @@ class DINOTask(PretrainTask):
     def start_epoch(self, epoch: int, seed: int) -> None:
         self.generator = torch.Generator().manual_seed(seed)
 
-    def step(self, net: nn.Module, batch: torch.Tensor, epoch: int
-             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+    def step(
+        self, net: nn.Module, batch: torch.Tensor, epoch: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         cfg = self.config
-        crops = multi_crop(batch, self.global_size, self.local_size, cfg.local_crops, hflip=self.splits.hflip_ok,
-                           generator=self.generator)
+        crops = multi_crop(
+            batch,
+            self.global_size,
+            self.local_size,
+            cfg.local_crops,
+            hflip=self.splits.hflip_ok,
+            generator=self.generator,
+        )
         self.teacher.eval()
         with torch.no_grad():
             teacher_out = scores_per_crop(self.teacher, crops[:2])
@@ -243,8 +279,15 @@ class DINOTask(PretrainTask):
         temp = teacher_temperature(epoch, cfg.teacher_temp_epochs, cfg.warmup_teacher_temp, cfg.teacher_temp)
         stats = dino_loss(student_out, teacher_out, self.centre, cfg.student_temp, temp)
         n = len(batch)
-        return stats.loss, {"loss": stats.loss.detach() * n, "teacher_entropy": stats.teacher_entropy * n,
-                            "teacher_student_kl": stats.teacher_student_kl * n}, n
+        return (
+            stats.loss,
+            {
+                "loss": stats.loss.detach() * n,
+                "teacher_entropy": stats.teacher_entropy * n,
+                "teacher_student_kl": stats.teacher_student_kl * n,
+            },
+            n,
+        )
 
     def after_step(self, step: int, total_steps: int) -> None:
         """The teacher follows the student; every process's centre becomes their mean, which (the
@@ -265,8 +308,9 @@ class DINOTask(PretrainTask):
         self.centre.load_state_dict(state["centre"])
 
 
-def pretrain(config: PretrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None
-             ) -> PretrainResult:
+def pretrain(
+    config: PretrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None
+) -> PretrainResult:
     """Pretrain ``config.model`` on ``splits`` (default: the dataset ``config`` names) without labels;
     with ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
     splits = splits or load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows)
@@ -278,7 +322,15 @@ def pretrain(config: PretrainConfig, splits: DataSplits | None = None, reporter:
     checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
     if run_dir is not None and checkpoint is not None:
         last = fitted.history[-1] if fitted.history else {}
-        run_dir.write_json(SUMMARY, {"method": config.method, "epochs": len(fitted.history),
-                                     "final_loss": last.get("train_loss"), "seconds": fitted.seconds,
-                                     "params": fitted.params, "checkpoint": str(checkpoint)})
+        run_dir.write_json(
+            SUMMARY,
+            {
+                "method": config.method,
+                "epochs": len(fitted.history),
+                "final_loss": last.get("train_loss"),
+                "seconds": fitted.seconds,
+                "params": fitted.params,
+                "checkpoint": str(checkpoint),
+            },
+        )
     return PretrainResult(config, fitted.model.requires_grad_(True), fitted.history, fitted.seconds, checkpoint)

@@ -6,6 +6,7 @@ is a softmax regression on standardised features, fitted full-batch by L-BFGS wi
 kNN votes among the ``k`` most cosine-similar training
 features with weights ``exp(similarity / T)`` (DINO's protocol).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,8 +24,9 @@ PROBES = ("linear", "knn")
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-                     batch_size: int = 512) -> torch.Tensor:
+def extract_features(
+    model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float], batch_size: int = 512
+) -> torch.Tensor:
     """Pooled features ``(N, D)`` float32 for ``images (N, C, H, W)`` in [0, 1]; ``model`` in eval mode."""
     model.eval()
     device = next(model.parameters()).device
@@ -37,8 +39,15 @@ def extract_features(model: nn.Module, images: torch.Tensor, mean: Sequence[floa
     return torch.cat(chunks)
 
 
-def linear_probe(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor,
-                 num_classes: int, weight_decay: float = 1e-4, steps: int = 100) -> float:
+def linear_probe(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    weight_decay: float = 1e-4,
+    steps: int = 100,
+) -> float:
     """Accuracy on ``test`` of a softmax regression fitted on ``train`` features ``(N, D)``."""
     mu, sigma = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
     xtr, xte = (train_x - mu) / sigma, (test_x - mu) / sigma
@@ -58,8 +67,15 @@ def linear_probe(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Ten
 
 
 @torch.no_grad()
-def knn_accuracy(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor,
-                 num_classes: int, k: int = 20, temperature: float = 0.07) -> float:
+def knn_accuracy(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    k: int = 20,
+    temperature: float = 0.07,
+) -> float:
     """Accuracy of weighted cosine kNN (``k`` neighbours, weights ``exp(sim / T)``)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -74,8 +90,15 @@ def knn_accuracy(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Ten
     return correct / len(test_x)
 
 
-def probe_model(model: nn.Module, train: ImageDataset, test: ImageDataset, mean: Sequence[float],
-                std: Sequence[float], method: str = "linear", k: int = 20) -> float:
+def probe_model(
+    model: nn.Module,
+    train: ImageDataset,
+    test: ImageDataset,
+    mean: Sequence[float],
+    std: Sequence[float],
+    method: str = "linear",
+    k: int = 20,
+) -> float:
     """Frozen-feature accuracy of ``model`` on ``test`` by ``method`` (``linear`` | ``knn``) fitted on ``train``."""
     if method not in PROBES:
         raise ValueError(f"unknown probe {method!r}: choose one of {PROBES}")
@@ -86,9 +109,17 @@ def probe_model(model: nn.Module, train: ImageDataset, test: ImageDataset, mean:
     return knn_accuracy(xtr, ytr, xte, yte, len(train.classes), k)
 
 
-def probe_checkpoint(path: str | Path, method: str = "linear", *, dataset: str | None = None,
-                     data_dir: str | Path | None = None, split: str = "test", rows: int | None = None,
-                     k: int = 20, device: str = "auto") -> dict[str, Any]:
+def probe_checkpoint(
+    path: str | Path,
+    method: str = "linear",
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    split: str = "test",
+    rows: int | None = None,
+    k: int = 20,
+    device: str = "auto",
+) -> dict[str, Any]:
     """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
     name = splits.name
@@ -96,6 +127,14 @@ def probe_checkpoint(path: str | Path, method: str = "linear", *, dataset: str |
     if data is None:
         raise ValueError(f"{name} has no {split} split here: use --split val")
     acc = probe_model(ckpt.model, splits.train, data, splits.mean, splits.std, method, k)
-    return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": name, "split": split,
-            "probe": method, "k": k if method == "knn" else None, "train_rows": len(splits.train),
-            "n": len(data), "accuracy": acc}
+    return {
+        "checkpoint": str(ckpt.path),
+        "model": ckpt.name,
+        "dataset": name,
+        "split": split,
+        "probe": method,
+        "k": k if method == "knn" else None,
+        "train_rows": len(splits.train),
+        "n": len(data),
+        "accuracy": acc,
+    }

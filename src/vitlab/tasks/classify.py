@@ -6,6 +6,7 @@ distillation token when there is a ``teacher``), opens the run folder, and hands
 :func:`~vitlab.engine.fit`. Checkpoints of any source (:func:`vitlab.runs.load_checkpoint`) serve as
 ``init`` and ``teacher``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ class TrainResult:
     """What :func:`train` returns. ``model`` is the one chosen by validation (best epoch; the EMA
     when ``ema_decay`` is set), unwrapped, in eval mode; ``test`` (``loss``, ``acc``, ``ece``) is
     measured on it (None without a test split). ``seconds`` sums the epochs' wall time."""
+
     config: TrainConfig
     model: nn.Module
     history: list[dict[str, Any]]
@@ -43,8 +45,9 @@ class TrainResult:
 
 def load_splits(config: TrainConfig) -> DataSplits:
     """The dataset ``config`` names, split with its seed and row budget."""
-    return load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows,
-                        normalization=config.normalization)
+    return load_dataset(
+        config.dataset, config.data_dir, seed=config.seed, rows=config.rows, normalization=config.normalization
+    )
 
 
 def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, nn.Module | None]:
@@ -56,15 +59,18 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
     else:
         loaded = load_checkpoint(config.teacher)
         if loaded.kind not in ("classifier", "distilled-classifier"):
-            raise CheckpointError(f"teacher {config.teacher} is a {loaded.kind} checkpoint, not a classifier: train "
-                                  f"one with `vitlab train` first")
+            raise CheckpointError(
+                f"teacher {config.teacher} is a {loaded.kind} checkpoint, not a classifier: train "
+                f"one with `vitlab train` first"
+            )
         outputs = getattr(loaded.model.config, "num_classes", None)
         if outputs != splits.num_classes:
-            raise CheckpointError(f"teacher {config.teacher} has {outputs} outputs but {splits.name} has "
-                                  f"{splits.num_classes} classes: distil from a classifier of this dataset")
+            raise CheckpointError(
+                f"teacher {config.teacher} has {outputs} outputs but {splits.name} has "
+                f"{splits.num_classes} classes: distil from a classifier of this dataset"
+            )
         teacher = loaded.model
-        model = build_model(replace(config, model_overrides={**config.model_overrides, "distill_token": True}),
-                            splits)
+        model = build_model(replace(config, model_overrides={**config.model_overrides, "distill_token": True}), splits)
     if config.init is not None:
         load_matching_weights(model, config.init, img_size=splits.image_shape[1:])
     return model, teacher
@@ -76,26 +82,42 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     splits = splits or load_splits(config)
     if len(splits.val) == 0:
         raise DataError(f"{splits.name} has an empty validation split: use more images per class")
-    seed_everything(config.seed)                    # the initial weights follow the run's seed
+    seed_everything(config.seed)  # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(ClassificationTask(model, splits, config, teacher), config, run_dir, reporter)
     history = fitted.history
-    result = TrainResult(config=config, model=fitted.model, history=history,
-                         best_val_acc=fitted.best_score if fitted.best_score is not None else float("nan"),
-                         best_epoch=fitted.best_epoch,
-                         train_acc=history[-1]["train_acc"] if history else float("nan"), test=fitted.test,
-                         seconds=fitted.seconds, params=fitted.params, checkpoints=fitted.checkpoints)
+    result = TrainResult(
+        config=config,
+        model=fitted.model,
+        history=history,
+        best_val_acc=fitted.best_score if fitted.best_score is not None else float("nan"),
+        best_epoch=fitted.best_epoch,
+        train_acc=history[-1]["train_acc"] if history else float("nan"),
+        test=fitted.test,
+        seconds=fitted.seconds,
+        params=fitted.params,
+        checkpoints=fitted.checkpoints,
+    )
     if run_dir is not None and fitted.checkpoints:
-        summary = {k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds",
-                                                   "params")}
+        summary = {
+            k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds", "params")
+        }
         run_dir.write_json(SUMMARY, {**summary, "test_on": "the checkpoint chosen by validation (best/)"})
     return result
 
 
-def evaluate_checkpoint(source: str | Path | Loaded, *, dataset: str | None = None, data_dir: str | Path | None = None,
-                        split: str = "test", temperature_scale: bool = False, out_dir: str | Path | None = None,
-                        overwrite: bool = False, device: str = "cpu") -> dict[str, Any]:
+def evaluate_checkpoint(
+    source: str | Path | Loaded,
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    split: str = "test",
+    temperature_scale: bool = False,
+    out_dir: str | Path | None = None,
+    overwrite: bool = False,
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Evaluate a classifier checkpoint (any source) on a split of its dataset (or of ``dataset``).
 
     The splits are the training run's (name, data_dir, seed, rows recorded in the checkpoint),
@@ -112,28 +134,47 @@ def evaluate_checkpoint(source: str | Path | Loaded, *, dataset: str | None = No
     run_dir = RunDir(out_dir).open("evaluate", overwrite=overwrite) if out_dir is not None else None
     try:
         if loaded.kind not in ("classifier", "distilled-classifier"):
-            raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint, not a classifier: "
-                                  + ("evaluate it with --task probe" if loaded.kind == "encoder"
-                                     else "`vitlab evaluate` scores it with its own metrics"))
+            raise CheckpointError(
+                f"{loaded.path} is a {loaded.kind} checkpoint, not a classifier: "
+                + (
+                    "evaluate it with --task probe"
+                    if loaded.kind == "encoder"
+                    else "`vitlab evaluate` scores it with its own metrics"
+                )
+            )
         splits = loaded.splits(dataset, data_dir)
         data = getattr(splits, split)
         if data is None:
-            raise DataError(f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): "
-                            f"use --split val")
+            raise DataError(
+                f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): use --split val"
+            )
         outputs = getattr(loaded.model.config, "num_classes", len(data.classes))
         if len(data.classes) != outputs:
-            raise DataError(f"{loaded.path} has {outputs} outputs but {splits.name} has "
-                            f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)")
-        report = evaluate_model(loaded.model, data, splits.mean, splits.std,
-                                calibration=splits.val if temperature_scale else None)
+            raise DataError(
+                f"{loaded.path} has {outputs} outputs but {splits.name} has "
+                f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)"
+            )
+        report = evaluate_model(
+            loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
+        )
         name = loaded.name or type(loaded.model).__name__
-        report = {"checkpoint": str(loaded.path), "model": name, "dataset": splits.name, "split": split,
-                  **({"guessed": loaded.guessed} if loaded.guessed else {}), **report}
+        report = {
+            "checkpoint": str(loaded.path),
+            "model": name,
+            "dataset": splits.name,
+            "split": split,
+            **({"guessed": loaded.guessed} if loaded.guessed else {}),
+            **report,
+        }
         if run_dir is not None:
             run_dir.write_json("metrics.json", report)
             title = f"{name} on {splits.name} {split}"
-            plot_reliability(report["reliability"], run_dir.figure_path("reliability.png"),
-                             report.get("calibrated", {}).get("reliability"), title=title)
+            plot_reliability(
+                report["reliability"],
+                run_dir.figure_path("reliability.png"),
+                report.get("calibrated", {}).get("reliability"),
+                title=title,
+            )
             plot_confusion(report["confusion"], data.classes, run_dir.figure_path("confusion.png"), title=title)
         return report
     except BaseException:

@@ -4,6 +4,7 @@ Each image is read as the checkpoint's data config says (its channels, resized t
 pixels in [0, 1], then ``(x - mean) / std``) and scored; the ``top_k`` classes come back with
 their softmax probabilities.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pg
 @dataclass
 class Prediction:
     """The ``top`` ``(class name, probability)`` pairs of one image, most probable first."""
+
     path: Path
     top: list[tuple[str, float]]
 
@@ -41,12 +43,15 @@ def image_files(paths: Sequence[str | Path]) -> list[Path]:
 
 
 @torch.no_grad()
-def classify_files(loaded: Loaded, paths: Sequence[str | Path], top_k: int = 5,
-                   batch_size: int = 64) -> list[Prediction]:
+def classify_files(
+    loaded: Loaded, paths: Sequence[str | Path], top_k: int = 5, batch_size: int = 64
+) -> list[Prediction]:
     """Top-``k`` classes of every image in ``paths`` (files or folders) under ``loaded``'s classifier."""
     if loaded.kind not in ("classifier", "distilled-classifier"):
-        raise CheckpointError(f"{loaded.path} is a {loaded.kind} checkpoint: `vitlab predict` classifies with a "
-                              f"classifier and overlays masks or boxes with a segmenter or detector")
+        raise CheckpointError(
+            f"{loaded.path} is a {loaded.kind} checkpoint: `vitlab predict` classifies with a "
+            f"classifier and overlays masks or boxes with a segmenter or detector"
+        )
     if top_k < 1:
         raise DataError(f"--top-k must be at least 1, got {top_k}")
     data, model = loaded.data, loaded.model.eval()
@@ -63,7 +68,7 @@ def classify_files(loaded: Loaded, paths: Sequence[str | Path], top_k: int = 5,
     k = min(top_k, len(classes))
     results = []
     for start in range(0, len(files), batch_size):
-        chunk = files[start:start + batch_size]
+        chunk = files[start : start + batch_size]
         images = torch.stack([read_image(f, channels=data.in_chans, size=height) for f in chunk]).to(device)
         probs = model(normalize(images, mean, std)).float().softmax(dim=-1)
         values, indices = probs.topk(k, dim=-1)
