@@ -20,8 +20,8 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
-from ..layers.hybrid_embed import HybridEmbedding
 from ..layers.block import Block
+from ..layers.hybrid_embed import HybridEmbedding
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import patchify
