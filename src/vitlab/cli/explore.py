@@ -52,7 +52,7 @@ def explore_config(args: argparse.Namespace) -> ExploreConfig:
 def found_checkpoints(roots: list[str | Path]) -> list[Path]:
     """The classifier runs (``vitlab train``) among ``roots`` and their sub-folders that hold a
     checkpoint (``best/`` or ``last/``), in name order."""
-    from ..runs.checkpoint import WEIGHTS
+    from ..runs.layout import BEST, LAST, WEIGHTS
     from ..runs.rundir import RunDir
 
     folders = [f for root in map(Path, roots) for f in (root, *sorted(p for p in root.iterdir() if p.is_dir()))]
@@ -60,7 +60,7 @@ def found_checkpoints(roots: list[str | Path]) -> list[Path]:
         f
         for f in folders
         if RunDir(f).existing_kind() in ("classify", "an older vitlab run")
-        and any((f / kept / WEIGHTS).is_file() for kept in ("best", "last"))
+        and any((f / kept / WEIGHTS).is_file() for kept in (BEST, LAST))
     ]
 
 

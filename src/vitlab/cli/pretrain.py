@@ -45,7 +45,7 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
     from ..engine.config import field_names
     from ..errors import ConfigError
     from ..runs import RunDir
-    from ..runs.rundir import CONFIG
+    from ..runs.layout import CONFIG
     from ..ssl import PretrainConfig
 
     given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}

@@ -28,7 +28,7 @@ from ..errors import ConfigError, DataError
 from ..models.config import MAX_SIDE, Check, Int, Maybe, OneOf, reject_unknown
 from ..models.dense import HEADS, DenseConfig, DenseModel
 from ..runs import DataConfig, RunDir, read_json
-from ..runs.rundir import CONFIG, LAST, SUMMARY
+from ..runs.layout import CONFIG, EVALUATION, LAST, SUMMARY
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
 from .predict import KINDS, dense_checkpoint, predict_boxes, predict_masks
@@ -360,7 +360,7 @@ def evaluate_dense_checkpoint(
     }
     if out_dir is not None:
         with RunDir(out_dir).open("evaluate", overwrite=overwrite) as run_dir:
-            run_dir.write_json("metrics.json", report)
+            run_dir.write_json(EVALUATION, report)
     return report
 
 

@@ -9,6 +9,7 @@ Definitions used throughout:
 - **spread** = the sample standard deviation (n - 1) of those per-seed differences; unknown with one
   seed. A lead is "larger than the spread" when ``|lead| > spread``, else "within the spread".
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ from .. import __version__
 from ..data import AugmentConfig
 from ..models import get_config
 from ..models.cost import cost_table
+from ..runs.layout import REPORT, RESULTS
 from .figures import (
     CNN_WORDS,
     VARIANTS,
@@ -43,11 +45,21 @@ if TYPE_CHECKING:
     from .compare import CompareResult, RunRecord
 
 # Per-run metrics (fields of RunRecord), in the order the tables show them.
-METRICS = ("params", "best_val_acc", "final_val_acc", "final_train_acc", "gap", "val_ece", "test_acc", "seconds",
-           "images_per_s", "peak_mb", "agreement")
+METRICS = (
+    "params",
+    "best_val_acc",
+    "final_val_acc",
+    "final_train_acc",
+    "gap",
+    "val_ece",
+    "test_acc",
+    "seconds",
+    "images_per_s",
+    "peak_mb",
+    "agreement",
+)
 
-FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png",
-           "gap": "gap.png"}
+FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png", "gap": "gap.png"}
 
 
 @dataclass
@@ -55,6 +67,7 @@ class Aggregate:
     """One model in one cell, over its seeds: ``mean`` / ``std`` per metric of :data:`METRICS`
     (``std`` is ``None`` with one seed, a metric's entries ``None`` where the runs have no value),
     and the mean learning curves."""
+
     kind: str
     label: str
     axes: dict[str, Any]
@@ -73,6 +86,7 @@ class Aggregate:
 class Lead:
     """A cell's ViT against its CNN: their aggregates' means, the lead in best validation accuracy,
     its seed-to-seed ``spread`` (``None`` with one seed) and the number of ``seeds``."""
+
     axes: dict[str, Any]
     train_rows: int
     vit_label: str
@@ -129,10 +143,21 @@ def aggregate(records: Sequence[RunRecord]) -> list[Aggregate]:
     for (label, axes), runs in groups.items():
         stats = {metric: _mean_std([getattr(r, metric) for r in runs]) for metric in METRICS}
         epochs = min(len(r.curves["val_acc"]) for r in runs)
-        curves = {name: [statistics.fmean(r.curves[name][e] for r in runs) for e in range(epochs)]
-                  for name in runs[0].curves}
-        out.append(Aggregate(runs[0].kind, label, dict(axes), runs[0].train_rows, len(runs),
-                             {m: s[0] for m, s in stats.items()}, {m: s[1] for m, s in stats.items()}, curves))
+        curves = {
+            name: [statistics.fmean(r.curves[name][e] for r in runs) for e in range(epochs)] for name in runs[0].curves
+        }
+        out.append(
+            Aggregate(
+                runs[0].kind,
+                label,
+                dict(axes),
+                runs[0].train_rows,
+                len(runs),
+                {m: s[0] for m, s in stats.items()},
+                {m: s[1] for m, s in stats.items()},
+                curves,
+            )
+        )
     shared = {k for a in out if a.kind == "cnn" for k in a.axes}
     settings: dict[tuple, int] = {}
     for a in out:
@@ -153,12 +178,24 @@ def compute_leads(result: CompareResult) -> list[Lead]:
         vit = aggregates[vit_run.label, _without_seed(vit_run.axes)]
         cnn = aggregates[cnn_run.label, _without_seed(cnn_run.axes)]
         diffs = [v.best_val_acc - c.best_val_acc for v, c in pairs]
-        leads.append(Lead(dict(axes), vit_run.train_rows, vit.label, cnn.label, vit.mean, cnn.mean,
-                          statistics.fmean(diffs), _spread(diffs), len(pairs)))
+        leads.append(
+            Lead(
+                dict(axes),
+                vit_run.train_rows,
+                vit.label,
+                cnn.label,
+                vit.mean,
+                cnn.mean,
+                statistics.fmean(diffs),
+                _spread(diffs),
+                len(pairs),
+            )
+        )
     return leads
 
 
 # -- conclusions ----------------------------------------------------------------------------------
+
 
 def _join(parts: Sequence[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
@@ -200,7 +237,7 @@ def lead_sentence(lead: Lead) -> str:
     CNN by 0.031 (spread 0.012 across 3 seeds): larger than the spread.``"""
     where = describe_cell(lead.axes, lead.train_rows)
     if lead.leader == "tie":
-        what = (f"the ViT and the CNN tie at {lead.vit['best_val_acc']:.3f} best validation accuracy")
+        what = f"the ViT and the CNN tie at {lead.vit['best_val_acc']:.3f} best validation accuracy"
     else:
         other = "CNN" if lead.leader == "ViT" else "ViT"
         what = f"the {lead.leader} leads the {other} by {abs(lead.lead):.3f}"
@@ -226,8 +263,9 @@ def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> 
     ties = len(leads) - vit_ahead - cnn_ahead
     tally += f" ({ties} tied)" if ties else ""
     if all(lead.spread is None for lead in leads):
-        tally += ("; with one seed per cell no lead can be told apart from seed-to-seed noise "
-                  "(run with --seeds 3 or more).")
+        tally += (
+            "; with one seed per cell no lead can be told apart from seed-to-seed noise (run with --seeds 3 or more)."
+        )
     else:
         clear = sum(lead.verdict == "larger than the spread" for lead in leads)
         tally += f"; the lead is larger than the seed-to-seed spread in {clear} of them."
@@ -240,8 +278,10 @@ def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> 
     vit_ece = statistics.fmean(known(lead.vit, "val_ece") for lead in leads)
     cnn_ece = statistics.fmean(known(lead.cnn, "val_ece") for lead in leads)
     better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
-    out.append(f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
-               f"CNN: {better} is the better calibrated.")
+    out.append(
+        f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
+        f"CNN: {better} is the better calibrated."
+    )
     return out
 
 
@@ -256,12 +296,19 @@ def _rows_trend(leads: Sequence[Lead]) -> list[str]:
             continue
         small, large = min(group, key=lambda x: x.train_rows), max(group, key=lambda x: x.train_rows)
         change = large.lead - small.lead
-        trend = ("more data moves it towards the ViT" if change > 0 else
-                 "more data moves it towards the CNN" if change < 0 else "it does not move with more data")
+        trend = (
+            "more data moves it towards the ViT"
+            if change > 0
+            else "more data moves it towards the CNN"
+            if change < 0
+            else "it does not move with more data"
+        )
         parts = _phrase_axes(small.axes)
         where = f"With {_join(parts)}, the" if parts else "The"
-        out.append(f"{where} ViT's margin (ViT − CNN) goes from {_signed(small.lead)} at "
-                   f"{small.train_rows:,} rows to {_signed(large.lead)} at {large.train_rows:,}: {trend}.")
+        out.append(
+            f"{where} ViT's margin (ViT − CNN) goes from {_signed(small.lead)} at "
+            f"{small.train_rows:,} rows to {_signed(large.lead)} at {large.train_rows:,}: {trend}."
+        )
     return out
 
 
@@ -275,8 +322,10 @@ def _gap_sentences(leads: Sequence[Lead]) -> list[str]:
         who = "on average they overfit alike"
     else:
         who = f"on average the {'ViT' if vit_gap > cnn_gap else 'CNN'} overfits more"
-    return [f"The train−val gap averages {_signed(vit_gap)} for the ViT and {_signed(cnn_gap)} for the CNN "
-            f"(the ViT's is the larger in {larger} of {len(leads)} cells): {who}."]
+    return [
+        f"The train−val gap averages {_signed(vit_gap)} for the ViT and {_signed(cnn_gap)} for the CNN "
+        f"(the ViT's is the larger in {larger} of {len(leads)} cells): {who}."
+    ]
 
 
 def _augment_sentences(leads: Sequence[Lead]) -> list[str]:
@@ -286,15 +335,20 @@ def _augment_sentences(leads: Sequence[Lead]) -> list[str]:
     presets = sorted({lead.axes["augment"] for lead in leads if lead.axes.get("augment", "none") != "none"})
     out = []
     for preset in presets:
-        matched = [(base[k], lead) for lead in leads if lead.axes["augment"] == preset
-                   and (k := _cell_key(lead.axes, "augment")) in base]
+        matched = [
+            (base[k], lead)
+            for lead in leads
+            if lead.axes["augment"] == preset and (k := _cell_key(lead.axes, "augment")) in base
+        ]
         if not matched:
             continue
         d_vit = statistics.fmean(known(a.vit, "best_val_acc") - known(b.vit, "best_val_acc") for b, a in matched)
         d_cnn = statistics.fmean(known(a.cnn, "best_val_acc") - known(b.cnn, "best_val_acc") for b, a in matched)
         words = augment_words(preset)
-        out.append(f"{words[0].upper() + words[1:]} changes best validation accuracy by {_signed(d_vit)} for "
-                   f"the ViT and {_signed(d_cnn)} for the CNN (mean over {len(matched)} matched cells).")
+        out.append(
+            f"{words[0].upper() + words[1:]} changes best validation accuracy by {_signed(d_vit)} for "
+            f"the ViT and {_signed(d_cnn)} for the CNN (mean over {len(matched)} matched cells)."
+        )
     return out
 
 
@@ -310,10 +364,13 @@ def _patch_sentences(leads: Sequence[Lead], tokens: dict[int, int]) -> list[str]
 
     def named(patch: int) -> str:
         return f"patch {patch}" + (f" ({tokens[patch]} tokens)" if patch in tokens else "")
+
     if means[best] == means[worst]:
         return [f"The ViT's mean best validation accuracy is the same, {means[best]:.3f}, at every patch size."]
-    return [f"The ViT does best with {named(best)}, mean best validation accuracy {means[best]:.3f}, and worst "
-            f"with {named(worst)}, {means[worst]:.3f}."]
+    return [
+        f"The ViT does best with {named(best)}, mean best validation accuracy {means[best]:.3f}, and worst "
+        f"with {named(worst)}, {means[worst]:.3f}."
+    ]
 
 
 def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
@@ -328,38 +385,51 @@ def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
         base_value = default if default in values else values[0]
         base = {_cell_key(lead.axes, name): lead for lead in leads if lead.axes[name] == base_value}
         for value in (v for v in values if v != base_value):
-            matched = [(base[k], lead) for lead in leads if lead.axes[name] == value
-                       and (k := _cell_key(lead.axes, name)) in base]
+            matched = [
+                (base[k], lead)
+                for lead in leads
+                if lead.axes[name] == value and (k := _cell_key(lead.axes, name)) in base
+            ]
             if not matched:
                 continue
 
             def mean(fn: Any, matched: list[tuple[Lead, Lead]] = matched) -> float:
                 return statistics.fmean(fn(b.vit, v.vit) for b, v in matched)
+
             speed = mean(lambda b, v: v["images_per_s"] / b["images_per_s"])
             memory = mean(lambda b, v: v["peak_mb"] / b["peak_mb"])
-            cost = (f"forward throughput x{speed:.2f} ({'faster' if speed > 1 else 'slower'}) and peak forward "
-                    f"memory x{memory:.2f}")
+            cost = (
+                f"forward throughput x{speed:.2f} ({'faster' if speed > 1 else 'slower'}) and peak forward "
+                f"memory x{memory:.2f}"
+            )
             cells = f"mean over {len(matched)} matched cell{'s' if len(matched) > 1 else ''}"
             against = variant_words(name, base_value)
             if value == "tome":
                 keep = mean(lambda b, v: v["agreement"])
                 before, after = mean(lambda b, v: b["final_val_acc"]), mean(lambda b, v: v["final_val_acc"])
-                out.append(f"Token merging (ToMe, applied to the trained full-attention ViT without retraining) keeps "
-                           f"{keep:.1%} of its validation predictions and moves validation accuracy at the final "
-                           f"weights from {before:.3f} to {after:.3f}, with {cost} ({cells}).")
+                out.append(
+                    f"Token merging (ToMe, applied to the trained full-attention ViT without retraining) keeps "
+                    f"{keep:.1%} of its validation predictions and moves validation accuracy at the final "
+                    f"weights from {before:.3f} to {after:.3f}, with {cost} ({cells})."
+                )
                 continue
             change = mean(lambda b, v: v["best_val_acc"] - b["best_val_acc"])
             seconds = mean(lambda b, v: v["seconds"] / b["seconds"])
             words = {"pretrain": f"{value.upper()} pretraining", "distill": "distillation from the CNN"}.get(
-                name, variant_words(name, value))
-            out.append(f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by "
-                       f"{_signed(change)} "
-                       f"against {against} ({cells}), with training wall time x{seconds:.2f}"
-                       + (" (pretraining included)" if name == "pretrain" else "") + f", {cost}.")
+                name, variant_words(name, value)
+            )
+            out.append(
+                f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by "
+                f"{_signed(change)} "
+                f"against {against} ({cells}), with training wall time x{seconds:.2f}"
+                + (" (pretraining included)" if name == "pretrain" else "")
+                + f", {cost}."
+            )
     return out
 
 
 # -- files ----------------------------------------------------------------------------------------
+
 
 def padded(side: int, patch: int) -> int:
     """``side`` rounded up to a multiple of ``patch``: the side a padding ViT sees."""
@@ -374,8 +444,15 @@ def token_costs(result: CompareResult) -> list[dict[str, Any]]:
         return []
     vit = get_config(result.config.vit_name)
     sizes = tuple((padded(height, p), p) for p in result.config.patch_sizes)
-    rows = cost_table(sizes, dim=vit.embed_dim, depth=vit.depth, heads=vit.num_heads, mlp_ratio=vit.mlp_ratio,
-                      class_token=vit.class_token, in_chans=chans)
+    rows = cost_table(
+        sizes,
+        dim=vit.embed_dim,
+        depth=vit.depth,
+        heads=vit.num_heads,
+        mlp_ratio=vit.mlp_ratio,
+        class_token=vit.class_token,
+        in_chans=chans,
+    )
     params = {r.axes["patch"]: r.params for r in result.records.values() if r.kind == "vit"}
     return [{**row.to_dict(), "params": params.get(row.patch)} for row in rows]
 
@@ -392,31 +469,65 @@ def _rows_text(axes: dict[str, Any], train_rows: int) -> str:
 
 
 def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|",
-            *("| " + " | ".join(row) + " |" for row in body)]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(" --- " for _ in header) + "|",
+        *("| " + " | ".join(row) + " |" for row in body),
+    ]
 
 
 def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
     """Markdown lines: the textbook's columns (Model, Rows, Parameters, Best val accuracy, Final
     train accuracy, Seconds), then Patch, Augment, the variant axes studied, Gap, ECE, Test accuracy,
     forward Images/s and Peak MB (and ToMe's Agreement when studied); mean ± std over seeds."""
-    extra = [k for k in (*VARIANTS, *sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment",
-                                                                                      "cnn", *VARIANTS}))
-             if any(k in a.axes for a in aggregates)]
+    extra = [
+        k
+        for k in (
+            *VARIANTS,
+            *sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment", "cnn", *VARIANTS}),
+        )
+        if any(k in a.axes for a in aggregates)
+    ]
     agreement = any(a.mean["agreement"] is not None for a in aggregates)
-    header = ["Model", "Rows", "Parameters", "Best val accuracy", "Final train accuracy", "Seconds", "Patch",
-              "Augment", *(k.capitalize() for k in extra), "Gap", "ECE", "Test accuracy", "Images/s", "Peak MB",
-              *(["Agreement"] if agreement else [])]
+    header = [
+        "Model",
+        "Rows",
+        "Parameters",
+        "Best val accuracy",
+        "Final train accuracy",
+        "Seconds",
+        "Patch",
+        "Augment",
+        *(k.capitalize() for k in extra),
+        "Gap",
+        "ECE",
+        "Test accuracy",
+        "Images/s",
+        "Peak MB",
+        *(["Agreement"] if agreement else []),
+    ]
     body = []
     for a in aggregates:
         m, s = a.mean, a.std
-        body.append([a.label.split(" patch")[0], _rows_text(a.axes, a.train_rows), f"{m['params']:,.0f}",
-                     _fmt(m["best_val_acc"], s["best_val_acc"]), _fmt(m["final_train_acc"], s["final_train_acc"]),
-                     _fmt(m["seconds"], s["seconds"], 1), str(a.axes.get("patch", "–")),
-                     str(a.axes.get("augment", "–")), *(str(a.axes.get(k, "–")) for k in extra),
-                     _fmt(m["gap"], s["gap"]), _fmt(m["val_ece"], s["val_ece"]), _fmt(m["test_acc"], s["test_acc"]),
-                     _fmt(m["images_per_s"], s["images_per_s"], 0), _fmt(m["peak_mb"], s["peak_mb"], 1),
-                     *([_fmt(m["agreement"], s["agreement"])] if agreement else [])])
+        body.append(
+            [
+                a.label.split(" patch")[0],
+                _rows_text(a.axes, a.train_rows),
+                f"{m['params']:,.0f}",
+                _fmt(m["best_val_acc"], s["best_val_acc"]),
+                _fmt(m["final_train_acc"], s["final_train_acc"]),
+                _fmt(m["seconds"], s["seconds"], 1),
+                str(a.axes.get("patch", "–")),
+                str(a.axes.get("augment", "–")),
+                *(str(a.axes.get(k, "–")) for k in extra),
+                _fmt(m["gap"], s["gap"]),
+                _fmt(m["val_ece"], s["val_ece"]),
+                _fmt(m["test_acc"], s["test_acc"]),
+                _fmt(m["images_per_s"], s["images_per_s"], 0),
+                _fmt(m["peak_mb"], s["peak_mb"], 1),
+                *([_fmt(m["agreement"], s["agreement"])] if agreement else []),
+            ]
+        )
     return _table(header, body)
 
 
@@ -424,21 +535,56 @@ def leads_table(leads: Sequence[Lead]) -> list[str]:
     """Markdown lines: per cell, both models' parameters and best val accuracy, the lead, its spread
     and the verdict."""
     names = [k for k in leads[0].axes if k != "rows"] if leads else []
-    header = ["Rows", *("CNN" if n == "cnn" else n.capitalize() for n in names), "ViT params", "CNN params",
-              "ViT best val", "CNN best val",
-              "Lead (ViT − CNN)", "Spread", "Leader", "Verdict"]
-    body = [[_rows_text(lead.axes, lead.train_rows), *(str(lead.axes[n]) for n in names),
-             f"{lead.vit['params']:,.0f}", f"{lead.cnn['params']:,.0f}", f"{lead.vit['best_val_acc']:.4f}",
-             f"{lead.cnn['best_val_acc']:.4f}", _signed(lead.lead, 4),
-             "–" if lead.spread is None else f"{lead.spread:.4f}", lead.leader, lead.verdict] for lead in leads]
+    header = [
+        "Rows",
+        *("CNN" if n == "cnn" else n.capitalize() for n in names),
+        "ViT params",
+        "CNN params",
+        "ViT best val",
+        "CNN best val",
+        "Lead (ViT − CNN)",
+        "Spread",
+        "Leader",
+        "Verdict",
+    ]
+    body = [
+        [
+            _rows_text(lead.axes, lead.train_rows),
+            *(str(lead.axes[n]) for n in names),
+            f"{lead.vit['params']:,.0f}",
+            f"{lead.cnn['params']:,.0f}",
+            f"{lead.vit['best_val_acc']:.4f}",
+            f"{lead.cnn['best_val_acc']:.4f}",
+            _signed(lead.lead, 4),
+            "–" if lead.spread is None else f"{lead.spread:.4f}",
+            lead.leader,
+            lead.verdict,
+        ]
+        for lead in leads
+    ]
     return _table(header, body)
 
 
 def cost_lines(costs: Sequence[dict[str, Any]]) -> list[str]:
-    header = ["Patch", "Tokens", "Attention entries (per head, per layer)", "vs first", "Forward FLOPs per image",
-              "ViT parameters"]
-    body = [[str(c["patch"]), f"{c['tokens']:,}", f"{c['entries']:,}", f"{c['ratio']:,.2f}x", f"{c['flops']:,}",
-             f"{c['params']:,}" if c["params"] is not None else "–"] for c in costs]
+    header = [
+        "Patch",
+        "Tokens",
+        "Attention entries (per head, per layer)",
+        "vs first",
+        "Forward FLOPs per image",
+        "ViT parameters",
+    ]
+    body = [
+        [
+            str(c["patch"]),
+            f"{c['tokens']:,}",
+            f"{c['entries']:,}",
+            f"{c['ratio']:,.2f}x",
+            f"{c['flops']:,}",
+            f"{c['params']:,}" if c["params"] is not None else "–",
+        ]
+        for c in costs
+    ]
     return _table(header, body)
 
 
@@ -447,8 +593,11 @@ def recipe_augment(augment: str | AugmentConfig) -> str:
     if isinstance(augment, str):
         return f"preset {augment}"
     default = AugmentConfig()
-    changed = [f"{f.name}={getattr(augment, f.name)}" for f in fields(AugmentConfig)
-               if getattr(augment, f.name) != getattr(default, f.name)]
+    changed = [
+        f"{f.name}={getattr(augment, f.name)}"
+        for f in fields(AugmentConfig)
+        if getattr(augment, f.name) != getattr(default, f.name)
+    ]
     return ", ".join(changed) or "none"
 
 
@@ -456,12 +605,16 @@ def attention_lines(result: CompareResult) -> list[str]:
     """The report's section of per-head attention figures for the best ViT (empty without them)."""
     if not result.attention.get("files"):
         return []
-    lines = ["## What the best ViT attends to", "",
-             f"Per-head attention of **{result.attention['label']}** (the ViT run with the best validation "
-             "accuracy, `" + result.attention["run"] + "`) for its most confident correct and wrong validation "
-             "predictions, every layer. Titles give each head's spread (most minus least attended weight; "
-             "uniform is 1/N). Compare the wrong rows with the right ones: attention that looks normal on a "
-             "confident mistake is no explanation of it (`vitlab explain --audit` tests the maps).", ""]
+    lines = [
+        "## What the best ViT attends to",
+        "",
+        f"Per-head attention of **{result.attention['label']}** (the ViT run with the best validation "
+        "accuracy, `" + result.attention["run"] + "`) for its most confident correct and wrong validation "
+        "predictions, every layer. Titles give each head's spread (most minus least attended weight; "
+        "uniform is 1/N). Compare the wrong rows with the right ones: attention that looks normal on a "
+        "confident mistake is no explanation of it (`vitlab explain --audit` tests the maps).",
+        "",
+    ]
     return lines + [f"![{Path(f).stem.replace('_', ' ')}]({f})" for f in result.attention["files"]] + [""]
 
 
@@ -473,44 +626,62 @@ def variant_lines(result: CompareResult) -> list[str]:
         return []
     lines = ["## ViT variants", ""]
     if "attention" in studied:
-        lines.append(f"- **Attention** ({', '.join(studied['attention'])}): each kind trains the same ViT with its "
-                     "attention replaced (`window`: windows of half the patch grid's side, shifted in every other "
-                     "block, mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a "
-                     "quarter of the "
-                     "tokens as latents). `tome` is the full-attention ViT, trained once, evaluated with token merging "
-                     "of half its patch tokens over the blocks (front-loaded schedule), without retraining; its "
-                     "accuracy is that of the trained model (the checkpoint chosen by validation) with merging, and "
-                     "Agreement is the share of validation images on which it predicts what the unmerged model "
-                     "predicts.")
+        lines.append(
+            f"- **Attention** ({', '.join(studied['attention'])}): each kind trains the same ViT with its "
+            "attention replaced (`window`: windows of half the patch grid's side, shifted in every other "
+            "block, mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a "
+            "quarter of the "
+            "tokens as latents). `tome` is the full-attention ViT, trained once, evaluated with token merging "
+            "of half its patch tokens over the blocks (front-loaded schedule), without retraining; its "
+            "accuracy is that of the trained model (the checkpoint chosen by validation) with merging, and "
+            "Agreement is the share of validation images on which it predicts what the unmerged model "
+            "predicts."
+        )
     if "pretrain" in studied:
-        images = ("every image of the dataset (validation and test images included, their labels unused)"
-                  if cfg.pretrain_images == "all" else "the training pool (labels unused)")
-        lines.append(f"- **Pretraining** ({', '.join(studied['pretrain'])}): the ViT is pretrained without labels for "
-                     f"{cfg.pretrain_epochs} epoch{'s' if cfg.pretrain_epochs > 1 else ''} on {images}, once per "
-                     f"seed and ViT shape, then fine-tuned on the "
-                     f"cell's labelled rows with layer-wise learning-rate decay {cfg.layer_decay:g}. Its Seconds "
-                     "include "
-                     "the pretraining.")
+        images = (
+            "every image of the dataset (validation and test images included, their labels unused)"
+            if cfg.pretrain_images == "all"
+            else "the training pool (labels unused)"
+        )
+        lines.append(
+            f"- **Pretraining** ({', '.join(studied['pretrain'])}): the ViT is pretrained without labels for "
+            f"{cfg.pretrain_epochs} epoch{'s' if cfg.pretrain_epochs > 1 else ''} on {images}, once per "
+            f"seed and ViT shape, then fine-tuned on the "
+            f"cell's labelled rows with layer-wise learning-rate decay {cfg.layer_decay:g}. Its Seconds "
+            "include "
+            "the pretraining."
+        )
     if "distill" in studied:
-        kind = (f"soft (KL at temperature {cfg.distill_temperature:g}, weight {cfg.distill_alpha:g})"
-                if cfg.distill_kind == "soft" else "hard (the teacher's argmax as a second label)")
-        lines.append(f"- **Distillation** ({', '.join(studied['distill'])}): with `cnn` the ViT gets a DeiT "
-                     f"distillation token and head and learns from the cell's own size-matched CNN, {kind}; at "
-                     "inference it averages its two heads.")
+        kind = (
+            f"soft (KL at temperature {cfg.distill_temperature:g}, weight {cfg.distill_alpha:g})"
+            if cfg.distill_kind == "soft"
+            else "hard (the teacher's argmax as a second label)"
+        )
+        lines.append(
+            f"- **Distillation** ({', '.join(studied['distill'])}): with `cnn` the ViT gets a DeiT "
+            f"distillation token and head and learns from the cell's own size-matched CNN, {kind}; at "
+            "inference it averages its two heads."
+        )
     return lines + [""]
 
 
 def normalization_words(normalization: str) -> str:
     """How the pixels reached the models, in words."""
-    return ("pixels in [0, 1] as loaded (no standardisation), as the textbook feeds them" if normalization == "unit"
-            else "pixels standardised by the training rows' per-channel mean and standard deviation")
+    return (
+        "pixels in [0, 1] as loaded (no standardisation), as the textbook feeds them"
+        if normalization == "unit"
+        else "pixels standardised by the training rows' per-channel mean and standard deviation"
+    )
 
 
 def execution_words(execution: dict[str, Any]) -> str:
     """``2 processes at once, 1 torch thread each`` / ``Ray at local, 1 CPU each``."""
     threads = execution.get("threads_per_run")
-    each = f"{threads} torch thread{'s' if threads != 1 else ''} each" if isinstance(threads, int) else \
-        "torch's default threads each"
+    each = (
+        f"{threads} torch thread{'s' if threads != 1 else ''} each"
+        if isinstance(threads, int)
+        else "torch's default threads each"
+    )
     if execution.get("executor") == "ray":
         return f"Ray tasks on {execution['address']}, {each}"
     jobs = execution.get("jobs", 1)
@@ -524,9 +695,12 @@ def padding_lines(result: CompareResult) -> list[str]:
     if not padding:
         return []
     sizes = ", ".join(f"patch {p}: {padded(height, p)}x{padded(width, p)}" for p in padding)
-    return [f"Patch{'es' if len(padding) > 1 else ''} {', '.join(map(str, padding))} "
-            f"do{'es' if len(padding) == 1 else ''} not divide the {height}x{width} images: the ViT zero-pads its "
-            f"(normalised) input, bottom and right, to a multiple of the patch ({sizes}).", ""]
+    return [
+        f"Patch{'es' if len(padding) > 1 else ''} {', '.join(map(str, padding))} "
+        f"do{'es' if len(padding) == 1 else ''} not divide the {height}x{width} images: the ViT zero-pads its "
+        f"(normalised) input, bottom and right, to a multiple of the patch ({sizes}).",
+        "",
+    ]
 
 
 def _published_key(a: Aggregate) -> tuple[str, Any] | None:
@@ -538,22 +712,48 @@ def _published_key(a: Aggregate) -> tuple[str, Any] | None:
 def textbook_table(aggregates: Sequence[Aggregate]) -> list[str]:
     """Markdown lines: the textbook's columns, its published number beside vitlab's mean ± std for
     each (``–`` where the page has no such model), and vitlab's test accuracy."""
-    header = ["Model", "Rows", "Parameters (textbook)", "Parameters (vitlab)", "Best val accuracy (textbook)",
-              "Best val accuracy (vitlab)", "Final train accuracy (textbook)", "Final train accuracy (vitlab)",
-              "Seconds (textbook)", "Seconds (vitlab)", "Test accuracy (vitlab)"]
+    header = [
+        "Model",
+        "Rows",
+        "Parameters (textbook)",
+        "Parameters (vitlab)",
+        "Best val accuracy (textbook)",
+        "Best val accuracy (vitlab)",
+        "Final train accuracy (textbook)",
+        "Final train accuracy (vitlab)",
+        "Seconds (textbook)",
+        "Seconds (vitlab)",
+        "Test accuracy (vitlab)",
+    ]
     body = []
     for a in aggregates:
         page = PUBLISHED.get(_published_key(a) or ("", 0), {})
         m, s = a.mean, a.std
 
         def published(metric: str, digits: int = 4, page: dict[str, float] = page) -> str:
-            return "–" if metric not in page else f"{page[metric]:,.0f}" if metric == "params" else \
-                f"{page[metric]:.{digits}f}"
-        body.append([a.label.split(" patch")[0], _rows_text(a.axes, a.train_rows), published("params"),
-                     f"{m['params']:,.0f}", published("best_val_acc"), _fmt(m["best_val_acc"], s["best_val_acc"]),
-                     published("final_train_acc"), _fmt(m["final_train_acc"], s["final_train_acc"]),
-                     published("seconds", 1), _fmt(m["seconds"], s["seconds"], 1),
-                     _fmt(m["test_acc"], s["test_acc"])])
+            return (
+                "–"
+                if metric not in page
+                else f"{page[metric]:,.0f}"
+                if metric == "params"
+                else f"{page[metric]:.{digits}f}"
+            )
+
+        body.append(
+            [
+                a.label.split(" patch")[0],
+                _rows_text(a.axes, a.train_rows),
+                published("params"),
+                f"{m['params']:,.0f}",
+                published("best_val_acc"),
+                _fmt(m["best_val_acc"], s["best_val_acc"]),
+                published("final_train_acc"),
+                _fmt(m["final_train_acc"], s["final_train_acc"]),
+                published("seconds", 1),
+                _fmt(m["seconds"], s["seconds"], 1),
+                _fmt(m["test_acc"], s["test_acc"]),
+            ]
+        )
     return _table(header, body)
 
 
@@ -569,18 +769,29 @@ def _difference(metric: str, value: float, band: float | None = None) -> str:
 def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
     """Markdown lines: per claim and CNN met, the page's difference, vitlab's mean per-seed difference
     ± 2 standard errors, and the verdict."""
-    header = ["Claim", "ViT against", "Textbook (one run)", "vitlab (mean ± 2 SE of seed-paired differences)",
-              "Verdict"]
-    varying = {k for v in verdicts for k in v.setting
-               if k == "cnn" or len({repr(w.setting.get(k)) for w in verdicts}) > 1}
+    header = [
+        "Claim",
+        "ViT against",
+        "Textbook (one run)",
+        "vitlab (mean ± 2 SE of seed-paired differences)",
+        "Verdict",
+    ]
+    varying = {
+        k for v in verdicts for k in v.setting if k == "cnn" or len({repr(w.setting.get(k)) for w in verdicts}) > 1
+    }
     body = []
     for v in verdicts:
         metric = v.claim.metric
         textbook = "; ".join(f"{p.rows:,} rows: {_difference(metric, p.published)}" for p in v.parts)
-        measured = "; ".join(f"{p.rows:,} rows: {_difference(metric, p.mean, p.band)}, {p.seeds} seed"
-                             f"{'s' if p.seeds > 1 else ''} ({p.verdict})" for p in v.parts)
-        against = _join(_phrase_axes({k: x for k, x in v.setting.items() if k in varying})) or \
-            f"the {CNN_WORDS['matched']} CNN"
+        measured = "; ".join(
+            f"{p.rows:,} rows: {_difference(metric, p.mean, p.band)}, {p.seeds} seed"
+            f"{'s' if p.seeds > 1 else ''} ({p.verdict})"
+            for p in v.parts
+        )
+        against = (
+            _join(_phrase_axes({k: x for k, x in v.setting.items() if k in varying}))
+            or f"the {CNN_WORDS['matched']} CNN"
+        )
         body.append([v.claim.text[0].upper() + v.claim.text[1:], against, textbook, measured, f"**{v.verdict}**"])
     return _table(header, body)
 
@@ -589,46 +800,65 @@ def textbook_lines(result: CompareResult, aggregates: Sequence[Aggregate], verdi
     """The report's section on the textbook's study: its table beside vitlab's, and the verdicts."""
     cfg = result.config
     convnet = [a for a in aggregates if a.axes.get("cnn") == "textbook"]
-    stand_in = (f"The page's convnet (60,554 parameters: convolutions of 32, 64 and 64 channels, global average "
-                f"pooling, a 64-unit dense layer, the classifier) is stood in for by `{TEXTBOOK_CNN[0]}` with widths "
-                f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm"
-                + (f" ({convnet[0].mean['params']:,.0f} parameters here)" if convnet else "") + "; ")
+    stand_in = (
+        f"The page's convnet (60,554 parameters: convolutions of 32, 64 and 64 channels, global average "
+        f"pooling, a 64-unit dense layer, the classifier) is stood in for by `{TEXTBOOK_CNN[0]}` with widths "
+        f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm"
+        + (f" ({convnet[0].mean['params']:,.0f} parameters here)" if convnet else "")
+        + "; "
+    )
     return [
-        "## The textbook's study", "",
+        "## The textbook's study",
+        "",
         f"The textbook's page trained a Keras ViT and a plain convnet on Fashion-MNIST, 1,000 and 4,000 rows, 15 "
         f"epochs, Adam 1e-3, batch 64, one seed. Its published numbers stand in the *textbook* columns; vitlab's are "
         f"the mean ± standard deviation over {cfg.seeds} seed{'s' if cfg.seeds > 1 else ''} of this study "
         f"(`{cfg.vit}`, recipe `{cfg.recipe}`, {cfg.epochs} epoch{'s' if cfg.epochs > 1 else ''}, "
         f"{normalization_words(cfg.normalization)}). "
-        + stand_in + "the size-matched CNN is vitlab's BatchNorm CNN sized to the ViT's parameter count. "
+        + stand_in
+        + "the size-matched CNN is vitlab's BatchNorm CNN sized to the ViT's parameter count. "
         "The page's seconds are one Keras run on its own machine, vitlab's come from this one "
-        f"({execution_words(result.execution)}): compare the ratios, not the seconds.", "",
-        *textbook_table(aggregates), "",
-        *verdict_table(verdicts), "",
+        f"({execution_words(result.execution)}): compare the ratios, not the seconds.",
+        "",
+        *textbook_table(aggregates),
+        "",
+        *verdict_table(verdicts),
+        "",
         "Each seed trains the ViT and the CNN on the same split and batch order, so a claim is tested on the "
         "per-seed differences ViT − CNN (for seconds, the ratio ViT / CNN, averaged as logarithms): *reproduced* "
         "when their mean lies beyond two standard errors in the claimed direction, *not reproduced* when beyond "
         "them the other way, *inconclusive* in between or with one seed; a claim of two parts is reproduced when "
         "both are and not reproduced when either is not. The page quotes the ViT's gap as +0.1545 against "
         "+0.0040; its own table gives +0.1690 and +0.0270 at 1,000 rows and +0.1215 and +0.0040 at 4,000, which "
-        "the textbook column uses.", "",
+        "the textbook column uses.",
+        "",
     ]
 
 
-def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], leads: Sequence[Lead],
-                    sentences: Sequence[str], costs: Sequence[dict[str, Any]],
-                    verdicts: Sequence[Verdict] = ()) -> str:
+def render_markdown(
+    result: CompareResult,
+    aggregates: Sequence[Aggregate],
+    leads: Sequence[Lead],
+    sentences: Sequence[str],
+    costs: Sequence[dict[str, Any]],
+    verdicts: Sequence[Verdict] = (),
+) -> str:
     """The whole ``report.md`` (with the textbook's section when ``verdicts`` are given)."""
     cfg, data = result.config, result.data
     recipe = TrainConfig.from_recipe(cfg.recipe)
     chans, height, width = data["image_shape"]
     test = f", {data['test']:,} test" if data["test"] is not None else ", no test split"
-    cnns = [f"CNN `{cfg.cnn}` family with widths matched to the ViT's parameter count at each patch size (within "
-            f"±{cfg.param_tolerance:.0%})" if name == "matched" else
-            f"the {CNN_WORDS[name]} CNN `{TEXTBOOK_CNN[0]}` with widths "
-            f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm" for name in cfg.cnns]
+    cnns = [
+        f"CNN `{cfg.cnn}` family with widths matched to the ViT's parameter count at each patch size (within "
+        f"±{cfg.param_tolerance:.0%})"
+        if name == "matched"
+        else f"the {CNN_WORDS[name]} CNN `{TEXTBOOK_CNN[0]}` with widths "
+        f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))} and no BatchNorm"
+        for name in cfg.cnns
+    ]
     lines = [
-        f"# {cfg.name}: ViT against a CNN of the same size", "",
+        f"# {cfg.name}: ViT against a CNN of the same size",
+        "",
         f"Dataset **{data['dataset']}** ({height}x{width}x{chans}, {data['num_classes']} classes): training pool "
         f"{data['pool']:,} images, {data['val']:,} validation{test}; {normalization_words(cfg.normalization)}. "
         f"ViT `{cfg.vit}`; {_join(cnns)}. "
@@ -638,29 +868,49 @@ def render_markdown(result: CompareResult, aggregates: Sequence[Aggregate], lead
         f"epoch{'s' if cfg.epochs > 1 else ''}; each cell uses seeds 0..{cfg.seeds - 1} "
         f"({cfg.seeds} per cell), the same seed giving both models the same split and batch order. "
         f"{len(result.records)} runs in {result.seconds:,.1f} s ({result.cpu_seconds:,.1f} s of CPU time; "
-        f"{execution_words(result.execution)}).", "",
+        f"{execution_words(result.execution)}).",
+        "",
         *padding_lines(result),
         *(textbook_lines(result, aggregates, verdicts) if verdicts else []),
-        "## Results", "", f"Mean ± standard deviation over {cfg.seeds} seed(s)"
-        + (" (one seed: no spread)." if cfg.seeds == 1 else "."), "",
-        *results_table(aggregates), "",
+        "## Results",
+        "",
+        f"Mean ± standard deviation over {cfg.seeds} seed(s)" + (" (one seed: no spread)." if cfg.seeds == 1 else "."),
+        "",
+        *results_table(aggregates),
+        "",
         *variant_lines(result),
-        "## Who leads", "", *leads_table(leads), "",
-        "## Conclusions", "", *(f"- {s}" for s in sentences), "",
+        "## Who leads",
+        "",
+        *leads_table(leads),
+        "",
+        "## Conclusions",
+        "",
+        *(f"- {s}" for s in sentences),
+        "",
     ]
     if costs:
-        lines += ["## Token cost per patch size", "",
-                  f"From the cost model (`vitlab cost`) for `{cfg.vit}` on {height}x{width} images (padded ones "
-                  "on the padded image): attention compares every token with every other, so its entries grow with "
-                  "the square of the token count.",
-                  "", *cost_lines(costs), ""]
+        lines += [
+            "## Token cost per patch size",
+            "",
+            f"From the cost model (`vitlab cost`) for `{cfg.vit}` on {height}x{width} images (padded ones "
+            "on the padded image): attention compares every token with every other, so its entries grow with "
+            "the square of the token count.",
+            "",
+            *cost_lines(costs),
+            "",
+        ]
     lines += [
-        "## Figures", "",
-        "![Best validation accuracy against training rows](accuracy_vs_rows.png)", "",
-        "![Validation accuracy per epoch](learning_curves.png)", "",
-        "![Train − validation gap](gap.png)", "",
+        "## Figures",
+        "",
+        "![Best validation accuracy against training rows](accuracy_vs_rows.png)",
+        "",
+        "![Validation accuracy per epoch](learning_curves.png)",
+        "",
+        "![Train − validation gap](gap.png)",
+        "",
         *attention_lines(result),
-        "## Definitions", "",
+        "## Definitions",
+        "",
         "- **Best val accuracy**: the highest validation accuracy over the epochs (selected on the validation "
         "set itself, so optimistic alike for both models).",
         "- **Final train accuracy**: accuracy on the last epoch's training batches as trained on (augmented, "
@@ -688,10 +938,12 @@ def results_numbers(results: dict[str, Any]) -> dict[str, Any]:
     """A ``results.json`` document's runs, aggregates, leads, conclusions, verdicts, axes and data,
     without :data:`TIMINGS` at any depth: what must not change with where or how many at once the
     runs ran."""
+
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in TIMINGS}
         return [strip(v) for v in value] if isinstance(value, list) else value
+
     kept = ("runs", "aggregates", "leads", "conclusions", "textbook", "axes", "data")
     return strip({k: results[k] for k in kept if k in results})
 
@@ -710,21 +962,31 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
     plot_learning_curves(aggregates, files["learning_curves"])
     plot_gap(aggregates, files["gap"])
     results = {
-        "config": result.config.to_dict(), "data": result.data, "seconds": result.seconds,
+        "config": result.config.to_dict(),
+        "data": result.data,
+        "seconds": result.seconds,
         "cpu_seconds": result.cpu_seconds,
-        "environment": {"vitlab": __version__, "torch": torch.__version__, "python": platform.python_version(),
-                        "threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
-                        **result.execution},
+        "environment": {
+            "vitlab": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.is_available(),
+            **result.execution,
+        },
         "axes": [asdict(axis) for axis in result.plan.axes],
         "runs": [record.to_dict() for record in result.records.values()],
         "aggregates": [asdict(a) for a in aggregates],
         "leads": [{**asdict(lead), "leader": lead.leader, "verdict": lead.verdict} for lead in leads],
-        "conclusions": sentences, "token_cost": costs, "attention": result.attention,
+        "conclusions": sentences,
+        "token_cost": costs,
+        "attention": result.attention,
     }
     if verdicts:
-        results["textbook"] = {"published": [{"model": m, "rows": r, **v} for (m, r), v in PUBLISHED.items()],
-                               "verdicts": [{**asdict(v), "verdict": v.verdict} for v in verdicts]}
-    files["results"] = write_file(out / "results.json", json.dumps(results, indent=2) + "\n")
-    files["report"] = write_file(out / "report.md", render_markdown(result, aggregates, leads, sentences, costs,
-                                                                    verdicts))
+        results["textbook"] = {
+            "published": [{"model": m, "rows": r, **v} for (m, r), v in PUBLISHED.items()],
+            "verdicts": [{**asdict(v), "verdict": v.verdict} for v in verdicts],
+        }
+    files["results"] = write_file(out / RESULTS, json.dumps(results, indent=2) + "\n")
+    files["report"] = write_file(out / REPORT, render_markdown(result, aggregates, leads, sentences, costs, verdicts))
     return files

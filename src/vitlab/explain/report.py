@@ -24,6 +24,7 @@ from ..engine import TrainConfig
 from ..errors import CheckpointError
 from ..models.config import Float, Int, Maybe
 from ..runs import Loaded, RunDir, checkpoint_data
+from ..runs.layout import CONFIG
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_head_attention, plot_maps
 from .maps import (
@@ -172,7 +173,7 @@ def attention_examples(
 def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
     """The training run's config (``config.json`` of its run folder), else the default recipe for
     the checkpoint's model and config."""
-    config_file = ckpt.path.parent.parent / "config.json"
+    config_file = ckpt.path.parent.parent / CONFIG
     if config_file.is_file() and ckpt.kind == "classifier":
         saved = json.loads(config_file.read_text())
         if isinstance(saved, dict) and "model" in saved:

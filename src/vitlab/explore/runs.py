@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..runs.layout import CONFIG, METRICS, REPORT, RESULTS, SUMMARY
 from .images import RequestError
 
-COMPARE_FILE = "results.json"
-TRAIN_FILES = ("metrics.jsonl", "summary.json")
-REPORT_FILE = "report.md"
+COMPARE_FILE = RESULTS
+TRAIN_FILES = (METRICS, SUMMARY)
+REPORT_FILE = REPORT
 MAX_RUN_FILE = 64 * 2**20  # bytes of one run file the explorer reads
 MAX_DEPTH = 32  # nesting of lists and objects in a run's JSON (vitlab writes 5)
 LABELS = {
@@ -234,22 +235,21 @@ def compare_results(run: Run) -> dict[str, Any]:
 
 def train_epochs(run: Run) -> list[dict[str, Any]]:
     """A training run's ``metrics.jsonl``: one object per epoch (``[]`` if there is no file)."""
-    text = read_text(run, "metrics.jsonl") or ""
+    text = read_text(run, METRICS) or ""
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
     return [
-        as_object(read_json(run, "metrics.jsonl", i, line), f"line {i} of metrics.jsonl of run {run.name}")
-        for i, line in lines
+        as_object(read_json(run, METRICS, i, line), f"line {i} of metrics.jsonl of run {run.name}") for i, line in lines
     ]
 
 
 def train_config(run: Run) -> dict[str, Any]:
     """A training run's ``config.json`` (``{}`` if there is none)."""
-    return as_object(read_json(run, "config.json"), f"config.json of run {run.name}")
+    return as_object(read_json(run, CONFIG), f"config.json of run {run.name}")
 
 
 def train_summary(run: Run) -> dict[str, Any]:
     """A training run's ``summary.json`` (``{}`` if there is none), its ``test`` an object if present."""
-    summary = as_object(read_json(run, "summary.json"), f"summary.json of run {run.name}")
+    summary = as_object(read_json(run, SUMMARY), f"summary.json of run {run.name}")
     as_object(summary.get("test"), f"'test' in summary.json of run {run.name}")
     return summary
 

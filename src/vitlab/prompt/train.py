@@ -25,7 +25,7 @@ from ..errors import ConfigError, DataError
 from ..models.config import MAX_SIDE, Check, Float, Int, OneOf, reject_unknown
 from ..models.promptable import PromptableConfig, PromptableModel, box_prompt
 from ..runs import DataConfig, RunDir
-from ..runs.rundir import LAST, SUMMARY
+from ..runs.layout import LAST, SUMMARY
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 

@@ -46,9 +46,9 @@ from ..interop.hf import hf_config_fields
 from ..models.registry import build_from_config, list_models
 from ..models.registry import create_model as build_registered
 from .files import atomic_write
+from .layout import BEST, LAST, WEIGHTS
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
-WEIGHTS = "model.safetensors"
 KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable", "clip")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoint
@@ -75,7 +75,7 @@ class DataConfig:
         return {**asdict(self), "image_size": list(self.image_size), "mean": list(self.mean), "std": list(self.std)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DataConfig":
+    def from_dict(cls, d: dict[str, Any]) -> DataConfig:
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         size = d.get("image_size", (0, 0))
@@ -93,7 +93,7 @@ class DataConfig:
     @classmethod
     def from_splits(
         cls, splits: DataSplits, *, data_dir: str | None = None, seed: int = 0, rows: int | None = None
-    ) -> "DataConfig":
+    ) -> DataConfig:
         chans, height, width = splits.image_shape
         return cls(
             (height, width),
@@ -251,7 +251,7 @@ def resolve_source(source: str | Path) -> Path:
         return path
     if _is_hf_folder(path):
         return path
-    for candidate in (path / WEIGHTS, path / "best" / WEIGHTS, path / "last" / WEIGHTS):
+    for candidate in (path / WEIGHTS, path / BEST / WEIGHTS, path / LAST / WEIGHTS):
         if candidate.is_file():
             return candidate
     raise CheckpointError(
@@ -324,7 +324,7 @@ def load_checkpoint(
         detail = " ".join(str(err).split()[:40]) or "no detail"
         raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: {detail})") from err
     loaded.model.to(device).eval()
-    setattr(loaded.model, "pretrained_cfg", pretrained_cfg(loaded.model, loaded.data))  # timm's attribute
+    loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)  # type: ignore[assignment]
     return loaded
 
 
@@ -566,5 +566,5 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
                 f"pass its config fields"
             )
         model.load_state_dict(source)
-        setattr(model, "pretrained_cfg", pretrained_cfg(model, loaded.data))
+        model.pretrained_cfg = pretrained_cfg(model, loaded.data)  # type: ignore[assignment]
     return model

@@ -38,23 +38,21 @@ from torch import nn
 
 from .. import __version__
 from ..errors import CheckpointError, DataError, RunFolderError
-from .checkpoint import WEIGHTS, DataConfig, save_checkpoint
+from .checkpoint import DataConfig, save_checkpoint
 from .files import atomic_write, check_writable_dir, clean_temp_files, current_umask, json_bytes, read_json
-
-RUN = "run.json"
-CONFIG = "config.json"
-METRICS = "metrics.jsonl"
-METRICS_CSV = "metrics.csv"
-SUMMARY = "summary.json"
-RESULTS = "results.json"
-REPORT = "report.md"
-STATE = "state.pt"
-LOCK = ".lock"
-BEST, LAST = "best", "last"
-# Kinds of run that can continue from their last state (trainings); studies and evaluations cannot.
-RESUMABLE = ("classify", "mae", "dino", "segment", "detect", "clip", "promptable")
-# Files that mark a folder written by vitlab before run.json existed.
-LEGACY_MARKERS = (CONFIG, METRICS, SUMMARY, RESULTS, "metrics.json", WEIGHTS, BEST, LAST)
+from .layout import (
+    BEST,
+    CONFIG,
+    LAST,
+    LEGACY_MARKERS,
+    LOCK,
+    METRICS,
+    METRICS_CSV,
+    RESUMABLE,
+    RUN,
+    STATE,
+    WEIGHTS,
+)
 
 
 class RunDir:

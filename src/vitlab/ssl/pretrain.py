@@ -32,7 +32,7 @@ from ..models import create_model
 from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, as_pair, reject_unknown
 from ..models.vit import VisionTransformer
 from ..runs import DataConfig, RunDir
-from ..runs.rundir import LAST, METRICS, SUMMARY
+from ..runs.layout import LAST, METRICS, SUMMARY
 from .crops import multi_crop
 from .dino import Centre, DINOHead, DINONet, cosine_momentum, dino_loss, ema_update_, teacher_temperature
 from .mae import MAEConfig, MaskedAutoencoder

@@ -20,7 +20,7 @@ from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit
 from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, DataError
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
-from ..runs.rundir import SUMMARY
+from ..runs.layout import EVALUATION, SUMMARY
 
 SPLITS = ("test", "val", "train")
 
@@ -167,7 +167,7 @@ def evaluate_checkpoint(
             **report,
         }
         if run_dir is not None:
-            run_dir.write_json("metrics.json", report)
+            run_dir.write_json(EVALUATION, report)
             title = f"{name} on {splits.name} {split}"
             plot_reliability(
                 report["reliability"],
