@@ -21,7 +21,7 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     from ..engine import TrainConfig
     from ..engine.config import field_names
     from ..runs import RunDir
-    from ..runs.rundir import CONFIG
+    from ..runs.layout import CONFIG
 
     given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
     own = set(field_names(TrainConfig))
@@ -59,7 +59,7 @@ def run_dense(args: argparse.Namespace) -> int:
     from ..engine import TqdmReporter
     from ..errors import ConfigError
     from ..runs import RunDir
-    from ..runs.rundir import CONFIG
+    from ..runs.layout import CONFIG
 
     given = {name: getattr(args, name) for name in DENSE_FIELDS if getattr(args, name) is not None}
     if args.resume:
@@ -96,7 +96,7 @@ def run_promptable(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..prompt import promptable_train_config, train_promptable
     from ..runs import RunDir
-    from ..runs.rundir import CONFIG
+    from ..runs.layout import CONFIG
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: promptable segmentation has its own mask decoder")
@@ -134,7 +134,7 @@ def run_clip(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..multimodal import clip_train_config, train_clip
     from ..runs import RunDir
-    from ..runs.rundir import CONFIG
+    from ..runs.layout import CONFIG
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: a CLIP model has none")

@@ -8,7 +8,8 @@
 
 Conventions: images ``(N, 3, H, W)`` float32 in [0, 1]; masks ``(N, H, W)`` int64 with 0 for
 background and ``c + 1`` for object class ``c``; per image, boxes ``(K, 4)`` float32 pixel
-``(x0, y0, x1, y1)`` and labels ``(K,)`` int64 object classes in ``0..len(classes) - 1``.
+``(x0, y0, x1, y1)`` and labels ``(K,)`` int64 object classes in ``0..len(classes) - 1``; instance
+masks ``(N, H, W)`` int64 (``shapes`` only) with 0 for background and ``k + 1`` for the object of box ``k``.
 """
 
 from __future__ import annotations
@@ -28,18 +29,22 @@ SHAPES_COUNT = 5000
 
 @dataclass
 class DenseDataset:
-    """Images with optional masks and per-image boxes and labels (see the module docstring)."""
+    """Images with optional masks and per-image boxes and labels, and optional instance masks
+    (see the module docstring)."""
 
     images: torch.Tensor
     masks: torch.Tensor | None
     boxes: list[torch.Tensor]
     labels: list[torch.Tensor]
     classes: tuple[str, ...]
+    instances: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         n = len(self.images)
         if self.masks is not None and self.masks.shape != (n, *self.images.shape[-2:]):
             raise ValueError(f"masks {tuple(self.masks.shape)} do not match images {tuple(self.images.shape)}")
+        if self.instances is not None and self.instances.shape != (n, *self.images.shape[-2:]):
+            raise ValueError(f"instances {tuple(self.instances.shape)} do not match images {tuple(self.images.shape)}")
         if len(self.boxes) != n or len(self.labels) != n:
             raise ValueError(f"{n} images but {len(self.boxes)} box sets and {len(self.labels)} label sets")
 
@@ -60,6 +65,7 @@ class DenseDataset:
             [self.boxes[i] for i in index.tolist()],
             [self.labels[i] for i in index.tolist()],
             self.classes,
+            instances=None if self.instances is None else self.instances[index],
         )
 
 
@@ -95,23 +101,34 @@ def _texture(rng: np.random.Generator, size: int) -> np.ndarray:
     return img + rng.normal(0, 0.02, img.shape)
 
 
-def _shape_mask(kind: int, rng: np.random.Generator, size: int) -> np.ndarray:
-    """A boolean ``(size, size)`` mask of one shape of a random size and place."""
+def shape_mask(
+    kind: int, centre: tuple[float, float], r: float, size: int, bar: tuple[float, float] = (1.0, 0.3)
+) -> np.ndarray:
+    """A boolean ``(size, size)`` mask of shape ``SHAPE_CLASSES[kind]`` centred at pixel ``(x, y)``
+    ``centre`` with radius ``r``: a circle, a square of half-side ``0.85 r``, an upright triangle
+    (apex at the top) of height ``2 r``, or a bar of half-sides ``bar = (half-width, half-height)``."""
     yy, xx = np.mgrid[0:size, 0:size] + 0.5
-    r = rng.uniform(0.08, 0.2) * size
-    cx, cy = rng.uniform(r, size - r, 2)
+    cx, cy = centre
     if kind == 0:
         return (xx - cx) ** 2 + (yy - cy) ** 2 <= r**2
     if kind == 1:
         return (np.abs(xx - cx) <= r * 0.85) & (np.abs(yy - cy) <= r * 0.85)
     if kind == 2:
-        # upright isosceles triangle, apex at the top
         top, bottom = cy - r, cy + r
         half = (yy - top) / (2 * r) * r
         return (yy >= top) & (yy <= bottom) & (np.abs(xx - cx) <= half)
-    long, short = r * rng.uniform(1.4, 2.2), r * rng.uniform(0.2, 0.35)
-    w, h = (long, short) if rng.random() < 0.5 else (short, long)
+    w, h = bar
     return (np.abs(xx - cx) <= w) & (np.abs(yy - cy) <= h)
+
+
+def _shape_mask(kind: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """A boolean ``(size, size)`` mask of one shape of a random size and place."""
+    r = rng.uniform(0.08, 0.2) * size
+    cx, cy = rng.uniform(r, size - r, 2)
+    if kind < 3:
+        return shape_mask(kind, (cx, cy), r, size)
+    long, short = r * rng.uniform(1.4, 2.2), r * rng.uniform(0.2, 0.35)
+    return shape_mask(kind, (cx, cy), r, size, (long, short) if rng.random() < 0.5 else (short, long))
 
 
 def _boxes_from_mask(mask: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,13 +151,15 @@ def generate_shapes(
 
     Shapes are painted in order, so later ones occlude earlier ones; each keeps a box (of its
     visible pixels). A new shape that would leave an earlier one less than ``min_visible`` visible is
-    redrawn, for up to 50 draws per image; after that shapes are kept as drawn.
+    redrawn, for up to 50 draws per image; after that shapes are kept as drawn. Each visible shape's
+    pixels are its instance (``instances``: ``k + 1`` for the object of box ``k``).
     """
     if count < 1 or image_size < 16:
         raise ValueError(f"count={count}, image_size={image_size}: need count >= 1 and image_size >= 16")
     rng = np.random.default_rng(seed)
     images = np.empty((count, image_size, image_size, 3), np.float32)
     masks = np.zeros((count, image_size, image_size), np.int64)
+    instances = np.zeros((count, image_size, image_size), np.int64)
     boxes, labels = [], []
     for i in range(count):
         img, mask = _texture(rng, image_size), masks[i]
@@ -164,6 +183,8 @@ def generate_shapes(
         images[i] = img.clip(0, 1)
         b = [np.argwhere(ids == j + 1) for j in range(len(kinds))]
         keep = [j for j in range(len(kinds)) if len(b[j])]
+        for k, j in enumerate(keep):
+            instances[i][ids == j + 1] = k + 1
         boxes.append(
             torch.tensor(
                 [[b[j][:, 1].min(), b[j][:, 0].min(), b[j][:, 1].max() + 1, b[j][:, 0].max() + 1] for j in keep],
@@ -172,7 +193,12 @@ def generate_shapes(
         )
         labels.append(torch.tensor([kinds[j] for j in keep], dtype=torch.long))
     return DenseDataset(
-        torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(masks), boxes, labels, SHAPE_CLASSES
+        torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(),
+        torch.from_numpy(masks),
+        boxes,
+        labels,
+        SHAPE_CLASSES,
+        instances=torch.from_numpy(instances),
     )
 
 

@@ -134,3 +134,18 @@ from .dense import DenseConfig, DenseModel  # noqa: E402
 
 register_builder(DenseConfig, DenseModel)
 __all__ += ["DenseConfig", "DenseModel"]
+
+# Promptable segmentation (SAM-style): a ViT image encoder, point and box prompts, a two-way mask decoder.
+from .promptable import PromptableConfig, PromptableModel  # noqa: E402
+
+register_builder(PromptableConfig, PromptableModel)
+__all__ += ["PromptableConfig", "PromptableModel"]
+
+# A small CLIP: a ViT image tower and a word-level text tower (see models/clip.py).
+from .clip import CLIPConfig, CLIPModel  # noqa: E402
+
+register_builder(CLIPConfig, CLIPModel)
+register_model(
+    "clip-shapes", CLIPConfig(), "a small CLIP for captioned 32x32 shapes: a 4-block ViT and a 2-block text tower"
+)
+__all__ += ["CLIPConfig", "CLIPModel"]
