@@ -244,6 +244,7 @@ def test_rows_beyond_the_pool_fail_before_training():
         run_compare(CompareConfig(rows=[100_000], patches=[4], augment=["none"]))
 
 
+@pytest.mark.slow
 def test_tiny_study_end_to_end(tmp_path):
     out = tmp_path / "study"
     config = CompareConfig(
@@ -302,6 +303,7 @@ def test_tiny_study_end_to_end(tmp_path):
         assert f"]({f})" in report
 
 
+@pytest.mark.slow
 def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
     code = main(
         [
@@ -379,6 +381,7 @@ def test_parallel_runs_give_the_numbers_of_serial_runs(tmp_path):
     assert [r["key"] for r in found[1]["runs"]] == [r["key"] for r in found[2]["runs"]]  # plan order kept
 
 
+@pytest.mark.slow
 def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):
     config = CompareConfig(
         rows=[60],
@@ -409,6 +412,7 @@ def test_attention_study_reports_accuracy_seconds_speed_and_memory(tmp_path):
     assert results["attention"]["run"] == full.key  # figures come from a full-attention ViT
 
 
+@pytest.mark.slow
 def test_pretrain_and_distill_study(tmp_path):
     config = CompareConfig(
         rows=[60],

@@ -21,6 +21,8 @@ from PIL import Image
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
 from vitlab.models.cost import ATTENTION_COSTS
 
+pytestmark = pytest.mark.slow  # a real browser: outside the fast subset
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
 expect = sync_api.expect
 CHROMIUM = os.environ.get("VITLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
