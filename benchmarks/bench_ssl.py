@@ -56,6 +56,7 @@ def main() -> None:
     name = f"bench_ssl_{args.dataset}"
     config = CompareConfig(
         name=name,
+        pretrain_images="all",  # the recorded figures' protocol (transductive: see the report's caveat)
         dataset=args.dataset,
         data_dir=args.data_dir,
         rows=[args.rows],

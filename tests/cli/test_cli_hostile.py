@@ -172,3 +172,24 @@ def test_thread_counts_below_one_are_refused(threads, capsys):
 def test_settings_that_make_no_sense_are_refused_by_name(setting, capsys):
     assert main(["train", "--epochs", "1", "--quiet", "--set", setting]) == 2
     assert setting.split("=")[0] in one_line_error(capsys)
+
+
+def test_ctrl_c_during_training_prints_one_line_and_exits_130(monkeypatch, tmp_path, capsys):
+    import vitlab.tasks
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vitlab.tasks, "train", interrupted)
+    assert main(["train", "--epochs", "1", "--quiet", "--out", str(tmp_path / "run")]) == 130
+    lines = [line for line in capsys.readouterr().err.splitlines() if ": warning: " not in line]
+    assert len(lines) == 1 and lines[0].endswith("continues with --resume)")
+
+
+def test_debug_shows_the_traceback(good, tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"")
+    from vitlab.errors import CheckpointError
+
+    with pytest.raises(CheckpointError):
+        main(["--debug", "evaluate", str(bad)])

@@ -209,7 +209,7 @@ def test_textbook_preset_plans_the_vit_against_both_cnns():
         assert vit.train == cnn.train == {"seed": cell.axes["seed"], "rows": cell.axes["rows"], "augment": "none"}
         if cell.axes["cnn"] == "textbook":  # the textbook's size: ~60k parameters, no BatchNorm
             model = create_model(cnn.model, **GREY28, **cnn.overrides)
-            assert cnn.params == count_params(model) == 60_503
+            assert cnn.params == count_params(model) == 60_554
             assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
         else:
             assert abs(cnn.params - vit.params) <= 0.15 * vit.params
@@ -435,3 +435,13 @@ def test_pretrain_and_distill_study(tmp_path):
     assert "MAE pretraining changes the ViT's best validation accuracy by" in report
     assert "Distillation from the CNN changes the ViT's best validation accuracy by" in report
     assert "(validation and test images included, their labels unused)" in report
+
+
+@pytest.mark.slow
+def test_a_studys_own_config_runs_it_again(tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    flags = ["--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1", "--jobs", "1", "--quiet"]
+    assert main(["compare", *flags, "--out", str(first)]) == 0
+    assert main(["compare", "--config", str(first / "config.json"), "--jobs", "1", "--quiet", "--out", str(second)]) == 0
+    runs = [json.loads((f / "results.json").read_text())["runs"] for f in (first, second)]
+    assert [r["best_val_acc"] for r in runs[0]] == [r["best_val_acc"] for r in runs[1]]

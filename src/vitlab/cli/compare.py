@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import read_config_file
 from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_compare, usable_cores
 from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
 from ..experiments.executors import EXECUTORS, set_threads
@@ -88,7 +89,16 @@ def run(args: argparse.Namespace) -> int:
         given["pad"] = True
     name = args.name or args.preset or "compare"
     given.update(name=name, out_dir=str(args.out or Path("runs") / name))
-    config = CompareConfig.from_preset(args.preset, **given) if args.preset else CompareConfig(**given)
+    if args.config:
+        from dataclasses import fields
+
+        from ..models.config import reject_unknown
+
+        base = {k: v for k, v in read_config_file(args.config).items() if k != "out_dir"}
+        reject_unknown(base, [f.name for f in fields(CompareConfig)], "CompareConfig")
+        given = {**base, **given}
+    preset = args.preset or given.pop("preset", None)
+    config = CompareConfig.from_preset(preset, **given) if preset else CompareConfig(**given)
     set_threads(args.threads)                 # this process: forward costs and attention figures
     result = run_compare(config, progress=None if args.quiet else _Progress(), executor=executor,
                          overwrite=args.overwrite)
@@ -152,8 +162,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "default none")
     p.add_argument("--pretrain-epochs", type=int, help="epochs of pretraining for --pretrain mae/dino (default 40)")
     p.add_argument("--pretrain-images", choices=("all", "train"),
-                   help="images to pretrain on, labels unused: all (default; validation and test images included) "
-                   "or the training pool only")
+                   help="images to pretrain on, labels unused: the training pool (default, as vitlab pretrain) or all "
+                   "(validation and test images included: transductive)")
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning a pretrained ViT (0.75)")
     p.add_argument("--distill-kind", choices=("soft", "hard"), help="distillation loss (default soft)")
     p.add_argument("--distill-temperature", type=float, help="temperature of soft distillation (default 4)")
@@ -174,5 +184,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "preset's name)")
     p.add_argument("--out", help="the study's folder (default runs/NAME)")
     p.add_argument("--overwrite", action="store_true", help="replace the study already in the folder")
+    p.add_argument("--config", metavar="FILE", help="a YAML or JSON study config (CompareConfig fields, e.g. a study's "
+                   "own settings); options given on the command line override it")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)

@@ -226,7 +226,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--teacher", metavar="CKPT", help="distil from this checkpoint (a vitlab CNN or ViT)")
     p.add_argument("--distill", choices=("soft", "hard"), help="distillation kind (DeiT token and head)")
     p.add_argument("--distill-alpha", type=float, help="weight of the distillation term (default 0.5)")
-    p.add_argument("--distill-temperature", type=float, help="soft distillation temperature T (default 1)")
+    p.add_argument("--distill-temperature", type=float, help="soft distillation temperature T (default 4)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     add_common(p, out="run folder for checkpoints and metrics (default: write nothing)")
     p.set_defaults(func=run)

@@ -72,7 +72,7 @@ class TrainConfig(RunConfig):
     teacher: str | None = None
     distill: str | None = None
     distill_alpha: float = 0.5
-    distill_temperature: float = 1.0
+    distill_temperature: float = 4.0
 
     def checks(self) -> dict[str, Check]:
         return {**super().checks(), "label_smoothing": Float(0.0, 1.0, high_open=True),
@@ -93,7 +93,7 @@ class TrainConfig(RunConfig):
                               "--distill soft|hard")
 
     @classmethod
-    def from_recipe(cls, recipe: str = "default", **overrides: Any) -> "TrainConfig":
+    def from_recipe(cls, recipe: str = "default", **overrides: Any) -> TrainConfig:
         """The named recipe's settings, then ``overrides`` (any TrainConfig field)."""
         if recipe not in RECIPES:
             raise ConfigError(f"unknown recipe {recipe!r}: choose one of {list(RECIPES)}")

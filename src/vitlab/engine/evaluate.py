@@ -10,18 +10,31 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset, normalize
-from .metrics import (calibration_bins, confusion_matrix, ece_from_bins, fit_temperature, per_class_accuracy,
-                      reliability)
+from .metrics import calibration_bins, confusion_matrix, ece_from_bins, fit_temperature, per_class_accuracy, reliability
+
+# Images per forward pass when scoring, by device type. On the CPU small batches keep a convnet's
+# activations in cache: the size-matched 28x28 CNN scored 2-5x faster in batches of 64 than of 512
+# (measured on 2 shared cores; vit-seed within 5%); accelerators want large batches.
+EVAL_BATCH = {"cpu": 64}
+DEFAULT_EVAL_BATCH = 512
+
+
+def eval_batch_size(device: torch.device) -> int:
+    """The default scoring batch on ``device`` (see :data:`EVAL_BATCH`)."""
+    return EVAL_BATCH.get(device.type, DEFAULT_EVAL_BATCH)
+
 
 @torch.no_grad()
 def predict_logits(model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-                   batch_size: int = 512, amp: bool = True) -> torch.Tensor:
-    """Logits ``(N, K)`` float32 for ``images (N, C, H, W)`` in [0, 1] (on the model's device).
+                   batch_size: int | None = None, amp: bool = True) -> torch.Tensor:
+    """Logits ``(N, K)`` float32 for ``images (N, C, H, W)`` in [0, 1] (on the model's device), scored
+    ``batch_size`` at a time (default :func:`eval_batch_size` of the images' device).
 
     Puts ``model`` in eval mode; bf16 autocast on CUDA when ``amp``.
     """
     model.eval()
     device = images.device
+    batch_size = batch_size or eval_batch_size(device)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
         chunks = [model(normalize(chunk, mean, std)).float() for chunk in images.split(batch_size)]
     return torch.cat(chunks)
@@ -48,7 +61,7 @@ def classification_report(logits: torch.Tensor, labels: torch.Tensor, classes: S
 
 
 def evaluate_model(model: nn.Module, dataset: ImageDataset, mean: Sequence[float], std: Sequence[float], *,
-                   calibration: ImageDataset | None = None, n_bins: int = 15, batch_size: int = 512,
+                   calibration: ImageDataset | None = None, n_bins: int = 15, batch_size: int | None = None,
                    amp: bool = True) -> dict[str, Any]:
     """:func:`classification_report` of ``model`` on ``dataset`` (images normalised by ``mean``/``std``).
 

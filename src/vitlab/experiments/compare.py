@@ -150,7 +150,7 @@ class CompareConfig:
     pretrain: list[str] = field(default_factory=lambda: [VARIANTS["pretrain"]])
     distill: list[str] = field(default_factory=lambda: [VARIANTS["distill"]])
     pretrain_epochs: int = 40
-    pretrain_images: str = "all"
+    pretrain_images: str = "train"
     layer_decay: float = 0.75
     distill_kind: str = "soft"
     distill_temperature: float = 4.0
@@ -451,7 +451,7 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        """``ViT patch 2`` / ``ViT patch 2, window attention`` / ``CNN 39-77-154`` / ``CNN 32-64-71
+        """``ViT patch 2`` / ``ViT patch 2, window attention`` / ``CNN 39-77-154`` / ``CNN 32-64-64
         (textbook-size plain)``: the model as the tables and plots name it."""
         if self.kind == "vit":
             variants = [variant_words(name, self.axes[name]) for name in VARIANTS if name in self.axes]
@@ -740,7 +740,8 @@ def run_compare(config: CompareConfig, progress: ProgressFn | None = None,
     folder that cannot be used fail before any training."""
     if config.out_dir is None:
         return _run_compare(config, progress, executor)
-    with open_study(config.out_dir, {"study": config.name}, overwrite):
+    settings = {k: v for k, v in asdict(config).items() if k != "out_dir"}  # `--config` runs it again
+    with open_study(config.out_dir, settings, overwrite):
         return _run_compare(config, progress, executor)
 
 
