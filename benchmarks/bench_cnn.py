@@ -87,10 +87,12 @@ def main() -> None:
     val = torch.rand(6000, 1, 28, 28, device=device)
     batch = args.eval_batch or eval_batch_size(device)
 
-    steps = {"vitlab": train_step(ours, torch.optim.Adam(ours.parameters(), 1e-3), images, labels),
-             "plain": train_step(plain, torch.optim.Adam(plain.parameters(), 1e-3), images, labels)}
+    steps = {
+        "vitlab": train_step(ours, torch.optim.Adam(ours.parameters(), 1e-3), images, labels),
+        "plain": train_step(plain, torch.optim.Adam(plain.parameters(), 1e-3), images, labels),
+    }
     scores = {"vitlab": score(ours, val, batch), "plain": score(plain, val, batch)}
-    for step in steps.values():           # one step each, then both should compute the same function
+    for step in steps.values():  # one step each, then both should compute the same function
         step()
     logits_gap = (scores["vitlab"]() - scores["plain"]()).abs().max().item()
     train_s = best_seconds(steps, rounds=args.rounds, min_seconds=0.5)
@@ -98,23 +100,28 @@ def main() -> None:
 
     train_ips = {k: round(len(images) / v, 1) for k, v in train_s.items()}
     eval_ips = {k: round(len(val) / v, 1) for k, v in eval_s.items()}
-    print(json.dumps({
-        "benchmark": "cnn",
-        "machine": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "vitlab": vitlab.__version__,
-        "device": str(device),
-        "threads": torch.get_num_threads(),
-        "widths": list(config.widths),
-        "params": count_params(ours),
-        "train_batch": len(images),
-        "train_images_per_s": train_ips,
-        "train_ratio_vitlab_over_plain": round(train_ips["vitlab"] / train_ips["plain"], 3),
-        "eval_batch": batch,
-        "eval_images_per_s": eval_ips,
-        "eval_ratio_vitlab_over_plain": round(eval_ips["vitlab"] / eval_ips["plain"], 3),
-        "max_logit_difference": logits_gap,
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "benchmark": "cnn",
+                "machine": platform.processor() or platform.machine(),
+                "torch": torch.__version__,
+                "vitlab": vitlab.__version__,
+                "device": str(device),
+                "threads": torch.get_num_threads(),
+                "widths": list(config.widths),
+                "params": count_params(ours),
+                "train_batch": len(images),
+                "train_images_per_s": train_ips,
+                "train_ratio_vitlab_over_plain": round(train_ips["vitlab"] / train_ips["plain"], 3),
+                "eval_batch": batch,
+                "eval_images_per_s": eval_ips,
+                "eval_ratio_vitlab_over_plain": round(eval_ips["vitlab"] / eval_ips["plain"], 3),
+                "max_logit_difference": logits_gap,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -442,6 +442,8 @@ def test_a_studys_own_config_runs_it_again(tmp_path, capsys):
     first, second = tmp_path / "first", tmp_path / "second"
     flags = ["--rows", "30", "--patches", "4", "--augment", "none", "--epochs", "1", "--jobs", "1", "--quiet"]
     assert main(["compare", *flags, "--out", str(first)]) == 0
-    assert main(["compare", "--config", str(first / "config.json"), "--jobs", "1", "--quiet", "--out", str(second)]) == 0
+    assert (
+        main(["compare", "--config", str(first / "config.json"), "--jobs", "1", "--quiet", "--out", str(second)]) == 0
+    )
     runs = [json.loads((f / "results.json").read_text())["runs"] for f in (first, second)]
     assert [r["best_val_acc"] for r in runs[0]] == [r["best_val_acc"] for r in runs[1]]

@@ -10,8 +10,9 @@ from vitlab.models import CNNConfig, SimpleCNN, cnn_for_budget, count_params, cr
 from vitlab.models.cnn import cnn_widths
 
 
-def conv_stack_params(in_chans: int, widths: tuple[int, ...], convs: int, classes: int, batch_norm: bool,
-                      hidden: int = 0) -> int:
+def conv_stack_params(
+    in_chans: int, widths: tuple[int, ...], convs: int, classes: int, batch_norm: bool, hidden: int = 0
+) -> int:
     """Independent arithmetic: 3x3 kernels, plus BN's scale and shift (or a conv bias), plus the hidden
     dense layer if any, plus the head."""
     total, chans = 0, in_chans
@@ -34,8 +35,16 @@ def reference_logits(model: SimpleCNN, images: torch.Tensor) -> torch.Tensor:
             x = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1)
             if isinstance(block.norm, nn.BatchNorm2d):
                 bn = block.norm
-                x = F.batch_norm(x, bn.running_mean.clone(), bn.running_var.clone(), bn.weight, bn.bias,
-                                 model.training, bn.momentum, bn.eps)
+                x = F.batch_norm(
+                    x,
+                    bn.running_mean.clone(),
+                    bn.running_var.clone(),
+                    bn.weight,
+                    bn.bias,
+                    model.training,
+                    bn.momentum,
+                    bn.eps,
+                )
             x = F.relu(x)
     x = x.mean(dim=(-2, -1))
     if model.config.hidden:
@@ -128,17 +137,24 @@ def test_forward_and_gradients_match_a_plain_nchw_reference(norm, hidden, traini
     got, want = model(images), reference_logits(model, images)
     got_grads = torch.autograd.grad(got.square().sum(), list(model.parameters()))
     want_grads = torch.autograd.grad(want.square().sum(), list(model.parameters()))
-    if training and norm == "batch":     # trains in NCHW, as the reference: the same float operations
+    if training and norm == "batch":  # trains in NCHW, as the reference: the same float operations
         assert torch.equal(got, want) and all(map(torch.equal, got_grads, want_grads))
-    else:                                # channels-last: equal up to float rounding
+    else:  # channels-last: equal up to float rounding
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         for a, b in zip(got_grads, want_grads):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
-    "bad", [dict(norm="layer"), dict(widths=()), dict(widths=(8, 0)), dict(convs_per_stage=0), dict(dropout=1.0),
-            dict(hidden=-1)]
+    "bad",
+    [
+        dict(norm="layer"),
+        dict(widths=()),
+        dict(widths=(8, 0)),
+        dict(convs_per_stage=0),
+        dict(dropout=1.0),
+        dict(hidden=-1),
+    ],
 )
 def test_bad_config_raises(bad):
     with pytest.raises(ValueError):

@@ -1,5 +1,6 @@
 """The promptable model: prompt encoding, the two-way decoder, the loss on the best of K candidates,
 IoU targets, prompt sampling, instance masks, and the checkpoint round trip."""
+
 import math
 
 import pytest
@@ -23,8 +24,9 @@ from vitlab.prompt.predict import prompt_tensors, segment
 from vitlab.prompt.sampling import centre_points, jitter_boxes, training_prompts, uniform_points
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 
-TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, decoder_dim=16, decoder_depth=1,
-            decoder_heads=2)
+TINY = dict(
+    img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, decoder_dim=16, decoder_depth=1, decoder_heads=2
+)
 
 
 def test_prompt_tokens_have_their_shape_and_depend_on_position_and_label():
@@ -37,13 +39,14 @@ def test_prompt_tokens_have_their_shape_and_depend_on_position_and_label():
     moved[0, 0] = torch.tensor([10.0, 4.0])
     moved[:, 2] = torch.tensor([31.0, 31.0])
     again = encoder(moved, labels)
-    assert not torch.allclose(again[0, 0], tokens[0, 0])               # the point moved: its token changed
-    torch.testing.assert_close(again[0, 1:], tokens[0, 1:])            # the others did not
-    torch.testing.assert_close(again[:, 2], tokens[:, 2])              # padding ignores its position
+    assert not torch.allclose(again[0, 0], tokens[0, 0])  # the point moved: its token changed
+    torch.testing.assert_close(again[0, 1:], tokens[0, 1:])  # the others did not
+    torch.testing.assert_close(again[:, 2], tokens[:, 2])  # padding ignores its position
     torch.testing.assert_close(again[:, 2], encoder.not_a_point.expand(2, 16))
     relabelled = encoder(points, torch.tensor([[0, 0, PADDING], [2, 3, PADDING]]))
-    torch.testing.assert_close(relabelled[0, 0] - tokens[0, 0],
-                               encoder.label_embed.weight[0] - encoder.label_embed.weight[1])
+    torch.testing.assert_close(
+        relabelled[0, 0] - tokens[0, 0], encoder.label_embed.weight[0] - encoder.label_embed.weight[1]
+    )
 
 
 def test_box_prompt_is_two_labelled_corners():
@@ -89,9 +92,15 @@ def focal(logit: float, target: float) -> float:
 
 
 def test_loss_is_the_best_candidates_focal_and_dice_plus_iou_mse_by_hand():
-    targets = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])                        # (1, 2, 2)
-    logits = torch.tensor([[[[2.0, -1.0], [0.5, -3.0]],                      # agrees with the target
-                            [[-2.0, 1.0], [-0.5, 3.0]]]])                    # its opposite: (1, 2, 2, 2)
+    targets = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])  # (1, 2, 2)
+    logits = torch.tensor(
+        [
+            [
+                [[2.0, -1.0], [0.5, -3.0]],  # agrees with the target
+                [[-2.0, 1.0], [-0.5, 3.0]],
+            ]
+        ]
+    )  # its opposite: (1, 2, 2, 2)
     iou_pred = torch.tensor([[0.7, 0.2]])
     per = []
     for k in range(2):
@@ -100,7 +109,7 @@ def test_loss_is_the_best_candidates_focal_and_dice_plus_iou_mse_by_hand():
         p = [1 / (1 + math.exp(-x)) for x, _ in pairs]
         dice = 1 - (2 * sum(pi * t for pi, (_, t) in zip(p, pairs)) + 1) / (sum(p) + 2 + 1)
         per.append(20 * f + dice)
-    actual = [1.0, 0.0]                                      # candidate 0 is the target exactly; 1 misses it
+    actual = [1.0, 0.0]  # candidate 0 is the target exactly; 1 misses it
     expected = min(per) + ((0.7 - actual[0]) ** 2 + (0.2 - actual[1]) ** 2) / 2
     out = promptable_loss(logits, iou_pred, targets)
     assert per[0] < per[1]
@@ -129,7 +138,7 @@ def test_training_prompts_fall_inside_their_objects():
     targets[:, 4:9, 6:12] = True
     points = uniform_points(targets, g)
     assert bool(targets[torch.arange(64), points[:, 1].long(), points[:, 0].long()].all())
-    assert set(points[:, 0].long().tolist()) == set(range(6, 12))           # every column is reached
+    assert set(points[:, 0].long().tolist()) == set(range(6, 12))  # every column is reached
     boxes = torch.tensor([[6.0, 4.0, 12.0, 9.0]]).repeat(64, 1)
     xy, labels = training_prompts(targets, boxes, box_prob=0.5, jitter=0.1, generator=g)
     is_box = labels[:, 0] == BOX_TOP_LEFT
@@ -141,7 +150,7 @@ def test_training_prompts_fall_inside_their_objects():
 
 def test_centre_point_is_farthest_from_the_boundary():
     mask = torch.zeros(1, 20, 20, dtype=torch.bool)
-    mask[0, 3:10, 8:15] = True                                                  # a 7x7 square centred at (11, 6)
+    mask[0, 3:10, 8:15] = True  # a 7x7 square centred at (11, 6)
     assert centre_points(mask).tolist() == [[11.0, 6.0]]
 
 
@@ -170,8 +179,9 @@ def test_segment_takes_any_image_size_and_ranks_candidates():
 
 def test_checkpoint_round_trip_gives_equal_outputs(tmp_path):
     model = PromptableModel(PromptableConfig(**TINY, mean=(0.4, 0.5, 0.6))).eval()
-    path = save_checkpoint(model, tmp_path / "model.safetensors", "promptable",
-                           DataConfig((32, 32), 3, (0.0,) * 3, (1.0,) * 3, ["circle"]))
+    path = save_checkpoint(
+        model, tmp_path / "model.safetensors", "promptable", DataConfig((32, 32), 3, (0.0,) * 3, (1.0,) * 3, ["circle"])
+    )
     loaded = load_checkpoint(path)
     assert loaded.kind == "promptable" and loaded.model.config == model.config
     images, points, labels = torch.rand(2, 3, 32, 32), torch.rand(2, 2, 2) * 32, torch.tensor([[1, -1], [2, 3]])

@@ -1,5 +1,6 @@
 """Promptable runs on the engine, tiny: training beats a trivial baseline; run folder -> checkpoint
 -> the same model; the CLI trains and draws an overlay from a point and from a box."""
+
 import json
 
 import pytest
@@ -15,9 +16,31 @@ from vitlab.prompt.train import object_prompts
 from vitlab.runs import load_checkpoint
 
 TINY = {"embed_dim": 32, "depth": 1, "num_heads": 2, "decoder_dim": 16, "decoder_depth": 1, "decoder_heads": 2}
-FLAGS = ["--dataset", "shapes", "--epochs", "1", "--batch-size", "8", "--device", "cpu", "--quiet",
-         "--set", "count=20", "--set", "image_size=32", "--set", "embed_dim=32", "--set", "depth=1",
-         "--set", "decoder_dim=16", "--set", "decoder_depth=1", "--set", "warmup_epochs=0"]
+FLAGS = [
+    "--dataset",
+    "shapes",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--set",
+    "count=20",
+    "--set",
+    "image_size=32",
+    "--set",
+    "embed_dim=32",
+    "--set",
+    "depth=1",
+    "--set",
+    "decoder_dim=16",
+    "--set",
+    "decoder_depth=1",
+    "--set",
+    "warmup_epochs=0",
+]
 
 
 def test_config_refuses_unknown_and_out_of_range_options():
@@ -34,8 +57,17 @@ def test_config_refuses_unknown_and_out_of_range_options():
 def test_tiny_training_beats_the_whole_image_baseline_and_round_trips(tmp_path):
     splits = load_dense_dataset("shapes", count=400, image_size=32, seed=0)
     run = tmp_path / "run"
-    config = PromptableTrainConfig(count=400, image_size=32, epochs=8, batch_size=16, lr=3e-3, warmup_epochs=0.0,
-                                   device="cpu", out_dir=str(run), model=TINY)
+    config = PromptableTrainConfig(
+        count=400,
+        image_size=32,
+        epochs=8,
+        batch_size=16,
+        lr=3e-3,
+        warmup_epochs=0.0,
+        device="cpu",
+        out_dir=str(run),
+        model=TINY,
+    )
     result = train_promptable(config, splits)
     held_out = object_prompts(splits.test)
     whole_image = mask_iou(torch.ones_like(held_out.targets), held_out.targets).mean().item()
@@ -70,7 +102,8 @@ def test_a_classifier_checkpoint_is_refused_as_promptable(tmp_path):
     from vitlab.models import create_model
     from vitlab.runs import DataConfig, save_checkpoint
 
-    path = save_checkpoint(create_model("vit-digits"), tmp_path / "m.safetensors", "classifier",
-                           DataConfig((8, 8), 1, (0.0,), (1.0,)))
+    path = save_checkpoint(
+        create_model("vit-digits"), tmp_path / "m.safetensors", "classifier", DataConfig((8, 8), 1, (0.0,), (1.0,))
+    )
     with pytest.raises(CheckpointError, match="not a promptable"):
         promptable_checkpoint(path, device="cpu")

@@ -1,4 +1,5 @@
 """``vitlab compare``: a ViT against a CNN of the same size over rows x patches x augmentation x seeds."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,13 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import read_config_file
 from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_compare, usable_cores
 from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
 from ..experiments.executors import EXECUTORS, set_threads
 from ..experiments.files import open_study, write_file
 from ..experiments.report import aggregate, results_table
 from ..experiments.training import RECIPES
+from . import read_config_file
 
 
 def _rows(text: str) -> list[int | None]:
@@ -21,8 +22,9 @@ def _rows(text: str) -> list[int | None]:
     try:
         return [None if v.strip() == "full" else int(v) for v in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated image counts or 'full', e.g. 300,full; "
-                                         f"got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated image counts or 'full', e.g. 300,full; got {text!r}"
+        ) from None
 
 
 def _ints(text: str) -> list[int]:
@@ -47,8 +49,11 @@ class _Progress:
         axes = sorted(run.axes.items(), key=lambda item: item[0] == "seed")
         where = " ".join(f"{k}={'full' if k == 'rows' and v is None else v}" for k, v in axes)
         name = run.model if run.kind == "vit" else f"{run.model} widths={'-'.join(map(str, run.overrides['widths']))}"
-        print(f"[{done}/{total}] {name} {where}: val {record.best_val_acc:.4f} ({record.seconds:.1f} s) "
-              f"[{time.perf_counter() - self.started:.0f} s elapsed]", flush=True)
+        print(
+            f"[{done}/{total}] {name} {where}: val {record.best_val_acc:.4f} ({record.seconds:.1f} s) "
+            f"[{time.perf_counter() - self.started:.0f} s elapsed]",
+            flush=True,
+        )
 
 
 def run_segment(args: argparse.Namespace) -> int:
@@ -56,19 +61,31 @@ def run_segment(args: argparse.Namespace) -> int:
     from ..dense.compare import compare_heads, heads_table
 
     set_threads(args.threads)
-    progress = None if args.quiet else (lambda row: print(f"{row['head']} patch {row['patch']}: mean IoU "
-                                                          f"{row['mean_iou']:.4f} ({row['seconds']}s)", flush=True))
+    progress = (
+        None
+        if args.quiet
+        else (
+            lambda row: print(
+                f"{row['head']} patch {row['patch']}: mean IoU {row['mean_iou']:.4f} ({row['seconds']}s)", flush=True
+            )
+        )
+    )
     out = Path(args.out or Path("runs") / (args.name or "compare"))
     with open_study(out, {"study": "segment heads"}, args.overwrite):
         return _segment(args, out, compare_heads, heads_table, progress)
 
 
 def _segment(args: argparse.Namespace, out: Path, compare_heads: Any, heads_table: Any, progress: Any) -> int:
-    rows = compare_heads(args.head or ["linear", "decoder"], args.patches or [4, 8, 16],
-                         dataset=args.dataset or "shapes", data_dir=args.data_dir,
-                         epochs=30 if args.epochs is None else args.epochs,
-                         time_limit_s=None if args.minutes is None else args.minutes * 60,
-                         device="cpu" if args.device in (None, "auto") else args.device, progress=progress)
+    rows = compare_heads(
+        args.head or ["linear", "decoder"],
+        args.patches or [4, 8, 16],
+        dataset=args.dataset or "shapes",
+        data_dir=args.data_dir,
+        epochs=30 if args.epochs is None else args.epochs,
+        time_limit_s=None if args.minutes is None else args.minutes * 60,
+        device="cpu" if args.device in (None, "auto") else args.device,
+        progress=progress,
+    )
     table = heads_table(rows)
     print(table)
     path = write_file(out / "heads.md", table + "\n")
@@ -80,11 +97,33 @@ def run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.threads, args.address)
     if args.task == "segment":
         return run_segment(args)
-    given = {k: getattr(args, k) for k in ("dataset", "data_dir", "rows", "patches", "augment", "seeds", "epochs",
-                                           "recipe", "vit", "cnn", "cnns", "normalization", "device", "attention",
-                                           "pretrain", "distill", "pretrain_epochs", "pretrain_images",
-                                           "layer_decay", "distill_kind", "distill_temperature")
-             if getattr(args, k) is not None}
+    given = {
+        k: getattr(args, k)
+        for k in (
+            "dataset",
+            "data_dir",
+            "rows",
+            "patches",
+            "augment",
+            "seeds",
+            "epochs",
+            "recipe",
+            "vit",
+            "cnn",
+            "cnns",
+            "normalization",
+            "device",
+            "attention",
+            "pretrain",
+            "distill",
+            "pretrain_epochs",
+            "pretrain_images",
+            "layer_decay",
+            "distill_kind",
+            "distill_temperature",
+        )
+        if getattr(args, k) is not None
+    }
     if args.pad:
         given["pad"] = True
     name = args.name or args.preset or "compare"
@@ -99,18 +138,23 @@ def run(args: argparse.Namespace) -> int:
         given = {**base, **given}
     preset = args.preset or given.pop("preset", None)
     config = CompareConfig.from_preset(preset, **given) if preset else CompareConfig(**given)
-    set_threads(args.threads)                 # this process: forward costs and attention figures
-    result = run_compare(config, progress=None if args.quiet else _Progress(), executor=executor,
-                         overwrite=args.overwrite)
+    set_threads(args.threads)  # this process: forward costs and attention figures
+    result = run_compare(
+        config, progress=None if args.quiet else _Progress(), executor=executor, overwrite=args.overwrite
+    )
     print("\n".join(results_table(aggregate(list(result.records.values())))))
-    print(f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
-          f"report: {result.files['report']}", file=sys.stderr)
+    print(
+        f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
+        f"report: {result.files['report']}",
+        file=sys.stderr,
+    )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "compare", help="a ViT against a CNN of the same size (the textbook's mini-project)",
+        "compare",
+        help="a ViT against a CNN of the same size (the textbook's mini-project)",
         description="Train a small ViT and a CNN of matching parameter count (within 15%) on the same data, seed, "
         "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
         "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
@@ -122,69 +166,125 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[0, 1], 5 seeds; the report sets its published numbers beside vitlab's with a verdict per claim). "
         "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
         "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
-        "on the same labelled rows).")
-    p.add_argument("--task", default="classify", choices=("classify", "segment"),
-                   help="segment: compare dense heads (--head) by patch size (--patches) on shapes instead")
+        "on the same labelled rows).",
+    )
+    p.add_argument(
+        "--task",
+        default="classify",
+        choices=("classify", "segment"),
+        help="segment: compare dense heads (--head) by patch size (--patches) on shapes instead",
+    )
     p.add_argument("--head", type=_names, help="with --task segment: heads to compare, default linear,decoder")
-    p.add_argument("--preset", choices=list(STUDY_PRESETS),
-                   help="start from a named study (other options override its settings): textbook = the textbook "
-                   "page's Fashion-MNIST study with its published numbers and verdicts; the study is named after it")
+    p.add_argument(
+        "--preset",
+        choices=list(STUDY_PRESETS),
+        help="start from a named study (other options override its settings): textbook = the textbook "
+        "page's Fashion-MNIST study with its published numbers and verdicts; the study is named after it",
+    )
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=_rows, help="training-set sizes, comma-separated; 'full' = the whole pool")
-    p.add_argument("--patches", type=_ints, help="ViT patch sizes, comma-separated (each must divide the image, "
-                   "unless --pad)")
-    p.add_argument("--pad", action="store_true", help="let patches that do not divide the image zero-pad it, bottom "
-                   "and right, to a multiple of the patch (e.g. patches 4,7,8,16 on 28x28); the report states it")
-    p.add_argument("--augment", type=_names,
-                   help="augmentation, comma-separated: presets none, light, strong, or 'recipe' (the recipe's own "
-                   "augmentation, described in the report); default none,recipe")
+    p.add_argument(
+        "--patches", type=_ints, help="ViT patch sizes, comma-separated (each must divide the image, unless --pad)"
+    )
+    p.add_argument(
+        "--pad",
+        action="store_true",
+        help="let patches that do not divide the image zero-pad it, bottom "
+        "and right, to a multiple of the patch (e.g. patches 4,7,8,16 on 28x28); the report states it",
+    )
+    p.add_argument(
+        "--augment",
+        type=_names,
+        help="augmentation, comma-separated: presets none, light, strong, or 'recipe' (the recipe's own "
+        "augmentation, described in the report); default none,recipe",
+    )
     p.add_argument("--seeds", type=int, help="repeat each cell with seeds 0..K-1 (mean ± std); default 1")
     p.add_argument("--epochs", type=int, help="epochs for every run; default 40")
-    p.add_argument("--minutes", type=float, help="with --task segment: training time limit per run (the "
-                   "learning-rate schedule follows it)")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        help="with --task segment: training time limit per run (the learning-rate schedule follows it)",
+    )
     p.add_argument("--recipe", choices=list(RECIPES), help="training settings shared by both models; default 'default'")
     p.add_argument("--vit", help="registered ViT (default per dataset: vit-digits, else vit-seed)")
     p.add_argument("--cnn", help="registered CNN family whose widths are matched (default cnn-digits / cnn-seed)")
-    p.add_argument("--cnns", type=_names,
-                   help=f"the CNNs each ViT meets, from {','.join(CNN_CHOICES)}: matched = the --cnn family sized "
-                   "to the ViT, textbook = a plain convnet at the textbook's size (~60k parameters); default matched")
-    p.add_argument("--normalization", choices=NORMALIZATIONS,
-                   help="standardize (default: by the training rows' mean and std) or unit (pixels in [0, 1])")
-    p.add_argument("--attention", type=_names,
-                   help=f"ViT attention kinds to compare, from {','.join(VARIANT_CHOICES['attention'])}; 'tome' = the "
-                   "full model evaluated with token merging (no retraining); default full")
-    p.add_argument("--pretrain", type=_names,
-                   help="ViT pretraining to compare: none (from scratch), mae, dino (without labels, then fine-tuned); "
-                   "default none")
-    p.add_argument("--distill", type=_names,
-                   help="ViT teachers to compare: none, cnn (DeiT distillation from the cell's size-matched CNN); "
-                   "default none")
+    p.add_argument(
+        "--cnns",
+        type=_names,
+        help=f"the CNNs each ViT meets, from {','.join(CNN_CHOICES)}: matched = the --cnn family sized "
+        "to the ViT, textbook = a plain convnet at the textbook's size (~60k parameters); default matched",
+    )
+    p.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        help="standardize (default: by the training rows' mean and std) or unit (pixels in [0, 1])",
+    )
+    p.add_argument(
+        "--attention",
+        type=_names,
+        help=f"ViT attention kinds to compare, from {','.join(VARIANT_CHOICES['attention'])}; 'tome' = the "
+        "full model evaluated with token merging (no retraining); default full",
+    )
+    p.add_argument(
+        "--pretrain",
+        type=_names,
+        help="ViT pretraining to compare: none (from scratch), mae, dino (without labels, then fine-tuned); "
+        "default none",
+    )
+    p.add_argument(
+        "--distill",
+        type=_names,
+        help="ViT teachers to compare: none, cnn (DeiT distillation from the cell's size-matched CNN); default none",
+    )
     p.add_argument("--pretrain-epochs", type=int, help="epochs of pretraining for --pretrain mae/dino (default 40)")
-    p.add_argument("--pretrain-images", choices=("all", "train"),
-                   help="images to pretrain on, labels unused: the training pool (default, as vitlab pretrain) or all "
-                   "(validation and test images included: transductive)")
+    p.add_argument(
+        "--pretrain-images",
+        choices=("all", "train"),
+        help="images to pretrain on, labels unused: the training pool (default, as vitlab pretrain) or all "
+        "(validation and test images included: transductive)",
+    )
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning a pretrained ViT (0.75)")
     p.add_argument("--distill-kind", choices=("soft", "hard"), help="distillation loss (default soft)")
     p.add_argument("--distill-temperature", type=float, help="temperature of soft distillation (default 4)")
     p.add_argument("--device", help="auto (default), cpu, cuda, ...")
-    p.add_argument("--jobs", type=int, default=None,
-                   help=f"runs at once (default: the usable cores, here {usable_cores()}); 1 runs them one after "
-                   "the other in this process. The numbers do not depend on it")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads per run (default 1: these small models train fastest single-threaded "
-                   "beside other runs, and the thread count changes float rounding, so keeping it fixed keeps "
-                   "--jobs from changing the numbers); 0 keeps torch's default")
-    p.add_argument("--executor", default="local", choices=EXECUTORS,
-                   help="local (default: processes on this machine) or ray (each run a Ray task; needs "
-                   "pip install 'vitlab[cluster]')")
-    p.add_argument("--address", help="with --executor ray: the cluster to join, e.g. ray://head:10001 or auto; "
-                   "default a local Ray started for the study with --jobs CPUs")
-    p.add_argument("--name", help="study name: the report goes to runs/NAME unless --out (default compare, or the "
-                   "preset's name)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help=f"runs at once (default: the usable cores, here {usable_cores()}); 1 runs them one after "
+        "the other in this process. The numbers do not depend on it",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads per run (default 1: these small models train fastest single-threaded "
+        "beside other runs, and the thread count changes float rounding, so keeping it fixed keeps "
+        "--jobs from changing the numbers); 0 keeps torch's default",
+    )
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=EXECUTORS,
+        help="local (default: processes on this machine) or ray (each run a Ray task; needs "
+        "pip install 'vitlab[cluster]')",
+    )
+    p.add_argument(
+        "--address",
+        help="with --executor ray: the cluster to join, e.g. ray://head:10001 or auto; "
+        "default a local Ray started for the study with --jobs CPUs",
+    )
+    p.add_argument(
+        "--name", help="study name: the report goes to runs/NAME unless --out (default compare, or the preset's name)"
+    )
     p.add_argument("--out", help="the study's folder (default runs/NAME)")
     p.add_argument("--overwrite", action="store_true", help="replace the study already in the folder")
-    p.add_argument("--config", metavar="FILE", help="a YAML or JSON study config (CompareConfig fields, e.g. a study's "
-                   "own settings); options given on the command line override it")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML or JSON study config (CompareConfig fields, e.g. a study's "
+        "own settings); options given on the command line override it",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)

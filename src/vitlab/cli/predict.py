@@ -1,5 +1,6 @@
 """``vitlab predict CKPT IMAGE...``: classify images (a table, ``--json``, or a CSV for a folder), or
 overlay a dense model's masks or boxes on one image."""
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,7 @@ def run_clip(args: argparse.Namespace, loaded) -> int:  # loaded: vitlab.runs.Lo
     for path in image_files(args.images):
         image = read_image(path, channels=3, size=size).to(next(loaded.model.parameters()).device)
         probs = classify(loaded.model, image[None], classes)[0].tolist()
-        ranked = sorted(zip(classes, probs), key=lambda pair: -pair[1])[:args.top_k]
+        ranked = sorted(zip(classes, probs), key=lambda pair: -pair[1])[: args.top_k]
         print(f"{path}  zero-shot: " + "  ".join(f"{c} {v:.3f}" for c, v in ranked))
         for caption, prob in rank_captions(loaded.model, image, args.captions) if args.captions else ():
             print(f"  {prob:.3f}  {caption}")
@@ -83,13 +84,21 @@ def run(args: argparse.Namespace) -> int:
     predictions = classify_files(loaded, args.images, top_k=args.top_k)
     folder = any(Path(p).is_dir() for p in args.images)
     if args.json:
-        print(json.dumps([{"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]}
-                          for p in predictions], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]}
+                    for p in predictions
+                ],
+                indent=2,
+            )
+        )
     elif folder or args.out:
         table = io.StringIO()
         writer = csv.writer(table, lineterminator="\n")
-        writer.writerow(["image", *[f"{kind}{i + 1}" for i in range(len(predictions[0].top))
-                                    for kind in ("class", "probability")]])
+        writer.writerow(
+            ["image", *[f"{kind}{i + 1}" for i in range(len(predictions[0].top)) for kind in ("class", "probability")]]
+        )
         for p in predictions:
             writer.writerow([str(p.path), *[x for c, v in p.top for x in (c, f"{v:.6f}")]])
         if args.out:
@@ -107,23 +116,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("predict", help="classify images, or overlay a dense model's masks or boxes",
-                       description="Classify image files (or every image in a folder) with a classifier checkpoint of "
-                       "any source: each image is read as the checkpoint's data config says (channels, size, "
-                       "mean/std) and its top-k classes printed with probabilities. A segmenter or detector "
-                       "(`vitlab train --task segment|detect`) writes an overlay PNG of one image instead.")
+    p = sub.add_parser(
+        "predict",
+        help="classify images, or overlay a dense model's masks or boxes",
+        description="Classify image files (or every image in a folder) with a classifier checkpoint of "
+        "any source: each image is read as the checkpoint's data config says (channels, size, "
+        "mean/std) and its top-k classes printed with probabilities. A segmenter or detector "
+        "(`vitlab train --task segment|detect`) writes an overlay PNG of one image instead.",
+    )
     p.add_argument("checkpoint", help="run folder, checkpoint file, timm / Hugging Face weights or folder, .keras")
     p.add_argument("images", nargs="+", metavar="IMAGE", help="image files or folders of images")
     p.add_argument("--top-k", type=int, default=5, help="classes to show per image (default 5)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--out", help="a CSV of the predictions (classifier), or the overlay PNG (dense; default: "
-                   "IMAGE_overlay.png)")
+    p.add_argument(
+        "--out", help="a CSV of the predictions (classifier), or the overlay PNG (dense; default: IMAGE_overlay.png)"
+    )
     p.add_argument("--min-score", type=float, default=0.5, help="dense: boxes below this score are not drawn")
-    p.add_argument("--point", action="append", default=[], metavar="X,Y",
-                   help="promptable: a foreground point in the image's pixels (repeatable)")
+    p.add_argument(
+        "--point",
+        action="append",
+        default=[],
+        metavar="X,Y",
+        help="promptable: a foreground point in the image's pixels (repeatable)",
+    )
     p.add_argument("--box", metavar="X0,Y0,X1,Y1", help="promptable: a box prompt in the image's pixels")
-    p.add_argument("--captions", nargs="+", metavar="TEXT", help="clip: rank these captions for each image "
-                   "(best fit first), e.g. --captions 'a red circle' 'a blue square'")
+    p.add_argument(
+        "--captions",
+        nargs="+",
+        metavar="TEXT",
+        help="clip: rank these captions for each image "
+        "(best fit first), e.g. --captions 'a red circle' 'a blue square'",
+    )
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     add_source_options(p, compile=True)
     p.set_defaults(func=run)

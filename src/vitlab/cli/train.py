@@ -1,4 +1,5 @@
 """``vitlab train``: train a model on a dataset (DDP under ``torchrun -m vitlab train``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,25 @@ from . import add_common, apply_threads, parse_overrides, read_config_file
 RECIPE_NAMES = ("default", "plain", "small-data")
 
 # argparse destination -> TrainConfig field, for the options that map one to one
-FIELDS = ("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "augment", "device",
-          "init", "layer_decay", "teacher", "distill", "distill_alpha", "distill_temperature", "compile")
+FIELDS = (
+    "model",
+    "dataset",
+    "data_dir",
+    "rows",
+    "epochs",
+    "batch_size",
+    "lr",
+    "seed",
+    "augment",
+    "device",
+    "init",
+    "layer_decay",
+    "teacher",
+    "distill",
+    "distill_alpha",
+    "distill_temperature",
+    "compile",
+)
 
 
 def build_config(args: argparse.Namespace):  # -> TrainConfig
@@ -37,8 +55,15 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
         if args.out is None:
             raise ValueError("--resume needs the run folder: --out DIR")
         saved = read_config_file(RunDir(args.out) / CONFIG)
-        return TrainConfig.from_dict({**saved, **given, "resume": True, "overwrite": False,
-                                      "model_overrides": {**saved.get("model_overrides", {}), **model_sets}})
+        return TrainConfig.from_dict(
+            {
+                **saved,
+                **given,
+                "resume": True,
+                "overwrite": False,
+                "model_overrides": {**saved.get("model_overrides", {}), **model_sets},
+            }
+        )
     base = read_config_file(args.config) if args.config else None
     if base is not None:
         base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
@@ -69,18 +94,32 @@ def run_dense(args: argparse.Namespace) -> int:
     else:
         base = read_config_file(args.config) if args.config else {}
     base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = dense_train_config({**base, "task": args.task, **given, **parse_overrides(args.set), "out_dir": args.out,
-                                 "resume": args.resume, "overwrite": args.overwrite})
+    config = dense_train_config(
+        {
+            **base,
+            "task": args.task,
+            **given,
+            **parse_overrides(args.set),
+            "out_dir": args.out,
+            "resume": args.resume,
+            "overwrite": args.overwrite,
+        }
+    )
     apply_threads(args.threads)
     main = int(os.environ.get("RANK", "0")) == 0
     reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
     result = train_dense(config, reporter=reporter)
     if main:
         test = result.test
-        scores = (f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}" if config.task == "segment"
-                  else f"mAP@[.5:.95] {test['map']:.4f}, mAP@.5 {test['map50']:.4f}")
-        print(f"{config.head} {config.task} on {config.dataset}: {result.params:,} parameters, "
-              f"{result.seconds:.1f}s, test {scores} (final model)")
+        scores = (
+            f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}"
+            if config.task == "segment"
+            else f"mAP@[.5:.95] {test['map']:.4f}, mAP@.5 {test['map50']:.4f}"
+        )
+        print(
+            f"{config.head} {config.task} on {config.dataset}: {result.params:,} parameters, "
+            f"{result.seconds:.1f}s, test {scores} (final model)"
+        )
         if config.out_dir is not None:
             print(f"run folder: {config.out_dir}", file=sys.stderr)
     return 0
@@ -108,16 +147,26 @@ def run_promptable(args: argparse.Namespace) -> int:
     else:
         base = read_config_file(args.config) if args.config else {}
     base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = promptable_train_config({**base, **given, **parse_overrides(args.set), "out_dir": args.out,
-                                      "resume": args.resume, "overwrite": args.overwrite})
+    config = promptable_train_config(
+        {
+            **base,
+            **given,
+            **parse_overrides(args.set),
+            "out_dir": args.out,
+            "resume": args.resume,
+            "overwrite": args.overwrite,
+        }
+    )
     apply_threads(args.threads)
     main = int(os.environ.get("RANK", "0")) == 0
     reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
     result = train_promptable(config, reporter=reporter)
     if main:
         test = result.test
-        print(f"promptable on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, test mean IoU "
-              f"from one box {test['box_miou']:.4f}, from one point {test['point_miou']:.4f} (final model)")
+        print(
+            f"promptable on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, test mean IoU "
+            f"from one box {test['box_miou']:.4f}, from one point {test['point_miou']:.4f} (final model)"
+        )
         if config.out_dir is not None:
             print(f"run folder: {config.out_dir}", file=sys.stderr)
     return 0
@@ -146,17 +195,27 @@ def run_clip(args: argparse.Namespace) -> int:
     else:
         base = read_config_file(args.config) if args.config else {}
     base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = clip_train_config({**base, **given, **parse_overrides(args.set), "out_dir": args.out,
-                                "resume": args.resume, "overwrite": args.overwrite})
+    config = clip_train_config(
+        {
+            **base,
+            **given,
+            **parse_overrides(args.set),
+            "out_dir": args.out,
+            "resume": args.resume,
+            "overwrite": args.overwrite,
+        }
+    )
     apply_threads(args.threads)
     main = int(os.environ.get("RANK", "0")) == 0
     reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
     result = train_clip(config, reporter=reporter)
     if main:
         test = result.test
-        print(f"{config.model} on captioned {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
-              f"test recall@1 image->text {test['i2t_r1']:.4f}, text->image {test['t2i_r1']:.4f}, zero-shot "
-              f"shape accuracy {test['zero_shot_acc']:.4f} (best epoch's weights)")
+        print(
+            f"{config.model} on captioned {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+            f"test recall@1 image->text {test['i2t_r1']:.4f}, text->image {test['t2i_r1']:.4f}, zero-shot "
+            f"shape accuracy {test['zero_shot_acc']:.4f} (best epoch's weights)"
+        )
         if config.out_dir is not None:
             print(f"run folder: {config.out_dir}", file=sys.stderr)
     return 0
@@ -180,11 +239,15 @@ def run(args: argparse.Namespace) -> int:
     reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
     result = train(config, reporter=reporter)
     if main:
-        line = (f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
-                f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})")
+        line = (
+            f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+            f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})"
+        )
         if result.test is not None:
-            line += (f", test acc {result.test['acc']:.4f} (loss {result.test['loss']:.4f}, ece "
-                     f"{result.test['ece']:.4f}; best epoch's weights)")
+            line += (
+                f", test acc {result.test['acc']:.4f} (loss {result.test['loss']:.4f}, ece "
+                f"{result.test['ece']:.4f}; best epoch's weights)"
+            )
         print(line)
         if config.out_dir is not None:
             print(f"run folder: {config.out_dir}", file=sys.stderr)
@@ -192,36 +255,62 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model on a dataset",
-                       description="Train a model. Defaults: vit-digits on digits with the 'default' recipe. "
-                       "Under `torchrun --nproc_per_node=N -m vitlab train ...` runs DDP (--batch-size per process).")
-    p.add_argument("--task", default="classify", choices=("classify", "segment", "detect", "promptable", "clip"),
-                   help="classify (default), or a dense, promptable or clip task on e.g. --dataset shapes")
-    p.add_argument("--head", choices=("linear", "decoder", "queries", "detr"),
-                   help="dense head: linear|decoder|queries for segment (default linear), detr for detect; "
-                   "--set KEY=VALUE sets dense options (patch_size, embed_dim, count, image_size, ...)")
+    p = sub.add_parser(
+        "train",
+        help="train a model on a dataset",
+        description="Train a model. Defaults: vit-digits on digits with the 'default' recipe. "
+        "Under `torchrun --nproc_per_node=N -m vitlab train ...` runs DDP (--batch-size per process).",
+    )
+    p.add_argument(
+        "--task",
+        default="classify",
+        choices=("classify", "segment", "detect", "promptable", "clip"),
+        help="classify (default), or a dense, promptable or clip task on e.g. --dataset shapes",
+    )
+    p.add_argument(
+        "--head",
+        choices=("linear", "decoder", "queries", "detr"),
+        help="dense head: linear|decoder|queries for segment (default linear), detr for detect; "
+        "--set KEY=VALUE sets dense options (patch_size, embed_dim, count, image_size, ...)",
+    )
     p.add_argument("--model", help="registered model name (see `vitlab models`); default vit-digits")
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=int, help="keep only the first N training images")
     p.add_argument("--recipe", default="default", choices=RECIPE_NAMES, help="named training settings")
-    p.add_argument("--config", metavar="FILE", help="a YAML or JSON run config (e.g. a run's own config.json); "
-                   "options given on the command line override it")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a YAML or JSON run config (e.g. a run's own config.json); options given on the command line override it",
+    )
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int, help="images per step per process")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--augment", help="augmentation preset: none, light, strong")
     p.add_argument("--ema", type=float, metavar="DECAY", help="keep an EMA of the weights (e.g. 0.999)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any run config field (e.g. --set weight_decay=0.1) or model config field "
-                   "(e.g. --set drop_path_rate=0.1); repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any run config field (e.g. --set weight_decay=0.1) or model config field "
+        "(e.g. --set drop_path_rate=0.1); repeatable",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
-    p.add_argument("--init", metavar="CKPT", help="start from the matching weights of any model source (a run, "
-                   "`vitlab pretrain`, timm or Hugging Face weights, .keras); learned positions are resampled to "
-                   "the data's image size, and heads a timm file does not record are the trained model's")
-    p.add_argument("--compile", action="store_true", default=None,
-                   help="run the training forward through torch.compile (slow to start, faster per step)")
+    p.add_argument(
+        "--init",
+        metavar="CKPT",
+        help="start from the matching weights of any model source (a run, "
+        "`vitlab pretrain`, timm or Hugging Face weights, .keras); learned positions are resampled to "
+        "the data's image size, and heads a timm file does not record are the trained model's",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="run the training forward through torch.compile (slow to start, faster per step)",
+    )
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning (e.g. 0.75)")
     p.add_argument("--teacher", metavar="CKPT", help="distil from this checkpoint (a vitlab CNN or ViT)")
     p.add_argument("--distill", choices=("soft", "hard"), help="distillation kind (DeiT token and head)")

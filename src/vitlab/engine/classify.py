@@ -8,6 +8,7 @@ distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teach
 ``T^2 KL(softmax(teacher / T) || softmax(student / T))`` (``soft``) or ``CE(dist, argmax teacher)``
 (``hard``). Loading ``init`` and ``teacher`` checkpoints is the caller's (:func:`vitlab.tasks.train`).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -36,14 +37,33 @@ DISTILL_KINDS = ("soft", "hard")
 # erasing 0.25 (the "light" preset's 1-pixel shifts of 8x8 digits slow a patch-2 ViT badly).
 RECIPES: dict[str, dict[str, Any]] = {
     "default": {},
-    "plain": {"optimizer": "adam", "lr": 1e-3, "batch_size": 64, "schedule": "constant", "warmup_epochs": 0.0,
-              "weight_decay": 0.0, "augment": "none", "label_smoothing": 0.0, "clip_grad": None,
-              "ema_decay": None},
+    "plain": {
+        "optimizer": "adam",
+        "lr": 1e-3,
+        "batch_size": 64,
+        "schedule": "constant",
+        "warmup_epochs": 0.0,
+        "weight_decay": 0.0,
+        "augment": "none",
+        "label_smoothing": 0.0,
+        "clip_grad": None,
+        "ema_decay": None,
+    },
     # vit-seed-small-data (shifted patches + locality self-attention) at 4,000 MNIST rows, 15 epochs:
     # best val 0.9735 / 0.971 / 0.968 over seeds 0-2 (plain vit-seed: ~0.89). See models/__init__.py.
-    "small-data": {"model": "vit-seed-small-data", "optimizer": "adamw", "lr": 3e-3, "batch_size": 32,
-                   "schedule": "cosine", "warmup_epochs": 2.0, "weight_decay": 0.05, "label_smoothing": 0.1,
-                   "clip_grad": 1.0, "augment": AugmentConfig(crop_padding=1), "ema_decay": None},
+    "small-data": {
+        "model": "vit-seed-small-data",
+        "optimizer": "adamw",
+        "lr": 3e-3,
+        "batch_size": 32,
+        "schedule": "cosine",
+        "warmup_epochs": 2.0,
+        "weight_decay": 0.05,
+        "label_smoothing": 0.1,
+        "clip_grad": 1.0,
+        "augment": AugmentConfig(crop_padding=1),
+        "ema_decay": None,
+    },
 }
 
 
@@ -61,6 +81,7 @@ class TrainConfig(RunConfig):
     ``teacher`` a checkpoint, ``distill`` ``soft`` | ``hard``, weight ``distill_alpha``, temperature
     ``distill_temperature``.
     """
+
     model: str = "vit-digits"
     model_overrides: dict[str, Any] = field(default_factory=dict)
     label_smoothing: float = 0.1
@@ -75,10 +96,16 @@ class TrainConfig(RunConfig):
     distill_temperature: float = 4.0
 
     def checks(self) -> dict[str, Check]:
-        return {**super().checks(), "label_smoothing": Float(0.0, 1.0, high_open=True),
-                "normalization": OneOf(("standardize", "unit")), "recipe": OneOf(tuple(RECIPES)),
-                "layer_decay": Maybe(Float(0.0, 1.0, low_open=True)), "distill": Maybe(OneOf(DISTILL_KINDS)),
-                "distill_alpha": Float(0.0, 1.0), "distill_temperature": Float(0.0, 100.0, low_open=True)}
+        return {
+            **super().checks(),
+            "label_smoothing": Float(0.0, 1.0, high_open=True),
+            "normalization": OneOf(("standardize", "unit")),
+            "recipe": OneOf(tuple(RECIPES)),
+            "layer_decay": Maybe(Float(0.0, 1.0, low_open=True)),
+            "distill": Maybe(OneOf(DISTILL_KINDS)),
+            "distill_alpha": Float(0.0, 1.0),
+            "distill_temperature": Float(0.0, 100.0, low_open=True),
+        }
 
     def __post_init__(self) -> None:
         if isinstance(self.augment, dict):
@@ -89,8 +116,9 @@ class TrainConfig(RunConfig):
             raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
         super().__post_init__()
         if (self.teacher is None) != (self.distill is None):
-            raise ConfigError("distillation needs both a teacher checkpoint and a kind: --teacher CKPT "
-                              "--distill soft|hard")
+            raise ConfigError(
+                "distillation needs both a teacher checkpoint and a kind: --teacher CKPT --distill soft|hard"
+            )
 
     @classmethod
     def from_recipe(cls, recipe: str = "default", **overrides: Any) -> TrainConfig:
@@ -110,13 +138,19 @@ def build_model(config: TrainConfig, splits: DataSplits) -> nn.Module:
     """``create_model(config.model)`` shaped for the data (classes, channels, image size), then
     ``config.model_overrides``."""
     chans, height, width = splits.image_shape
-    overrides = {"num_classes": splits.num_classes, "in_chans": chans, "img_size": (height, width),
-                 **config.model_overrides}
+    overrides = {
+        "num_classes": splits.num_classes,
+        "in_chans": chans,
+        "img_size": (height, width),
+        **config.model_overrides,
+    }
     if overrides["num_classes"] < 1:
         raise ConfigError(f"num_classes={overrides['num_classes']}: a classifier needs at least one class")
     if overrides["num_classes"] < splits.num_classes:
-        raise ConfigError(f"num_classes={overrides['num_classes']} but {splits.name} has {splits.num_classes} "
-                          f"classes: drop the override or set num_classes={splits.num_classes}")
+        raise ConfigError(
+            f"num_classes={overrides['num_classes']} but {splits.name} has {splits.num_classes} "
+            f"classes: drop the override or set num_classes={splits.num_classes}"
+        )
     return create_model(config.model, **overrides)
 
 
@@ -127,8 +161,9 @@ def resolve_augment(augment: str | AugmentConfig, splits: DataSplits) -> Augment
     return AugmentConfig.preset(augment, image_size=min(splits.image_shape[1:]), hflip_ok=splits.hflip_ok)
 
 
-def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft",
-                      temperature: float = 1.0) -> torch.Tensor:
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft", temperature: float = 1.0
+) -> torch.Tensor:
     """The distillation term for student and teacher logits ``(B, K)`` (teacher not differentiated)."""
     teacher, student = teacher.detach().float(), student.float()
     if kind == "hard":
@@ -136,8 +171,9 @@ def distillation_loss(student: torch.Tensor, teacher: torch.Tensor, kind: str = 
     if kind != "soft":
         raise ConfigError(f"unknown distillation {kind!r}: choose one of {DISTILL_KINDS}")
     t = temperature
-    kl = F.kl_div(F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean",
-                  log_target=True)
+    kl = F.kl_div(
+        F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean", log_target=True
+    )
     return kl * t * t
 
 
@@ -149,15 +185,19 @@ class ClassificationTask(Task):
     """Cross-entropy on ``splits`` (augmented, normalised); validation loss, accuracy and ECE; test
     of the model chosen by validation. With a ``teacher`` (a classifier module, frozen) the model
     must carry a distillation token (``distill_token=True``) and learns by DeiT's loss."""
+
     run_kind = "classify"
     monitor = "val_acc"
 
-    def __init__(self, model: nn.Module, splits: DataSplits, config: TrainConfig,
-                 teacher: nn.Module | None = None) -> None:
+    def __init__(
+        self, model: nn.Module, splits: DataSplits, config: TrainConfig, teacher: nn.Module | None = None
+    ) -> None:
         self.model, self.splits, self.config, self.teacher = model, splits, config, teacher
         if teacher is not None and not getattr(getattr(model, "config", None), "distill_token", False):
-            raise ConfigError("distillation trains a ViT with a distillation token: build it with "
-                              "distill_token=True (vitlab train --teacher does)")
+            raise ConfigError(
+                "distillation trains a ViT with a distillation token: build it with "
+                "distill_token=True (vitlab train --teacher does)"
+            )
         self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
         self.augment_config = resolve_augment(config.augment, splits)
         self.augment: BatchAugment | None = None
@@ -178,16 +218,20 @@ class ClassificationTask(Task):
         return len(self.splits.train)
 
     def start_epoch(self, epoch: int, seed: int) -> None:
-        self.augment = (BatchAugment(self.augment_config, self.splits.num_classes, generator_seed=seed)
-                        if self.augment_config != AugmentConfig() else None)
+        self.augment = (
+            BatchAugment(self.augment_config, self.splits.num_classes, generator_seed=seed)
+            if self.augment_config != AugmentConfig()
+            else None
+        )
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         data = self.train_set
         index = index.to(data.images.device)
         return data.images[index], data.labels[index]
 
-    def step(self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
-             ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+    def step(
+        self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         images, labels = batch
         targets = labels
         if self.augment is not None:
@@ -202,9 +246,11 @@ class ClassificationTask(Task):
             with torch.no_grad():
                 teacher_logits = self.teacher(inputs).float()
             cls, dist = (o.float() for o in outputs)
-            loss = ((1 - cfg.distill_alpha) * F.cross_entropy(cls, targets, label_smoothing=cfg.label_smoothing)
-                    + cfg.distill_alpha * distillation_loss(dist, teacher_logits, cfg.distill or "soft",
-                                                            cfg.distill_temperature))
+            loss = (1 - cfg.distill_alpha) * F.cross_entropy(
+                cls, targets, label_smoothing=cfg.label_smoothing
+            ) + cfg.distill_alpha * distillation_loss(
+                dist, teacher_logits, cfg.distill or "soft", cfg.distill_temperature
+            )
             logits = (cls + dist) / 2
         correct = (logits.detach().argmax(dim=1) == labels).sum()
         return loss, {"loss": loss.detach() * len(labels), "acc": correct}, len(labels)
@@ -213,8 +259,10 @@ class ClassificationTask(Task):
         cfg = self.config
         if cfg.layer_decay is None:
             return build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
-        groups = [{**g, "lr": cfg.lr * g["lr_scale"]}
-                  for g in layer_decay_groups(self.model, cfg.weight_decay, cfg.layer_decay)]
+        groups = [
+            {**g, "lr": cfg.lr * g["lr_scale"]}
+            for g in layer_decay_groups(self.model, cfg.weight_decay, cfg.layer_decay)
+        ]
         return build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay, groups=groups)
 
     def scores(self, model: nn.Module, data: ImageDataset) -> dict[str, float]:
@@ -238,7 +286,15 @@ class ClassificationTask(Task):
     def data_config(self) -> dict[str, Any]:
         chans, height, width = self.splits.image_shape
         cfg = self.config
-        return {"image_size": [height, width], "in_chans": chans, "mean": list(self.mean), "std": list(self.std),
-                "classes": list(self.splits.train.classes),
-                "normalization": getattr(self.splits, "normalization", cfg.normalization),
-                "dataset": self.splits.name, "data_dir": cfg.data_dir, "seed": cfg.seed, "rows": cfg.rows}
+        return {
+            "image_size": [height, width],
+            "in_chans": chans,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "classes": list(self.splits.train.classes),
+            "normalization": getattr(self.splits, "normalization", cfg.normalization),
+            "dataset": self.splits.name,
+            "data_dir": cfg.data_dir,
+            "seed": cfg.seed,
+            "rows": cfg.rows,
+        }

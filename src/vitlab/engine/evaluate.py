@@ -1,4 +1,5 @@
 """Evaluate a classifier: accuracy, NLL, ECE, reliability, confusion, optional temperature scaling."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,14 @@ def eval_batch_size(device: torch.device) -> int:
 
 
 @torch.no_grad()
-def predict_logits(model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-                   batch_size: int | None = None, amp: bool = True) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module,
+    images: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    batch_size: int | None = None,
+    amp: bool = True,
+) -> torch.Tensor:
     """Logits ``(N, K)`` float32 for ``images (N, C, H, W)`` in [0, 1] (on the model's device), scored
     ``batch_size`` at a time (default :func:`eval_batch_size` of the images' device).
 
@@ -40,8 +47,9 @@ def predict_logits(model: nn.Module, images: torch.Tensor, mean: Sequence[float]
     return torch.cat(chunks)
 
 
-def classification_report(logits: torch.Tensor, labels: torch.Tensor, classes: Sequence[str],
-                          n_bins: int = 15) -> dict[str, Any]:
+def classification_report(
+    logits: torch.Tensor, labels: torch.Tensor, classes: Sequence[str], n_bins: int = 15
+) -> dict[str, Any]:
     """Metrics of ``logits (N, K)`` against ``labels (N,)``, as JSON-ready values.
 
     Keys: ``n``, ``accuracy``, ``nll``, ``ece``, ``per_class_accuracy`` (class -> recall, None if absent),
@@ -50,19 +58,30 @@ def classification_report(logits: torch.Tensor, labels: torch.Tensor, classes: S
     logits, labels = logits.float().cpu(), labels.cpu()
     probs = logits.softmax(dim=1)
     confusion = confusion_matrix(logits.argmax(dim=1), labels, len(classes))
-    return {"n": len(labels),
-            "accuracy": confusion.diagonal().sum().item() / max(1, len(labels)),
-            "nll": F.cross_entropy(logits, labels).item(),
-            "ece": ece_from_bins(calibration_bins(probs, labels, n_bins)),
-            "per_class_accuracy": {c: None if math.isnan(a) else a
-                                   for c, a in zip(classes, per_class_accuracy(confusion).tolist())},
-            "confusion": confusion.tolist(),
-            "reliability": reliability(probs, labels, n_bins)}
+    return {
+        "n": len(labels),
+        "accuracy": confusion.diagonal().sum().item() / max(1, len(labels)),
+        "nll": F.cross_entropy(logits, labels).item(),
+        "ece": ece_from_bins(calibration_bins(probs, labels, n_bins)),
+        "per_class_accuracy": {
+            c: None if math.isnan(a) else a for c, a in zip(classes, per_class_accuracy(confusion).tolist())
+        },
+        "confusion": confusion.tolist(),
+        "reliability": reliability(probs, labels, n_bins),
+    }
 
 
-def evaluate_model(model: nn.Module, dataset: ImageDataset, mean: Sequence[float], std: Sequence[float], *,
-                   calibration: ImageDataset | None = None, n_bins: int = 15, batch_size: int | None = None,
-                   amp: bool = True) -> dict[str, Any]:
+def evaluate_model(
+    model: nn.Module,
+    dataset: ImageDataset,
+    mean: Sequence[float],
+    std: Sequence[float],
+    *,
+    calibration: ImageDataset | None = None,
+    n_bins: int = 15,
+    batch_size: int | None = None,
+    amp: bool = True,
+) -> dict[str, Any]:
     """:func:`classification_report` of ``model`` on ``dataset`` (images normalised by ``mean``/``std``).
 
     With a ``calibration`` set (the validation split), also fits a temperature ``T`` on it by

@@ -37,6 +37,7 @@ tasks ran (at a fixed number of torch threads per run: the thread count changes 
 Nothing is written unless ``out_dir`` is set; then :func:`~vitlab.experiments.report.write_report`
 writes ``results.json``, ``report.md`` and the figures there.
 """
+
 from __future__ import annotations
 
 import io
@@ -131,6 +132,7 @@ class CompareConfig:
     ``device``: as :class:`~vitlab.engine.TrainConfig` (``auto`` = CUDA when present). ``preset``:
     the :data:`STUDY_PRESETS` entry the study started from (see :meth:`from_preset`), if any.
     """
+
     name: str = "compare"
     dataset: str = "digits"
     data_dir: str | None = None
@@ -186,8 +188,10 @@ class CompareConfig:
             raise ConfigError(f"patches must be positive integers, got {self.patches}")
         unknown = [a for a in self.augment if a not in (*PRESETS, RECIPE_AUGMENT)]
         if unknown:
-            raise ConfigError(f"unknown augment preset(s) {unknown}: choose from {PRESETS} or "
-                              f"{RECIPE_AUGMENT!r} (the recipe's own augmentation)")
+            raise ConfigError(
+                f"unknown augment preset(s) {unknown}: choose from {PRESETS} or "
+                f"{RECIPE_AUGMENT!r} (the recipe's own augmentation)"
+            )
         for name, choices in (*VARIANT_CHOICES.items(), ("cnns", tuple(CNN_CHOICES))):
             unknown = [v for v in getattr(self, name) if v not in choices]
             if unknown:
@@ -198,9 +202,11 @@ class CompareConfig:
             raise ConfigError(f"unknown preset {self.preset!r}: choose one of {list(STUDY_PRESETS)}")
         grid_bound = sorted({"window", "lowrank"} & set(self.attention))
         if grid_bound and set(self.pretrain) - {"none"}:
-            raise ConfigError(f"--pretrain {','.join(self.pretrain)} feeds the encoder visible tokens only (MAE) or "
-                              f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for "
-                              f"the whole patch grid, cannot take: study them without pretraining (--pretrain none)")
+            raise ConfigError(
+                f"--pretrain {','.join(self.pretrain)} feeds the encoder visible tokens only (MAE) or "
+                f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for "
+                f"the whole patch grid, cannot take: study them without pretraining (--pretrain none)"
+            )
         if self.pretrain_images not in IMAGE_SETS:
             raise ConfigError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
         if self.distill_kind not in DISTILL_KINDS:
@@ -212,10 +218,12 @@ class CompareConfig:
         if not 0 < self.param_tolerance < 1:
             raise ConfigError(f"param_tolerance is a fraction in (0, 1), e.g. 0.15; got {self.param_tolerance}")
         for kind, name in (("vit", self.vit), ("cnn", self.cnn)):
-            get_config(name)                     # raises, listing the registered names, if unknown
+            get_config(name)  # raises, listing the registered names, if unknown
             if (kind == "vit") != hasattr(get_config(name), "patch_size"):
-                raise ConfigError(f"{kind}={name!r} is not a {kind.upper()}: choose a registered "
-                                  f"{'vit-*' if kind == 'vit' else 'cnn-*'} model (see `vitlab models`)")
+                raise ConfigError(
+                    f"{kind}={name!r} is not a {kind.upper()}: choose a registered "
+                    f"{'vit-*' if kind == 'vit' else 'cnn-*'} model (see `vitlab models`)"
+                )
 
     @property
     def vit_name(self) -> str:
@@ -238,8 +246,10 @@ class CompareConfig:
 
 def _resolved(value: T | None, name: str) -> T:
     if value is None:
-        raise ConfigError(f"CompareConfig.{name} is None after construction: set it to a value, or build a new "
-                          f"CompareConfig, which picks the dataset's default for a None")
+        raise ConfigError(
+            f"CompareConfig.{name} is None after construction: set it to a value, or build a new "
+            f"CompareConfig, which picks the dataset's default for a None"
+        )
     return value
 
 
@@ -250,6 +260,7 @@ class Axis:
     it sets for the ViT alone (a config field such as ``patch_size``, or a training setting such as
     ``init``; the CNN is then matched to the ViT at each value), or with ``only="cnn"`` which CNN the
     ViT meets (the ViT is then trained once for all its values)."""
+
     name: str
     field: str
     values: tuple[Any, ...]
@@ -264,12 +275,17 @@ def grid_axes(config: CompareConfig) -> list[Axis]:
     varies, then the CNN met (so each seed's grid completes before the next seed starts, and runs
     sharing a training set are consecutive). A variant listing only its default is no axis: the
     registered ViT as is; likewise ``cnns=["matched"]``."""
-    axes = [Axis("seed", "seed", tuple(range(config.seeds))),
-            Axis("rows", "rows", tuple(config.rows)),
-            Axis("augment", "augment", tuple(config.augment)),
-            Axis("patch", "patch_size", tuple(config.patch_sizes), only="vit")]
-    axes += [Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), only="vit")
-             for name, default in VARIANTS.items() if getattr(config, name) != [default]]
+    axes = [
+        Axis("seed", "seed", tuple(range(config.seeds))),
+        Axis("rows", "rows", tuple(config.rows)),
+        Axis("augment", "augment", tuple(config.augment)),
+        Axis("patch", "patch_size", tuple(config.patch_sizes), only="vit"),
+    ]
+    axes += [
+        Axis(name, VARIANT_FIELDS[name], tuple(getattr(config, name)), only="vit")
+        for name, default in VARIANTS.items()
+        if getattr(config, name) != [default]
+    ]
     return axes + ([Axis("cnn", "cnn", tuple(config.cnns), only="cnn")] if config.cnns != ["matched"] else [])
 
 
@@ -284,9 +300,11 @@ def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
         return {}
     gh, gw = vit.grid
     n = gh * gw
-    sized: dict[str, Any] = {"window": {"window_size": max(1, min(gh, gw) // 2)},
-                             "lowrank": {"lowrank_k": max(1, n // 2)},
-                             "latent": {"num_latents": max(1, n // 4)}}.get(kind, {})
+    sized: dict[str, Any] = {
+        "window": {"window_size": max(1, min(gh, gw) // 2)},
+        "lowrank": {"lowrank_k": max(1, n // 2)},
+        "latent": {"num_latents": max(1, n // 4)},
+    }.get(kind, {})
     if kind == "window" and (vit.class_token or vit.reg_tokens):
         sized.update(class_token=False, reg_tokens=0, pool="mean")
     return {"attention": kind, **sized}
@@ -320,6 +338,7 @@ class RunPlan:
     the shared axes' ``train`` fields, and the ``axes`` values it stands for (a CNN has no ViT-only
     axes, a ViT no CNN-only axis). ``params`` is its trainable parameter count for the data's shape;
     ``teacher`` the key of the CNN run it distils from (planned before it)."""
+
     key: str
     kind: str
     model: str
@@ -333,6 +352,7 @@ class RunPlan:
 @dataclass
 class Cell:
     """One grid point: its axis values and the keys of the ViT run and the CNN run it meets."""
+
     axes: dict[str, Any]
     vit: str
     cnn: str
@@ -341,6 +361,7 @@ class Cell:
 @dataclass
 class Plan:
     """The expanded grid: the axes, every cell, and the distinct runs they need (in run order)."""
+
     axes: list[Axis]
     cells: list[Cell]
     runs: list[RunPlan]
@@ -372,25 +393,36 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     height, width = shape["img_size"]
     for patch in config.patch_sizes:
         if not config.pad and (height % patch or width % patch):
-            raise ValueError(f"patch {patch} of --patches {','.join(map(str, config.patch_sizes))}: "
-                             f"{divisibility_error(height, width, patch)}; compare pads with --pad")
+            raise ValueError(
+                f"patch {patch} of --patches {','.join(map(str, config.patch_sizes))}: "
+                f"{divisibility_error(height, width, patch)}; compare pads with --pad"
+            )
     axes = grid_axes(config)
     cnn_base = get_config(config.cnn_name)
-    matched: dict[str, tuple[int, dict[str, Any], int]] = {}    # ViT overrides -> (params, CNN overrides, params)
+    matched: dict[str, tuple[int, dict[str, Any], int]] = {}  # ViT overrides -> (params, CNN overrides, params)
 
     def match(vit_overrides: dict[str, Any]) -> tuple[int, dict[str, Any], int]:
         key = repr(sorted(vit_overrides.items()))
         if key not in matched:
             vit_params = model_params(config.vit_name, **shape, **vit_overrides)
-            budget = cnn_for_budget(vit_params, shape["img_size"], shape["in_chans"], shape["num_classes"],
-                                    stages=len(cnn_base.widths), convs_per_stage=cnn_base.convs_per_stage,
-                                    norm=cnn_base.norm, dropout=cnn_base.dropout)
+            budget = cnn_for_budget(
+                vit_params,
+                shape["img_size"],
+                shape["in_chans"],
+                shape["num_classes"],
+                stages=len(cnn_base.widths),
+                convs_per_stage=cnn_base.convs_per_stage,
+                norm=cnn_base.norm,
+                dropout=cnn_base.dropout,
+            )
             cnn_overrides = {"widths": list(budget.widths)}
             cnn_params = model_params(config.cnn_name, **shape, **cnn_overrides)
             if abs(cnn_params - vit_params) > config.param_tolerance * vit_params:
-                raise ValueError(f"the closest {config.cnn_name} has {cnn_params:,} parameters against the ViT's "
-                                 f"{vit_params:,} at {vit_overrides}: more than ±{config.param_tolerance:.0%} "
-                                 f"apart; choose another --cnn family or ViT")
+                raise ValueError(
+                    f"the closest {config.cnn_name} has {cnn_params:,} parameters against the ViT's "
+                    f"{vit_params:,} at {vit_overrides}: more than ±{config.param_tolerance:.0%} "
+                    f"apart; choose another --cnn family or ViT"
+                )
             matched[key] = vit_params, cnn_overrides, cnn_params
         return matched[key]
 
@@ -408,12 +440,27 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
         if fixed is not None:
             cnn_model, cnn_overrides = fixed[0], dict(fixed[1])
             cnn_params = model_params(cnn_model, **shape, **cnn_overrides)
-        cnn = RunPlan(_run_key("cnn", cnn_values, cnn_overrides), "cnn", cnn_model, cnn_overrides, train_fields,
-                      cnn_values, cnn_params)
+        cnn = RunPlan(
+            _run_key("cnn", cnn_values, cnn_overrides),
+            "cnn",
+            cnn_model,
+            cnn_overrides,
+            train_fields,
+            cnn_values,
+            cnn_params,
+        )
         distil = values.get("distill", VARIANTS["distill"]) == "cnn"
-        vit = RunPlan(_run_key("vit", vit_values, overrides), "vit", config.vit_name, overrides, train_fields,
-                      vit_values, vit_params, teacher=cnn.key if distil else None)
-        for run in ((cnn, vit) if distil else (vit, cnn)):
+        vit = RunPlan(
+            _run_key("vit", vit_values, overrides),
+            "vit",
+            config.vit_name,
+            overrides,
+            train_fields,
+            vit_values,
+            vit_params,
+            teacher=cnn.key if distil else None,
+        )
+        for run in (cnn, vit) if distil else (vit, cnn):
             runs.setdefault(run.key, run)
         cells.append(Cell(values, vit.key, cnn.key))
     return Plan(axes, cells, list(runs.values()))
@@ -429,6 +476,7 @@ class RunRecord:
     reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
     """
+
     key: str
     kind: str
     model: str
@@ -476,6 +524,7 @@ class CompareResult:
     the data's description, the study's wall time and the CPU time of its runs and of this process
     outside them; ``execution`` describes the executor; ``files`` lists what was written;
     ``attention`` names the best ViT run and its per-head attention figures (when files are written)."""
+
     config: CompareConfig
     plan: Plan
     records: dict[str, RunRecord]
@@ -504,8 +553,12 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
     history = result.history
     best = next(r for r in history if r["epoch"] == result.best_epoch)
     curves = {k: [r[k] for r in history] for k in ("train_acc", "val_acc", "train_loss", "val_loss")}
-    fields = dict(best_val_acc=result.best_val_acc, best_epoch=result.best_epoch, val_ece=best["val_ece"],
-                  test_acc=result.test["acc"] if result.test is not None else None)
+    fields = dict(
+        best_val_acc=result.best_val_acc,
+        best_epoch=result.best_epoch,
+        val_ece=best["val_ece"],
+        test_acc=result.test["acc"] if result.test is not None else None,
+    )
     if run.axes.get("attention") == "tome":
         model = result.model
         merged = with_tome(cast(VisionTransformer, model), splits.image_shape[1:])
@@ -513,19 +566,36 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
 
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
             return predict_logits(net, data.images.to(device), splits.mean, splits.std).cpu()
+
         val = classification_report(merged_val := logits(merged, splits.val), splits.val.labels, splits.val.classes)
-        test = None if splits.test is None else classification_report(logits(merged, splits.test), splits.test.labels,
-                                                                       splits.test.classes)
+        test = (
+            None
+            if splits.test is None
+            else classification_report(logits(merged, splits.test), splits.test.labels, splits.test.classes)
+        )
         agreement = (merged_val.argmax(-1) == logits(model, splits.val).argmax(-1)).float().mean().item()
-        fields = dict(best_val_acc=val["accuracy"], best_epoch=history[-1]["epoch"], val_ece=val["ece"],
-                      test_acc=None if test is None else test["accuracy"], agreement=agreement,
-                      tome_r=list(merged.r))
+        fields = dict(
+            best_val_acc=val["accuracy"],
+            best_epoch=history[-1]["epoch"],
+            val_ece=val["ece"],
+            test_acc=None if test is None else test["accuracy"],
+            agreement=agreement,
+            tome_r=list(merged.r),
+        )
     return RunRecord(
-        key=run.key, kind=run.kind, model=run.model,
-        widths=list(run.overrides["widths"]) if run.kind == "cnn" else None, axes=run.axes,
-        train_rows=len(splits.train), params=result.params, final_train_acc=result.train_acc,
+        key=run.key,
+        kind=run.kind,
+        model=run.model,
+        widths=list(run.overrides["widths"]) if run.kind == "cnn" else None,
+        axes=run.axes,
+        train_rows=len(splits.train),
+        params=result.params,
+        final_train_acc=result.train_acc,
         gap=result.train_acc - fields["best_val_acc"],
-        seconds=result.seconds if seconds is None else seconds, curves=curves, **fields)
+        seconds=result.seconds if seconds is None else seconds,
+        curves=curves,
+        **fields,
+    )
 
 
 def build_architecture(run: RunPlan, shape: dict[str, Any]) -> nn.Module:
@@ -534,7 +604,7 @@ def build_architecture(run: RunPlan, shape: dict[str, Any]) -> nn.Module:
     model = create_model(run.model, **shape, **run.overrides, **({"distill_token": True} if run.teacher else {}))
     if run.axes.get("attention") != "tome":
         return model
-    return with_tome(cast(VisionTransformer, model), shape["img_size"])    # tome runs are ViTs (see plan_compare)
+    return with_tome(cast(VisionTransformer, model), shape["img_size"])  # tome runs are ViTs (see plan_compare)
 
 
 def _architecture(run: RunPlan) -> str:
@@ -564,9 +634,16 @@ def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
     device, the run's model and overrides, and its shared axes' fields (``augment="recipe"`` keeps
     the recipe's augmentation). Pretraining and the teacher are added by :func:`run_task`."""
     given = {k: v for k, v in run.train.items() if not (k == "augment" and v == RECIPE_AUGMENT)}
-    return TrainConfig.from_recipe(config.recipe, model=run.model, model_overrides=run.overrides,
-                                   dataset=config.dataset, data_dir=config.data_dir, epochs=config.epochs,
-                                   device=config.device, **given)
+    return TrainConfig.from_recipe(
+        config.recipe,
+        model=run.model,
+        model_overrides=run.overrides,
+        dataset=config.dataset,
+        data_dir=config.data_dir,
+        epochs=config.epochs,
+        device=config.device,
+        **given,
+    )
 
 
 def _figure_candidate(run: RunPlan) -> bool:
@@ -591,7 +668,7 @@ def run_groups(config: CompareConfig, plan: Plan) -> list[list[RunPlan]]:
             key = parent[key]
         return key
 
-    first: dict[str, str] = {}                      # a shared thing -> the first run that needs it
+    first: dict[str, str] = {}  # a shared thing -> the first run that needs it
     for run in plan.runs:
         shared = [repr(("training", train_config(config, run), run.teacher, run.axes.get("pretrain")))]
         if run.axes.get("pretrain", "none") != "none":
@@ -608,6 +685,7 @@ def run_groups(config: CompareConfig, plan: Plan) -> list[list[RunPlan]]:
 @dataclass
 class Task:
     """What one worker trains: the study's config and a group of runs (see :func:`run_groups`)."""
+
     config: CompareConfig
     runs: list[RunPlan]
 
@@ -616,6 +694,7 @@ class Task:
 class RunOutcome:
     """A run's record and, for a ViT that may be the study's best (:func:`_figure_candidate`), its
     trained weights (``torch.save`` of the state dict, CPU tensors) for the report's attention figures."""
+
     record: RunRecord
     weights: bytes | None = None
 
@@ -623,6 +702,7 @@ class RunOutcome:
 @dataclass
 class TaskResult:
     """Each run's outcome by key, and the CPU seconds the worker process spent on the task."""
+
     outcomes: dict[str, RunOutcome]
     cpu_seconds: float
 
@@ -643,7 +723,7 @@ def run_task(task: Task) -> TaskResult:
 
     def splits_for(seed: int, rows: int | None) -> DataSplits:
         if (seed, rows) not in cache:
-            cache.clear()                               # runs come grouped by (seed, rows)
+            cache.clear()  # runs come grouped by (seed, rows)
             cache[seed, rows] = load_splits(config, seed, rows)
         return cache[seed, rows]
 
@@ -651,15 +731,23 @@ def run_task(task: Task) -> TaskResult:
     outcomes: dict[str, RunOutcome] = {}
     trained: dict[str, TrainResult] = {}
     with tempfile.TemporaryDirectory(prefix="vitlab-compare-") as tmp:
-        encoders: dict[str, tuple[str, float]] = {}    # by encoder key: checkpoint folder, seconds
+        encoders: dict[str, tuple[str, float]] = {}  # by encoder key: checkpoint folder, seconds
 
         def encoder(run: RunPlan) -> tuple[str, float]:
             if (key := _encoder_key(run)) not in encoders:
                 began, out = time.perf_counter(), str(Path(tmp) / f"pretrain-{len(encoders)}")
-                pretrain_run(method=run.axes["pretrain"], model=run.model, model_overrides=run.overrides,
-                             dataset=config.dataset, data_dir=config.data_dir, images=config.pretrain_images,
-                             seed=run.train["seed"], epochs=config.pretrain_epochs, device=config.device,
-                             out_dir=out)
+                pretrain_run(
+                    method=run.axes["pretrain"],
+                    model=run.model,
+                    model_overrides=run.overrides,
+                    dataset=config.dataset,
+                    data_dir=config.data_dir,
+                    images=config.pretrain_images,
+                    seed=run.train["seed"],
+                    epochs=config.pretrain_epochs,
+                    device=config.device,
+                    out_dir=out,
+                )
                 encoders[key] = out, time.perf_counter() - began
             return encoders[key]
 
@@ -670,9 +758,13 @@ def run_task(task: Task) -> TaskResult:
                 init, pretrain_seconds = encoder(run)
                 cfg = replace(cfg, init=init, layer_decay=config.layer_decay)
             if run.teacher is not None:
-                cfg = replace(cfg, teacher=str(Path(tmp) / f"teacher-{teachers.index(run.teacher)}"),
-                              distill=config.distill_kind, distill_temperature=config.distill_temperature,
-                              distill_alpha=config.distill_alpha)
+                cfg = replace(
+                    cfg,
+                    teacher=str(Path(tmp) / f"teacher-{teachers.index(run.teacher)}"),
+                    distill=config.distill_kind,
+                    distill_temperature=config.distill_temperature,
+                    distill_alpha=config.distill_alpha,
+                )
             if run.key in teachers:
                 cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{teachers.index(run.key)}"))
             result = trained.get(repr(cfg)) or train_run(cfg, splits)
@@ -682,15 +774,18 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult(outcomes, time.process_time() - cpu_start)
 
 
-def execute(config: CompareConfig, plan: Plan, executor: Executor,
-            progress: ProgressFn | None = None) -> tuple[dict[str, RunOutcome], float]:
+def execute(
+    config: CompareConfig, plan: Plan, executor: Executor, progress: ProgressFn | None = None
+) -> tuple[dict[str, RunOutcome], float]:
     """Run the plan's groups (:func:`run_groups`) as tasks on ``executor``, the most training rows
     first (the whole pool counting as most) so that no worker idles while a long run finishes last;
     return every run's outcome in plan order and the CPU seconds the tasks took. ``progress`` hears
     of each run as its task finishes."""
-    tasks = sorted((Task(config, runs) for runs in run_groups(config, plan)), reverse=True,
-                   key=lambda task: sum(math.inf if run.train["rows"] is None else run.train["rows"]
-                                        for run in task.runs))
+    tasks = sorted(
+        (Task(config, runs) for runs in run_groups(config, plan)),
+        reverse=True,
+        key=lambda task: sum(math.inf if run.train["rows"] is None else run.train["rows"] for run in task.runs),
+    )
     by_key = {run.key: run for run in plan.runs}
     found: dict[str, RunOutcome] = {}
     cpu_seconds = 0.0
@@ -708,16 +803,18 @@ def study_device(device: str) -> torch.device:
     return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
 
 
-def attention_figures(config: CompareConfig, plan: Plan, outcomes: dict[str, RunOutcome],
-                      shape: dict[str, Any], device: torch.device) -> dict[str, Any]:
+def attention_figures(
+    config: CompareConfig, plan: Plan, outcomes: dict[str, RunOutcome], shape: dict[str, Any], device: torch.device
+) -> dict[str, Any]:
     """Per-head attention figures of the ViT with the best validation accuracy among the candidates
     (the first in plan order on a tie), written under ``config.out_dir / "attention"``; ``{}``
     without a candidate."""
     best, weights = None, b""
     for run in plan.runs:
         outcome = outcomes[run.key]
-        if outcome.weights is not None and (best is None or outcome.record.best_val_acc
-                                            > outcomes[best.key].record.best_val_acc):
+        if outcome.weights is not None and (
+            best is None or outcome.record.best_val_acc > outcomes[best.key].record.best_val_acc
+        ):
             best, weights = run, outcome.weights
     if best is None or config.out_dir is None:
         return {}
@@ -732,8 +829,9 @@ def attention_figures(config: CompareConfig, plan: Plan, outcomes: dict[str, Run
     return {"run": best.key, "label": outcomes[best.key].record.label, "files": files}
 
 
-def run_compare(config: CompareConfig, progress: ProgressFn | None = None,
-                executor: Executor | None = None, overwrite: bool = False) -> CompareResult:
+def run_compare(
+    config: CompareConfig, progress: ProgressFn | None = None, executor: Executor | None = None, overwrite: bool = False
+) -> CompareResult:
     """Train every run of the grid on ``executor`` (default: one after the other in this process)
     and, if ``config.out_dir`` is set, write the report there (a run folder of kind ``compare``: an
     existing study is refused unless ``overwrite``). Bad settings, rows beyond the pool and an output
@@ -751,13 +849,21 @@ def _run_compare(config: CompareConfig, progress: ProgressFn | None, executor: E
     pool = len(full.train)
     too_many = [r for r in config.rows if r is not None and r > pool]
     if too_many:
-        raise ConfigError(f"rows {too_many} exceed the {config.dataset} training pool of {pool:,} images: "
-                          f"choose rows <= {pool:,} or 'full'")
+        raise ConfigError(
+            f"rows {too_many} exceed the {config.dataset} training pool of {pool:,} images: "
+            f"choose rows <= {pool:,} or 'full'"
+        )
     shape = data_shape(full)
     plan = plan_compare(config, shape)
-    data = {"dataset": full.name, "image_shape": list(full.image_shape), "num_classes": full.num_classes,
-            "pool": pool, "val": len(full.val), "test": len(full.test) if full.test is not None else None,
-            "normalization": config.normalization}
+    data = {
+        "dataset": full.name,
+        "image_shape": list(full.image_shape),
+        "num_classes": full.num_classes,
+        "pool": pool,
+        "val": len(full.val),
+        "test": len(full.test) if full.test is not None else None,
+        "normalization": config.normalization,
+    }
     executor = executor or LocalExecutor(jobs=1, threads=None)
     cpu_before = time.process_time()
     outcomes, task_cpu = execute(config, plan, executor, progress)

@@ -9,6 +9,7 @@ task (seeds included), so where and in which order tasks run cannot change a res
 - :class:`RayExecutor`: one Ray task per task, on the cluster at ``address`` or on a local Ray
   started for the call; a GPU per task where the cluster has GPUs.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -41,11 +42,14 @@ def usable_cores() -> int:
 
 def _check_counts(jobs: int, threads: int | None) -> None:
     if int(jobs) != jobs or jobs < 1:
-        raise ConfigError(f"jobs={jobs}: the number of runs at once must be a positive integer, e.g. "
-                          f"{usable_cores()} (this machine's usable cores)")
+        raise ConfigError(
+            f"jobs={jobs}: the number of runs at once must be a positive integer, e.g. "
+            f"{usable_cores()} (this machine's usable cores)"
+        )
     if threads is not None and (int(threads) != threads or threads < 0):
-        raise ConfigError(f"threads={threads}: torch threads per run must be a positive integer, or 0 for "
-                          f"torch's own default")
+        raise ConfigError(
+            f"threads={threads}: torch threads per run must be a positive integer, or 0 for torch's own default"
+        )
 
 
 def set_threads(threads: int | None) -> None:
@@ -84,8 +88,12 @@ class LocalExecutor:
                 for index, task in enumerate(tasks):
                     yield index, fn(task)
             return
-        pool = ProcessPoolExecutor(min(self.jobs, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=set_threads, initargs=(self.threads,))
+        pool = ProcessPoolExecutor(
+            min(self.jobs, len(tasks)),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=set_threads,
+            initargs=(self.threads,),
+        )
         try:
             pending = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
             while pending:
@@ -115,9 +123,13 @@ class RayExecutor:
 
         started = not ray.is_initialized()
         if started and self.address is None:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")      # a local Ray stays off the network
-            ray.init(num_cpus=self.jobs or usable_cores(), include_dashboard=False, log_to_driver=False,
-                     _node_ip_address="127.0.0.1")
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local Ray stays off the network
+            ray.init(
+                num_cpus=self.jobs or usable_cores(),
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+            )
         elif started:
             ray.init(address=self.address, log_to_driver=False)
         try:
@@ -137,8 +149,9 @@ def _with_threads(fn: Callable[[T], R], task: T, threads: int | None) -> R:
     return fn(task)
 
 
-def make_executor(kind: str = "local", jobs: int | None = None, threads: int | None = 1,
-                  address: str | None = None) -> Executor:
+def make_executor(
+    kind: str = "local", jobs: int | None = None, threads: int | None = 1, address: str | None = None
+) -> Executor:
     """The executor named ``kind`` (:data:`EXECUTORS`); ``address`` is for ``ray`` only."""
     if kind not in EXECUTORS:
         raise ConfigError(f"unknown executor {kind!r}: choose one of {EXECUTORS}")

@@ -9,6 +9,7 @@ the per-cell aggregates.
 
 Error bars are one standard deviation over seeds (none with one seed).
 """
+
 from __future__ import annotations
 
 import io
@@ -33,9 +34,14 @@ CNN_WORDS = {"matched": "size-matched", "textbook": "textbook-size plain"}
 _MODEL_AXES = ("patch", *VARIANTS, "cnn", "seed")
 # The augment axis value that keeps the recipe's own augmentation.
 RECIPE_AUGMENT = "recipe"
-_VARIANT_WORDS = {("attention", "tome"): "full attention + ToMe", ("pretrain", "none"): "from scratch",
-                  ("pretrain", "mae"): "MAE-pretrained", ("pretrain", "dino"): "DINO-pretrained",
-                  ("distill", "none"): "no teacher", ("distill", "cnn"): "distilled from the CNN"}
+_VARIANT_WORDS = {
+    ("attention", "tome"): "full attention + ToMe",
+    ("pretrain", "none"): "from scratch",
+    ("pretrain", "mae"): "MAE-pretrained",
+    ("pretrain", "dino"): "DINO-pretrained",
+    ("distill", "none"): "no teacher",
+    ("distill", "cnn"): "distilled from the CNN",
+}
 
 
 def variant_words(name: str, value: str) -> str:
@@ -115,11 +121,20 @@ def plot_accuracy_vs_rows(aggregates: Sequence[Aggregate], path: str | Path) -> 
     for ax, setting in zip(panels, settings):
         members = [a for a in aggregates if _setting(a, ("rows",)) == setting]
         for label in _labels(members):
-            points = sorted((a.train_rows, a.mean["best_val_acc"], a.std["best_val_acc"])
-                            for a in members if a.label == label)
+            points = sorted(
+                (a.train_rows, a.mean["best_val_acc"], a.std["best_val_acc"]) for a in members if a.label == label
+            )
             xs, ys, errs = zip(*points)
-            ax.errorbar(xs, ys, yerr=_errors(errs), marker="o", capsize=3, color=colours[label], label=label,
-                        linestyle="-" if label.startswith("ViT") else "--")
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=_errors(errs),
+                marker="o",
+                capsize=3,
+                color=colours[label],
+                label=label,
+                linestyle="-" if label.startswith("ViT") else "--",
+            )
         ax.set_xscale("log")
         ticks = sorted({a.train_rows for a in members})
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
@@ -139,7 +154,7 @@ def plot_learning_curves(aggregates: Sequence[Aggregate], path: str | Path) -> N
     for ax, setting in zip(panels, settings):
         for a in (a for a in aggregates if _setting(a) == setting):
             epochs = range(1, len(a.curves["val_acc"]) + 1)
-            marker = "o" if len(epochs) < 10 else None            # a line of one or two points needs dots
+            marker = "o" if len(epochs) < 10 else None  # a line of one or two points needs dots
             ax.plot(epochs, a.curves["val_acc"], color=colours[a.label], marker=marker, label=f"{a.label} val")
             ax.plot(epochs, a.curves["train_acc"], color=colours[a.label], marker=marker, linestyle="--", alpha=0.6)
         ax.set(xlabel="epoch", ylabel="accuracy (dashed: train)", title=_title(setting, rows), ylim=(0, 1.02))
@@ -159,11 +174,21 @@ def plot_gap(aggregates: Sequence[Aggregate], path: str | Path) -> None:
     fig = Figure(figsize=(max(5.0, 0.5 * len(settings) * len(labels) + 2.0), 3.8))
     ax = fig.subplots()
     for i, label in enumerate(labels):
-        found = {j: a for j, setting in enumerate(settings) for a in aggregates
-                 if a.label == label and _setting(a) == setting}
-        ax.bar([j + (i - (len(labels) - 1) / 2) * width for j in found], [a.known_mean("gap") for a in found.values()],
-               width, yerr=_errors([a.std["gap"] for a in found.values()]), capsize=3, color=colours[label],
-               label=label)
+        found = {
+            j: a
+            for j, setting in enumerate(settings)
+            for a in aggregates
+            if a.label == label and _setting(a) == setting
+        }
+        ax.bar(
+            [j + (i - (len(labels) - 1) / 2) * width for j in found],
+            [a.known_mean("gap") for a in found.values()],
+            width,
+            yerr=_errors([a.std["gap"] for a in found.values()]),
+            capsize=3,
+            color=colours[label],
+            label=label,
+        )
     ax.legend(fontsize=8)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(settings)), [_title(s, rows) for s in settings], fontsize=8)

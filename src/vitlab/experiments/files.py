@@ -1,6 +1,7 @@
 """Every file a comparison writes goes through :func:`write_file` (atomic, with the user's umask: see
 :mod:`vitlab.runs.files`); a study's folder is a :class:`~vitlab.runs.RunDir` of kind ``compare``, which
 refuses a folder holding another run (or an earlier study of the same name) unless ``overwrite``."""
+
 from __future__ import annotations
 
 from pathlib import Path

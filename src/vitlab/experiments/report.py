@@ -804,9 +804,7 @@ def textbook_lines(result: CompareResult, aggregates: Sequence[Aggregate], verdi
         f"The page's convnet (60,554 parameters: convolutions of 32, 64 and 64 channels, global average "
         f"pooling, a 64-unit dense layer, the classifier) is built exactly: `{TEXTBOOK_CNN[0]}` with widths "
         f"{'-'.join(map(str, TEXTBOOK_CNN[1]['widths']))}, no BatchNorm and a {TEXTBOOK_CNN[1].get('hidden', 0)}-unit "
-        f"hidden layer"
-        + (f" ({convnet[0].mean['params']:,.0f} parameters here)" if convnet else "")
-        + "; "
+        f"hidden layer" + (f" ({convnet[0].mean['params']:,.0f} parameters here)" if convnet else "") + "; "
     )
     return [
         "## The textbook's study",

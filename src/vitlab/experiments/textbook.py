@@ -13,6 +13,7 @@ sign ``s`` is **reproduced** when ``s d > 2 se``, **not reproduced** when ``s d 
 **inconclusive** otherwise (and always with one seed). A claim of several parts is reproduced when
 every part is, not reproduced when any part is, else inconclusive.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,16 @@ TEXTBOOK_CNN: tuple[str, dict[str, Any]] = ("cnn-seed", {"widths": [32, 64, 64],
 
 # CompareConfig fields of ``--preset textbook``.
 PRESET: dict[str, Any] = {
-    "dataset": "fashion-mnist", "rows": [1000, 4000], "patches": [7], "augment": ["none"], "seeds": 5,
-    "epochs": 15, "recipe": "plain", "vit": "vit-seed", "cnn": "cnn-seed", "cnns": ["textbook", "matched"],
+    "dataset": "fashion-mnist",
+    "rows": [1000, 4000],
+    "patches": [7],
+    "augment": ["none"],
+    "seeds": 5,
+    "epochs": 15,
+    "recipe": "plain",
+    "vit": "vit-seed",
+    "cnn": "cnn-seed",
+    "cnns": ["textbook", "matched"],
     "normalization": "unit",
 }
 
@@ -51,6 +60,7 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 class Claim:
     """A claim of the page: at each ``(rows, sign)`` of ``parts``, the ViT-minus-CNN difference in
     ``metric`` (``best_val_acc``, ``gap``, or ``seconds`` as a log ratio) has that sign."""
+
     text: str
     metric: str
     parts: tuple[tuple[int, int], ...]
@@ -69,6 +79,7 @@ class Part:
     """One part of a claim as measured: the page's difference (``published``, from its table), the
     mean per-seed difference ``mean`` over ``seeds``, ``band`` = 2 standard errors (``None`` with one
     seed), and the ``verdict``. For ``seconds`` the differences are log ratios."""
+
     rows: int
     sign: int
     published: float
@@ -82,6 +93,7 @@ class Part:
 class Verdict:
     """A claim tested in one setting of the study's other axes (``setting``: e.g. ``{"cnn":
     "textbook", "patch": 7, "augment": "none"}``; its ``cnn`` says which CNN the ViT meets)."""
+
     claim: Claim
     setting: dict[str, Any]
     parts: list[Part]
@@ -89,8 +101,13 @@ class Verdict:
     @property
     def verdict(self) -> str:
         found = {part.verdict for part in self.parts}
-        return ("not reproduced" if "not reproduced" in found else
-                "reproduced" if found == {"reproduced"} else "inconclusive")
+        return (
+            "not reproduced"
+            if "not reproduced" in found
+            else "reproduced"
+            if found == {"reproduced"}
+            else "inconclusive"
+        )
 
 
 def difference(metric: str, vit: float, cnn: float) -> float:
@@ -113,7 +130,7 @@ def judge(differences: Sequence[float], sign: int) -> tuple[float, float | None,
     if len(differences) < 2:
         return mean, None, "inconclusive"
     band = 2 * statistics.stdev(differences) / math.sqrt(len(differences))
-    verdict = ("reproduced" if sign * mean > band else "not reproduced" if sign * mean < -band else "inconclusive")
+    verdict = "reproduced" if sign * mean > band else "not reproduced" if sign * mean < -band else "inconclusive"
     return mean, band, verdict
 
 
@@ -132,10 +149,13 @@ def claim_verdicts(cells: Sequence[Cell], records: dict[str, RunRecord]) -> list
                 continue
             parts = []
             for rows, sign in claim.parts:
-                found = [difference(claim.metric, getattr(v, claim.metric), getattr(c, claim.metric))
-                         for v, c in pairs[setting, rows]]
+                found = [
+                    difference(claim.metric, getattr(v, claim.metric), getattr(c, claim.metric))
+                    for v, c in pairs[setting, rows]
+                ]
                 mean, band, verdict = judge(found, sign)
-                parts.append(Part(rows, sign, published_difference(claim.metric, rows), mean, band, len(found),
-                                  verdict))
+                parts.append(
+                    Part(rows, sign, published_difference(claim.metric, rows), mean, band, len(found), verdict)
+                )
             out.append(Verdict(claim, dict(setting), parts))
     return out

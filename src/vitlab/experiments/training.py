@@ -1,6 +1,7 @@
 """The one door from experiments to the training code: everything a comparison needs from the
 engine, the tasks and self-supervised pretraining is imported here, and :func:`train_run` and
 :func:`pretrain_run` are the only places a comparison trains a model."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,19 @@ from ..engine.measure import forward_costs
 from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
 from ..tasks import TrainResult, train
 
-__all__ = ["DISTILL_KINDS", "IMAGE_SETS", "METHODS", "RECIPES", "TrainConfig", "TrainResult",
-           "classification_report", "forward_costs", "predict_logits", "pretrain_run", "train_run"]
+__all__ = [
+    "DISTILL_KINDS",
+    "IMAGE_SETS",
+    "METHODS",
+    "RECIPES",
+    "TrainConfig",
+    "TrainResult",
+    "classification_report",
+    "forward_costs",
+    "predict_logits",
+    "pretrain_run",
+    "train_run",
+]
 
 
 def train_run(config: TrainConfig, splits: DataSplits) -> TrainResult:

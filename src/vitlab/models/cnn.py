@@ -91,8 +91,11 @@ class CNNConfig(ModelConfig):
         chans, per_channel = (self.in_chans,) + self.widths, 2 if self.norm == "batch" else 1
         convs = [(cout if i else cin, cout) for cin, cout in zip(chans, chans[1:]) for i in range(self.convs_per_stage)]
         hidden = (self.widths[-1] + 1) * self.hidden
-        return (sum((9 * cin + per_channel) * cout for cin, cout in convs) + hidden
-                + ((self.hidden or self.widths[-1]) + 1) * self.num_classes)
+        return (
+            sum((9 * cin + per_channel) * cout for cin, cout in convs)
+            + hidden
+            + ((self.hidden or self.widths[-1]) + 1) * self.num_classes
+        )
 
     @property
     def pools(self) -> tuple[bool, ...]:
@@ -159,8 +162,9 @@ class SimpleCNN(nn.Module):
         self.stages = nn.ModuleList(
             [Stage(chans[i], chans[i + 1], cfg.convs_per_stage, cfg.norm, pool) for i, pool in enumerate(cfg.pools)]
         )
-        self.hidden = (nn.Sequential(nn.Linear(cfg.widths[-1], cfg.hidden), nn.ReLU()) if cfg.hidden > 0
-                       else nn.Identity())
+        self.hidden = (
+            nn.Sequential(nn.Linear(cfg.widths[-1], cfg.hidden), nn.ReLU()) if cfg.hidden > 0 else nn.Identity()
+        )
         self.head_drop = nn.Dropout(cfg.dropout) if cfg.dropout > 0 else nn.Identity()
         self.head = nn.Linear(self.embed_dim, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
 

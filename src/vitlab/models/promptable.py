@@ -92,10 +92,14 @@ class PromptableConfig(ModelConfig):
         check_fields(self, self.checks)
         p = self.patch_size
         if p & (p - 1) or self.img_size % p:
-            raise ConfigError(f"patch_size {p} must be a power of 2 dividing img_size {self.img_size} "
-                              f"(the pixel decoder upsamples by 2 per stage): use e.g. patch_size=8")
-        for dim, heads, what in ((self.embed_dim, self.num_heads, "embed_dim"),
-                                 (self.decoder_dim, self.decoder_heads, "decoder_dim")):
+            raise ConfigError(
+                f"patch_size {p} must be a power of 2 dividing img_size {self.img_size} "
+                f"(the pixel decoder upsamples by 2 per stage): use e.g. patch_size=8"
+            )
+        for dim, heads, what in (
+            (self.embed_dim, self.num_heads, "embed_dim"),
+            (self.decoder_dim, self.decoder_heads, "decoder_dim"),
+        ):
             if dim % heads:
                 raise ConfigError(f"{what} {dim} is not divisible by its {heads} heads: choose a divisor")
         if self.decoder_dim % 2:
@@ -137,8 +141,11 @@ class FourierPosition(nn.Module):
 
     def grid(self, h: int, w: int) -> torch.Tensor:
         """The embedding of an ``h x w`` grid's cell centres in raster order, ``(1, h * w, dim)``."""
-        ys, xs = torch.meshgrid((torch.arange(h, device=self.gaussian.device) + 0.5) / h,
-                                (torch.arange(w, device=self.gaussian.device) + 0.5) / w, indexing="ij")
+        ys, xs = torch.meshgrid(
+            (torch.arange(h, device=self.gaussian.device) + 0.5) / h,
+            (torch.arange(w, device=self.gaussian.device) + 0.5) / w,
+            indexing="ij",
+        )
         return self(torch.stack([xs.flatten(), ys.flatten()], -1))[None]
 
 
@@ -157,8 +164,9 @@ class PromptEncoder(nn.Module):
 
     def forward(self, points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if points.shape[:-1] != labels.shape or points.shape[-1] != 2:
-            raise ConfigError(f"points {tuple(points.shape)} and labels {tuple(labels.shape)} must be (B, P, 2) and "
-                              f"(B, P)")
+            raise ConfigError(
+                f"points {tuple(points.shape)} and labels {tuple(labels.shape)} must be (B, P, 2) and (B, P)"
+            )
         tokens = self.pe((points + 0.5) / self.img_size) + self.label_embed(labels.clamp(min=0))
         return torch.where((labels == PADDING)[..., None], self.not_a_point.to(tokens.dtype), tokens)
 
@@ -185,8 +193,9 @@ class TwoWayBlock(nn.Module):
         self.image_to_token = CrossAttention(dim, num_heads)
         self.norm4 = nn.LayerNorm(dim)
 
-    def forward(self, tokens: torch.Tensor, image: torch.Tensor, token_pe: torch.Tensor, image_pe: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, tokens: torch.Tensor, image: torch.Tensor, token_pe: torch.Tensor, image_pe: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = self.norm1(tokens + self.self_attn._attend(tokens + token_pe, tokens, False, token_pe)[0])
         tokens = self.norm2(tokens + self.token_to_image._attend(tokens + token_pe, image, False, image_pe)[0])
         tokens = self.norm3(tokens + self.mlp(tokens))
@@ -207,8 +216,9 @@ class TwoWayTransformer(nn.Module):
         self.final_attn = CrossAttention(dim, num_heads)
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, tokens: torch.Tensor, image: torch.Tensor, image_pe: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, tokens: torch.Tensor, image: torch.Tensor, image_pe: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x = tokens
         for layer in self.layers:
             x, image = layer(x, image, tokens, image_pe)
@@ -226,8 +236,9 @@ class MaskDecoder(nn.Module):
     mask ``k`` is their dot product with an MLP of mask token ``k`` (a hypernetwork per token).
     """
 
-    def __init__(self, dim: int, depth: int, num_heads: int, num_masks: int, patch_size: int,
-                 in_chans: int = 3) -> None:
+    def __init__(
+        self, dim: int, depth: int, num_heads: int, num_masks: int, patch_size: int, in_chans: int = 3
+    ) -> None:
         super().__init__()
         self.iou_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
         self.mask_tokens = nn.Parameter(torch.randn(1, num_masks, dim) * 0.02)
@@ -237,8 +248,9 @@ class MaskDecoder(nn.Module):
         self.iou_mlp = MLP(dim, dim)
         self.iou_out = nn.Linear(dim, num_masks)
 
-    def forward(self, image: torch.Tensor, image_pe: torch.Tensor, prompts: torch.Tensor, images: torch.Tensor
-                ) -> dict[str, torch.Tensor]:
+    def forward(
+        self, image: torch.Tensor, image_pe: torch.Tensor, prompts: torch.Tensor, images: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         b, c, h, w = image.shape
         tokens = torch.cat([self.iou_token.expand(b, -1, -1), self.mask_tokens.expand(b, -1, -1), prompts], 1)
         states, attended = self.transformer(tokens, map_tokens(image), image_pe)
@@ -263,15 +275,26 @@ class PromptableModel(nn.Module):
         super().__init__()
         config = PromptableConfig(**overrides) if config is None else config
         self.config = config
-        self.encoder = VisionTransformer(ViTConfig(
-            img_size=config.img_size, patch_size=config.patch_size, in_chans=3, num_classes=0,
-            embed_dim=config.embed_dim, depth=config.depth, num_heads=config.num_heads, class_token=False,
-            pool="mean", fc_norm=False))
+        self.encoder = VisionTransformer(
+            ViTConfig(
+                img_size=config.img_size,
+                patch_size=config.patch_size,
+                in_chans=3,
+                num_classes=0,
+                embed_dim=config.embed_dim,
+                depth=config.depth,
+                num_heads=config.num_heads,
+                class_token=False,
+                pool="mean",
+                fc_norm=False,
+            )
+        )
         self.neck = nn.Linear(config.embed_dim, config.decoder_dim)
         self.neck_norm = nn.LayerNorm(config.decoder_dim)
         self.prompt_encoder = PromptEncoder(config.decoder_dim, config.img_size, config.pos_scale)
-        self.decoder = MaskDecoder(config.decoder_dim, config.decoder_depth, config.decoder_heads,
-                                   config.num_masks, config.patch_size)
+        self.decoder = MaskDecoder(
+            config.decoder_dim, config.decoder_depth, config.decoder_heads, config.num_masks, config.patch_size
+        )
         self.register_buffer("mean", torch.tensor(config.mean).view(1, -1, 1, 1))
         self.register_buffer("std", torch.tensor(config.std).view(1, -1, 1, 1))
 
@@ -284,8 +307,9 @@ class PromptableModel(nn.Module):
         h, w = images.shape[-2] // self.config.patch_size, images.shape[-1] // self.config.patch_size
         return tokens.transpose(1, 2).reshape(len(images), -1, h, w)
 
-    def decode(self, embedding: torch.Tensor, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor
-               ) -> dict[str, torch.Tensor]:
+    def decode(
+        self, embedding: torch.Tensor, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """``embedding (B, C, h, w)`` of ``images (B, 3, H, W)`` and a prompt per image (points
         ``(B, P, 2)``, labels ``(B, P)``) -> ``{"masks": (B, K, H, W) logits, "iou": (B, K)}``."""
         image_pe = self.prompt_encoder.pe.grid(*embedding.shape[-2:]).to(embedding.dtype)

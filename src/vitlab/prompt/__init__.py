@@ -7,6 +7,7 @@
 - ``train``: :class:`PromptableTask` on the engine, :func:`train_promptable`, :func:`evaluate_promptable`.
 - ``predict``: :func:`segment` one image from points / a box, overlays, :func:`promptable_checkpoint`.
 """
+
 from ..models.promptable import PromptableConfig, PromptableModel
 from .predict import overlay_prompt, predict_file, promptable_checkpoint, segment
 from .train import (
@@ -18,6 +19,17 @@ from .train import (
     train_promptable,
 )
 
-__all__ = ["PromptableConfig", "PromptableModel", "PromptableResult", "PromptableTask", "PromptableTrainConfig",
-           "evaluate_promptable", "overlay_prompt", "predict_file", "promptable_checkpoint",
-           "promptable_train_config", "segment", "train_promptable"]
+__all__ = [
+    "PromptableConfig",
+    "PromptableModel",
+    "PromptableResult",
+    "PromptableTask",
+    "PromptableTrainConfig",
+    "evaluate_promptable",
+    "overlay_prompt",
+    "predict_file",
+    "promptable_checkpoint",
+    "promptable_train_config",
+    "segment",
+    "train_promptable",
+]

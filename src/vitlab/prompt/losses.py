@@ -3,13 +3,14 @@ mean squared error between each candidate's predicted IoU and its actual IoU.
 
 Shapes: mask logits ``(B, K, H, W)``, targets ``(B, H, W)`` in {0, 1}, predicted IoU ``(B, K)``.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torchvision.ops import sigmoid_focal_loss
 
-FOCAL_WEIGHT, DICE_WEIGHT, IOU_WEIGHT = 20.0, 1.0, 1.0      # SAM's 20 : 1 focal to dice
+FOCAL_WEIGHT, DICE_WEIGHT, IOU_WEIGHT = 20.0, 1.0, 1.0  # SAM's 20 : 1 focal to dice
 
 
 def focal_per_mask(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -42,5 +43,9 @@ def promptable_loss(logits: torch.Tensor, iou: torch.Tensor, targets: torch.Tens
     mask, best = per_mask.min(1)
     actual = mask_iou(logits.detach() > 0, targets[:, None].bool())
     iou_mse = F.mse_loss(iou.float(), actual)
-    return {"loss": mask.mean() + IOU_WEIGHT * iou_mse, "mask": mask.mean(), "iou_mse": iou_mse,
-            "best_iou": actual.gather(1, best[:, None])[:, 0]}
+    return {
+        "loss": mask.mean() + IOU_WEIGHT * iou_mse,
+        "mask": mask.mean(),
+        "iou_mse": iou_mse,
+        "best_iou": actual.gather(1, best[:, None])[:, 0],
+    }

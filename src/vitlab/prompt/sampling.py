@@ -7,6 +7,7 @@ its boundary, SAM's "centre point") or its exact box. Points are pixel ``(x, y)`
 ``(x0, y0, x1, y1)``; every prompt is two points ``(B, 2, 2)`` with labels ``(B, 2)``, a single point
 padded by one padding point.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,15 +38,18 @@ def jitter_boxes(boxes: torch.Tensor, jitter: float, generator: torch.Generator)
     return torch.cat([lo, torch.maximum(moved[:, 2:], lo + 1)], 1)
 
 
-def training_prompts(targets: torch.Tensor, boxes: torch.Tensor, box_prob: float, jitter: float,
-                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def training_prompts(
+    targets: torch.Tensor, boxes: torch.Tensor, box_prob: float, jitter: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per object (mask ``targets (B, H, W)``, box ``boxes (B, 4)``) a jittered box with
     probability ``box_prob``, else a uniform point inside: points ``(B, 2, 2)``, labels ``(B, 2)``."""
     point_xy, point_labels = point_prompt(uniform_points(targets, generator))
     box_xy, box_labels = box_prompt(jitter_boxes(boxes, jitter, generator))
     is_box = torch.rand(len(boxes), generator=generator) < box_prob
-    return (torch.where(is_box[:, None, None], box_xy, point_xy),
-            torch.where(is_box[:, None], box_labels, point_labels))
+    return (
+        torch.where(is_box[:, None, None], box_xy, point_xy),
+        torch.where(is_box[:, None], box_labels, point_labels),
+    )
 
 
 def centre_points(targets: torch.Tensor) -> torch.Tensor:

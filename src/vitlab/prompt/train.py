@@ -9,6 +9,7 @@ time under a time limit, clipping, EMA, a run folder with a ``promptable`` check
 :func:`vitlab.runs.load_checkpoint` rebuilds, exact resume). Validation runs at the end; the test
 figures are those of the final model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -29,9 +30,9 @@ from ..runs.layout import LAST, SUMMARY
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 
-KIND = "promptable"                 # the run's and the checkpoint's kind
-DATASETS = ("shapes",)              # datasets with instance masks
-DERIVED = ("img_size", "mean", "std")   # PromptableConfig fields a run sets from its data
+KIND = "promptable"  # the run's and the checkpoint's kind
+DATASETS = ("shapes",)  # datasets with instance masks
+DERIVED = ("img_size", "mean", "std")  # PromptableConfig fields a run sets from its data
 
 
 @dataclass
@@ -40,6 +41,7 @@ class PromptableTrainConfig(RunConfig):
     defaults), the data (``count`` generated ``shapes`` images of ``image_size`` pixels), the
     prompts (a box with probability ``box_prob``, else a point; boxes jittered by ``box_jitter``
     times their side), and ``model``: :class:`~vitlab.models.promptable.PromptableConfig` overrides."""
+
     dataset: str = "shapes"
     count: int = SHAPES_COUNT
     image_size: int = 64
@@ -53,8 +55,14 @@ class PromptableTrainConfig(RunConfig):
     model: dict[str, Any] = field(default_factory=dict)
 
     def checks(self) -> dict[str, Check]:
-        return {**super().checks(), "dataset": OneOf(DATASETS), "count": Int(7, 10_000_000),
-                "image_size": Int(16, MAX_SIDE), "box_prob": Float(0.0, 1.0), "box_jitter": Float(0.0, 1.0)}
+        return {
+            **super().checks(),
+            "dataset": OneOf(DATASETS),
+            "count": Int(7, 10_000_000),
+            "image_size": Int(16, MAX_SIDE),
+            "box_prob": Float(0.0, 1.0),
+            "box_jitter": Float(0.0, 1.0),
+        }
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, dict):
@@ -68,6 +76,7 @@ class PromptableResult:
     """The trained model (eval mode), its val and test figures (see :func:`evaluate_promptable`),
     the engine's epoch records, the seconds the epochs took, the parameter count, and the checkpoint
     (None without ``out_dir``)."""
+
     config: PromptableTrainConfig
     model: PromptableModel
     val: dict[str, float]
@@ -82,6 +91,7 @@ class PromptableResult:
 class ObjectPrompts:
     """Every object of a dataset with its evaluation prompts: the image ``(M,)`` it is in, its mask
     ``(M, H, W)`` bool, its centre point ``(M, 2)`` and its box ``(M, 4)``."""
+
     image: torch.Tensor
     targets: torch.Tensor
     centres: torch.Tensor
@@ -101,8 +111,9 @@ def object_prompts(data: DenseDataset) -> ObjectPrompts:
 
 
 @torch.no_grad()
-def evaluate_promptable(model: PromptableModel, data: DenseDataset | ObjectPrompts,
-                        images: torch.Tensor | None = None, batch_size: int = 64) -> dict[str, float]:
+def evaluate_promptable(
+    model: PromptableModel, data: DenseDataset | ObjectPrompts, images: torch.Tensor | None = None, batch_size: int = 64
+) -> dict[str, float]:
     """Mean IoU over every object of ``data`` from one centre point (``point_miou``) and from its
     box (``box_miou``), each scoring the candidate with the highest predicted IoU; ``*_best_of_k``
     score the best candidate (an oracle's choice). ``data`` may be precomputed :class:`ObjectPrompts`
@@ -115,13 +126,15 @@ def evaluate_promptable(model: PromptableModel, data: DenseDataset | ObjectPromp
     device = next(model.parameters()).device
     sums = dict.fromkeys(("point_miou", "box_miou", "point_miou_best_of_k", "box_miou_best_of_k"), 0.0)
     for s in range(0, len(prompts.image), batch_size):
-        rows = prompts.image[s:s + batch_size]
+        rows = prompts.image[s : s + batch_size]
         unique, inverse = rows.unique(return_inverse=True)
         x = pixels[unique].to(device)
         embedding, x = (t[inverse.to(device)] for t in (model.encode_image(x), x))
-        targets = prompts.targets[s:s + batch_size].to(device)
-        for kind, (points, labels) in (("point", point_prompt(prompts.centres[s:s + batch_size])),
-                                       ("box", box_prompt(prompts.boxes[s:s + batch_size]))):
+        targets = prompts.targets[s : s + batch_size].to(device)
+        for kind, (points, labels) in (
+            ("point", point_prompt(prompts.centres[s : s + batch_size])),
+            ("box", box_prompt(prompts.boxes[s : s + batch_size])),
+        ):
             out = model.decode(embedding, x, points.to(device), labels.to(device))
             ious = mask_iou(out["masks"] > 0, targets[:, None])
             sums[f"{kind}_miou"] += float(ious.gather(1, out["iou"].argmax(1, keepdim=True)).sum())
@@ -135,13 +148,15 @@ def build_promptable_model(config: PromptableTrainConfig, splits: DenseSplits) -
     train = splits.train
     mean = train.images.mean((0, 2, 3)).tolist()
     std = train.images.std((0, 2, 3)).clamp(min=1e-3).tolist()
-    return PromptableModel(PromptableConfig.from_dict({"img_size": train.images.shape[-1], "mean": mean, "std": std,
-                                                      **config.model}))
+    return PromptableModel(
+        PromptableConfig.from_dict({"img_size": train.images.shape[-1], "mean": mean, "std": std, **config.model})
+    )
 
 
 class PromptableTask(Task):
     """Promptable segmentation on :class:`~vitlab.data.shapes.DenseSplits` with instance masks.
     Prompts are drawn on the CPU from the task's per-epoch generator; batches then move to the device."""
+
     model: PromptableModel
     run_kind = KIND
     checkpoint_kind = KIND
@@ -183,8 +198,11 @@ class PromptableTask(Task):
         out = net(images, points, labels)
         losses = promptable_loss(out["masks"], out["iou"], targets)
         n = len(images)
-        sums = {"loss": losses["loss"].detach() * n, "iou_mse": losses["iou_mse"].detach() * n,
-                "best_iou": losses["best_iou"].sum()}
+        sums = {
+            "loss": losses["loss"].detach() * n,
+            "iou_mse": losses["iou_mse"].detach() * n,
+            "best_iou": losses["best_iou"].sum(),
+        }
         return losses["loss"], sums, n
 
     def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
@@ -203,17 +221,34 @@ class PromptableTask(Task):
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
         cfg, size = self.config, self.model.config.img_size
-        return DataConfig((size, size), 3, (0.0,) * 3, (1.0,) * 3, list(self.splits.classes), "unit",
-                          self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
+        return DataConfig(
+            (size, size),
+            3,
+            (0.0,) * 3,
+            (1.0,) * 3,
+            list(self.splits.classes),
+            "unit",
+            self.splits.name,
+            cfg.data_dir,
+            cfg.seed,
+            cfg.rows,
+        ).to_dict()
 
 
-def train_promptable(config: PromptableTrainConfig, splits: DenseSplits | None = None,
-                     reporter: Reporter | None = None) -> PromptableResult:
+def train_promptable(
+    config: PromptableTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
+) -> PromptableResult:
     """Train a promptable model on ``splits`` (default: the dataset ``config`` names); with
     ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
     if splits is None:
-        splits = load_dense_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows,
-                                    image_size=config.image_size, count=config.count)
+        splits = load_dense_dataset(
+            config.dataset,
+            config.data_dir,
+            seed=config.seed,
+            rows=config.rows,
+            image_size=config.image_size,
+            count=config.count,
+        )
     seed_everything(config.seed)
     model = build_promptable_model(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
@@ -223,9 +258,17 @@ def train_promptable(config: PromptableTrainConfig, splits: DenseSplits | None =
     test = fitted.test or {}
     checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
     if run_dir is not None and checkpoint is not None:
-        run_dir.write_json(SUMMARY, {"val": val, "test": test, "epochs": len(fitted.history),
-                                     "seconds": fitted.seconds, "params": fitted.params,
-                                     "test_on": "the final model (validation runs at the end)"})
+        run_dir.write_json(
+            SUMMARY,
+            {
+                "val": val,
+                "test": test,
+                "epochs": len(fitted.history),
+                "seconds": fitted.seconds,
+                "params": fitted.params,
+                "test_on": "the final model (validation runs at the end)",
+            },
+        )
     trained = cast(PromptableModel, fitted.model)
     return PromptableResult(config, trained, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
 
@@ -237,5 +280,6 @@ def promptable_train_config(options: dict[str, Any]) -> PromptableTrainConfig:
     options = {**{k: v for k, v in options.items() if k != "model"}, **options.get("model", {})}
     own = {f.name for f in fields(PromptableTrainConfig)} - {"model"}
     reject_unknown(options, own | set(f.name for f in fields(PromptableConfig)) - set(DERIVED), KIND)
-    return PromptableTrainConfig(**{k: v for k, v in options.items() if k in own},
-                                 model={k: v for k, v in options.items() if k not in own})
+    return PromptableTrainConfig(
+        **{k: v for k, v in options.items() if k in own}, model={k: v for k, v in options.items() if k not in own}
+    )
