@@ -118,6 +118,7 @@ def digits_audit(digits_run, tmp_path_factory):
     return result, out, write_audit(result, out)
 
 
+@pytest.mark.slow
 def test_occlusion_order_deletes_faster_than_a_random_order(digits_run, digits_audit):
     result, _, _ = digits_audit
     assert digits_run.val_acc > 0.7
@@ -126,6 +127,7 @@ def test_occlusion_order_deletes_faster_than_a_random_order(digits_run, digits_a
     assert occlusion.insertion_auc > result.random["insertion_auc"]
 
 
+@pytest.mark.slow
 def test_randomising_the_weights_changes_gradient_maps(digits_run, digits_audit):
     result, _, _ = digits_audit
     for method in ("gradient", "gradxinput"):
@@ -139,6 +141,7 @@ def test_randomising_the_weights_changes_gradient_maps(digits_run, digits_audit)
     assert torch.all(spearman(trained, gradient_map(digits_run.model, inputs)) > 0.999)
 
 
+@pytest.mark.slow
 def test_audit_files(digits_audit):
     result, out, paths = digits_audit
     assert {p.name for p in paths} >= {

@@ -53,6 +53,7 @@ def test_explain_one_method_and_textbook(run_folder, tmp_path):
     assert (out / "positions.png").is_file() and (out / "temperature.png").is_file()
 
 
+@pytest.mark.slow
 def test_explain_audit(run_folder, tmp_path, capsys):
     out = tmp_path / "audit"
     assert (

@@ -46,6 +46,7 @@ def test_backend_is_headless():
     assert matplotlib.get_backend().lower() == "agg"
 
 
+@pytest.mark.slow
 def test_map_figures_have_the_promised_size(tmp_path):
     image = torch.rand(1, 8, 8)
     maps = {"a": torch.rand(4, 4), "b": torch.rand(4, 4), "c": torch.rand(4, 4)}

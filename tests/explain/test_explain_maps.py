@@ -148,6 +148,7 @@ def test_key_patch_task_is_labelled_by_its_key_patch(key_patch):
     assert torch.bincount(data.labels).tolist() == [50] * 4
 
 
+@pytest.mark.slow
 def test_maps_find_the_known_patch(key_patch_run):
     model, splits, key = key_patch_run.model, key_patch_run.splits, key_patch_run.key_patch
     assert key_patch_run.val_acc > 0.95

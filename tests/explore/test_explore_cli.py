@@ -15,6 +15,7 @@ def parse(*argv):
     return build_parser().parse_args(["explore", *argv])
 
 
+@pytest.mark.slow
 def test_serves_loopback_by_default_and_prints_the_address(runs_root, monkeypatch, capsys):
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app, **options))
