@@ -39,6 +39,7 @@ def test_export_onnx_runs_in_onnxruntime(checkpoint, tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_export_hf_loads_in_transformers(checkpoint, tmp_path):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "hf"
@@ -51,6 +52,7 @@ def test_export_hf_loads_in_transformers(checkpoint, tmp_path):
     assert json.loads((out / "config.json").read_text())["id2label"]["3"] == "c3"
 
 
+@pytest.mark.slow
 def test_export_timm_writes_weights_and_its_pretrained_cfg(checkpoint, tmp_path):
     timm = pytest.importorskip("timm")
     out = tmp_path / "timm"

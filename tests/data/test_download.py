@@ -157,11 +157,13 @@ def hostile(tmp_path, monkeypatch):
     assert not list((tmp_path / "out").glob("*.part"))
 
 
+@pytest.mark.slow
 def test_a_trickling_mirror_is_cut_off_at_the_deadline(hostile):
     with pytest.raises(DownloadError, match=r"only \d+ of 1,000 bytes arrived within the deadline of 0.5 s"):
         hostile(sender(1000, b"x", 0.05, 1000), deadline=0.5, timeout=5)
 
 
+@pytest.mark.slow
 def test_a_stalled_mirror_times_out(hostile):
     with pytest.raises(DownloadError, match=r"could not download .*timed out"):
         hostile(sender(1000, b"x", 3.0, 1000), deadline=0.5, timeout=5)

@@ -63,6 +63,7 @@ def test_map_figures_have_the_promised_size(tmp_path):
     assert png_size(cascade) == inches(7, 3.6)
 
 
+@pytest.mark.slow
 def test_textbook_figures(tmp_path):
     paths = textbook_figures(tmp_path)
     assert [p.name for p in paths] == ["positions.png", "token_attention.png", "temperature.png"]
@@ -109,6 +110,7 @@ def test_temperature_sharpens_and_flattens():
         temperature_sweep(scores, [0.0])
 
 
+@pytest.mark.slow
 def test_attention_examples_for_the_compare_report(digits_run, tmp_path):
     paths = attention_examples(digits_run.model, digits_run.splits, out_dir=tmp_path)
     names = [p.name for p in paths]

@@ -130,6 +130,7 @@ def test_random_and_mutated_files_get_a_clean_refusal(client):
             assert response.status_code == 415, (trial, response.text)
 
 
+@pytest.mark.slow
 def test_uploads_decode_at_most_a_few_at_a_time(client, monkeypatch):
     decode, state, lock = explore_images.decode_upload, {"now": 0, "peak": 0}, threading.Lock()
 
