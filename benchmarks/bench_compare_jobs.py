@@ -41,9 +41,7 @@ def run_study(label: str, flags: list[str], extra: list[str], out: Path) -> dict
         "1",
         "--quiet",
         "--out",
-        str(out),
-        "--name",
-        label,
+        str(out / label),
         *flags,
         *extra,
     ]

@@ -4,8 +4,8 @@ An executor has one method, ``map(fn, tasks)``: call the picklable ``fn`` on eve
 ``(index, result)`` as each finishes, in completion order. ``fn`` must derive everything from its
 task (seeds included), so where and in which order tasks run cannot change a result.
 
-- :class:`LocalExecutor`: ``jobs`` processes started with ``spawn`` (torch and ``fork`` do not mix),
-  or this process itself when ``jobs == 1``; each task runs with ``threads`` torch threads.
+- :class:`LocalExecutor`: ``jobs`` processes forked from a preloaded ``forkserver`` (torch and plain
+  ``fork`` do not mix), or this process itself when ``jobs == 1``; each task runs with ``threads`` torch threads.
 - :class:`RayExecutor`: one Ray task per task, on the cluster at ``address`` or on a local Ray
   started for the call; a GPU per task where the cluster has GPUs.
 """
@@ -68,10 +68,21 @@ def _threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def worker_context() -> multiprocessing.context.BaseContext:
+    """``forkserver`` workers forked from a server that has imported torch and vitlab's training code
+    once (no import per worker, no fork of a process whose thread pools are running); ``spawn`` where
+    forkserver does not exist."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "vitlab.experiments.training"])
+    return context
+
+
 class LocalExecutor:
     """``jobs`` worker processes on this machine (default: every usable core); with ``jobs == 1`` the
     tasks run one after the other in this process. ``threads``: torch threads per task (``None``/0:
-    torch's default, which in a worker is every core). Workers are spawned, so a script that uses
+    torch's default, which in a worker is every core). Workers start from a fresh server process, so a script that uses
     ``jobs > 1`` keeps its top-level code under ``if __name__ == "__main__":``."""
 
     def __init__(self, jobs: int | None = None, threads: int | None = 1) -> None:
@@ -90,7 +101,7 @@ class LocalExecutor:
             return
         pool = ProcessPoolExecutor(
             min(self.jobs, len(tasks)),
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=worker_context(),
             initializer=set_threads,
             initargs=(self.threads,),
         )
