@@ -1,5 +1,7 @@
 """``vitlab params``: the table prints computed figures with thousands separators."""
 
+import torch
+
 from vitlab.cli.main import main
 from vitlab.models import count_params, create_model
 
@@ -45,3 +47,23 @@ def test_bad_overrides_name_the_way_out(capsys):
     assert "key=value" in capsys.readouterr().err
     assert main(["params", "vit-seed", "--set", "deep=2"]) == 2
     assert "depth" in capsys.readouterr().err
+
+
+def test_vit_seed_compares_the_input_stage_with_a_convolution(capsys):
+    assert main(["params", "vit-seed"]) == 0
+    out = capsys.readouterr().out
+    line = line_with(out, "for comparison")
+    c, d = 1, 64
+    conv = torch.nn.Conv2d(c, d, 3)  # the oracle: PyTorch's own count
+    assert sum(p.numel() for p in conv.parameters()) == 3 * 3 * c * d + d == 640
+    assert f"Conv2D({d}, 3x3) on 1 channel = 3*3*{c}*{d} + {d} = 640 parameters" in line
+    assert f"{7 * 7 * d + d:,} on the patch projection and {16 * d:,} on the position table" in out
+
+
+def test_convolution_comparison_follows_the_model(capsys):
+    assert main(["params", "vit-seed", "--set", "in_chans=3", "--set", "pos_embed=sincos2d"]) == 0
+    out = capsys.readouterr().out
+    assert f"= 3*3*3*64 + 64 = {3 * 3 * 3 * 64 + 64:,} parameters" in out
+    assert "position table" not in out
+    assert main(["params", "cnn-seed"]) == 0
+    assert "for comparison" not in capsys.readouterr().out

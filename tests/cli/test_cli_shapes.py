@@ -1,8 +1,13 @@
 """``vitlab shapes``: printed shapes follow the formulas."""
 
 import ast
+import math
+
+import pytest
 
 from vitlab.cli.main import main
+from vitlab.errors import ConfigError
+from vitlab.models.summary import qk_variance
 
 
 def shapes_printed(out: str) -> dict[str, tuple]:
@@ -55,3 +60,26 @@ def test_small_greyscale(capsys):
 def test_bad_sizes_report_an_error(capsys):
     assert main(["shapes", "--image", "30", "--patch", "7"]) == 2
     assert "not divisible by patch 7" in capsys.readouterr().err
+
+
+def test_qk_variance_follows_the_theory(capsys):
+    assert main(["shapes", "--qk-variance"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("d_k"))
+    rows = [line.split() for line in lines[start + 1 :]]
+    assert [int(r[0]) for r in rows] == [4, 16, 64, 256]
+    for r in rows:
+        d, raw, scaled = int(r[0]), float(r[1]), float(r[3])
+        assert int(r[2]) == d and r[4] == "1"
+        # Var(q.k) = d; its sample variance over n draws has relative sd sqrt((2 + 6/d) / n): allow 5 of them
+        tolerance = 5 * math.sqrt((2 + 6 / d) / 10_000)
+        assert raw == pytest.approx(d, rel=tolerance)
+        assert scaled == pytest.approx(1, rel=tolerance)
+        assert scaled == pytest.approx(raw / d, abs=2e-3)  # printed to 3 and 2 decimals
+
+
+def test_qk_variance_is_seeded_and_checked():
+    assert qk_variance(16, 500, seed=3) == qk_variance(16, 500, seed=3)
+    assert qk_variance(16, 500, seed=3) != qk_variance(16, 500, seed=4)
+    with pytest.raises(ConfigError, match="samples"):
+        qk_variance(16, 1)

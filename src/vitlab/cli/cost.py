@@ -1,5 +1,6 @@
 """``vitlab cost``: tokens, attention entries, FLOPs and score memory per (image, patch) pair, with
-columns per kind of attention and ``--plot`` (memory and time against resolution, log-log)."""
+columns per kind of attention, ``--plot`` (memory and time against resolution, log-log), and the token
+pairs one 3x3 convolution mixes against full attention's ``N^2``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 import json
 
 from ..models.config import check_options
-from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, cost_figure, cost_table
+from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, cost_figure, cost_table, interactions
 
 PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)  # --plot without --image: these, at patch 16
 # The Workload field each sizing option sets.
@@ -62,6 +63,13 @@ def _scaled(value: float, units: tuple[str, ...], step: int) -> str:
     return f"{value:.1f} {units[-1]}"
 
 
+def print_table(header: tuple[str, ...], table: list[tuple[str, ...]]) -> None:
+    """Print ``header`` and the rows right-aligned, each column as wide as its widest cell."""
+    widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
+    for line in [header, *table]:
+        print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
+
+
 def select_pairs(args: argparse.Namespace) -> tuple[tuple[int, int], ...]:
     """The pairs asked for: ``--pairs``, every ``--image`` x ``--patch``, or the textbook's."""
     if args.pairs and (args.image or args.patch):
@@ -93,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         cost_figure(tuple(sorted({image for image, _ in pairs})), patches[0], tuple(args.attention), **sizes).savefig(
             args.plot, dpi=120
         )
+    mixed = [interactions(image, patch) for image, patch in pairs]
     if args.json:
         print(
             json.dumps(
@@ -100,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                     "settings": sizes,
                     "rows": [r.to_dict() for r in rows],
                     "attention": {kind: [r.to_dict() for r in table] for kind, table in others.items()},
+                    "interactions": [m.to_dict() for m in mixed],
                 },
                 indent=2,
             )
@@ -141,9 +151,26 @@ def run(args: argparse.Namespace) -> int:
         )
         for i, r in enumerate(rows)
     ]
-    widths = [max(len(line[i]) for line in [header] + table) for i in range(len(header))]
-    for line in [header] + table:
-        print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
+    print_table(header, table)
+    print(
+        "\npairs that interact in one layer, on the same patch grid (class token left out): a 3x3 convolution\n"
+        "mixes each token with its 3x3 neighbourhood (exact count, cut at the borders; 9N inside), full attention\n"
+        "every token with every token (N^2)"
+    )
+    print_table(
+        ("tokens N", "grid", "3x3 conv", "9N", "attention N^2", "attention / conv"),
+        [
+            (
+                f"{m.tokens:,}",
+                f"{m.grid[0]}x{m.grid[1]}",
+                f"{m.conv3x3:,}",
+                f"{m.interior_9n:,}",
+                f"{m.attention:,}",
+                f"{m.attention / m.conv3x3:,.1f}x",
+            )
+            for m in mixed
+        ],
+    )
     if args.plot:
         print(f"wrote {args.plot}")
     return 0

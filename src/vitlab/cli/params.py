@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..models import count_params, create_model
-from ..models.summary import parameter_table, trainable_position_params
+from ..models.summary import Row, conv_params, parameter_table, trainable_position_params
+from ..models.vit import VisionTransformer
 from . import parse_overrides
 
 # Registered models whose count with fixed positions is the total the textbook prints for them.
@@ -34,7 +35,21 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.model in TEXTBOOK_TOTALS and not overrides:
             print(f"{fixed:,} is {TEXTBOOK_TOTALS[args.model]}: it counts the positions as not trainable.")
+    if isinstance(model, VisionTransformer):
+        print_conv_comparison(model, rows, positions)
     return 0
+
+
+def print_conv_comparison(model: VisionTransformer, rows: list[Row], positions: int) -> None:
+    """The input stage priced against a 3x3 convolution of the same width on the same channels."""
+    c, d, k = model.config.in_chans, model.config.embed_dim, 3
+    projection = next(r.params for r in rows if r.component == "patch projection")
+    where = f" and {positions:,} on the position table" if positions else ""
+    print(
+        f"\nfor comparison: Conv2D({d}, {k}x{k}) on {c} channel{'s' * (c != 1)} = {k}*{k}*{c}*{d} + {d} = "
+        f"{conv_params(c, d, k):,} parameters,\nthe price of a convolution's spatial prior; this ViT spends "
+        f"{projection:,} on the patch projection{where}."
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH, Int, check_options
-from ..models.summary import SHAPE_LAYOUT, trace_shapes
+from ..models.summary import SHAPE_LAYOUT, qk_variance, trace_shapes
+from .cost import print_table
 
 OPTIONS = {
     "image": Int(1, MAX_SIDE),
@@ -15,9 +16,27 @@ OPTIONS = {
     "channels": Int(1, MAX_CHANS),
     "depth": Int(1, MAX_DEPTH),
 }
+QK_DIMS = (4, 16, 64, 256)  # --qk-variance: the head widths d_k it measures
+QK_SAMPLES = 10_000
+
+
+def print_qk_variance() -> None:
+    """The variance of ``q . k`` for standard-normal ``q, k``, measured beside the theory, per ``d_k``."""
+    print(
+        f"q . k for standard-normal q, k ({QK_SAMPLES:,} seeded samples per d_k): the variance grows as d_k;\n"
+        "dividing by sqrt(d_k) brings it back to 1, so the softmax's sharpness does not depend on the head width"
+    )
+    measured = {d: qk_variance(d, QK_SAMPLES) for d in QK_DIMS}
+    print_table(
+        ("d_k", "Var(q.k)", "theory", "Var(q.k / sqrt(d_k))", "theory"),
+        [(str(d), f"{raw:.2f}", str(d), f"{scaled:.3f}", "1") for d, (raw, scaled) in measured.items()],
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.qk_variance:
+        print_qk_variance()
+        return 0
     check_options(args, OPTIONS)
     shapes = trace_shapes(
         image=args.image,
@@ -49,4 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--channels", type=int, default=3, help="image channels C (default 3)")
     p.add_argument("--depth", type=int, default=1, help="blocks to run (default 1)")
     p.add_argument("--class-token", action="store_true", help="prepend a class token")
+    p.add_argument(
+        "--qk-variance",
+        action="store_true",
+        help=f"instead: the variance of q . k before and after dividing by sqrt(d_k), for d_k in {QK_DIMS}",
+    )
     p.set_defaults(func=run)

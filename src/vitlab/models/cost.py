@@ -142,6 +142,17 @@ def offset_pairs(n: int, step: int, reach: int) -> int:
     return n + 2 * (k * n - step * k * (k + 1) // 2)
 
 
+def conv_pairs(grid: tuple[int, int], kernel: int = 3) -> int:
+    """Ordered pairs ``(i, j)`` of ``grid`` positions where ``j`` lies in the ``kernel x kernel`` window centred
+    on ``i`` (``i`` itself included), windows cut at the borders: the pairs one convolution layer mixes. The
+    window is a product of two offset bands, so the count is ``offset_pairs`` per axis multiplied; ``k^2 N``
+    for an interior-only count, less at the borders (``40 x 40 = 1,600`` against ``9 x 196`` on 14 x 14)."""
+    if kernel < 1 or kernel % 2 == 0:
+        raise ConfigError(f"kernel {kernel} has no centre: use an odd size such as 3")
+    reach = kernel // 2
+    return offset_pairs(grid[0], 1, reach) * offset_pairs(grid[1], 1, reach)
+
+
 def sparse_pairs(n: int, local: int, stride: int, prefix: int = 0) -> int:
     """Allowed pairs of :func:`vitlab.ops.attention.sparse_pattern`: the band ``|i - j| <= local`` or the stride
     ``(i - j) mod stride == 0`` over ``n`` patch tokens (inclusion-exclusion), and every pair touching one of
@@ -319,6 +330,30 @@ def cost_table(
         )
         for work, mix in zip(works, mixes)
     ]
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """Token pairs one layer mixes on an ``(image, patch)`` pair's patch grid of ``tokens = N`` patches:
+    a 3x3 convolution's exact count (:func:`conv_pairs`), its interior-only ``9N``, full attention's ``N^2``."""
+
+    image: int
+    patch: int
+    grid: tuple[int, int]
+    tokens: int
+    conv3x3: int
+    interior_9n: int
+    attention: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def interactions(image: int, patch: int) -> Interactions:
+    """:class:`Interactions` for square ``image`` cut into ``patch`` patches (class tokens left out)."""
+    grid = check_divisible(image, image, patch)
+    n = grid[0] * grid[1]
+    return Interactions(image, patch, grid, n, conv_pairs(grid), 9 * n, n * n)
 
 
 def cost_figure(

@@ -5,11 +5,13 @@ projection, position embedding, each block's attention and MLP, ...); every para
 exactly one row, so the rows always sum to ``count_params(model, trainable_only=False)``.
 Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters and never count.
 
-``trace_shapes`` runs a small ViT once and reports the shape of every named intermediate.
+``trace_shapes`` runs a small ViT once and reports the shape of every named intermediate;
+``qk_variance`` measures why attention divides its scores by ``sqrt(d_k)``.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -168,6 +170,23 @@ def trainable_position_params(model: nn.Module) -> int:
     if not isinstance(model, VisionTransformer):
         return 0
     return sum(p.numel() for p in model.pos_embed.parameters() if p.requires_grad)
+
+
+def conv_params(in_chans: int, out_chans: int, kernel: int = 3) -> int:
+    """Parameters of a ``kernel x kernel`` convolution with bias: ``k * k * C_in * C_out + C_out``."""
+    return kernel * kernel * in_chans * out_chans + out_chans
+
+
+def qk_variance(d_k: int, samples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """Sample variance of ``q . k`` over ``samples`` pairs of standard-normal ``q, k`` of size ``d_k``,
+    before and after dividing by ``sqrt(d_k)``. A sum of ``d_k`` independent unit-variance products has
+    variance ``d_k``; the scaled score has variance 1, whatever ``d_k``."""
+    if d_k < 1 or samples < 2:
+        raise ConfigError(f"d_k={d_k}, samples={samples}: a variance needs d_k >= 1 and at least 2 samples")
+    generator = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, samples, d_k, generator=generator, dtype=torch.float64)  # (samples, d_k) each
+    scores = (q * k).sum(-1)  # (samples,)
+    return scores.var().item(), (scores / math.sqrt(d_k)).var().item()
 
 
 # The layout of each shape ``trace_shapes`` reports. N patches, R prefix tokens, T = R + N.
