@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
+from ..errors import ConfigError
 from . import add_common, apply_threads, parse_overrides, read_config_file
 
 RECIPE_NAMES = ("default", "plain", "small-data")
@@ -77,39 +79,48 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
 DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head", "compile")
 
 
+def task_options(args: argparse.Namespace, fields: tuple[str, ...]) -> dict[str, Any]:
+    """A task's flat options: the run's saved config (``--resume``) or ``--config FILE``, then the
+    options given (``fields``), then ``--set``, then the run-folder flags."""
+    from ..runs import RunDir
+    from ..runs.layout import CONFIG
+
+    if args.resume and args.out is None:
+        raise ConfigError("--resume needs the run folder: --out DIR")
+    base = (
+        read_config_file(RunDir(args.out) / CONFIG)
+        if args.resume
+        else read_config_file(args.config)
+        if args.config
+        else {}
+    )
+    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
+    given = {name: getattr(args, name) for name in fields if getattr(args, name) is not None}
+    run = {"out_dir": args.out, "resume": args.resume, "overwrite": args.overwrite}
+    return {**base, **given, **parse_overrides(args.set), **run}
+
+
+def reporter_for(args: argparse.Namespace) -> Any:
+    """A progress bar on the main process (none with ``--quiet`` or on other ranks), after ``--threads``."""
+    from ..engine import TqdmReporter
+
+    apply_threads(args.threads)
+    return TqdmReporter(disable=True if args.quiet else None) if is_main() else None
+
+
+def is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def run_dense(args: argparse.Namespace) -> int:
     """``--task segment|detect``: train a dense head (see ``vitlab.dense``). ``--set KEY=VALUE`` sets a
     DenseTrainConfig field (e.g. ``count``, ``image_size``) or a DenseConfig field (e.g. ``patch_size``)."""
     from ..dense import dense_train_config, train_dense
-    from ..engine import TqdmReporter
-    from ..errors import ConfigError
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
 
-    given = {name: getattr(args, name) for name in DENSE_FIELDS if getattr(args, name) is not None}
-    if args.resume:
-        if args.out is None:
-            raise ConfigError("--resume needs the run folder: --out DIR")
-        base = read_config_file(RunDir(args.out) / CONFIG)
-    else:
-        base = read_config_file(args.config) if args.config else {}
-    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = dense_train_config(
-        {
-            **base,
-            "task": args.task,
-            **given,
-            **parse_overrides(args.set),
-            "out_dir": args.out,
-            "resume": args.resume,
-            "overwrite": args.overwrite,
-        }
-    )
-    apply_threads(args.threads)
-    main = int(os.environ.get("RANK", "0")) == 0
-    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    config = dense_train_config({**task_options(args, DENSE_FIELDS), "task": args.task})
+    reporter = reporter_for(args)
     result = train_dense(config, reporter=reporter)
-    if main:
+    if is_main():
         test = result.test
         scores = (
             f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}"
@@ -131,37 +142,15 @@ PROMPTABLE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr"
 def run_promptable(args: argparse.Namespace) -> int:
     """``--task promptable``: SAM-style promptable segmentation (see ``vitlab.prompt``). ``--set KEY=VALUE``
     sets a PromptableTrainConfig field (e.g. ``count``, ``box_prob``) or a PromptableConfig field."""
-    from ..engine import TqdmReporter
     from ..errors import ConfigError
     from ..prompt import promptable_train_config, train_promptable
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: promptable segmentation has its own mask decoder")
-    given = {name: getattr(args, name) for name in PROMPTABLE_FIELDS if getattr(args, name) is not None}
-    if args.resume:
-        if args.out is None:
-            raise ConfigError("--resume needs the run folder: --out DIR")
-        base = read_config_file(RunDir(args.out) / CONFIG)
-    else:
-        base = read_config_file(args.config) if args.config else {}
-    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = promptable_train_config(
-        {
-            **base,
-            **given,
-            **parse_overrides(args.set),
-            "out_dir": args.out,
-            "resume": args.resume,
-            "overwrite": args.overwrite,
-        }
-    )
-    apply_threads(args.threads)
-    main = int(os.environ.get("RANK", "0")) == 0
-    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    config = promptable_train_config(task_options(args, PROMPTABLE_FIELDS))
+    reporter = reporter_for(args)
     result = train_promptable(config, reporter=reporter)
-    if main:
+    if is_main():
         test = result.test
         print(
             f"promptable on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, test mean IoU "
@@ -179,37 +168,15 @@ def run_clip(args: argparse.Namespace) -> int:
     """``--task clip``: a small CLIP on captioned shapes (see ``vitlab.multimodal``). ``--set KEY=VALUE`` sets a
     CLIPTrainConfig field (e.g. ``count``, ``image_size``) or a CLIPConfig field (e.g. ``embed_dim``,
     ``vision={"depth": 2}``)."""
-    from ..engine import TqdmReporter
     from ..errors import ConfigError
     from ..multimodal import clip_train_config, train_clip
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: a CLIP model has none")
-    given = {name: getattr(args, name) for name in CLIP_FIELDS if getattr(args, name) is not None}
-    if args.resume:
-        if args.out is None:
-            raise ConfigError("--resume needs the run folder: --out DIR")
-        base = read_config_file(RunDir(args.out) / CONFIG)
-    else:
-        base = read_config_file(args.config) if args.config else {}
-    base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-    config = clip_train_config(
-        {
-            **base,
-            **given,
-            **parse_overrides(args.set),
-            "out_dir": args.out,
-            "resume": args.resume,
-            "overwrite": args.overwrite,
-        }
-    )
-    apply_threads(args.threads)
-    main = int(os.environ.get("RANK", "0")) == 0
-    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
+    config = clip_train_config(task_options(args, CLIP_FIELDS))
+    reporter = reporter_for(args)
     result = train_clip(config, reporter=reporter)
-    if main:
+    if is_main():
         test = result.test
         print(
             f"{config.model} on captioned {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
@@ -230,15 +197,11 @@ def run(args: argparse.Namespace) -> int:
         return run_dense(args)
     if args.head is not None:
         raise ValueError("--head picks a dense head: use it with --task segment or --task detect")
-    from ..engine import TqdmReporter
     from ..tasks import train
 
     config = build_config(args)
-    apply_threads(args.threads)
-    main = int(os.environ.get("RANK", "0")) == 0
-    reporter = TqdmReporter(disable=True if args.quiet else None) if main else None
-    result = train(config, reporter=reporter)
-    if main:
+    result = train(config, reporter=reporter_for(args))
+    if is_main():
         line = (
             f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
             f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})"
