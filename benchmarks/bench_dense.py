@@ -8,7 +8,7 @@ Every run uses :class:`DenseTrainConfig`'s and :class:`DenseConfig`'s defaults (
 data, batch size and learning-rate schedule for every head) and one torch thread unless told
 otherwise; the time limit stops training and the cosine schedule follows it.
 
-Targets (issue #7): decoder >= 0.85 mIoU and >= 5 points above linear at patch 8; DETR >= 0.7 mAP@.5.
+Targets: decoder >= 0.85 mIoU and >= 5 points above linear at patch 8; DETR >= 0.7 mAP@.5.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     python benchmarks/bench_ssl.py --dataset mnist --data-dir ../shared/data/mnist-t10k --rows 1000
     python benchmarks/bench_ssl.py --dataset mnist --data-dir ../shared/data/mnist-t10k --rows 1000 --dino
 
-Protocol (issue #6), as ``vitlab compare --pretrain none,mae[,dino] --distill none,cnn`` with one
+Protocol, as ``vitlab compare --pretrain none,mae[,dino] --distill none,cnn`` with one
 labelled budget. The dataset's splits are the trainer's (MNIST from its t10k file: the first 8,000
 images are the training pool, of which ``--rows`` are labelled, the last 2,000 validate). Every run
 uses the same seed, labelled rows, recipe and epochs:

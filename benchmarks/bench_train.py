@@ -3,7 +3,7 @@
     python benchmarks/bench_train.py --threads 1                  # CPU, MNIST t10k protocol, 4,000 rows
     python benchmarks/bench_train.py --device cuda --repeats 3
 
-Protocol (issue #3): the first 8,000 images of MNIST's t10k file are the training pool (the first
+Protocol: the first 8,000 images of MNIST's t10k file are the training pool (the first
 ``--rows`` of it train), the last 2,000 validate. The ``plain`` recipe (Adam 1e-3, batch 64, constant
 LR, no augmentation) trains vitlab's ``vit-seed`` and timm's ``VisionTransformer`` with the same
 architecture (img 28, patch 7, in_chans 1, dim 64, depth 2, heads 4, mlp_ratio 2, average pooling, no

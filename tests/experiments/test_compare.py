@@ -293,7 +293,7 @@ def test_tiny_study_end_to_end(tmp_path):
     for png in ("accuracy_vs_rows.png", "learning_curves.png", "gap.png"):
         assert f"]({png})" in report
 
-    # per-head attention figures of the best ViT run (issue #4): real PNGs, referenced in the report
+    # per-head attention figures of the best ViT run: real PNGs, referenced in the report
     best = max((r for r in result.records.values() if r.kind == "vit"), key=lambda r: r.best_val_acc)
     assert results["attention"]["run"] == best.key
     figures = results["attention"]["files"]

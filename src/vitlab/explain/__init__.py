@@ -1,4 +1,4 @@
-"""Look inside a model, then test what the picture is worth (issue #4).
+"""Look inside a model, then test what the picture is worth.
 
 Looking:
 

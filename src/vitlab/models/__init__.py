@@ -80,7 +80,7 @@ __all__ = [
     "VisionTransformer",
 ]
 
-# CNN baselines (issue #2): plain conv3x3-BN-ReLU stages sized to match the ViTs they are compared with.
+# CNN baselines: plain conv3x3-BN-ReLU stages sized to match the ViTs they are compared with.
 from .cnn import CNNConfig, SimpleCNN, cnn_for_budget, count_params  # noqa: E402
 
 register_builder(CNNConfig, SimpleCNN)
@@ -96,7 +96,7 @@ register_model(
 )
 __all__ += ["CNNConfig", "SimpleCNN", "cnn_for_budget", "count_params"]
 
-# Hierarchical windowed attention and token merging (issue #5).
+# Hierarchical windowed attention and token merging.
 from .swin import SwinConfig, SwinStage, SwinTransformer  # noqa: E402
 from .tome import TokenMergingViT, apply_tome, front_loaded  # noqa: E402
 
