@@ -35,45 +35,23 @@ FIELDS = (
 
 
 def build_config(args: argparse.Namespace):  # -> TrainConfig
-    """The run's config: a ``--config`` file (or, with ``--resume``, the run's saved config), else the
-    recipe; then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, a
-    model config field otherwise."""
+    """The run's config: the run's saved config (``--resume``) or a ``--config`` file, else the recipe;
+    then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, a model
+    config field otherwise."""
     from ..engine import TrainConfig
     from ..engine.config import field_names
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
 
-    given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
+    options = task_options(args, FIELDS)
     own = set(field_names(TrainConfig))
-    sets = parse_overrides(args.set)
-    model_sets = {k: v for k, v in sets.items() if k not in own}
-    given.update({k: v for k, v in sets.items() if k in own})
+    model_sets = {k: options.pop(k) for k in parse_overrides(args.set) if k not in own}
+    options["model_overrides"] = {**options.get("model_overrides", {}), **model_sets}
     if args.ema is not None:
-        given["ema_decay"] = args.ema
+        options["ema_decay"] = args.ema
     if args.no_amp:
-        given["amp"] = False
-    given.update(out_dir=args.out, overwrite=args.overwrite)
-    if args.resume:
-        if args.out is None:
-            raise ValueError("--resume needs the run folder: --out DIR")
-        saved = read_config_file(RunDir(args.out) / CONFIG)
-        return TrainConfig.from_dict(
-            {
-                **saved,
-                **given,
-                "resume": True,
-                "overwrite": False,
-                "model_overrides": {**saved.get("model_overrides", {}), **model_sets},
-            }
-        )
-    base = read_config_file(args.config) if args.config else None
-    if base is not None:
-        base = {k: v for k, v in base.items() if k not in ("resume", "overwrite", "out_dir")}
-        merged = {**base, **given, "model_overrides": {**base.get("model_overrides", {}), **model_sets}}
-        return TrainConfig.from_dict(merged)
-    if model_sets:
-        given["model_overrides"] = {**given.get("model_overrides", {}), **model_sets}
-    return TrainConfig.from_recipe(args.recipe, **given)
+        options["amp"] = False
+    if args.resume or args.config:
+        return TrainConfig.from_dict(options)
+    return TrainConfig.from_recipe(args.recipe, **options)
 
 
 DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head", "compile")

@@ -244,17 +244,8 @@ class DenseTask(Task):
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
         cfg, size = self.config, cast(DenseModel, self.model).config.img_size
-        return DataConfig(
-            (size, size),
-            3,
-            (0.0,) * 3,
-            (1.0,) * 3,
-            list(self.splits.classes),
-            "unit",
-            self.splits.name,
-            cfg.data_dir,
-            cfg.seed,
-            cfg.rows,
+        return DataConfig.raw_pixels(
+            size, self.splits.classes, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows
         ).to_dict()
 
 

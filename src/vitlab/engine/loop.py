@@ -248,7 +248,8 @@ class Engine:
             )
             if improved:
                 self.best_score, self.best_epoch = score, record["epoch"]
-                self.best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
+                if task.monitor is not None:  # without a monitor the best model is the last one
+                    self.best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
             if self.run_dir is not None and self.env.is_main:
                 self._write_checkpoints(record["epoch"], improved)
             self.reporter.epoch(record)

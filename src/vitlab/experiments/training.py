@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data import DataSplits
-from ..engine import DISTILL_KINDS, RECIPES, TrainConfig, seed_everything
+from ..engine import DISTILL_KINDS, RECIPES, TrainConfig
 from ..engine.evaluate import classification_report, predict_logits
 from ..engine.measure import forward_costs
 from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
@@ -29,15 +29,12 @@ __all__ = [
 
 
 def train_run(config: TrainConfig, splits: DataSplits) -> TrainResult:
-    """Train one run of a comparison (silently) on ``splits``, every global generator seeded from the
-    run's own seed first: the model's initial weights are drawn before the training loop seeds, so
-    they must not depend on what ran before in the process."""
-    seed_everything(config.seed)
+    """Train one run of a comparison (silently) on ``splits`` (``train`` seeds every generator from the
+    run's own seed before drawing the initial weights)."""
     return train(config, splits)
 
 
 def pretrain_run(**fields: Any) -> None:
     """Pretrain one encoder without labels: :class:`~vitlab.ssl.pretrain.PretrainConfig` ``fields``,
-    written to ``fields["out_dir"]``; seeded from ``fields["seed"]`` first, as :func:`train_run`."""
-    seed_everything(fields["seed"])
+    written to ``fields["out_dir"]`` (``pretrain`` seeds from ``fields["seed"]``)."""
     pretrain(PretrainConfig(**fields))

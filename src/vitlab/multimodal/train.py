@@ -179,18 +179,7 @@ class CLIPTask(Task):
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself); the classes of the zero-shot task."""
         cfg, size = self.config, self.images.shape[-1]
-        return DataConfig(
-            (size, size),
-            3,
-            (0.0,) * 3,
-            (1.0,) * 3,
-            list(SHAPE_CLASSES),
-            "unit",
-            self.splits.name,
-            cfg.data_dir,
-            cfg.seed,
-            cfg.rows,
-        ).to_dict()
+        return DataConfig.raw_pixels(size, SHAPE_CLASSES, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
 
 
 def train_clip(

@@ -27,6 +27,7 @@ import json
 import pickle
 import struct
 import zipfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,20 @@ class DataConfig:
                 "classes": list(d.get("classes", [])),
             }
         )
+
+    @classmethod
+    def raw_pixels(
+        cls,
+        size: int,
+        classes: Sequence[str],
+        dataset: str | None,
+        data_dir: str | None = None,
+        seed: int = 0,
+        rows: int | None = None,
+    ) -> DataConfig:
+        """Square RGB images ``size x size`` fed in [0, 1] as they are (a model that normalises its own
+        input: dense, promptable and CLIP models)."""
+        return cls((size, size), 3, (0.0,) * 3, (1.0,) * 3, list(classes), "unit", dataset, data_dir, seed, rows)
 
     @classmethod
     def from_splits(
@@ -172,10 +187,13 @@ def checkpoint_bytes(
         "data": data.to_dict(),
         "provenance": {"vitlab": __version__, **(provenance or {})},
     }
-    header = {k: json.dumps(v) for k, v in meta.items()}
-    body = safetensors_save(tensors, header)
-    header["sha256"] = json.dumps(hashlib.sha256(_tensor_bytes(body)).hexdigest())
-    return safetensors_save(tensors, header)
+    blob = safetensors_save(tensors, {k: json.dumps(v) for k, v in meta.items()})
+    (n,) = struct.unpack("<Q", blob[:8])
+    header, body = json.loads(blob[8 : 8 + n]), blob[8 + n :]  # tensor offsets count from the body
+    header["__metadata__"]["sha256"] = json.dumps(hashlib.sha256(body).hexdigest())
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # safetensors keeps the body 8-byte aligned
+    return struct.pack("<Q", len(text)) + text + body
 
 
 def save_checkpoint(
@@ -305,7 +323,7 @@ def load_checkpoint(
                 else _load_foreign(path, tensors, raw, model, img_size, config)
             )
         else:
-            tensors, raw = _read_torch_file(path)
+            tensors, raw = read_state_dict(path)
             loaded = _load_foreign(path, tensors, raw, model, img_size, config)
     except CheckpointError:
         raise
@@ -326,11 +344,6 @@ def load_checkpoint(
     loaded.model.to(device).eval()
     loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)  # type: ignore[assignment]
     return loaded
-
-
-def _read_torch_file(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    tensors, meta = read_state_dict(path)
-    return tensors, meta
 
 
 def _is_vitlab(raw: dict[str, str]) -> bool:
@@ -463,7 +476,7 @@ def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: 
 
     hf_config = json.loads((path / "config.json").read_text())
     weights = next(path / n for n in HF_WEIGHTS if (path / n).is_file())
-    tensors = read_safetensors(weights)[0] if weights.suffix == ".safetensors" else _read_torch_file(weights)[0]
+    tensors = read_safetensors(weights)[0] if weights.suffix == ".safetensors" else read_state_dict(weights)[0]
     net, guessed = model_from_state(
         hf_to_vitlab(tensors), resize_to=img_size, **{**hf_config_fields(hf_config), **config}
     )
