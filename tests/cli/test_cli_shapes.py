@@ -7,7 +7,7 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
-from vitlab.models.summary import qk_variance
+from vitlab.models.summary import qk_variance, softmax_peak
 
 
 def shapes_printed(out: str) -> dict[str, tuple]:
@@ -83,3 +83,23 @@ def test_qk_variance_is_seeded_and_checked():
     assert qk_variance(16, 500, seed=3) != qk_variance(16, 500, seed=4)
     with pytest.raises(ConfigError, match="samples"):
         qk_variance(16, 1)
+
+
+def test_unscaled_softmax_saturates_and_scaled_does_not():
+    peaks = {d: softmax_peak(d, keys=64, samples=400) for d in (4, 16, 64, 256)}
+    raw = [peaks[d][0] for d in sorted(peaks)]
+    scaled = [peaks[d][1] for d in sorted(peaks)]
+    assert raw == sorted(raw) and raw[-1] > 0.8  # sharper with every width, near one-hot at 256
+    assert max(scaled) - min(scaled) < 0.02  # the scaled score's softmax does not depend on d_k
+    assert all(1 / 64 < s < r for s, r in zip(scaled, raw, strict=True))
+    # d_k = 1: the scale is 1, so both are the same softmax
+    assert softmax_peak(1, samples=50)[0] == pytest.approx(softmax_peak(1, samples=50)[1])
+
+
+def test_qk_variance_plot_is_written_and_needs_the_table(tmp_path, capsys):
+    png = tmp_path / "qk.png"
+    assert main(["shapes", "--qk-variance", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "max weight" in capsys.readouterr().out
+    assert main(["shapes", "--plot", str(png)]) == 2
+    assert "add --qk-variance" in capsys.readouterr().err

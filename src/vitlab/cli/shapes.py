@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import ConfigError
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH, Int, check_options
-from ..models.summary import SHAPE_LAYOUT, qk_variance, trace_shapes
+from ..models.summary import SHAPE_LAYOUT, qk_variance, qk_variance_figure, softmax_peak, trace_shapes
 from .cost import print_table
 
 OPTIONS = {
@@ -18,24 +19,37 @@ OPTIONS = {
 }
 QK_DIMS = (4, 16, 64, 256)  # --qk-variance: the head widths d_k it measures
 QK_SAMPLES = 10_000
+QK_KEYS = 64  # --qk-variance: the keys one query's softmax runs over
 
 
-def print_qk_variance() -> None:
-    """The variance of ``q . k`` for standard-normal ``q, k``, measured beside the theory, per ``d_k``."""
+def print_qk_variance(plot: str | None = None) -> None:
+    """The variance of ``q . k`` for standard-normal ``q, k``, measured beside the theory, and the
+    largest softmax weight over :data:`QK_KEYS` keys with and without ``1/sqrt(d_k)``, per ``d_k``;
+    ``plot``: also draw both against ``d_k`` into this PNG."""
     print(
         f"q . k for standard-normal q, k ({QK_SAMPLES:,} seeded samples per d_k): the variance grows as d_k;\n"
-        "dividing by sqrt(d_k) brings it back to 1, so the softmax's sharpness does not depend on the head width"
+        "dividing by sqrt(d_k) brings it back to 1, so the softmax's sharpness does not depend on the head width\n"
+        f"(max weight: the largest softmax weight of one query over {QK_KEYS} keys, mean of 1,000 queries)"
     )
     measured = {d: qk_variance(d, QK_SAMPLES) for d in QK_DIMS}
+    peaks = {d: softmax_peak(d, QK_KEYS) for d in QK_DIMS}
     print_table(
-        ("d_k", "Var(q.k)", "theory", "Var(q.k / sqrt(d_k))", "theory"),
-        [(str(d), f"{raw:.2f}", str(d), f"{scaled:.3f}", "1") for d, (raw, scaled) in measured.items()],
+        ("d_k", "Var(q.k)", "theory", "Var(q.k / sqrt(d_k))", "theory", "max weight", "scaled max weight"),
+        [
+            (str(d), f"{raw:.2f}", str(d), f"{scaled:.3f}", "1", f"{peaks[d][0]:.3f}", f"{peaks[d][1]:.3f}")
+            for d, (raw, scaled) in measured.items()
+        ],
     )
+    if plot:
+        qk_variance_figure(measured, peaks, QK_KEYS).savefig(plot, dpi=120)
+        print(f"wrote {plot}")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot and not args.qk_variance:
+        raise ConfigError(f"--plot {args.plot} draws the --qk-variance figure: add --qk-variance or drop --plot")
     if args.qk_variance:
-        print_qk_variance()
+        print_qk_variance(args.plot)
         return 0
     check_options(args, OPTIONS)
     shapes = trace_shapes(
@@ -73,4 +87,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"instead: the variance of q . k before and after dividing by sqrt(d_k), for d_k in {QK_DIMS}",
     )
+    p.add_argument("--plot", metavar="PNG", help="with --qk-variance: also draw it against d_k into this PNG")
     p.set_defaults(func=run)

@@ -6,7 +6,8 @@ exactly one row, so the rows always sum to ``count_params(model, trainable_only=
 Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters and never count.
 
 ``trace_shapes`` runs a small ViT once and reports the shape of every named intermediate;
-``qk_variance`` measures why attention divides its scores by ``sqrt(d_k)``.
+``qk_variance`` and ``softmax_peak`` measure why attention divides its scores by ``sqrt(d_k)``
+(``qk_variance_figure`` draws both).
 """
 
 from __future__ import annotations
@@ -187,6 +188,51 @@ def qk_variance(d_k: int, samples: int = 10_000, seed: int = 0) -> tuple[float, 
     q, k = torch.randn(2, samples, d_k, generator=generator, dtype=torch.float64)  # (samples, d_k) each
     scores = (q * k).sum(-1)  # (samples,)
     return scores.var().item(), (scores / math.sqrt(d_k)).var().item()
+
+
+def softmax_peak(d_k: int, keys: int = 64, samples: int = 1_000, seed: int = 0) -> tuple[float, float]:
+    """Mean largest softmax weight of one query over ``keys`` keys, for standard-normal ``q, k`` of
+    size ``d_k``, with raw scores ``q . k`` and with scaled scores ``q . k / sqrt(d_k)``. Raw scores
+    spread as ``sqrt(d_k)``, so their softmax saturates towards one-hot as ``d_k`` grows; scaled ones
+    keep a ``d_k``-free spread (``1 / keys`` would be uniform)."""
+    if d_k < 1 or keys < 2 or samples < 1:
+        raise ConfigError(f"d_k={d_k}, keys={keys}, samples={samples}: need d_k >= 1, at least 2 keys and 1 sample")
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(samples, 1, d_k, generator=generator, dtype=torch.float64)  # (samples, 1, d_k)
+    k = torch.randn(samples, keys, d_k, generator=generator, dtype=torch.float64)  # (samples, keys, d_k)
+    scores = (q * k).sum(-1)  # (samples, keys)
+    raw = scores.softmax(-1).amax(-1).mean().item()
+    scaled = (scores / math.sqrt(d_k)).softmax(-1).amax(-1).mean().item()
+    return raw, scaled
+
+
+def qk_variance_figure(
+    variances: dict[int, tuple[float, float]], peaks: dict[int, tuple[float, float]], keys: int
+) -> Any:
+    """A matplotlib figure of :func:`qk_variance` and :func:`softmax_peak` against ``d_k``: the score
+    variance (log-log; raw grows with slope 1, scaled stays at 1) and the largest softmax weight over
+    ``keys`` keys (raw saturates towards 1, scaled stays put)."""
+    from matplotlib.figure import Figure
+
+    dims = sorted(variances)
+    fig = Figure(figsize=(9, 3.6), constrained_layout=True)
+    spread, peak = fig.subplots(1, 2)
+    spread.loglog(dims, [variances[d][0] for d in dims], marker="o", label="q . k")
+    spread.loglog(dims, [variances[d][1] for d in dims], marker="o", label="q . k / sqrt(d_k)")
+    spread.loglog(dims, dims, color="grey", linestyle="--", linewidth=1, label="theory: d_k")
+    spread.set(xlabel="d_k (head width)", ylabel="variance of the score", title="score variance")
+    peak.semilogx(dims, [peaks[d][0] for d in dims], marker="o", label="softmax(q . k)")
+    peak.semilogx(dims, [peaks[d][1] for d in dims], marker="o", label="softmax(q . k / sqrt(d_k))")
+    peak.axhline(1 / keys, color="grey", linestyle="--", linewidth=1, label=f"uniform 1/{keys}")
+    peak.set(
+        xlabel="d_k (head width)",
+        ylabel="largest weight (mean)",
+        ylim=(0, 1.05),
+        title=f"sharpness of one query over {keys} keys",
+    )
+    for ax in (spread, peak):
+        ax.legend(fontsize=8)
+    return fig
 
 
 # The layout of each shape ``trace_shapes`` reports. N patches, R prefix tokens, T = R + N.
