@@ -18,7 +18,7 @@ from torch import nn
 from ..data import DataSplits, load_dataset
 from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit, seed_everything
 from ..engine.evaluate import evaluate_model
-from ..errors import CheckpointError, DataError
+from ..errors import CheckpointError, ConfigError, DataError
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
 from ..runs.layout import EVALUATION, SUMMARY
 
@@ -50,6 +50,22 @@ def load_splits(config: TrainConfig) -> DataSplits:
     )
 
 
+def load_teacher(source: str) -> Loaded:
+    """The teacher checkpoint at ``source``. Options such as ``--set num_heads=N`` describe the
+    student, so a foreign file that needs them to load is refused with the way to describe it: write
+    it as a vitlab checkpoint with ``vitlab convert`` first."""
+    try:
+        return load_checkpoint(source)
+    except CheckpointError as error:
+        if not isinstance(error.__cause__, ConfigError):  # not a missing setting: the file itself is at fault
+            raise
+        raise ConfigError(
+            f"teacher {source}: {error.__cause__}; here --set and --model describe the student, so write the "
+            f"teacher as a vitlab checkpoint first: vitlab convert {source} teacher.safetensors --num-heads N "
+            f"(or --model NAME, --set FIELD=VALUE), then --teacher teacher.safetensors"
+        ) from None
+
+
 def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, nn.Module | None]:
     """The model to train (from ``init`` when given; with a distillation token when distilling) and
     the frozen teacher (or None)."""
@@ -57,7 +73,7 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
     if config.teacher is None:
         model = build_model(config, splits)
     else:
-        loaded = load_checkpoint(config.teacher)
+        loaded = load_teacher(config.teacher)
         if loaded.kind not in ("classifier", "distilled-classifier"):
             raise CheckpointError(
                 f"teacher {config.teacher} is a {loaded.kind} checkpoint, not a classifier: train "
