@@ -1,6 +1,6 @@
 """`vitlab explore` latency: every interaction's request, the page's own drawing, and the first page load.
 
-    python benchmarks/bench_explore.py                       # trains the digits model first (~20 s)
+    python benchmarks/bench_explore.py                       # trains the digits and promptable models first (~30 s)
     python benchmarks/bench_explore.py --checkpoint runs/digits --runs runs
 
 The app is served by uvicorn on 127.0.0.1 in this process and requested over HTTP (stdlib urllib),
@@ -19,6 +19,7 @@ Prints one JSON line per measurement, then a summary line.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import platform
 import shutil
@@ -29,12 +30,15 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 
 from vitlab import __version__
 from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
+from vitlab.prompt import PromptableTrainConfig, train_promptable
 from vitlab.tasks import train
 
 CHROMIUM_FLAGS = [
@@ -50,8 +54,11 @@ INTERACTION_MS, FIRST_LOAD_MS = 100.0, 1000.0
 
 
 def make_runs(root: Path) -> Path:
-    """Train the digits model (vit-digits, 10 epochs) and a small compare study under ``root``."""
+    """Train the digits model (vit-digits, 10 epochs), a promptable model of the default size (one epoch
+    on 200 shapes: its latency does not depend on how well it learned) and a small compare study under
+    ``root``."""
     train(TrainConfig(model="vit-digits", epochs=10, device="cpu", out_dir=str(root / "digits")))
+    train_promptable(PromptableTrainConfig(count=200, epochs=1, device="cpu", out_dir=str(root / "prompt")))
     run_compare(
         CompareConfig(
             name="study",
@@ -76,9 +83,40 @@ def request_ms(base: str, path: str, params: dict) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def interactions(runs: list[str]) -> dict[str, tuple[str, callable]]:
-    """name -> (path, i -> params of the i-th request)."""
+def upload(base: str, side: int = 224) -> str:
+    """Upload a random ``side x side`` RGB PNG as the page does (multipart, same origin); its image reference."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8)).save(buffer, "PNG")
+    boundary = "vitlab-bench"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.png"\r\n'
+        f"Content-Type: image/png\r\n\r\n"
+    )
+    body = head.encode() + buffer.getvalue() + f"\r\n--{boundary}--\r\n".encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Origin": base}
+    with urllib.request.urlopen(urllib.request.Request(base + "/api/uploads", data=body, headers=headers)) as response:
+        return json.loads(response.read())["ref"]
+
+
+def interactions(runs: list[str], prompt: str | None, uploaded: str) -> dict[str, tuple[str, callable]]:
+    """name -> (path, i -> params of the i-th request); the Segment page's with promptable run ``prompt``
+    (when there is one) on its held-out images and on the ``uploaded`` image."""
     sort_keys = ["best_val_acc", "test_acc", "params", "seconds", "run"]
+    segment = f"/api/prompt/runs/{prompt}/segment"
+    prompts = {
+        "segment: click a point on a held-out shape": (
+            segment,
+            lambda i: {"ref": f"held-out:{i % 24}", "points": f"{8 + 3 * (i % 16)},{30 + i % 20}"},
+        ),
+        "segment: drag a box": (
+            segment,
+            lambda i: {"ref": "held-out:3", "box": f"{i % 20},{5 + i % 9},50,{40 + i % 20}"},
+        ),
+        "segment: a point on an upload-sized image (224 px)": (
+            segment,
+            lambda i: {"ref": uploaded, "points": f"{10 + 7 * (i % 30)},{100 + i % 50}"},
+        ),
+    }
     return {
         "tokens: move the patch slider": ("/api/tokens", lambda i: {"ref": "digits:0", "patch": 1 + i % 8}),
         "tokens: pick another sample": ("/api/tokens", lambda i: {"ref": f"digits:{i}", "patch": 2}),
@@ -109,6 +147,15 @@ def interactions(runs: list[str]) -> dict[str, tuple[str, callable]]:
             "/api/mechanics/positions",
             lambda i: {"kind": "learned", "model": 0, "reference": i % 16},
         ),
+        "mechanics: 1-D position dot products": (
+            "/api/mechanics/position-dots",
+            lambda i: {"scale": round(0.1 * 1.2**i, 3), "positions": 32 + 8 * (i % 4)},
+        ),
+        "mechanics: synthetic local attention": (
+            "/api/mechanics/local",
+            lambda i: {"grid": 14, "sigma": round(0.5 + 0.2 * i, 2), "query": i % 196},
+        ),
+        **(prompts if prompt else {}),
         "cost: change the patch": ("/api/cost", lambda i: {"patch": (4, 8, 14, 16, 32)[i % 5]}),
         "runs: rank the overview": ("/api/runs", lambda i: {"sort": sort_keys[i % 5]}),
         "runs: open a run and rank it": (f"/api/runs/{runs[0]}", lambda i: {"sort": "val_acc" if i % 2 else "epoch"}),
@@ -139,8 +186,24 @@ HOVER_TO_LIT = """async (i) => {
 }"""
 
 
-def page_interactions(base: str, chromium: str, repeats: int) -> dict[str, list[float]]:
-    """Milliseconds the page takes per interaction, in Chromium: name -> times."""
+# In the page: click the Segment page's image (points accumulate, the oldest dropped past 8), until the
+# masks are drawn (main image, K candidates, facts) and a frame painted.
+CLICK_TO_MASKS = """async (i) => {
+    const canvas = document.getElementById("seg-image"), rect = canvas.getBoundingClientRect();
+    const box = document.getElementById("seg-answer");
+    const frame = () => new Promise((done) => requestAnimationFrame(done));
+    const start = performance.now();
+    canvas.dispatchEvent(new MouseEvent("click", { bubbles: true,
+        clientX: rect.left + rect.width * (0.2 + 0.03 * (i % 20)), clientY: rect.top + rect.height * 0.5 }));
+    while (box.dataset.state !== "ready") await frame();
+    await frame();
+    return performance.now() - start;
+}"""
+
+
+def page_interactions(base: str, chromium: str, repeats: int, prompt: str | None) -> dict[str, list[float]]:
+    """Milliseconds the page takes per interaction, in Chromium: name -> times (the Segment page's with
+    promptable run ``prompt``, when there is one)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -162,6 +225,22 @@ def page_interactions(base: str, chromium: str, repeats: int) -> dict[str, list[
         times["page: hover a patch to every linked view lit"] = [
             page.evaluate(HOVER_TO_LIT, i % 16) for i in range(repeats)
         ]
+        page.evaluate("location.hash = '#mechanics'")
+        page.wait_for_selector("#local-panel[data-state=ready]", timeout=30_000)
+        times["page: sigma slider to synthetic attention drawn"] = [
+            page.evaluate(SLIDER_TO_DRAWN, ["local-panel", "local-sigma", str(round(-0.6 + 0.05 * i, 2))])
+            for i in range(repeats)
+        ]
+        times["page: frequency scale to both 1-D heatmaps and the chart drawn"] = [
+            page.evaluate(SLIDER_TO_DRAWN, ["dots-panel", "dots-scale", str(round(-1 + 0.06 * i, 2))])
+            for i in range(repeats)
+        ]
+        if prompt:
+            page.evaluate(f"location.hash = '#segment?prun={prompt}'")
+            page.wait_for_selector("#page-segment[data-state=ready]", timeout=30_000)
+            times["page: click a held-out shape to its masks drawn"] = [
+                page.evaluate(CLICK_TO_MASKS, i) for i in range(repeats)
+            ]
         browser.close()
     return times
 
@@ -211,6 +290,8 @@ def main() -> None:
         app = create_app(ExploreConfig(checkpoints=[checkpoint], runs=[runs]))
         with serve_in_background(app) as base:
             names = [r["name"] for r in json.loads(urllib.request.urlopen(base + "/api/runs").read())["runs"]]
+            prompts = json.loads(urllib.request.urlopen(base + "/api/prompt/runs").read())["runs"]
+            prompt = next((r["name"] for r in prompts if not r["broken"]), None)
             machine = {
                 "machine": platform.processor() or platform.machine(),
                 "python": platform.python_version(),
@@ -219,7 +300,7 @@ def main() -> None:
                 "vitlab": __version__,
             }
             results = {}
-            for name, (path, params) in interactions(names).items():
+            for name, (path, params) in interactions(names, prompt, upload(base)).items():
                 request_ms(base, path, params(0))  # the sample split loads once
                 times = [request_ms(base, path, params(i + 1)) for i in range(args.repeats)]
                 results[name] = summary(times)
@@ -235,7 +316,7 @@ def main() -> None:
                         }
                     )
                 )
-            for name, times in page_interactions(base, args.chromium, args.repeats).items():
+            for name, times in page_interactions(base, args.chromium, args.repeats, prompt).items():
                 results[name] = summary(times)
                 print(
                     json.dumps({"bench": "explore", "interaction": name, "n": args.repeats, **results[name], **machine})

@@ -1,7 +1,8 @@
-"""Fixtures for the explorer: a real `vitlab train` run and a real `vitlab compare` study, made once.
+"""Fixtures for the explorer: a real `vitlab train` run, a promptable run and a real `vitlab compare`
+study, made once.
 
-Both are tiny (a few dozen images, one or two epochs, one CPU thread), written by vitlab's own
-trainer and report writer, so the explorer is tested against the files those commands write.
+All are tiny (a few dozen images, one to three epochs, one CPU thread), written by vitlab's own
+trainers and report writer, so the explorer is tested against the files those commands write.
 """
 
 from pathlib import Path
@@ -13,12 +14,25 @@ from fastapi.testclient import TestClient
 from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app
+from vitlab.prompt import PromptableTrainConfig, train_promptable
 from vitlab.tasks import train
+
+# The smallest promptable model that still answers masks of some size after three epochs on 84 images.
+TINY_PROMPTABLE = {
+    "patch_size": 4,
+    "embed_dim": 32,
+    "depth": 1,
+    "num_heads": 2,
+    "decoder_dim": 32,
+    "decoder_depth": 1,
+    "decoder_heads": 2,
+}
 
 
 @pytest.fixture(scope="session")
 def runs_root(tmp_path_factory) -> Path:
-    """``runs/`` holding ``digits-vit`` (train, vit-digits) and ``study`` (compare, patch 2)."""
+    """``runs/`` holding ``digits-vit`` (train, vit-digits), ``prompt`` (train, a promptable model on
+    32x32 shapes) and ``study`` (compare, patch 2)."""
     root = tmp_path_factory.mktemp("runs")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -34,6 +48,18 @@ def runs_root(tmp_path_factory) -> Path:
                 augment="none",
                 device="cpu",
                 out_dir=str(root / "digits-vit"),
+            )
+        )
+        torch.manual_seed(0)
+        train_promptable(
+            PromptableTrainConfig(
+                count=120,
+                image_size=32,
+                epochs=3,
+                warmup_epochs=0.0,
+                device="cpu",
+                out_dir=str(root / "prompt"),
+                model=TINY_PROMPTABLE,
             )
         )
         run_compare(

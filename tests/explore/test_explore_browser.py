@@ -1,8 +1,10 @@
 """End to end in headless Chromium (Debian's `chromium`, driven by Playwright): every page loads, the
 patch slider changes the token count, a chosen patch becomes the query and the heatmaps change, the
-runs table ranks by the chosen column, an upload and a drawing are tokenised; linked views, colour
-bars and legends, keyboard use, the URL state, the errors beside their controls, crisp canvases at
-any pixel ratio, no sideways scrolling at 390 px and an accessibility audit (axe-core) of every page.
+runs table ranks by the chosen column, an upload and a drawing are tokenised, the 1-D position and
+synthetic attention panels follow their controls, a click on a held-out shape overlays its mask;
+linked views, colour bars and legends, keyboard use, the URL state, the errors beside their controls,
+crisp canvases at any pixel ratio, no sideways scrolling at 390 px and an accessibility audit
+(axe-core) of every page.
 
 Screenshots of every page at desktop and phone widths are saved in $VITLAB_EXPLORE_SCREENSHOTS
 (default: a pytest temporary folder); `VITLAB_EXPLORE_SCREENSHOTS=docs/screenshots` refreshes the
@@ -41,7 +43,8 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAGES = ["tokens", "attention", "mechanics", "cost", "runs"]
+PAGES = ["tokens", "attention", "mechanics", "segment", "cost", "runs"]
+SHAPES_SIDE = 32  # the side of the promptable run's images (conftest)
 SCREENS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
 
 
@@ -368,7 +371,7 @@ def test_runs_table_ranks_by_the_clicked_column(browser_page, client):
     page.keyboard.press("Enter")
     expect(page.locator("#runs-table caption")).to_have_text(re.compile("^ranked by best val acc, lowest first"))
     assert page.get_attribute("#runs-table th[data-key=best_val_acc]", "aria-sort") == "ascending"
-    assert labels(page, "#runs-table") == expected[::-1]
+    assert labels(page, "#runs-table") == [*expected[:2][::-1], "prompt"]  # a run without accuracy stays last
     page.focus("#runs-table tbody tr[data-label=study] button.link")
     page.keyboard.press("Enter")
     expect(page.locator("#run-title")).to_have_text("study (compare)")
@@ -445,7 +448,7 @@ def test_the_view_is_kept_in_the_url(browser, server):
 
 
 @pytest.mark.parametrize("screen", list(SCREENS))
-def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, server, shots, screen):
+def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, server, shots, screen, segment_target):
     axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python")
     page = new_page(browser, server, screen)
     width = SCREENS[screen]["width"]
@@ -459,6 +462,12 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
             settle(page, "#attn-maps")
         if name == "runs":
             settle(page, "#run-detail")
+        if name == "segment":  # a point on an object the model answers a mask for, from the keyboard
+            index, x, y, _ = segment_target
+            page.click(f"#seg-thumbs button:nth-child({index + 1})")
+            settle(page, "#page-segment")
+            point_with_keys(page, x, y)
+            settle(page, "#seg-answer")
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} scrolls sideways"
         assert page.title().startswith(name.capitalize())
         found = axe.Axe().run(page).response["violations"]
@@ -470,4 +479,153 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
         assert serious == [], f"{name} at {width} px"
         page.screenshot(path=shots / f"{name}-{screen}.png", full_page=True)
     assert page.errors == []
+    page.close()
+
+
+def test_positions_on_a_line_follow_the_frequency_scale_and_chart_the_chosen_row(browser_page, client):
+    page = browser_page
+    open_page(page, "mechanics")
+    settle(page, "#dots-panel")
+    assert page.text_content("#dots-scale-value") == "1"
+    before = canvas_pixels(page, "#dots-sincos"), canvas_pixels(page, "#dots-random")
+    page.locator("#dots-scale").fill("1")  # frequency scale 10
+    expect(page.locator("#dots-facts")).to_contain_text("frequency scale 10")
+    settle(page, "#dots-panel")
+    after = canvas_pixels(page, "#dots-sincos"), canvas_pixels(page, "#dots-random")
+    assert after[0] != before[0] and after[1] == before[1]  # the scale is the sinusoids' alone
+    expected = client.get("/api/mechanics/position-dots", params={"scale": 10}).json()["kinds"]["sincos"]
+    assert page.text_content("#dots-facts").count(f"{expected['neighbours']:+.3f}") == 1
+    bar = page.locator("#dots-sincos-scale")
+    assert bar.get_attribute("data-map") == "diverging"
+    assert float(bar.get_attribute("data-lo")) == -float(bar.get_attribute("data-hi"))
+    page.focus("#dots-sincos")
+    for key in ("Home", "ArrowDown", "ArrowDown", "ArrowDown"):
+        page.keyboard.press(key)
+    assert highlight(page, "#dots-sincos") == "3" and highlight(page, "#dots-random") == "3"
+    assert page.get_attribute("#dots-sincos", "aria-valuetext").startswith("position 3: with position 0")
+    page.keyboard.press("Enter")
+    expect(page.locator("#dots-row-caption")).to_have_text("dot products with position 3")
+    assert "ref1d=3" in page.url and "fs=10" in page.url
+    page.locator("#dots-scale").fill("0")
+    settle(page, "#dots-panel")
+    assert page.errors == []
+
+
+def test_synthetic_attention_is_the_chapters_figure_and_its_query_moves_by_keyboard(browser_page):
+    page = browser_page
+    open_page(page, "mechanics")
+    settle(page, "#local-panel")
+    expect(page.locator("#local-caption")).to_have_text("synthetic local attention from the centre patch (7, 7), σ = 2")
+    bar = page.locator("#local-scale")
+    assert bar.get_attribute("aria-label").startswith("colour scale, attention weight: 0.0000 to 0.0398")
+    assert "not which patches caused a prediction" in page.text_content("#local-note")
+    before = canvas_pixels(page, "#local-map")
+    page.locator("#local-sigma").fill("0")  # sigma 1
+    expect(page.locator("#local-caption")).to_have_text(re.compile("σ = 1$"))
+    settle(page, "#local-panel")
+    assert canvas_pixels(page, "#local-map") != before
+    page.focus("#local-map")
+    for key in ("Home", "ArrowRight", "ArrowRight", "ArrowDown"):
+        page.keyboard.press(key)
+    assert highlight(page, "#local-map") == "16"  # row 1, column 2 of 14
+    assert page.get_attribute("#local-map", "aria-valuetext").startswith("patch (1, 2): weight")
+    page.keyboard.press("Enter")
+    expect(page.locator("#local-caption")).to_have_text(re.compile(r"^synthetic local attention from patch \(1, 2\)"))
+    page.locator("#local-grid").fill("8")
+    expect(page.locator("#local-caption")).to_have_text(re.compile(r"from patch \(1, 2\), σ = 1$"))  # kept
+    page.uncheck("#local-auto")
+    settle(page, "#local-panel")
+    assert page.get_attribute("#local-scale", "data-hi") == "1"
+    assert page.errors == []
+
+
+@pytest.fixture(scope="module")
+def segment_target(client):
+    """A held-out image and a pixel (x, y) of one of its objects where the tiny model's best mask is not
+    empty: ``(index, x, y, area)``."""
+    detail = client.get("/api/prompt/runs/prompt").json()
+    for index in range(len(detail["held_out"]["objects"])):
+        for y in range(2, detail["image_size"] - 2, 3):
+            for x in range(2, detail["image_size"] - 2, 3):
+                answer = client.get(
+                    "/api/prompt/runs/prompt/segment", params={"ref": f"held-out:{index}", "points": f"{x},{y}"}
+                ).json()
+                if answer["truth"] and answer["areas"][0] > 0:
+                    return index, x, y, answer["areas"][0]
+    pytest.fail(f"the tiny promptable model answers no mask on its {len(detail['held_out']['objects'])} images")
+
+
+def pixel_position(page, x: int, y: int, side: int = SHAPES_SIDE) -> dict[str, float]:
+    """Where pixel (x, y) of the Segment page's square image lies on its canvas (the image fills it)."""
+    box = page.locator("#seg-image").bounding_box()
+    return {"x": (x + 0.5) * box["width"] / side, "y": (y + 0.5) * box["height"] / side}
+
+
+def point_with_keys(page, x: int, y: int) -> None:
+    """Move the Segment page's cursor from the image's top-left pixel to (x, y) and press Enter."""
+    page.focus("#seg-image")
+    for key in ["Home", *["ArrowRight"] * x, *["ArrowDown"] * y, "Enter"]:
+        page.keyboard.press(key)
+
+
+def test_a_click_on_a_held_out_shape_overlays_its_mask(browser, server, client, segment_target):
+    index, x, y, area = segment_target
+    page = new_page(browser, server + f"#segment?pref=held-out:{index}")
+    settle(page, "#page-segment")
+    assert page.get_attribute(f"#seg-thumbs button:nth-child({index + 1})", "aria-pressed") == "true"
+    assert "the model never saw it" in page.text_content("#seg-current")
+    before = canvas_pixels(page, "#seg-image")
+    page.locator("#seg-image").click(position=pixel_position(page, x, y))
+    settle(page, "#seg-answer")
+    expect(page.locator("#seg-image")).to_have_attribute("data-mask-area", str(area))
+    assert canvas_pixels(page, "#seg-image") != before
+    answer = client.get(
+        "/api/prompt/runs/prompt/segment", params={"ref": f"held-out:{index}", "points": f"{x},{y}"}
+    ).json()
+    candidates = page.locator("#seg-candidates button")
+    assert candidates.count() == len(answer["iou"])
+    assert candidates.first.get_attribute("aria-pressed") == "true"
+    assert f"predicted IoU {answer['iou'][0]:.4f}" in candidates.first.text_content()
+    assert f"actual IoU {answer['truth']['iou'][0]:.4f}" in candidates.first.text_content()
+    expect(page.locator("#seg-facts")).to_contain_text("actual IoU of the overlaid mask")
+    candidates.nth(1).focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#seg-image")).to_have_attribute("data-candidate", "1")
+    assert page.get_attribute("#seg-image", "data-mask-area") == str(answer["areas"][1])
+    assert f"pts={x}%2C{y}" in page.url or f"pts={x},{y}" in page.url
+    page.click("#seg-background")  # a background point from the keyboard: two points now
+    point_with_keys(page, 0, 0)
+    settle(page, "#seg-answer")
+    both = client.get(
+        "/api/prompt/runs/prompt/segment",
+        params={"ref": f"held-out:{index}", "points": f"{x},{y};0,0", "labels": "1,0"},
+    ).json()
+    expect(page.locator("#seg-image")).to_have_attribute("data-mask-area", str(both["areas"][0]))
+    start, end = pixel_position(page, 3, 4), pixel_position(page, 20, 25)  # a dragged box
+    canvas = page.locator("#seg-image").bounding_box()
+    page.mouse.move(canvas["x"] + start["x"], canvas["y"] + start["y"])
+    page.mouse.down()
+    page.mouse.move(canvas["x"] + end["x"], canvas["y"] + end["y"], steps=5)
+    page.mouse.up()
+    page.wait_for_function("() => decodeURIComponent(location.hash).includes('pbox=3,4,21,26')")
+    settle(page, "#seg-answer")
+    page.click("#seg-clear")
+    expect(page.locator("#seg-candidates button")).to_have_count(0)
+    assert page.get_attribute("#seg-image", "data-mask-area") == ""
+    assert page.errors == []
+    page.close()
+
+
+def test_a_promptable_run_opens_on_the_segment_page_and_a_bad_prompt_says_why(browser, server):
+    page = new_page(browser, server + "#runs?run=prompt")
+    settle(page, "#run-detail")
+    expect(page.locator("#run-links a")).to_have_text("Prompt it on the Segment page")
+    page.click("#run-links a")
+    settle(page, "#page-segment")
+    assert page.input_value("#seg-run") == "prompt"
+    page.goto(server + "#segment?pref=upload:0123456789abcdef")  # an upload the server no longer keeps
+    page.reload()
+    expect(page.locator("#segment-error")).to_have_text(re.compile("^no upload '0123456789abcdef'"))
+    assert page.locator("#segment-error").get_attribute("role") == "alert"
+    assert all(e.startswith("Failed to load resource: the server responded with a status of 404") for e in page.errors)
     page.close()

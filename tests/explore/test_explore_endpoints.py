@@ -212,17 +212,20 @@ def test_cost_equals_the_cost_model(client):
 
 def test_runs_overview_and_ranking(client, runs_root):
     answer = get(client, "/api/runs", sort="best_val_acc")
-    assert {r["name"]: r["kind"] for r in answer["runs"]} == {"digits-vit": "train", "study": "compare"}
+    kinds = {r["name"]: r["kind"] for r in answer["runs"]}
+    assert kinds == {"digits-vit": "train", "prompt": "train", "study": "compare"}
     table = answer["table"]
     assert table["sort"] == {"by": "best_val_acc", "descending": True}
     values = [r["values"]["best_val_acc"] for r in table["rows"]]
-    assert values == sorted(values, reverse=True) and [r["rank"] for r in table["rows"]] == [1, 2]
+    assert values[:2] == sorted(values[:2], reverse=True) and values[2] is None  # the promptable run has no accuracy
+    assert [r["rank"] for r in table["rows"]] == [1, 2, 3]
     summary = json.loads((runs_root / "digits-vit" / "summary.json").read_text())
     train_row = next(r["values"] for r in table["rows"] if r["values"]["run"] == "digits-vit")
     assert train_row["best_val_acc"] == summary["best_val_acc"] and train_row["test_acc"] == summary["test"]["acc"]
-    assert table["extremes"]["max"]["value"] == max(values) and table["rows"][0]["bar"] == 1.0
+    assert table["extremes"]["max"]["value"] == max(values[:2]) and table["rows"][0]["bar"] == 1.0
     ascending = get(client, "/api/runs", sort="best_val_acc", descending="false")["table"]
-    assert [r["values"]["run"] for r in ascending["rows"]] == [r["values"]["run"] for r in table["rows"]][::-1]
+    ranked = [r["values"]["run"] for r in table["rows"]]
+    assert [r["values"]["run"] for r in ascending["rows"]] == [*ranked[:2][::-1], "prompt"]  # missing values last
 
 
 def test_train_run_detail(client, runs_root):

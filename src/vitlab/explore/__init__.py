@@ -1,10 +1,11 @@
 """``vitlab explore``: the textbook's interactive figures on your own images, models and runs.
 
-A local web app (FastAPI, served by uvicorn on 127.0.0.1) with five pages — Tokens, Attention,
-Mechanics, Cost, Runs — whose every number comes from vitlab's functions on the server
-(:mod:`vitlab.explore.views`, :mod:`vitlab.explore.runs`); the offline front end in ``static/``
-only draws. It reads only the checkpoints, run folders and data folder it was started with; what
-it refuses, and the tests that prove it, are in SECURITY.md at the repository root.
+A local web app (FastAPI, served by uvicorn on 127.0.0.1) with six pages — Tokens, Attention,
+Mechanics, Segment, Cost, Runs — whose every number comes from vitlab's functions on the server
+(:mod:`vitlab.explore.views`, :mod:`vitlab.explore.prompts`, :mod:`vitlab.explore.runs`); the
+offline front end in ``static/`` only draws. It reads only the checkpoints, run folders and data
+folder it was started with; what it refuses, and the tests that prove it, are in SECURITY.md at the
+repository root.
 
     from vitlab.explore import ExploreConfig, create_app
     app = create_app(ExploreConfig(checkpoints=["runs/digits"], runs=["runs"]))

@@ -20,10 +20,16 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
     /api/mechanics/softmax         softmax with temperature over a row of keys
     /api/mechanics/mixing          token mixing by a Gaussian row-stochastic matrix (bandwidth)
     /api/mechanics/positions       position-encoding similarity (kind, grid, dim, base, reference, model)
+    /api/mechanics/position-dots   dot products of 1-D sinusoidal and random positions (positions, dim, scale,
+                                   reference)
+    /api/mechanics/local           synthetic local attention from a query patch on a grid (grid, sigma, query)
     /api/cost                      attention kinds against resolution (patch, dim, heads, depth)
     /api/runs                      the runs found (a broken one with its reason) and their overview table, ranked
     /api/runs/{name}               one run: its table ranked, learning curves, figures, report
     /api/runs/{name}/figures/{file}  a figure of the run (PNG)
+    /api/prompt/runs               the promptable runs found (a broken one with its reason)
+    /api/prompt/runs/{name}        one promptable run: its model and held-out images
+    /api/prompt/runs/{name}/segment  candidate masks and their IoU for a prompt (ref, points, labels, box)
 """
 
 from __future__ import annotations
@@ -48,15 +54,18 @@ from .arrays import encode_array
 from .checkpoints import ModelShelf
 from .guards import ANY_ADDRESS, Guard, SecurityHeaders, bracketed, host_names, is_loopback
 from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
+from .prompts import PromptShelf
 from .runs import RunShelf, overview, rank_table, run_detail, run_table
 from .views import (
     POSITION_KINDS,
     attention_view,
     cost_view,
     input_view,
+    local_attention_view,
     maps_view,
     mixing_view,
     parse_query,
+    position_dots_view,
     position_view,
     prepared,
     softmax_view,
@@ -116,6 +125,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     book.split(next(s["name"] for s in book.sources() if s["available"]))  # the first page's samples, ready
     shelf = ModelShelf(config.checkpoints)
     run_shelf = RunShelf(config.runs)
+    prompt_shelf = PromptShelf(run_shelf, book)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(
         Guard,
@@ -237,6 +247,16 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
         entry = shelf.get(model) if model is not None else None
         return position_view(kind, (grid, grid), dim, base, seed, reference, entry)
 
+    @app.get("/api/mechanics/position-dots")
+    def position_dots(
+        positions: int = 32, dim: int = 64, scale: float = 1.0, seed: int = 0, reference: int = 0
+    ) -> dict[str, Any]:
+        return position_dots_view(positions, dim, scale, seed, reference)
+
+    @app.get("/api/mechanics/local")
+    def local(grid: int = 14, sigma: float = 2.0, query: int | None = None) -> dict[str, Any]:
+        return local_attention_view(grid, sigma, query)
+
     @app.get("/api/cost")
     def cost(
         patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
@@ -261,6 +281,20 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     @app.get("/api/runs/{name}/figures/{file}")
     def figure(name: str, file: str) -> FileResponse:
         return FileResponse(run_shelf.figure(name, file), media_type="image/png")
+
+    @app.get("/api/prompt/runs")
+    def prompt_runs() -> dict[str, Any]:
+        return prompt_shelf.listing()
+
+    @app.get("/api/prompt/runs/{name}")
+    def prompt_run(name: str) -> dict[str, Any]:
+        return prompt_shelf.detail(name)
+
+    @app.get("/api/prompt/runs/{name}/segment")
+    def prompt_segment(
+        name: str, ref: str, points: str | None = None, labels: str | None = None, box: str | None = None
+    ) -> dict[str, Any]:
+        return prompt_shelf.segment(name, ref, points, labels, box)
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

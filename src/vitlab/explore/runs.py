@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..runs.layout import CONFIG, METRICS, REPORT, RESULTS, SUMMARY
+from ..runs.layout import CONFIG, METRICS, REPORT, RESULTS, RUN, SUMMARY
 from .images import RequestError
 
 COMPARE_FILE = RESULTS
@@ -247,6 +247,12 @@ def train_config(run: Run) -> dict[str, Any]:
     return as_object(read_json(run, CONFIG), f"config.json of run {run.name}")
 
 
+def run_task(run: Run) -> str | None:
+    """The kind of run ``run.json`` records (``classify``, ``promptable``, ...); ``None`` without one."""
+    kind = as_object(read_json(run, RUN), f"{RUN} of run {run.name}").get("kind")
+    return kind if isinstance(kind, str) else None
+
+
 def train_summary(run: Run) -> dict[str, Any]:
     """A training run's ``summary.json`` (``{}`` if there is none), its ``test`` an object if present."""
     summary = as_object(read_json(run, SUMMARY), f"summary.json of run {run.name}")
@@ -278,10 +284,11 @@ def overview_row(run: Run) -> dict[str, Any]:
     summary, config, epochs = train_summary(run), train_config(run), train_epochs(run)
     val = [v for v in (number(e.get("val_acc")) for e in epochs) if v is not None]
     seconds = sum(number(e.get("seconds")) or 0.0 for e in epochs)
+    named = config.get("model")
     return {
         "run": run.name,
         "kind": run.kind,
-        "model": config.get("model"),
+        "model": named if isinstance(named, str) else run_task(run),  # a task's config holds model overrides
         "dataset": config.get("dataset"),
         "best_val_acc": summary.get("best_val_acc", max(val, default=None)),
         "test_acc": (summary.get("test") or {}).get("acc"),
@@ -344,17 +351,23 @@ def run_table(run: Run) -> Table:
 
 
 def curves(run: Run) -> list[dict[str, Any]]:
-    """Learning-curve panels: ``{"title", "metric", "series": [{"label", "x", "y"}]}`` per metric."""
+    """Learning-curve panels: ``{"title", "series": [{"label", "x", "y"}]}`` per metric; a training run's
+    series only where it recorded that metric, its panels only where it has a series."""
     if run.kind == "train":
         epochs = train_epochs(run)
         x = [e.get("epoch", i + 1) for i, e in enumerate(epochs)]
-        return [
+        panels = [
             {
                 "title": title,
-                "series": [{"label": LABELS[key], "x": x, "y": [e.get(key) for e in epochs]} for key in keys],
+                "series": [
+                    {"label": LABELS[key], "x": x, "y": [e.get(key) for e in epochs]}
+                    for key in keys
+                    if any(e.get(key) is not None for e in epochs)  # a task without accuracy (promptable) has none
+                ],
             }
             for title, keys in (("accuracy", ("train_acc", "val_acc")), ("loss", ("train_loss", "val_loss")))
         ]
+        return [panel for panel in panels if panel["series"]]
     records = compare_results(run).get("runs") or []
 
     def name(record: dict[str, Any]) -> str:
@@ -407,7 +420,7 @@ def run_detail(run: Run) -> dict[str, Any]:
             "conclusions": results.get("conclusions", []),
         }
     else:
-        facts = {"config": train_config(run), "summary": train_summary(run)}
+        facts = {"config": train_config(run), "summary": train_summary(run), "task": run_task(run)}
     return {
         "name": run.name,
         "kind": run.kind,

@@ -6,7 +6,8 @@
   head, at a temperature; rollout, gradient and occlusion maps (:mod:`vitlab.explain`).
 - :func:`prepared`, :func:`input_view`: the image as the model reads it (inverted, padded to its
   aspect on request), and what it then sees: resized, normalised, and how far from its training data.
-- :func:`softmax_view`, :func:`mixing_view`, :func:`position_view`: the textbook's mechanics.
+- :func:`softmax_view`, :func:`mixing_view`, :func:`position_view`, :func:`position_dots_view`,
+  :func:`local_attention_view`: the textbook's mechanics.
 - :func:`cost_view`: every attention kind in :data:`~vitlab.models.cost.ATTENTION_COSTS` against
   resolution.
 """
@@ -34,7 +35,7 @@ from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..ops.attention import attention_weights
 from ..ops.patches import num_tokens, patchify
-from ..ops.positions import sincos_2d
+from ..ops.positions import sincos_1d, sincos_2d
 from .arrays import encode_array
 from .images import LabeledImage, RequestError
 
@@ -317,11 +318,17 @@ def softmax_view(temperature: float = 1.0, keys: int = 16, dim: int = 16, seed: 
     }
 
 
+def gaussian_attention(queries: torch.Tensor, keys: torch.Tensor, bandwidth: float) -> torch.Tensor:
+    """Row-stochastic ``(Q, K)``: ``A_ij = softmax_j(-|q_i - k_j|^2 / (2 h^2))`` for positions ``queries (Q, d)``
+    and ``keys (K, d)``, attention as a Gaussian kernel smoother of bandwidth ``h``."""
+    distance2 = ((queries[:, None, :] - keys[None, :, :]) ** 2).sum(-1)
+    return torch.softmax(-distance2 / (2 * bandwidth**2), dim=-1)
+
+
 def mixing_matrix(tokens: int, bandwidth: float) -> torch.Tensor:
-    """Row-stochastic ``(N, N)``: ``A_ij = softmax_j(-(i - j)^2 / (2 h^2))``, attention as a Gaussian
-    kernel smoother of bandwidth ``h`` over token positions (float64)."""
-    position = torch.arange(tokens, dtype=torch.float64)
-    return torch.softmax(-((position[:, None] - position[None, :]) ** 2) / (2 * bandwidth**2), dim=-1)
+    """:func:`gaussian_attention` ``(N, N)`` over token positions ``0 .. N-1`` (float64)."""
+    position = torch.arange(tokens, dtype=torch.float64)[:, None]
+    return gaussian_attention(position, position, bandwidth)
 
 
 def mixing_view(bandwidth: float = 1.5, tokens: int = 24, seed: int = 0) -> dict[str, Any]:
@@ -414,6 +421,90 @@ def position_view(
         "reference_map": encode_array(similarity[reference].reshape(grid)),
         "adjacent": float(similarity[adjacent].mean()) if adjacent.any() else None,
         "all_pairs": float(similarity[off_diagonal].mean()) if n > 1 else None,
+    }
+
+
+def sinusoid_positions(positions: int, dim: int, scale: float = 1.0) -> torch.Tensor:
+    """1-D transformer sinusoids ``(N, D)`` of positions ``0 .. N-1`` with every frequency times ``scale``:
+    :func:`~vitlab.ops.positions.sincos_1d` at positions ``scale * i`` (float64)."""
+    return sincos_1d(torch.arange(positions, dtype=torch.float64) * scale, dim, dtype=torch.float64)
+
+
+def random_positions(positions: int, dim: int, seed: int = 0) -> torch.Tensor:
+    """Seeded Gaussian position vectors ``(N, D)`` of variance 1/2 per entry, so their squared norm is
+    ``D / 2`` on average, a sinusoid's exactly: a learned table as it starts (float64)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(positions, dim, generator=g, dtype=torch.float64) * math.sqrt(0.5)
+
+
+def _dot_facts(dots: torch.Tensor, reference: int) -> dict[str, Any]:
+    """Dot products ``(N, N)``, the reference's row, and the mean over the diagonal (squared norms),
+    over neighbours ``|i - j| = 1`` and over all pairs ``i != j``."""
+    n = dots.shape[0]
+    offset = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+    return {
+        "dots": encode_array(dots),
+        "row": encode_array(dots[reference]),
+        "self": float(dots.diagonal().mean()),
+        "neighbours": float(dots[offset.abs() == 1].mean()) if n > 1 else None,
+        "all_pairs": float(dots[offset != 0].mean()) if n > 1 else None,
+    }
+
+
+def position_dots_view(
+    positions: int = 32, dim: int = 64, scale: float = 1.0, seed: int = 0, reference: int = 0
+) -> dict[str, Any]:
+    """Pairwise dot products ``p_i . p_j`` ``(N, N)`` of 1-D sinusoidal positions at frequency ``scale``
+    (:func:`sinusoid_positions`) beside random ones (:func:`random_positions`), with :func:`_dot_facts`
+    of each and the largest magnitude of either, for one symmetric colour scale."""
+    _check_range("positions", positions, 2, 256)
+    _check_range("dim", dim, 2, 1024)
+    _check_range("frequency scale", scale, 0.01, 100.0)
+    _check_range("reference", reference, 0, positions - 1)
+    if dim % 2:
+        raise RequestError(f"a sinusoidal table needs an even width, got dim={dim}")
+    tables = {"sincos": sinusoid_positions(positions, dim, scale), "random": random_positions(positions, dim, seed)}
+    dots = {kind: table @ table.T for kind, table in tables.items()}
+    return {
+        "positions": positions,
+        "dim": dim,
+        "scale": scale,
+        "reference": reference,
+        "kinds": {kind: _dot_facts(value, reference) for kind, value in dots.items()},
+        "magnitude": max(float(value.abs().max()) for value in dots.values()),
+    }
+
+
+def grid_coordinates(grid: int) -> torch.Tensor:
+    """``(row, column)`` of every cell of a ``grid x grid`` raster ``(grid^2, 2)`` (float64)."""
+    index = torch.arange(grid * grid)
+    return torch.stack([index // grid, index % grid], -1).double()
+
+
+def local_attention_view(grid: int = 14, sigma: float = 2.0, query: int | None = None) -> dict[str, Any]:
+    """Synthetic local attention of patch ``query`` (default: the centre) over a ``grid x grid`` raster:
+    :func:`gaussian_attention` of the grid distance with bandwidth ``sigma``, the weights ``(grid, grid)``
+    with the weight on the query, :func:`~vitlab.explain.maps.head_statistics`, ``reach`` = exp(entropy),
+    the patches it effectively averages, and ``rms_distance``, the weighted root-mean-square distance."""
+    _check_range("grid", grid, 2, 64)
+    _check_range("sigma", sigma, 0.05, 1000.0)
+    query = (grid // 2) * grid + grid // 2 if query is None else query
+    _check_range("query", query, 0, grid * grid - 1)
+    cells = grid_coordinates(grid)
+    weights = gaussian_attention(cells[query : query + 1], cells, sigma)[0]
+    stats = head_statistics(weights)
+    distance2 = ((cells - cells[query]) ** 2).sum(-1)
+    return {
+        "grid": grid,
+        "sigma": sigma,
+        "query": query,
+        "weights": encode_array(weights.reshape(grid, grid)),
+        "max": float(stats["max"]),
+        "at_query": float(weights[query]),
+        "sum": float(weights.sum()),
+        "reach": float(stats["entropy"].exp()),
+        "rms_distance": float((weights * distance2).sum().sqrt()),
+        "uniform": 1.0 / (grid * grid),
     }
 
 

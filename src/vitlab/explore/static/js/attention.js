@@ -4,7 +4,7 @@
 // any of them (arrow keys move) and it lights up on all.
 import { $, announce, decode, getJSON, latest, modelLabels } from "./api.js";
 import { arrowKeys, cursor, gridHit, link, roving } from "./cursor.js";
-import { colourBar, describe, drawBars, drawHeat, drawOverlay, makeCanvas, paintGrid, paintHeat,
+import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, makeCanvas, paintGrid, paintHeat,
   paintHighlight, paintImage, paintNumbers, paintOutline, surface } from "./draw.js";
 import { count, measure, prob, signed } from "./format.js";
 import { onImage, picker } from "./picker.js";
@@ -196,16 +196,8 @@ function drawSeen(seen, fitted) {
     item.textContent = step;
     steps.append(item);
   }
-  const facts = $("seen-facts");
-  facts.replaceChildren();
-  for (const [name, value] of [["input mean (training images: about 0)", signed(seen.mean)],
-    ["input std (training images: about 1)", measure(seen.std)]]) {
-    const dt = document.createElement("dt");
-    dt.textContent = name;
-    const dd = document.createElement("dd");
-    dd.textContent = value;
-    facts.append(dt, dd);
-  }
+  facts($("seen-facts"), [["input mean (training images: about 0)", signed(seen.mean)],
+    ["input std (training images: about 1)", measure(seen.std)]]);
   const warning = $("seen-warning");
   warning.hidden = !seen.out_of_domain;
   warning.textContent = seen.out_of_domain || "";

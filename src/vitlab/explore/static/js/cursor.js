@@ -20,7 +20,7 @@ export function link() {
 }
 
 // The item under a pointer event on `canvas`, in the canvas's CSS pixels, by `hit(x, y) -> index or -1`.
-function itemAt(event, canvas, hit) {
+export function itemAt(event, canvas, hit) {
   const rect = canvas.getBoundingClientRect();
   const x = ((event.clientX - rect.left) * Number(canvas.dataset.width)) / rect.width;
   const y = ((event.clientY - rect.top) * Number(canvas.dataset.height)) / rect.height;

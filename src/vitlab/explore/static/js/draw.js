@@ -19,6 +19,8 @@ export const SERIES = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#
   "#bcbd22", "#17becf", "#393b79", "#b15928"];
 const DASHES = [[], [7, 4], [2, 3], [9, 3, 2, 3]];
 const INK = "#5d6675", HIGHLIGHT = "#ff2d55", SELECTED = "#e8590c";
+// A mask in blue; a prompt's foreground points green, background points red, its box gold.
+const MASK = [30, 144, 255], FOREGROUND = "#00a000", BACKGROUND = "#d00000", BOX = "#ffd700";
 
 function seriesStyle(k) {
   return { colour: SERIES[k % SERIES.length], dash: DASHES[Math.floor(k / SERIES.length) % DASHES.length] };
@@ -163,6 +165,54 @@ export function paintHighlight(s, box, rows, cols, index) {
   paintOutline(s, box, rows, cols, index, HIGHLIGHT, 2.5);
 }
 
+// A mask (values > 0.5 inside, rows x cols) over `box`, blended in blue at `alpha`; outside it, nothing.
+export function paintMask(s, mask, rows, cols, box, alpha = 0.5) {
+  const inside = [...MASK, Math.round(255 * alpha)];
+  paintCells(s, rows, cols, (r, c) => (mask[r * cols + c] > 0.5 ? inside : [0, 0, 0, 0]), box);
+}
+
+// A prompt on an image of rows x cols pixels over `box`: each point (x, y), a pixel, as a dot with a sign
+// (green with + for foreground, label 1; red with − for background), and a box [x0, y0, x1, y1] (x1, y1
+// exclusive) in gold.
+export function paintPrompt(s, box, rows, cols, { points = [], labels = [], rect = null }) {
+  const { ctx } = s;
+  const cw = box.w / cols, ch = box.h / rows;
+  if (rect) {
+    ctx.lineWidth = 3;
+    ctx.strokeStyle = "rgba(0,0,0,0.7)";
+    ctx.strokeRect(box.x + rect[0] * cw, box.y + rect[1] * ch, (rect[2] - rect[0]) * cw, (rect[3] - rect[1]) * ch);
+    ctx.lineWidth = 1.5;
+    ctx.strokeStyle = BOX;
+    ctx.strokeRect(box.x + rect[0] * cw, box.y + rect[1] * ch, (rect[2] - rect[0]) * cw, (rect[3] - rect[1]) * ch);
+  }
+  const radius = Math.max(5, Math.min(cw, ch) * 0.6);
+  points.forEach(([x, y], i) => {
+    const cx = box.x + (x + 0.5) * cw, cy = box.y + (y + 0.5) * ch;
+    ctx.beginPath();
+    ctx.arc(cx, cy, radius, 0, 2 * Math.PI);
+    ctx.fillStyle = labels[i] === 1 ? FOREGROUND : BACKGROUND;
+    ctx.fill();
+    ctx.lineWidth = 1.5;
+    ctx.strokeStyle = "#fff";
+    ctx.stroke();
+    ctx.beginPath();
+    ctx.moveTo(cx - radius / 2, cy);
+    ctx.lineTo(cx + radius / 2, cy);
+    if (labels[i] === 1) { ctx.moveTo(cx, cy - radius / 2); ctx.lineTo(cx, cy + radius / 2); }
+    ctx.stroke();
+  });
+}
+
+// Row and column `index` of an n x n matrix over `box` framed (the linked highlight of a pairwise matrix).
+export function paintRowColumn(s, box, n, index) {
+  if (index === null || index < 0 || index >= n) return;
+  const { x, y, w, h } = box;
+  s.ctx.strokeStyle = HIGHLIGHT;
+  s.ctx.lineWidth = Math.max(1, h / n);
+  s.ctx.strokeRect(x, y + (index * h) / n, w, h / n);
+  s.ctx.strokeRect(x + (index * w) / n, y, w / n, h);
+}
+
 // Each cell's number (raster order) in its corner, where cells are at least `smallest` pixels.
 export function paintNumbers(s, box, rows, cols, smallest = 18) {
   const cw = box.w / cols, ch = box.h / rows;
@@ -181,6 +231,18 @@ export function paintNumbers(s, box, rows, cols, smallest = 18) {
     ctx.fillText(String(k), x, y);
   }
   ctx.textBaseline = "alphabetic";
+}
+
+// A definition list `list` (a <dl class="facts">) holding `pairs` of [name, value] as its terms and values.
+export function facts(list, pairs) {
+  list.replaceChildren();
+  for (const [name, value] of pairs) {
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    list.append(dt, dd);
+  }
 }
 
 // The scale {lo, hi, map} of a heatmap as a colour bar: a gradient strip and its values at both ends and

@@ -5,12 +5,13 @@ import { initCost } from "./cost.js";
 import { initMechanics } from "./mechanics.js";
 import { initPicker } from "./picker.js";
 import { initRuns } from "./runs.js";
+import { initSegment } from "./segment.js";
 import { PAGES, currentPage, linkTabs } from "./state.js";
 import { initTokens } from "./tokens.js";
 
 const WITH_PICKER = new Set(["tokens", "attention"]);
-const SETUP = { tokens: initTokens, attention: initAttention, mechanics: initMechanics, cost: initCost,
-  runs: initRuns };
+const SETUP = { tokens: initTokens, attention: initAttention, mechanics: initMechanics, segment: initSegment,
+  cost: initCost, runs: initRuns };
 const started = new Set();
 let info = null;
 

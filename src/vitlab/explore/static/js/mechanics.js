@@ -1,29 +1,33 @@
-// Mechanics page: softmax with temperature, token mixing with a bandwidth, and the geometry of
-// position encodings, each drawn from the server's numbers. Each panel has its own controls, its own
-// error line beside them and its own state.
+// Mechanics page: softmax with temperature, token mixing with a bandwidth, the geometry of position
+// encodings (2-D similarity, 1-D dot products) and synthetic local attention on a patch grid, each drawn
+// from the server's numbers. Each panel has its own controls, its own error line beside them and its own
+// state.
 import { $, announce, decode, getJSON, latest, modelLabels } from "./api.js";
 import { cursor, gridHit, link } from "./cursor.js";
-import { colourBar, describe, drawBars, drawHeat, drawOverlay, fitBox, lineChart, paintHighlight, paintNumbers,
-  paintOutline, surface } from "./draw.js";
+import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, fitBox, lineChart, paintHeat, paintHighlight,
+  paintNumbers, paintOutline, paintRowColumn, surface } from "./draw.js";
 import { count, measure, prob, signed } from "./format.js";
 import { remember, setting } from "./state.js";
 
 const runSoftmax = latest($("softmax-panel"), $("softmax-error"));
 const runMixing = latest($("mixing-panel"), $("mixing-error"));
 const runPositions = latest($("positions-panel"), $("positions-error"));
+const runDots = latest($("dots-panel"), $("dots-error"));
+const runLocal = latest($("local-panel"), $("local-error"));
 // The reference patch as (row, column), kept when the grid or the encoding changes.
 const positions = { at: [0, 0], result: null, box: null, models: [], grid: null, dim: null };
 const patch = link();
+// The 1-D panel's reference position (its row is charted) and each heatmap's box.
+const DOT_KINDS = { sincos: "sinusoidal", random: "random" };
+const dots = { reference: 0, result: null, values: {}, boxes: {} };
+const position = link();
+// The synthetic query patch as (row, column), null for the centre of whatever grid is chosen.
+const local = { at: null, result: null, weights: null, box: null };
+const cell = link();
 
-function facts(list, pairs) {
-  list.replaceChildren();
-  for (const [name, value] of pairs) {
-    const dt = document.createElement("dt");
-    dt.textContent = name;
-    const dd = document.createElement("dd");
-    dd.textContent = value;
-    list.append(dt, dd);
-  }
+// The row of an n x n matrix drawn over `box` at (x, y), or -1.
+function rowHit(box, n) {
+  return (x, y) => (gridHit(box, n, n)(x, y) < 0 ? -1 : Math.floor(((y - box.y) / box.h) * n));
 }
 
 // A log-scale slider's value, shown beside it and given to assistive technology as words.
@@ -150,8 +154,7 @@ function positionsRefresh() {
     const n = gh * gw;
     positions.matrixBox = fitBox(surface(matrix), n, n);
     drawHeat(matrix, decode(r.similarity).data, n, n, scale, { box: positions.matrixBox });
-    matrixCursor.layout(n, 1, (x, y) => gridHit(positions.matrixBox, n, n)(x, y) < 0 ? -1
-      : Math.floor(((y - positions.matrixBox.y) / positions.matrixBox.h) * n));
+    matrixCursor.layout(n, 1, rowHit(positions.matrixBox, n));
     colourBar($("pos-scale"), scale, "cosine similarity", signed);
     colourBar($("pos-matrix-scale"), scale, "cosine similarity", signed);
     describe($("pos-matrix"), `cosine similarity of all ${n} × ${n} pairs of positions, from ${signed(r.range[0])} ` +
@@ -173,14 +176,7 @@ function lightPositions(k) {
   const n = gh * gw;
   const on = k !== null && k < n ? k : null;
   drawOverlay($("pos-map"), (s) => paintHighlight(s, positions.box, gh, gw, on));
-  drawOverlay($("pos-matrix"), (s) => {
-    if (on === null) return;
-    const { x, y, w, h } = positions.matrixBox;
-    s.ctx.strokeStyle = "#ff2d55";
-    s.ctx.lineWidth = Math.max(1, h / n);
-    s.ctx.strokeRect(x, y + (on * h) / n, w, h / n);
-    s.ctx.strokeRect(x + (on * w) / n, y, w / n, h);
-  });
+  drawOverlay($("pos-matrix"), (s) => paintRowColumn(s, positions.matrixBox, n, on));
   $("pos-map").dataset.highlight = on ?? "";
   $("pos-matrix").dataset.highlight = on ?? "";
 }
@@ -200,6 +196,125 @@ const matrixCursor = cursor($("pos-matrix"), { label: "rows of the all-pairs mat
   onMove: patch.set });
 patch.on(lightPositions);
 
+function dotsRefresh() {
+  const scale = logSlider("dots-scale", 2, "frequency scale");
+  const size = Number($("dots-positions").value);
+  const dim = Number($("dots-dim").value);
+  $("dots-positions-value").textContent = size;
+  const reference = Math.min(dots.reference, size - 1);
+  remember({ fs: scale === 1 ? null : scale, n1d: size === 32 ? null : size, d1d: dim === 64 ? null : dim,
+    ref1d: reference || null });
+  runDots(() => getJSON("/api/mechanics/position-dots", { positions: size, dim, scale, reference }), (r) => {
+    dots.result = r;
+    dots.reference = r.reference;
+    dots.values = Object.fromEntries(Object.keys(DOT_KINDS).map((kind) => [kind, decode(r.kinds[kind].dots).data]));
+    const n = r.positions;
+    const scaleSpec = { lo: -r.magnitude, hi: r.magnitude, map: "diverging" };
+    for (const [kind, name] of Object.entries(DOT_KINDS)) {
+      const canvas = $(`dots-${kind}`);
+      dots.boxes[kind] = fitBox(surface(canvas), n, n);
+      drawHeat(canvas, dots.values[kind], n, n, scaleSpec, { box: dots.boxes[kind] });
+      dotCursors[kind].layout(n, 1, rowHit(dots.boxes[kind], n), r.reference);
+      colourBar($(`dots-${kind}-scale`), scaleSpec, "dot product pᵢ·pⱼ", signed);
+      const kindFacts = r.kinds[kind];
+      describe(canvas, `${name} positions: dot products of all ${n} × ${n} pairs, self ${signed(kindFacts.self)}, ` +
+        `neighbours ${signed(kindFacts.neighbours)}, all pairs ${signed(kindFacts.all_pairs)}`);
+    }
+    const x = Array.from({ length: n }, (_, j) => j);
+    lineChart($("dots-row"), $("dots-legend"), Object.entries(DOT_KINDS).map(([kind, label]) =>
+      ({ label, x, y: Array.from(decode(r.kinds[kind].row).data) })),
+    { xLabel: "position j", yLabel: "dot product" });
+    $("dots-row-caption").textContent = `dot products with position ${r.reference}`;
+    const both = (key) => Object.keys(DOT_KINDS).map((kind) => signed(r.kinds[kind][key])).join(" · ");
+    facts($("dots-facts"), [["positions", `${n}, width ${r.dim}, frequency scale ${r.scale}`],
+      ["squared length pᵢ·pᵢ, sinusoidal · random", both("self")],
+      ["mean over neighbours |i − j| = 1", both("neighbours")], ["mean over all pairs i ≠ j", both("all_pairs")]]);
+    lightDots(position.get());
+    announce(`frequency scale ${r.scale}: neighbours' dot product ${signed(r.kinds.sincos.neighbours)} sinusoidal, ` +
+      `${signed(r.kinds.random.neighbours)} random`);
+  });
+}
+
+// Position `k` lit as its row and column on both heatmaps.
+function lightDots(k) {
+  const r = dots.result;
+  if (!r) return;
+  const on = k !== null && k < r.positions ? k : null;
+  for (const kind of Object.keys(DOT_KINDS)) {
+    drawOverlay($(`dots-${kind}`), (s) => paintRowColumn(s, dots.boxes[kind], r.positions, on));
+    $(`dots-${kind}`).dataset.highlight = on ?? "";
+  }
+}
+
+const dotCursors = Object.fromEntries(Object.keys(DOT_KINDS).map((kind) => [kind, cursor($(`dots-${kind}`), {
+  label: "rows of the dot products (Enter charts the row)",
+  describe: (k) => {
+    const r = dots.result;
+    if (!r) return `position ${k}`;
+    const value = (name) => signed(dots.values[name][k * r.positions + r.reference]);
+    return `position ${k}: with position ${r.reference}, sinusoidal ${value("sincos")}, random ${value("random")}`;
+  },
+  onMove: position.set,
+  onPick: (k) => { dots.reference = k; dotsRefresh(); },
+})]));
+position.on(lightDots);
+
+const isCentre = (r) => r.query === Math.floor(r.grid / 2) * r.grid + Math.floor(r.grid / 2);
+
+function localRefresh() {
+  const sigma = logSlider("local-sigma", 2, "sigma");
+  const grid = Number($("local-grid").value);
+  $("local-grid-value").textContent = `${grid} × ${grid}`;
+  $("local-grid").setAttribute("aria-valuetext", `${grid} by ${grid}`);
+  const at = local.at ? local.at.map((v) => Math.min(v, grid - 1)) : null;
+  remember({ sigma: sigma === 2 ? null : sigma, lgrid: grid === 14 ? null : grid, lq: at ? at.join(".") : null });
+  runLocal(() => getJSON("/api/mechanics/local", { grid, sigma, query: at ? at[0] * grid + at[1] : null }), (r) => {
+    local.result = r;
+    local.weights = decode(r.weights).data;
+    const g = r.grid;
+    const scale = { lo: 0, hi: $("local-auto").checked ? r.max : 1, map: "viridis" };
+    const canvas = $("local-map");
+    const s = surface(canvas);
+    local.box = fitBox(s, g, g);
+    paintHeat(s, local.weights, g, g, scale, { box: local.box });
+    paintOutline(s, local.box, g, g, r.query);
+    localCursor.layout(g * g, g, gridHit(local.box, g, g), r.query);
+    colourBar($("local-scale"), scale, "attention weight", prob);
+    const [row, col] = [Math.floor(r.query / g), r.query % g];
+    const where = `${isCentre(r) ? "the centre patch" : "patch"} (${row}, ${col})`;
+    $("local-caption").textContent = `synthetic local attention from ${where}, σ = ${r.sigma}`;
+    facts($("local-facts"), [["query", `${where} of a ${g} × ${g} grid`], ["weight on the query", prob(r.at_query)],
+      ["largest weight", prob(r.max)], ["uniform weight 1/N", prob(r.uniform)],
+      ["patches it effectively averages, exp(entropy)", measure(r.reach)],
+      ["root-mean-square distance of the weights (patches)", measure(r.rms_distance)],
+      ["sum of the weights", prob(r.sum)]]);
+    lightLocal(cell.get());
+    announce(`query ${where}, sigma ${r.sigma}: it effectively averages ${measure(r.reach)} patches`);
+  });
+}
+
+function lightLocal(k) {
+  const r = local.result;
+  if (!r) return;
+  const on = k !== null && k < r.grid * r.grid ? k : null;
+  drawOverlay($("local-map"), (s) => paintHighlight(s, local.box, r.grid, r.grid, on));
+  $("local-map").dataset.highlight = on ?? "";
+}
+
+const localCursor = cursor($("local-map"), { label: "query patch (Enter makes it the query)",
+  describe: (k) => {
+    const r = local.result;
+    if (!r) return `patch ${k}`;
+    return `patch (${Math.floor(k / r.grid)}, ${k % r.grid}): weight ${prob(local.weights[k])}`;
+  },
+  onMove: cell.set,
+  onPick: (k) => {
+    const g = local.result.grid;
+    local.at = [Math.floor(k / g), k % g];
+    localRefresh();
+  } });
+cell.on(lightLocal);
+
 // The settings in the URL, applied once when the page starts.
 function fromURL() {
   const number = (name) => Number(setting(name));
@@ -212,6 +327,14 @@ function fromURL() {
   if (number("base") >= 10) $("pos-base").value = Math.log10(number("base"));
   const at = (setting("refpatch") || "").split(".").map(Number);
   if (at.length === 2 && at.every((v) => Number.isInteger(v) && v >= 0)) positions.at = at;
+  if (number("fs") > 0) $("dots-scale").value = Math.log10(number("fs"));
+  if (number("n1d") >= 8) $("dots-positions").value = number("n1d");
+  if ([...$("dots-dim").options].some((o) => o.value === setting("d1d"))) $("dots-dim").value = setting("d1d");
+  if (Number.isInteger(number("ref1d")) && number("ref1d") > 0) dots.reference = number("ref1d");
+  if (number("sigma") > 0) $("local-sigma").value = Math.log10(number("sigma"));
+  if (number("lgrid") >= 4) $("local-grid").value = number("lgrid");
+  const query = (setting("lq") || "").split(".").map(Number);
+  if (query.length === 2 && query.every((v) => Number.isInteger(v) && v >= 0)) local.at = query;
 }
 
 export function initMechanics(info) {
@@ -235,7 +358,12 @@ export function initMechanics(info) {
   for (const id of ["pos-kind", "pos-grid", "pos-dim", "pos-base", "pos-model", "pos-auto"]) {
     $(id).addEventListener("input", positionsRefresh);
   }
+  for (const id of ["dots-scale", "dots-positions", "dots-dim"]) $(id).addEventListener("input", dotsRefresh);
+  for (const id of ["local-sigma", "local-grid"]) $(id).addEventListener("input", localRefresh);
+  $("local-auto").addEventListener("change", localRefresh);
   softmax();
   mixing();
   positionsRefresh();
+  dotsRefresh();
+  localRefresh();
 }

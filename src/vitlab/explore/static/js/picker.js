@@ -1,6 +1,7 @@
 // The image picker shared by the Tokens and Attention pages: a sample source and its thumbnails, an
 // uploaded PNG / JPEG, or a digit drawn on the pad. Listeners hear the new image reference
-// ("digits:3", "upload:ab12..."), which is also kept in the URL.
+// ("digits:3", "upload:ab12..."), which is also kept in the URL. The thumbnails are made by
+// `thumbnails`, which the Segment page uses for its held-out images too.
 import { $, decode, getJSON, postFile } from "./api.js";
 import { arrowKeys, roving } from "./cursor.js";
 import { drawImage, surface } from "./draw.js";
@@ -22,14 +23,40 @@ function choose(ref, caption) {
   listeners.forEach((listener) => listener(ref));
 }
 
-function thumbButtons() {
-  return [...$("picker-thumbs").querySelectorAll("button")];
+function thumbButtons(box = $("picker-thumbs")) {
+  return [...box.querySelectorAll("button")];
 }
 
-function press(button) {
-  const buttons = thumbButtons();
+// Thumbnail `button` of `box` pressed (the others not) and in the Tab order; none pressed for null.
+export function press(button, box = $("picker-thumbs")) {
+  const buttons = thumbButtons(box);
   buttons.forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
   roving(buttons, Math.max(0, buttons.indexOf(button)));
+}
+
+// A thumbnail button in `box` for each image of `images` {shape: [M, C, H, W], data}, named `names[k]`;
+// a click presses it and calls `onChoose(k)`. Returns the buttons.
+export function thumbnails(box, images, names, onChoose) {
+  box.replaceChildren();
+  const [, c, h, w] = images.shape;
+  names.forEach((name, k) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "thumb";
+    button.setAttribute("aria-label", name);
+    const canvas = document.createElement("canvas");
+    canvas.width = w; canvas.height = h;
+    canvas.classList.add("fluid");
+    canvas.setAttribute("aria-hidden", "true");
+    drawImage(canvas, { shape: [c, h, w], data: images.data.subarray(k * c * h * w, (k + 1) * c * h * w) });
+    button.append(canvas);
+    button.addEventListener("click", () => {
+      press(button, box);
+      onChoose(k);
+    });
+    box.append(button);
+  });
+  return thumbButtons(box);
 }
 
 // The thumbnails of `name` from `start`; chooses image `wanted` (an index) when given, else the first.
@@ -40,27 +67,12 @@ async function showSource(name, start = 0, wanted = null) {
   try {
     const page = await getJSON(`/api/samples/${encodeURIComponent(name)}`, { start, count: THUMBS });
     const images = decode(page.images);
-    const [, c, h, w] = images.shape;
-    page.index.forEach((index, k) => {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "thumb";
-      button.dataset.ref = `${name}:${index}`;
-      button.setAttribute("aria-label", `${name} #${index}, label ${page.labels[k]}`);
-      const canvas = document.createElement("canvas");
-      canvas.width = w; canvas.height = h;
-      canvas.classList.add("fluid");
-      canvas.setAttribute("aria-hidden", "true");
-      drawImage(canvas, { shape: [c, h, w], data: images.data.subarray(k * c * h * w, (k + 1) * c * h * w) });
-      button.append(canvas);
-      button.addEventListener("click", () => {
-        press(button);
-        choose(button.dataset.ref, `${name} #${index} (label ${page.labels[k]}, ${h}×${w})`);
-      });
-      box.append(button);
-    });
+    const [, , h, w] = images.shape;
+    const buttons = thumbnails(box, images, page.index.map((index, k) => `${name} #${index}, label ${page.labels[k]}`),
+      (k) => choose(`${name}:${page.index[k]}`, `${name} #${page.index[k]} (label ${page.labels[k]}, ${h}×${w})`));
+    page.index.forEach((index, k) => { buttons[k].dataset.ref = `${name}:${index}`; });
     const first = wanted === null ? 0 : Math.max(0, page.index.indexOf(wanted));
-    thumbButtons()[first].click();
+    buttons[first].click();
   } catch (err) {
     $("picker-error").textContent = err.message;
   }

@@ -1,8 +1,10 @@
 // Runs page: the overview of every run and one run's table, each ranked by the chosen column on the
 // server (which also gives the extremes and bar lengths); learning curves; the report's figures; a link
-// from a trained run to its checkpoint on the Attention page when the explorer loaded it.
+// from a trained run to its checkpoint on the Attention page when the explorer loaded it, and from a
+// promptable run to the Segment page.
 import { $, announce, getJSON, latest } from "./api.js";
 import { openModel } from "./attention.js";
+import { openPromptRun } from "./segment.js";
 import { lineChart, makeCanvas } from "./draw.js";
 import { column } from "./format.js";
 import { remember, setting } from "./state.js";
@@ -94,9 +96,16 @@ function checkpointOf(name) {
 function drawLinks(detail) {
   const links = $("run-links");
   links.replaceChildren();
+  const a = document.createElement("a");
+  if (detail.facts.task === "promptable") {
+    a.href = `#segment?prun=${encodeURIComponent(detail.name)}`;
+    a.textContent = "Prompt it on the Segment page";
+    a.addEventListener("click", () => openPromptRun(detail.name));
+    links.append(a);
+    return;
+  }
   const index = detail.kind === "train" ? checkpointOf(detail.name) : -1;
   if (index < 0) return;
-  const a = document.createElement("a");
   a.href = `#attention?model=${index}`;
   a.textContent = "Open its checkpoint on the Attention page";
   a.addEventListener("click", () => openModel(index));
