@@ -2,7 +2,8 @@
 
 Everything works on a whole batch ``(B, C, H, W)`` float in ``[0, 1]`` at once, with per-sample
 randomness: random crop with padding (one padded tensor, per-sample offsets gathered in one index),
-horizontal flips by a per-sample mask, random erasing by per-sample rectangle masks. RandAugment and
+horizontal flips by a per-sample mask, colour jitter by per-sample factors (torchvision's brightness,
+contrast and saturation adjustments, batched), random erasing by per-sample rectangle masks. RandAugment and
 TrivialAugment are torchvision's ``transforms.v2`` on uint8, applied to groups of ``auto_group``
 images (a torchvision call draws one set of ops for all images it gets; per image is ~6x slower).
 MixUp and CutMix are torchvision's, one draw per batch as in timm's default "batch" mode.
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.transforms import v2
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 
 AUTO_AUGMENTS = ("randaugment", "trivialaugment")
 PRESETS = ("none", "light", "strong")
@@ -30,11 +31,14 @@ PRESETS = ("none", "light", "strong")
 
 @dataclass
 class AugmentConfig:
-    """What to apply to each training batch, in this order: crop, flip, auto-augment, erasing, mixing.
+    """What to apply to each training batch, in this order: crop, flip, colour jitter, auto-augment, erasing, mixing.
 
     crop_padding: pad each side by this many zero pixels, then crop back to the original size at a
         random offset per image (0 = off).
     hflip: mirror each image left-right with probability 0.5 (only where a flip keeps the class).
+    color_jitter: strength ``s`` in [0, 1]: per image, brightness, contrast and saturation each scaled by a
+        factor uniform in ``[1 - s, 1 + s]``, in that order (timm's ``color_jitter=s``: torchvision's
+        ``ColorJitter(s, s, s)``, in a fixed order, no hue). On 1-channel images saturation is the identity.
     auto: "randaugment" (``auto_ops`` ops of magnitude ``auto_magnitude``) or "trivialaugment"; None = off.
     auto_group: images that share one draw of auto-augment ops.
     erasing: probability per image of replacing a random rectangle (2-33% of the area, aspect 0.3-3.3,
@@ -45,6 +49,7 @@ class AugmentConfig:
 
     crop_padding: int = 0
     hflip: bool = False
+    color_jitter: float = 0.0
     auto: str | None = None
     auto_ops: int = 2
     auto_magnitude: int = 9
@@ -58,6 +63,11 @@ class AugmentConfig:
     def __post_init__(self) -> None:
         if self.crop_padding < 0:
             raise ValueError(f"crop_padding must be >= 0, got {self.crop_padding}")
+        if not 0.0 <= self.color_jitter <= 1.0:
+            raise ConfigError(
+                f"color_jitter is a strength in [0, 1] (factors in [1 - s, 1 + s]), got {self.color_jitter}: "
+                f"timm's usual is 0.4"
+            )
         if self.auto is not None and self.auto not in AUTO_AUGMENTS:
             raise ValueError(f"auto must be one of {AUTO_AUGMENTS} or None, got {self.auto!r}")
         if self.auto_group < 1:
@@ -119,6 +129,8 @@ class BatchAugment:
             images = self.random_crop(images, c.crop_padding)
         if c.hflip:
             images = torch.where(self._rand(len(images), like=images).view(-1, 1, 1, 1) < 0.5, images.flip(-1), images)
+        if c.color_jitter:
+            images = self.color_jitter(images, c.color_jitter)
         if self.auto is not None:
             images = self._auto_augment(self.auto, images)
         if c.erasing:
@@ -146,6 +158,14 @@ class BatchAugment:
         cols = dx[:, None] + torch.arange(w, device=images.device)  # (B, W)
         batch = torch.arange(b, device=images.device)[:, None, None]
         return padded[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2).contiguous()
+
+    def color_jitter(self, images: torch.Tensor, strength: float) -> torch.Tensor:
+        """Scale the brightness, then the contrast, then the saturation of each image of ``(B, C, H, W)`` (``C`` 1
+        or 3) by its own factors, each uniform in ``[1 - strength, 1 + strength]``."""
+        factors = 1 + strength * (2 * self._rand(3, len(images), like=images) - 1)  # (3, B)
+        images = adjust_brightness(images, factors[0])
+        images = adjust_contrast(images, factors[1])
+        return adjust_saturation(images, factors[2])
 
     def random_erase(self, images: torch.Tensor, p: float) -> torch.Tensor:
         """With probability ``p`` per image, fill one random rectangle of ``(B, C, H, W)`` with uniform noise."""
@@ -178,6 +198,41 @@ class BatchAugment:
     def _rand(self, *shape: int, like: torch.Tensor | None = None) -> torch.Tensor:
         out = torch.rand(shape, generator=self.generator)
         return out if like is None else out.to(device=like.device, dtype=like.dtype)
+
+
+def blend(images: torch.Tensor, other: torch.Tensor, factor: torch.Tensor | float) -> torch.Tensor:
+    """``factor * images + (1 - factor) * other`` clipped to ``[0, 1]``, ``factor`` one per image ``(B,)`` or one
+    for all (torchvision's ``_blend``)."""
+    factor = torch.as_tensor(factor, dtype=images.dtype, device=images.device).reshape(-1, 1, 1, 1)
+    return (images * factor + other * (1 - factor)).clamp(0, 1)
+
+
+def luma(images: torch.Tensor) -> torch.Tensor:
+    """``(B, C, H, W) -> (B, 1, H, W)``: ``0.2989 R + 0.587 G + 0.114 B`` for ``C = 3`` (ITU-R 601-2, as
+    torchvision's grayscale), the image itself for ``C = 1``."""
+    channels = images.shape[1]
+    if channels == 1:
+        return images
+    if channels != 3:
+        raise DataError(f"colour adjustments need 1 (grey) or 3 (RGB) channels, got {channels}: drop color_jitter")
+    r, g, b = images.unbind(1)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(1)
+
+
+def adjust_brightness(images: torch.Tensor, factor: torch.Tensor | float) -> torch.Tensor:
+    """Blend with black: ``factor * images`` clipped (``factor (B,)`` or one float; 0: black, 1: unchanged)."""
+    return blend(images, torch.zeros_like(images), factor)
+
+
+def adjust_contrast(images: torch.Tensor, factor: torch.Tensor | float) -> torch.Tensor:
+    """Blend with each image's mean grey level (0: flat grey, 1: unchanged)."""
+    return blend(images, luma(images).mean((1, 2, 3), keepdim=True), factor)
+
+
+def adjust_saturation(images: torch.Tensor, factor: torch.Tensor | float) -> torch.Tensor:
+    """Blend with each pixel's grey level (0: greyscale, 1: unchanged); 1-channel images are already grey, so this
+    is the identity on them."""
+    return images if images.shape[1] == 1 else blend(images, luma(images), factor)
 
 
 def normalize(

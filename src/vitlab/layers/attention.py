@@ -24,9 +24,9 @@ by name. Time and memory per head and layer, for ``N`` tokens of head width ``d`
 - ``"lowrank"``: Linformer, keys and values projected along the tokens to ``k`` rows: ``O(N k d)``, ``O(N k)``.
 - ``"latent"``: ``L`` learned latents summarise the keys and values, every token reads the summaries
   (Perceiver-style cross-attention both ways): ``O(N L d)``, ``O(N L)``.
-- ``"sparse"`` (:mod:`~vitlab.layers.sparse_attention`): a fixed pattern -- a local band, strided
-  positions and global prefix tokens -- as a mask on full attention: ``P`` allowed pairs priced, ``N^2``
-  computed by the masked kernel.
+- ``"sparse"`` (:mod:`~vitlab.layers.sparse_attention`): a fixed pattern -- a local band of ``b`` tokens,
+  every ``s``-th token and ``G`` global prefix tokens -- by a blocked kernel: ``O(N (G + 3b + N/s) d)``,
+  ``O(N (G + 3b + N/s))``; ``N^1.5`` for ``b ~ s ~ sqrt(N)``.
 
 ``full``, ``lsa`` and ``sparse`` take a relative position bias (``rel_pos``,
 :mod:`~vitlab.layers.relative_position`): owned by the layer, or shared by every block of a model

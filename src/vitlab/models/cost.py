@@ -16,13 +16,13 @@ tokens, ``k`` low-rank rows and ``L`` latents:
     full     N^2 scores                  window   nW M^2 ~ N M scores (padded to whole windows)
     linear   d^2 + d state, no scores    lowrank  N k scores (+ projecting K and V to k rows)
     latent   2 N L scores (latents read the tokens, tokens read the latents)
-    sparse   P allowed pairs of a band of radius l and stride s (+ global prefix tokens):
-             ~ N (2l + 1 + N/s); with l ~ s ~ sqrt(N), ~ 3 N^1.5
+    sparse   a band of radius l, a stride s and G global prefix tokens, in blocks of b = l tokens:
+             ~ N (G + 3b + N/s) slots (P ~ N (2l + 1 + N/s) of them allowed); with l ~ s ~ sqrt(N), ~ 4 N^1.5
 
 The layers these price are in :mod:`vitlab.layers.window_attention`, :mod:`vitlab.layers.sparse_attention`
 and :mod:`vitlab.layers.efficient_attention`; tests hold every formula to PyTorch's FLOP counter. Sparse
-attention is priced as a kernel that computes the allowed pairs only would run; vitlab's masked kernel
-computes all ``N^2`` (tests hold its count to full attention's and ``P`` to the mask's nonzeros).
+attention is priced as its blocked kernel (:func:`vitlab.ops.attention.sparse_attention`) runs: the slots
+of its score rows, padding and the slots masked out included, as window attention's padded windows.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
+from ..ops.attention import sparse_blocks
 from ..ops.patches import check_divisible, num_tokens
 from ..ops.windows import fit_window, padded_grid
 from .config import (
@@ -153,14 +154,14 @@ def conv_pairs(grid: tuple[int, int], kernel: int = 3) -> int:
     return offset_pairs(grid[0], 1, reach) * offset_pairs(grid[1], 1, reach)
 
 
-def sparse_pairs(n: int, local: int, stride: int, prefix: int = 0) -> int:
-    """Allowed pairs of :func:`vitlab.ops.attention.sparse_pattern`: the band ``|i - j| <= local`` or the stride
-    ``(i - j) mod stride == 0`` over ``n`` patch tokens (inclusion-exclusion), and every pair touching one of
-    the ``prefix`` global tokens, ``R (2T - R)`` for ``T = R + n`` tokens."""
-    band, strided = offset_pairs(n, 1, local), offset_pairs(n, stride, n)
-    both = offset_pairs(n, stride, local)
-    tokens = n + prefix
-    return band + strided - both + prefix * (2 * tokens - prefix)
+def sparse_slots(n: int, local: int, stride: int, prefix: int = 0) -> int:
+    """Scores per head that :func:`vitlab.ops.attention.sparse_attention` forms for ``n`` patch tokens behind
+    ``prefix`` global tokens (:func:`vitlab.ops.attention.sparse_blocks`): each of ``ceil(n / b)`` query blocks
+    of ``b`` against its ``(2r + 1) b`` band keys, each of the ``stride`` residue classes (``m`` tokens) against
+    itself, the patch queries against the global keys and the global queries against every key."""
+    block, reach, rows = sparse_blocks(n, local, stride)
+    band = -(-n // block) * block * (2 * reach + 1) * block
+    return band + stride * rows * rows + n * prefix + prefix * (n + prefix)
 
 
 def sparse_attention(
@@ -174,9 +175,9 @@ def sparse_attention(
     bytes_per_entry: int = BYTES_FP32,
 ) -> AttentionCost:
     """A fixed sparse pattern on the patch ``grid`` (``local`` and ``stride`` ``None``: the grid's width) with
-    ``prefix`` global tokens: :func:`sparse_pairs` scores per head, ``2 B P D`` FLOPs each way."""
+    ``prefix`` global tokens: :func:`sparse_slots` scores per head, ``2 B S D`` FLOPs each way."""
     width = grid[1]
-    entries = sparse_pairs(
+    entries = sparse_slots(
         grid[0] * grid[1], width if local is None else local, width if stride is None else stride, prefix
     )
     flops = 2 * batch * entries * dim
