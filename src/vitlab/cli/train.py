@@ -36,15 +36,19 @@ FIELDS = (
 
 def build_config(args: argparse.Namespace):  # -> TrainConfig
     """The run's config: the run's saved config (``--resume``) or a ``--config`` file, else the recipe;
-    then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, a model
-    config field otherwise."""
+    then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, an
+    augmentation field as ``augment.KEY`` (e.g. ``augment.color_jitter=0.4``), a model config field
+    otherwise."""
     from ..engine import TrainConfig
     from ..engine.config import field_names
 
     options = task_options(args, FIELDS)
     own = set(field_names(TrainConfig))
-    model_sets = {k: options.pop(k) for k in parse_overrides(args.set) if k not in own}
+    sets = parse_overrides(args.set)
+    augment_sets = {k.removeprefix("augment."): options.pop(k) for k in sets if k.startswith("augment.")}
+    model_sets = {k: options.pop(k) for k in sets if k not in own and not k.startswith("augment.")}
     options["model_overrides"] = {**options.get("model_overrides", {}), **model_sets}
+    options["augment_overrides"] = {**options.get("augment_overrides", {}), **augment_sets}
     if args.ema is not None:
         options["ema_decay"] = args.ema
     if args.no_amp:
@@ -234,8 +238,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any run config field (e.g. --set weight_decay=0.1) or model config field "
-        "(e.g. --set drop_path_rate=0.1); repeatable",
+        help="any run config field (e.g. --set weight_decay=0.1), augmentation field as augment.KEY "
+        "(e.g. --set augment.color_jitter=0.4) or model config field (e.g. --set drop_path_rate=0.1); repeatable",
     )
     p.add_argument("--seed", type=int)
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")

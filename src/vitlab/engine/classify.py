@@ -11,7 +11,7 @@ distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teach
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset, normal
 from ..data.augment import PRESETS
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import Check, Float, Maybe, OneOf
+from ..models.config import Check, Float, Maybe, OneOf, reject_unknown
 from .config import RunConfig
 from .distributed import all_reduce_sum
 from .evaluate import predict_logits
@@ -73,7 +73,8 @@ class TrainConfig(RunConfig):
     another (``recipe`` records which).
 
     ``augment`` is an :class:`~vitlab.data.AugmentConfig` or a preset name (sized to the images;
-    flips only where the dataset allows them). ``model_overrides`` replace model config fields;
+    flips only where the dataset allows them); ``augment_overrides`` replace single fields of it
+    (``vitlab train --set augment.color_jitter=0.4``). ``model_overrides`` replace model config fields;
     ``num_classes``, ``in_chans`` and ``img_size`` follow the data unless overridden.
     ``normalization``: ``standardize`` (the training mean/std) or ``unit`` (pixels in [0, 1], the
     textbook's). Fine-tuning: ``init`` is any checkpoint whose matching weights start the model;
@@ -86,6 +87,7 @@ class TrainConfig(RunConfig):
     model_overrides: dict[str, Any] = field(default_factory=dict)
     label_smoothing: float = 0.1
     augment: str | AugmentConfig = field(default_factory=lambda: AugmentConfig(erasing=0.25))
+    augment_overrides: dict[str, Any] = field(default_factory=dict)
     normalization: str = "standardize"
     recipe: str = "default"
     init: str | None = None
@@ -112,6 +114,16 @@ class TrainConfig(RunConfig):
             self.augment = AugmentConfig(**self.augment)
         if isinstance(self.augment, str) and self.augment not in PRESETS:
             raise ConfigError(f"augment must be a preset {PRESETS} or an AugmentConfig, got {self.augment!r}")
+        if not isinstance(self.augment_overrides, dict):
+            raise ConfigError(f"augment_overrides must be a mapping of augment fields, got {self.augment_overrides!r}")
+        reject_unknown(self.augment_overrides, {f.name for f in fields(AugmentConfig)}, "augment")
+        try:  # the values' ranges, checked now rather than when the data is loaded
+            if isinstance(self.augment, AugmentConfig):
+                replace(self.augment, **self.augment_overrides)
+            else:
+                AugmentConfig.preset(self.augment, **self.augment_overrides)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"augment overrides {self.augment_overrides}: {error}") from None
         if not isinstance(self.model_overrides, dict):
             raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
         super().__post_init__()
@@ -154,11 +166,16 @@ def build_model(config: TrainConfig, splits: DataSplits) -> nn.Module:
     return create_model(config.model, **overrides)
 
 
-def resolve_augment(augment: str | AugmentConfig, splits: DataSplits) -> AugmentConfig:
-    """A preset name sized to the images (and flipping only where ``splits.hflip_ok``), or the config."""
+def resolve_augment(
+    augment: str | AugmentConfig, splits: DataSplits, overrides: dict[str, Any] | None = None
+) -> AugmentConfig:
+    """A preset name sized to the images (and flipping only where ``splits.hflip_ok``), or the config;
+    then ``overrides`` (single fields)."""
     if isinstance(augment, AugmentConfig):
-        return augment
-    return AugmentConfig.preset(augment, image_size=min(splits.image_shape[1:]), hflip_ok=splits.hflip_ok)
+        return replace(augment, **(overrides or {}))
+    return AugmentConfig.preset(
+        augment, image_size=min(splits.image_shape[1:]), hflip_ok=splits.hflip_ok, **(overrides or {})
+    )
 
 
 def distillation_loss(
@@ -199,7 +216,7 @@ class ClassificationTask(Task):
                 "distill_token=True (vitlab train --teacher does)"
             )
         self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
-        self.augment_config = resolve_augment(config.augment, splits)
+        self.augment_config = resolve_augment(config.augment, splits, config.augment_overrides)
         self.augment: BatchAugment | None = None
         self.mean, self.std = tuple(splits.mean), tuple(splits.std)
 
