@@ -1,5 +1,5 @@
-"""The promptable model: prompt encoding, the two-way decoder, the loss on the best of K candidates,
-IoU targets, prompt sampling, instance masks, and the checkpoint round trip."""
+"""The promptable model: prompt encoding (tokens and the dense prompt), the two-way decoder, the loss
+on the best of K candidates, IoU targets, prompt sampling, instance masks, and the checkpoint round trip."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vitlab.data.shapes import generate_shapes
-from vitlab.errors import ConfigError
+from vitlab.errors import CheckpointError, ConfigError
 from vitlab.models import PromptableConfig, PromptableModel, create_model, list_models
 from vitlab.models.promptable import (
     BOX_BOTTOM_RIGHT,
@@ -54,31 +54,63 @@ def test_box_prompt_is_two_labelled_corners():
     assert points.tolist() == [[[1.0, 2.0], [10.0, 12.0]]] and labels.tolist() == [[BOX_TOP_LEFT, BOX_BOTTOM_RIGHT]]
 
 
+def test_dense_prompt_depends_on_the_offset_from_each_point_and_ignores_padding():
+    encoder = PromptEncoder(16, img_size=32)
+    cells = torch.rand(10, 2)
+    points = torch.tensor([[[3.0, 4.0], [20.0, 9.0]]])
+    labels = torch.tensor([[FOREGROUND, PADDING]])
+    dense = encoder.dense(points, labels, cells)
+    assert dense.shape == (1, 10, 16)
+    shift = torch.tensor([5.0, -2.0])
+    torch.testing.assert_close(encoder.dense(points + shift, labels, cells + shift / 32), dense)
+    moved_padding = points.clone()
+    moved_padding[0, 1] = torch.tensor([0.0, 31.0])
+    torch.testing.assert_close(encoder.dense(moved_padding, labels, cells), dense)
+    alone = encoder.dense(points[:, :1], labels[:, :1], cells)
+    torch.testing.assert_close(alone, dense)  # a padded prompt is its real points
+    box = encoder.dense(points, torch.tensor([[BOX_TOP_LEFT, BOX_BOTTOM_RIGHT]]), cells)
+    assert not torch.allclose(box, dense)  # the label decides what the offset means
+
+
 def test_two_way_transformer_and_mask_decoder_shapes():
     tokens, image, pe = torch.randn(2, 6, 16), torch.randn(2, 16, 16), torch.randn(1, 16, 16)
     out_tokens, out_image = TwoWayTransformer(16, depth=2, num_heads=2)(tokens, image, pe)
     assert out_tokens.shape == (2, 6, 16) and out_image.shape == (2, 16, 16)
-    decoder = MaskDecoder(16, depth=1, num_heads=2, num_masks=3, patch_size=8)
-    out = decoder(torch.randn(2, 16, 4, 4), pe, torch.randn(2, 2, 16), torch.randn(2, 3, 32, 32))
+    decoder = MaskDecoder(16, depth=1, num_heads=2, num_masks=3, pixel_dim=8)
+    out = decoder(image, (4, 4), pe, torch.randn(2, 2, 16), torch.randn(2, 8, 16, 16), (32, 32))
     assert out["masks"].shape == (2, 3, 32, 32) and out["iou"].shape == (2, 3)
     assert bool(((out["iou"] >= 0) & (out["iou"] <= 1)).all())
 
 
-def test_model_decodes_one_embedding_for_many_prompts_as_its_forward_does():
+def test_model_decodes_one_encoding_for_many_prompts_as_its_forward_does():
     model = PromptableModel(PromptableConfig(**TINY)).eval()
     images = torch.rand(2, 3, 32, 32)
-    points, labels = box_prompt(torch.tensor([[2.0, 3.0, 20.0, 25.0], [5.0, 5.0, 9.0, 30.0]]))
+    points, labels = box_prompt(torch.tensor([[2.0, 3.0, 20.0, 25.0], [5.0, 5.0, 9.0, 30.0], [1.0, 1.0, 8.0, 8.0]]))
+    image = torch.tensor([1, 0, 1])
     with torch.no_grad():
-        out = model(images, points, labels)
-        embedding = model.encode_image(images)
-        again = model.decode(embedding, images, points, labels)
-    assert embedding.shape == (2, 16, 4, 4) and out["masks"].shape == (2, 3, 32, 32)
+        out = model(images[image], points, labels)
+        encoding = model.encode_image(images)
+        again = model.decode(encoding, points, labels, image)
+    assert encoding.tokens.shape == (2, 16, 4, 4) and encoding.pixels.shape == (2, 8, 16, 16)
+    assert out["masks"].shape == (3, 3, 32, 32)
     torch.testing.assert_close(again["masks"], out["masks"])
+    torch.testing.assert_close(again["iou"], out["iou"])
+
+
+def test_the_prompt_moves_the_masks_of_an_untrained_model():
+    model = PromptableModel(PromptableConfig(**TINY)).eval()
+    images = torch.rand(1, 3, 32, 32).expand(2, -1, -1, -1)
+    points, labels = box_prompt(torch.tensor([[2.0, 3.0, 12.0, 14.0], [18.0, 16.0, 30.0, 31.0]]))
+    with torch.no_grad():
+        masks = model(images, points, labels)["masks"]
+    assert (masks[0] - masks[1]).abs().mean() > 1e-3 * masks.abs().mean()
 
 
 def test_config_ranges_are_checked():
-    with pytest.raises(ConfigError, match="power of 2"):
+    with pytest.raises(ConfigError, match="patch_size 6 does not divide"):
         PromptableConfig(patch_size=6)
+    with pytest.raises(ConfigError, match="mask_stride 3 does not divide"):
+        PromptableConfig(mask_stride=3)
     with pytest.raises(ConfigError, match="decoder_dim"):
         PromptableConfig(decoder_dim=30, decoder_heads=4)
     with pytest.raises(ConfigError, match="num_masks"):
@@ -189,6 +221,17 @@ def test_checkpoint_round_trip_gives_equal_outputs(tmp_path):
         expected, got = model(images, points, labels), loaded.model(images, points, labels)
     for key in ("masks", "iou"):
         torch.testing.assert_close(got[key], expected[key], rtol=0, atol=0)
+
+
+def test_a_checkpoint_of_the_earlier_decoder_is_refused_in_one_line(tmp_path):
+    model = PromptableModel(PromptableConfig(**TINY))
+    model.decoder.add_module("pixel_decoder", torch.nn.Conv2d(16, 16, 1))  # the earlier decoder's weights
+    path = save_checkpoint(
+        model, tmp_path / "old.safetensors", "promptable", DataConfig((32, 32), 3, (0.0,) * 3, (1.0,) * 3, ["circle"])
+    )
+    with pytest.raises(CheckpointError, match="earlier full-resolution mask decoder.*retrain") as err:
+        load_checkpoint(path)
+    assert "\n" not in str(err.value)
 
 
 def test_registry_builds_the_model_from_its_config():

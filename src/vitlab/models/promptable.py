@@ -1,12 +1,14 @@
 """Promptable segmentation (SAM, Kirillov et al. 2023): an image, a point or box prompt -> masks.
 
-    images (B, 3, H, W) -> ViT -> patch tokens (B, N, D) -> neck -> image embedding (B, C, h, w)
-    points (B, P, 2), labels (B, P) -> prompt encoder -> prompt tokens (B, P, C)
-    [IoU token, K mask tokens, prompt tokens] and the image embedding (+ its Fourier positions)
+    images (B, 3, H, W) -> ViT -> patch tokens -> neck -> image embedding (B, C, h, w)     once per image
+    images, image embedding -> pixel features (B, C/4, H/s, W/s)                          once per image
+    points (Q, P, 2), labels (Q, P) -> prompt encoder -> prompt tokens (Q, P, C)          per prompt
+                                                      -> dense prompt (Q, h * w, C)
+    [IoU token, K mask tokens, prompt tokens] and image embedding + dense prompt (+ Fourier positions)
         -> two-way transformer -> token states, prompt-aware image tokens
-        -> pixel decoder (x2 upsampling stages with image skips) -> pixel embeddings (B, C, H, W)
-        -> mask k = hypernetwork_k(mask token k) . pixel embeddings: K candidate masks (B, K, H, W)
-        -> IoU head on the IoU token: the predicted IoU of each candidate (B, K)
+        -> pixel embeddings (Q, C/4, H/s, W/s): GELU(the image tokens projected and upsampled + pixel features)
+        -> mask k = hypernetwork_k(mask token k) . pixel embeddings, upsampled bilinearly: (Q, K, H, W)
+        -> IoU head on the IoU token: the predicted IoU of each candidate (Q, K)
 
 A prompt is a set of points with labels: ``0`` background, ``1`` foreground, ``2`` / ``3`` the two
 corners of a box (:func:`box_prompt`), ``-1`` padding. A point's token is the Fourier embedding of its
@@ -14,7 +16,14 @@ position plus a learned embedding of its label; the image tokens carry the same 
 their cell centres, so prompts and image meet in one coordinate frame. K candidates answer an
 ambiguous prompt (a point on a part or on the whole); the IoU head says which to trust.
 
-The image embedding is computed once per image (:meth:`PromptableModel.encode_image`) and decoded
+The dense prompt tells every image cell where it lies relative to each prompt point (an MLP of the
+Fourier features of the offset, by label), as SAM's dense (mask) prompt is added to the image
+embedding. Without it, where a prompt is must be found by attention alone, matching learned
+projections of two absolute Fourier embeddings; a small model trained for minutes never forms that
+match (its attention on the prompted object stays at chance) and learns to segment every object.
+
+Masks are predicted at ``1 / mask_stride`` of the image side and upsampled bilinearly (SAM predicts
+at 1/4 of 1024 pixels). The image is encoded once (:meth:`PromptableModel.encode_image`) and decoded
 for any number of prompts (:meth:`PromptableModel.decode`), as SAM's interactive use does.
 """
 
@@ -22,13 +31,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..layers.mlp import MLP
 from .config import (
     MAX_DEPTH,
@@ -46,7 +55,7 @@ from .config import (
     transformer_block_params,
 )
 from .dense.decoder import CrossAttention
-from .dense.heads import ConvDecoder, map_tokens
+from .dense.heads import map_tokens
 from .vit import VisionTransformer, ViTConfig
 
 BACKGROUND, FOREGROUND, BOX_TOP_LEFT, BOX_BOTTOM_RIGHT, PADDING = 0, 1, 2, 3, -1
@@ -56,9 +65,10 @@ POINT_LABELS = 4  # labels with a learned embedding: background, foreground, the
 @dataclass
 class PromptableConfig(ModelConfig):
     """Image encoder (a ViT of these sizes), decoder width ``decoder_dim`` with ``decoder_depth``
-    two-way blocks of ``decoder_heads`` heads, ``num_masks`` candidate masks, and the per-channel
-    ``mean`` / ``std`` the model normalises its [0, 1] images by. ``pos_scale``: the standard
-    deviation of the random Fourier frequencies (cycles per image side / 2)."""
+    two-way blocks of ``decoder_heads`` heads, ``num_masks`` candidate masks predicted at
+    ``1 / mask_stride`` of the image side, and the per-channel ``mean`` / ``std`` the model normalises
+    its [0, 1] images by. ``pos_scale``: the standard deviation of the random Fourier frequencies
+    (cycles per image side / 2)."""
 
     img_size: int = 64
     patch_size: int = 8
@@ -69,6 +79,7 @@ class PromptableConfig(ModelConfig):
     decoder_depth: int = 2
     decoder_heads: int = 4
     num_masks: int = 3
+    mask_stride: int = 2
     pos_scale: float = 1.0
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.25, 0.25, 0.25)
@@ -83,6 +94,7 @@ class PromptableConfig(ModelConfig):
         "decoder_depth": Int(1, MAX_DEPTH),
         "decoder_heads": Int(1, MAX_HEADS),
         "num_masks": Int(1, MAX_TOKENS),
+        "mask_stride": Int(1, MAX_SIDE),
         "pos_scale": Float(0, 1e3, low_open=True),
         "mean": Seq(Float(-255, 255), 3, 3),
         "std": Seq(Float(0, 255, low_open=True), 3, 3),
@@ -90,12 +102,9 @@ class PromptableConfig(ModelConfig):
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks)
-        p = self.patch_size
-        if p & (p - 1) or self.img_size % p:
-            raise ConfigError(
-                f"patch_size {p} must be a power of 2 dividing img_size {self.img_size} "
-                f"(the pixel decoder upsamples by 2 per stage): use e.g. patch_size=8"
-            )
+        for side, what in ((self.patch_size, "patch_size"), (self.mask_stride, "mask_stride")):
+            if self.img_size % side:
+                raise ConfigError(f"{what} {side} does not divide img_size {self.img_size}: choose a divisor")
         for dim, heads, what in (
             (self.embed_dim, self.num_heads, "embed_dim"),
             (self.decoder_dim, self.decoder_heads, "decoder_dim"),
@@ -107,13 +116,18 @@ class PromptableConfig(ModelConfig):
         check_params(self, self.approx_params, "embed_dim, depth, decoder_dim or decoder_depth")
 
     @property
+    def pixel_dim(self) -> int:
+        """The channels of the per-prompt pixel embeddings: a quarter of the decoder width, at least 8."""
+        return max(8, self.decoder_dim // 4)
+
+    @property
     def approx_params(self) -> int:
         """The parameter count, from above: the ViT, a two-way block as two transformer blocks, the
-        pixel decoder as nine 3x3 convolutions of the decoder width."""
+        pixel features, the dense prompt and the per-mask heads as a few ``C x C`` matrices each."""
         d, c = self.embed_dim, self.decoder_dim
         vit = self.depth * transformer_block_params(d, 4 * d) + (self.img_size // self.patch_size) ** 2 * d
         stem = 3 * self.patch_size**2 * d
-        decoder = (self.decoder_depth + 1) * 2 * transformer_block_params(c, 4 * c) + 9 * 9 * c * c
+        decoder = (self.decoder_depth + 1) * 2 * transformer_block_params(c, 4 * c) + 10 * c * c
         return vit + stem + decoder + (self.num_masks + 1) * 3 * c * c
 
 
@@ -135,24 +149,29 @@ class FourierPosition(nn.Module):
         super().__init__()
         self.register_buffer("gaussian", scale * torch.randn(2, dim // 2))
 
-    def forward(self, coords: torch.Tensor) -> torch.Tensor:
-        x = 2 * math.pi * (2 * coords - 1) @ self.gaussian.to(coords.dtype)
+    def features(self, u: torch.Tensor) -> torch.Tensor:
+        """``[sin, cos](2 pi u G)`` of ``u (..., 2)`` in units of half the image side: ``(..., dim)``."""
+        x = 2 * math.pi * u @ self.gaussian.to(u.dtype)
         return torch.cat([x.sin(), x.cos()], -1)
 
-    def grid(self, h: int, w: int) -> torch.Tensor:
-        """The embedding of an ``h x w`` grid's cell centres in raster order, ``(1, h * w, dim)``."""
+    def forward(self, coords: torch.Tensor) -> torch.Tensor:
+        return self.features(2 * coords - 1)
+
+    def cells(self, h: int, w: int) -> torch.Tensor:
+        """The ``(x, y)`` centres in [0, 1] of an ``h x w`` grid's cells in raster order, ``(h * w, 2)``."""
         ys, xs = torch.meshgrid(
             (torch.arange(h, device=self.gaussian.device) + 0.5) / h,
             (torch.arange(w, device=self.gaussian.device) + 0.5) / w,
             indexing="ij",
         )
-        return self(torch.stack([xs.flatten(), ys.flatten()], -1))[None]
+        return torch.stack([xs.flatten(), ys.flatten()], -1)
 
 
 class PromptEncoder(nn.Module):
-    """Points ``(B, P, 2)`` pixel ``(x, y)`` on an ``img_size`` image and labels ``(B, P)`` -> prompt
-    tokens ``(B, P, dim)``: Fourier position of the pixel centre + the label's learned embedding;
-    a padding point (label -1) is one learned token, whatever its position."""
+    """Points ``(Q, P, 2)`` pixel ``(x, y)`` on an ``img_size`` image and labels ``(Q, P)`` -> prompt
+    tokens ``(Q, P, dim)``: Fourier position of the pixel centre + the label's learned embedding;
+    a padding point (label -1) is one learned token, whatever its position. :meth:`dense` gives the
+    dense prompt of a grid of cells."""
 
     def __init__(self, dim: int, img_size: int, scale: float = 1.0) -> None:
         super().__init__()
@@ -161,14 +180,29 @@ class PromptEncoder(nn.Module):
         self.label_embed = nn.Embedding(POINT_LABELS, dim)
         self.not_a_point = nn.Parameter(torch.zeros(dim))
         nn.init.normal_(self.label_embed.weight, std=0.02)
+        self.offset_in = nn.Linear(dim, dim)
+        self.offset_label = nn.Embedding(POINT_LABELS, dim)
+        self.offset_out = nn.Linear(dim, dim)
 
-    def forward(self, points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def positions(self, points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Pixel points ``(Q, P, 2)`` -> their centres in [0, 1], checking ``labels (Q, P)`` match."""
         if points.shape[:-1] != labels.shape or points.shape[-1] != 2:
             raise ConfigError(
-                f"points {tuple(points.shape)} and labels {tuple(labels.shape)} must be (B, P, 2) and (B, P)"
+                f"points {tuple(points.shape)} and labels {tuple(labels.shape)} must be (Q, P, 2) and (Q, P)"
             )
-        tokens = self.pe((points + 0.5) / self.img_size) + self.label_embed(labels.clamp(min=0))
+        return (points + 0.5) / self.img_size
+
+    def forward(self, points: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        tokens = self.pe(self.positions(points, labels)) + self.label_embed(labels.clamp(min=0))
         return torch.where((labels == PADDING)[..., None], self.not_a_point.to(tokens.dtype), tokens)
+
+    def dense(self, points: torch.Tensor, labels: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """The dense prompt ``(Q, N, dim)`` of cells ``(N, 2)`` in [0, 1]: the sum over the prompt's
+        points (padding excluded) of ``MLP_label(Fourier(cell - point))``."""
+        offsets = 2 * (cells[None, :, None] - self.positions(points, labels)[:, None])  # (Q, N, P, 2)
+        hidden = self.offset_in(self.pe.features(offsets)) + self.offset_label(labels.clamp(min=0))[:, None]
+        per_point = self.offset_out(F.gelu(hidden))
+        return (per_point * (labels != PADDING)[:, None, :, None].to(per_point.dtype)).sum(2)
 
 
 class TwoWayBlock(nn.Module):
@@ -228,44 +262,81 @@ class TwoWayTransformer(nn.Module):
 
 class MaskDecoder(nn.Module):
     """An IoU token and ``num_masks`` mask tokens, with the prompt tokens, decoded against the image
-    embedding: ``(image (B, C, h, w), image_pe (1, h * w, C), prompts (B, P, C), images (B, 3, H, W)
-    normalised) -> {"masks": logits (B, K, H, W), "iou": predicted IoU in [0, 1] (B, K)}``.
+    tokens: ``(image (Q, N, C) on an h x w grid, image_pe (1, N, C), prompts (Q, P, C), pixels
+    (Q, C', H/s, W/s), size (H, W)) -> {"masks": logits (Q, K, H, W), "iou": predicted IoU in [0, 1] (Q, K)}``.
 
-    The pixel embeddings ``(B, C, H, W)`` come from the prompt-aware image tokens through the dense
-    heads' :class:`~vitlab.models.dense.heads.ConvDecoder` (x2 stages with skips from the image);
-    mask ``k`` is their dot product with an MLP of mask token ``k`` (a hypernetwork per token).
+    The pixel embeddings ``(Q, C', H/s, W/s)`` are ``GELU(upsampled (projected prompt-aware image
+    tokens) + pixel features)``, ``C' = pixel_dim`` (narrow, as SAM's C / 8: the per-prompt maps are
+    the decoder's largest tensors); mask ``k`` is their dot product with an MLP of mask token ``k`` (a
+    hypernetwork per token), then upsampled bilinearly to ``size``.
     """
 
-    def __init__(
-        self, dim: int, depth: int, num_heads: int, num_masks: int, patch_size: int, in_chans: int = 3
-    ) -> None:
+    def __init__(self, dim: int, depth: int, num_heads: int, num_masks: int, pixel_dim: int) -> None:
         super().__init__()
         self.iou_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
         self.mask_tokens = nn.Parameter(torch.randn(1, num_masks, dim) * 0.02)
         self.transformer = TwoWayTransformer(dim, depth, num_heads)
-        self.pixel_decoder = ConvDecoder([dim], patch_size, dim, in_chans, width=dim)
-        self.hypernets = nn.ModuleList([MLP(dim, dim) for _ in range(num_masks)])
+        self.coarse_proj = nn.Linear(dim, pixel_dim)
+        self.hypernets = nn.ModuleList(
+            [nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, pixel_dim)) for _ in range(num_masks)]
+        )
         self.iou_mlp = MLP(dim, dim)
         self.iou_out = nn.Linear(dim, num_masks)
 
     def forward(
-        self, image: torch.Tensor, image_pe: torch.Tensor, prompts: torch.Tensor, images: torch.Tensor
+        self,
+        image: torch.Tensor,
+        grid: tuple[int, int],
+        image_pe: torch.Tensor,
+        prompts: torch.Tensor,
+        pixels: torch.Tensor,
+        size: tuple[int, int],
     ) -> dict[str, torch.Tensor]:
-        b, c, h, w = image.shape
-        tokens = torch.cat([self.iou_token.expand(b, -1, -1), self.mask_tokens.expand(b, -1, -1), prompts], 1)
-        states, attended = self.transformer(tokens, map_tokens(image), image_pe)
-        pixels = self.pixel_decoder([attended.transpose(1, 2).reshape(b, c, h, w)], images)
-        weights = torch.stack([net(states[:, 1 + i]) for i, net in enumerate(self.hypernets)], 1)  # (B, K, C)
-        masks = torch.einsum("bkc,bchw->bkhw", weights, pixels)
+        q = len(image)
+        tokens = torch.cat([self.iou_token.expand(q, -1, -1), self.mask_tokens.expand(q, -1, -1), prompts], 1)
+        states, attended = self.transformer(tokens, image, image_pe)
+        coarse = self.coarse_proj(attended).transpose(1, 2).reshape(q, -1, *grid)
+        fine = F.interpolate(coarse, size=pixels.shape[-2:], mode="bilinear", align_corners=False)
+        embeddings = F.gelu(fine + pixels)
+        weights = torch.stack([net(states[:, 1 + i]) for i, net in enumerate(self.hypernets)], 1)  # (Q, K, C')
+        masks = torch.einsum("qkc,qchw->qkhw", weights, embeddings)
         iou = self.iou_out(F.gelu(self.iou_mlp(states[:, 0]))).sigmoid()
-        return {"masks": masks, "iou": iou}
+        return {"masks": F.interpolate(masks, size=size, mode="bilinear", align_corners=False), "iou": iou}
+
+
+class PixelFeatures(nn.Module):
+    """The prompt-independent pixel features at ``1 / stride`` of the image side: two 3x3 convs on
+    the normalised image average-pooled by ``stride``, plus the projected image embedding upsampled
+    bilinearly: ``(images (B, 3, H, W), embedding (B, C, h, w)) -> (B, out_dim, H/stride, W/stride)``."""
+
+    def __init__(self, dim: int, out_dim: int, stride: int, in_chans: int = 3) -> None:
+        super().__init__()
+        self.stride = stride
+        self.conv1 = nn.Conv2d(in_chans, dim // 2, 3, padding=1)
+        self.conv2 = nn.Conv2d(dim // 2, out_dim, 3, padding=1)
+        self.proj = nn.Conv2d(dim, out_dim, 1)
+
+    def forward(self, images: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        x = F.avg_pool2d(images, self.stride) if self.stride > 1 else images
+        local = self.conv2(F.gelu(self.conv1(x)))
+        coarse = self.proj(embedding)
+        return local + F.interpolate(coarse, size=local.shape[-2:], mode="bilinear", align_corners=False)
+
+
+class ImageEncoding(NamedTuple):
+    """What :meth:`PromptableModel.encode_image` computes once per image: the image embedding
+    ``tokens (B, C, h, w)`` and the pixel features ``pixels (B, C', H/s, W/s)``."""
+
+    tokens: torch.Tensor
+    pixels: torch.Tensor
 
 
 class PromptableModel(nn.Module):
     """Images ``(B, 3, H, W)`` in [0, 1] and prompts -> candidate masks and their predicted IoU.
 
-    ``model(images, points (B, P, 2), labels (B, P)) -> {"masks": (B, K, H, W) logits, "iou": (B, K)}``;
-    a box is two points (:func:`box_prompt`). ``encode_image`` once, then ``decode`` per prompt.
+    ``model(images, points (Q, P, 2), labels (Q, P), image=None) -> {"masks": (Q, K, H, W) logits,
+    "iou": (Q, K)}``; prompt ``q`` is on image ``image[q]`` (default: one prompt per image, ``Q = B``).
+    A box is two points (:func:`box_prompt`). ``encode_image`` once, then ``decode`` any prompts.
     """
 
     mean: torch.Tensor
@@ -291,30 +362,56 @@ class PromptableModel(nn.Module):
         )
         self.neck = nn.Linear(config.embed_dim, config.decoder_dim)
         self.neck_norm = nn.LayerNorm(config.decoder_dim)
-        self.prompt_encoder = PromptEncoder(config.decoder_dim, config.img_size, config.pos_scale)
-        self.decoder = MaskDecoder(
-            config.decoder_dim, config.decoder_depth, config.decoder_heads, config.num_masks, config.patch_size
-        )
+        c = config.decoder_dim
+        self.pixel_features = PixelFeatures(c, config.pixel_dim, config.mask_stride)
+        self.prompt_encoder = PromptEncoder(c, config.img_size, config.pos_scale)
+        self.decoder = MaskDecoder(c, config.decoder_depth, config.decoder_heads, config.num_masks, config.pixel_dim)
         self.register_buffer("mean", torch.tensor(config.mean).view(1, -1, 1, 1))
         self.register_buffer("std", torch.tensor(config.std).view(1, -1, 1, 1))
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict``, refusing the weights of the earlier full-resolution decoder."""
+        if any(k.startswith("decoder.pixel_decoder.") for k in state_dict):
+            raise CheckpointError(
+                "this promptable checkpoint has the earlier full-resolution mask decoder, which this vitlab "
+                "no longer builds: retrain it with `vitlab train --task promptable --dataset shapes`"
+            )
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
         return (images - self.mean) / self.std
 
-    def encode_image(self, images: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, 3, H, W)`` in [0, 1] -> image embedding ``(B, C, H/P, W/P)``."""
-        tokens = self.neck_norm(self.neck(self.encoder.forward_features(self.normalise(images))))
+    def encode_image(self, images: torch.Tensor) -> ImageEncoding:
+        """Images ``(B, 3, H, W)`` in [0, 1] -> :class:`ImageEncoding` (embedding ``(B, C, H/P, W/P)``,
+        pixel features ``(B, C', H/s, W/s)``)."""
+        x = self.normalise(images)
+        tokens = self.neck_norm(self.neck(self.encoder.forward_features(x)))
         h, w = images.shape[-2] // self.config.patch_size, images.shape[-1] // self.config.patch_size
-        return tokens.transpose(1, 2).reshape(len(images), -1, h, w)
+        embedding = tokens.transpose(1, 2).reshape(len(images), -1, h, w)
+        return ImageEncoding(embedding, self.pixel_features(x, embedding))
 
     def decode(
-        self, embedding: torch.Tensor, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor
+        self,
+        encoding: ImageEncoding,
+        points: torch.Tensor,
+        labels: torch.Tensor,
+        image: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """``embedding (B, C, h, w)`` of ``images (B, 3, H, W)`` and a prompt per image (points
-        ``(B, P, 2)``, labels ``(B, P)``) -> ``{"masks": (B, K, H, W) logits, "iou": (B, K)}``."""
-        image_pe = self.prompt_encoder.pe.grid(*embedding.shape[-2:]).to(embedding.dtype)
+        """The :class:`ImageEncoding` of ``B`` images and ``Q`` prompts (points ``(Q, P, 2)``, labels
+        ``(Q, P)``), prompt ``q`` on image ``image[q]`` (default ``arange(B)``) ->
+        ``{"masks": (Q, K, H, W) logits, "iou": (Q, K)}``."""
+        tokens, pixels = encoding
+        if image is not None:
+            tokens, pixels = tokens[image], pixels[image]
+        h, w = tokens.shape[-2:]
+        cells = self.prompt_encoder.pe.cells(h, w).to(tokens.dtype)
+        image_pe = self.prompt_encoder.pe(cells)[None]
+        dense = self.prompt_encoder.dense(points, labels, cells)
+        size = (pixels.shape[-2] * self.config.mask_stride, pixels.shape[-1] * self.config.mask_stride)
         prompts = self.prompt_encoder(points, labels)
-        return self.decoder(embedding, image_pe, prompts, self.normalise(images))
+        return self.decoder(map_tokens(tokens) + dense, (h, w), image_pe, prompts, pixels, size)
 
-    def forward(self, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self.decode(self.encode_image(images), images, points, labels)
+    def forward(
+        self, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor, image: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        return self.decode(self.encode_image(images), points, labels, image)

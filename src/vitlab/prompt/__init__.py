@@ -4,7 +4,8 @@
 - ``sampling``: training prompts (a point inside an object or its jittered box) and evaluation
   prompts (the object's centre, its box).
 - ``losses``: focal + dice on the best of K candidates, MSE of the predicted IoU.
-- ``train``: :class:`PromptableTask` on the engine, :func:`train_promptable`, :func:`evaluate_promptable`.
+- ``train``: :class:`PromptableTask` on the engine (several prompts per image, the image encoded once),
+  :func:`train_promptable`, :func:`evaluate_promptable`.
 - ``predict``: :func:`segment` one image from points / a box, overlays, :func:`promptable_checkpoint`.
 """
 

@@ -1,8 +1,8 @@
 """Prompts for training and evaluation, drawn from instance masks and boxes.
 
-Training (SAM's first interaction): per image one object, uniformly; then either one foreground
-point uniform inside the object, or its box with each coordinate moved by noise of standard
-deviation ``jitter`` times the box side. Evaluation: the object's centre (the pixel farthest from
+Training (SAM's first interaction): per drawn object (the task draws several per image) either one
+foreground point uniform inside the object, or its box with each coordinate moved by noise of
+standard deviation ``jitter`` times the box side. Evaluation: the object's centre (the pixel farthest from
 its boundary, SAM's "centre point") or its exact box. Points are pixel ``(x, y)``; boxes pixel
 ``(x0, y0, x1, y1)``; every prompt is two points ``(B, 2, 2)`` with labels ``(B, 2)``, a single point
 padded by one padding point.

@@ -1,13 +1,14 @@
 """Promptable segmentation on the engine: ``train_promptable(PromptableTrainConfig) -> PromptableResult``.
 
-Each training image gives one object (uniformly among its instances) and one prompt, a point
-inside it or its jittered box (:func:`~vitlab.prompt.sampling.training_prompts`); the loss is SAM's
-(:func:`~vitlab.prompt.losses.promptable_loss`). Held-out images are scored per object by the mean
-IoU of the candidate with the highest predicted IoU, from one centre point and from the exact box
-(:func:`evaluate_promptable`). The engine owns the rest (AdamW, warmup + cosine following elapsed
-time under a time limit, clipping, EMA, a run folder with a ``promptable`` checkpoint that
-:func:`vitlab.runs.load_checkpoint` rebuilds, exact resume). Validation runs at the end; the test
-figures are those of the final model.
+Each training image is encoded once and gives ``prompts_per_image`` objects (uniformly among its
+instances, with replacement), each with one prompt, a point inside it or its jittered box
+(:func:`~vitlab.prompt.sampling.training_prompts`); the loss is SAM's
+(:func:`~vitlab.prompt.losses.promptable_loss`), averaged over the prompts. Held-out images are
+scored per object by the mean IoU of the candidate with the highest predicted IoU, from one centre
+point and from the exact box (:func:`evaluate_promptable`). The engine owns the rest (AdamW, warmup +
+cosine following elapsed time under a time limit, clipping, EMA, a run folder with a ``promptable``
+checkpoint that :func:`vitlab.runs.load_checkpoint` rebuilds, exact resume). Validation runs at the
+end; the test figures are those of the final model.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ DERIVED = ("img_size", "mean", "std")  # PromptableConfig fields a run sets from
 class PromptableTrainConfig(RunConfig):
     """A promptable run: the shared run fields (:class:`~vitlab.engine.RunConfig`, here with its own
     defaults), the data (``count`` generated ``shapes`` images of ``image_size`` pixels), the
-    prompts (a box with probability ``box_prob``, else a point; boxes jittered by ``box_jitter``
-    times their side), and ``model``: :class:`~vitlab.models.promptable.PromptableConfig` overrides."""
+    prompts (``prompts_per_image`` per training image; a box with probability ``box_prob``, else a
+    point; boxes jittered by ``box_jitter`` times their side), and ``model``:
+    :class:`~vitlab.models.promptable.PromptableConfig` overrides."""
 
     dataset: str = "shapes"
     count: int = SHAPES_COUNT
@@ -50,6 +52,7 @@ class PromptableTrainConfig(RunConfig):
     lr: float = 2e-3
     min_lr: float = 0.0
     warmup_epochs: float = 1.0
+    prompts_per_image: int = 4
     box_prob: float = 0.5
     box_jitter: float = 0.1
     model: dict[str, Any] = field(default_factory=dict)
@@ -60,6 +63,7 @@ class PromptableTrainConfig(RunConfig):
             "dataset": OneOf(DATASETS),
             "count": Int(7, 10_000_000),
             "image_size": Int(16, MAX_SIDE),
+            "prompts_per_image": Int(1, 1024),
             "box_prob": Float(0.0, 1.0),
             "box_jitter": Float(0.0, 1.0),
         }
@@ -117,7 +121,7 @@ def evaluate_promptable(
     """Mean IoU over every object of ``data`` from one centre point (``point_miou``) and from its
     box (``box_miou``), each scoring the candidate with the highest predicted IoU; ``*_best_of_k``
     score the best candidate (an oracle's choice). ``data`` may be precomputed :class:`ObjectPrompts`
-    of ``images (N, 3, H, W)``."""
+    of ``images (N, 3, H, W)``. Each image is encoded once for all its objects' prompts."""
     prompts = data if isinstance(data, ObjectPrompts) else object_prompts(data)
     pixels = images if isinstance(data, ObjectPrompts) else data.images
     if pixels is None:
@@ -125,17 +129,15 @@ def evaluate_promptable(
     model.eval()
     device = next(model.parameters()).device
     sums = dict.fromkeys(("point_miou", "box_miou", "point_miou_best_of_k", "box_miou_best_of_k"), 0.0)
-    for s in range(0, len(prompts.image), batch_size):
-        rows = prompts.image[s : s + batch_size]
-        unique, inverse = rows.unique(return_inverse=True)
-        x = pixels[unique].to(device)
-        embedding, x = (t[inverse.to(device)] for t in (model.encode_image(x), x))
-        targets = prompts.targets[s : s + batch_size].to(device)
+    for s in range(0, len(pixels), batch_size):
+        rows = ((prompts.image >= s) & (prompts.image < s + batch_size)).nonzero()[:, 0]
+        encoding = model.encode_image(pixels[s : s + batch_size].to(device))
+        image, targets = (prompts.image[rows] - s).to(device), prompts.targets[rows].to(device)
         for kind, (points, labels) in (
-            ("point", point_prompt(prompts.centres[s : s + batch_size])),
-            ("box", box_prompt(prompts.boxes[s : s + batch_size])),
+            ("point", point_prompt(prompts.centres[rows])),
+            ("box", box_prompt(prompts.boxes[rows])),
         ):
-            out = model.decode(embedding, x, points.to(device), labels.to(device))
+            out = model.decode(encoding, points.to(device), labels.to(device), image)
             ious = mask_iou(out["masks"] > 0, targets[:, None])
             sums[f"{kind}_miou"] += float(ious.gather(1, out["iou"].argmax(1, keepdim=True)).sum())
             sums[f"{kind}_miou_best_of_k"] += float(ious.max(1).values.sum())
@@ -182,26 +184,29 @@ class PromptableTask(Task):
         self.generator = torch.Generator().manual_seed(seed)
 
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Images ``(B, 3, H, W)``, prompt points ``(B, 2, 2)`` and labels ``(B, 2)``, and target masks
-        ``(B, H, W)`` for one object drawn uniformly in each image ``index (B,)``."""
-        train, g = self.splits.train, self.generator
-        objects = (torch.rand(len(index), generator=g) * self.counts[index]).long()
+        """Images ``(B, 3, H, W)``; for ``Q = B * prompts_per_image`` objects drawn uniformly in the images
+        ``index (B,)``: the image of each ``(Q,)``, prompt points ``(Q, 2, 2)`` and labels ``(Q, 2)``, and
+        target masks ``(Q, H, W)``."""
+        train, g, m = self.splits.train, self.generator, self.config.prompts_per_image
+        image = torch.arange(len(index)).repeat_interleave(m)
+        rows = index[image]
+        objects = (torch.rand(len(rows), generator=g) * self.counts[rows]).long()
         assert train.instances is not None
-        targets = train.instances[index] == (objects + 1)[:, None, None]
-        boxes = torch.stack([train.boxes[i][k] for i, k in zip(index.tolist(), objects.tolist())])
+        targets = train.instances[rows] == (objects + 1)[:, None, None]
+        boxes = torch.stack([train.boxes[i][k] for i, k in zip(rows.tolist(), objects.tolist())])
         points, labels = training_prompts(targets, boxes, self.config.box_prob, self.config.box_jitter, g)
         device = self.env.device
-        return tuple(t.to(device) for t in (train.images[index], points, labels, targets))
+        return tuple(t.to(device) for t in (train.images[index], image, points, labels, targets))
 
     def step(self, net: nn.Module, batch: tuple, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
-        images, points, labels, targets = batch
-        out = net(images, points, labels)
+        images, image, points, labels, targets = batch
+        out = net(images, points, labels, image)
         losses = promptable_loss(out["masks"], out["iou"], targets)
         n = len(images)
         sums = {
             "loss": losses["loss"].detach() * n,
             "iou_mse": losses["iou_mse"].detach() * n,
-            "best_iou": losses["best_iou"].sum(),
+            "best_iou": losses["best_iou"].mean() * n,
         }
         return losses["loss"], sums, n
 
