@@ -157,7 +157,7 @@ def test_pad_makes_the_mini_projects_patches_runnable():
         ({"seeds": 0}, "seeds and epochs"),
         ({"vit": "cnn-digits"}, "not a VIT"),
         ({"recipe": "fast"}, "unknown recipe"),
-        ({"attention": ["full", "sparse"]}, "unknown attention value"),
+        ({"attention": ["full", "dense"]}, "unknown attention value"),
         ({"pretrain": ["none", "byol"]}, "unknown pretrain value"),
         ({"distill": ["vit"]}, "unknown distill value"),
         ({"attention": ["window", "window"]}, "attention repeats"),

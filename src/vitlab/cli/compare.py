@@ -12,9 +12,9 @@ from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_
 from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
 from ..experiments.executors import EXECUTORS, set_threads
 from ..experiments.files import open_study, write_file
-from ..experiments.report import aggregate, results_table
+from ..experiments.report import aggregate, results_table, skipped_summary
 from ..experiments.training import RECIPES
-from . import read_config_file
+from . import parse_overrides, read_config_file
 
 
 def _rows(text: str) -> list[int | None]:
@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
             "attention",
             "pretrain",
             "distill",
+            "position",
+            "stem",
+            "pool",
             "pretrain_epochs",
             "pretrain_images",
             "layer_decay",
@@ -124,18 +127,20 @@ def run(args: argparse.Namespace) -> int:
         )
         if getattr(args, k) is not None
     }
-    if args.pad:
-        given["pad"] = True
+    for flag in ("pad", "robustness"):
+        if getattr(args, flag):
+            given[flag] = True
     name = args.name or args.preset or "compare"
     given.update(name=name, out_dir=str(args.out or Path("runs") / name))
-    if args.config:
+    base = {k: v for k, v in read_config_file(args.config).items() if k != "out_dir"} if args.config else {}
+    sets = parse_overrides(args.set)
+    if base or sets:
         from dataclasses import fields
 
         from ..models.config import reject_unknown
 
-        base = {k: v for k, v in read_config_file(args.config).items() if k != "out_dir"}
-        reject_unknown(base, [f.name for f in fields(CompareConfig)], "CompareConfig")
-        given = {**base, **given}
+        reject_unknown({**base, **sets}, [f.name for f in fields(CompareConfig)], "CompareConfig")
+        given = {**base, **given, **sets}
     preset = args.preset or given.pop("preset", None)
     config = CompareConfig.from_preset(preset, **given) if preset else CompareConfig(**given)
     set_threads(args.threads)  # this process: forward costs and attention figures
@@ -143,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         config, progress=None if args.quiet else _Progress(), executor=executor, overwrite=args.overwrite
     )
     print("\n".join(results_table(aggregate(list(result.records.values())))))
+    for line in skipped_summary(result.plan.skipped):
+        print(f"skipped {line}", file=sys.stderr)
     print(
         f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
         f"report: {result.files['report']}",
@@ -166,7 +173,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[0, 1], 5 seeds; the report sets its published numbers beside vitlab's with a verdict per claim). "
         "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
         "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
-        "on the same labelled rows).",
+        "on the same labelled rows), --position abs,rel,rel-shared,none (absolute positions or a relative "
+        "bias), --stem patch,conv,resnet (hybrid stems) and --pool mean,token,max; combinations that cannot be "
+        "built (e.g. the ResNet stem with patch 2) are skipped with the reason in the report. --robustness "
+        "scores every model with patches masked (ViT tokens dropped) and centre-cropped.",
     )
     p.add_argument(
         "--task",
@@ -237,6 +247,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_names,
         help="ViT teachers to compare: none, cnn (DeiT distillation from the cell's size-matched CNN); default none",
     )
+    p.add_argument(
+        "--position",
+        type=_names,
+        help=f"ViT positions to compare, from {','.join(VARIANT_CHOICES['position'])}: abs = the model's own "
+        "absolute positions, rel = a relative position bias in every block (no absolute table), rel-shared = "
+        "one bias for all blocks, none = no positions; default abs",
+    )
+    p.add_argument(
+        "--stem",
+        type=_names,
+        help=f"ViT stems to compare, from {','.join(VARIANT_CHOICES['stem'])}: patch = the model's own patch "
+        "embedding, conv = stride-2 conv stem (even patches), resnet = ResNetV2 stem (patches a multiple "
+        "of 4); default patch",
+    )
+    p.add_argument(
+        "--pool",
+        type=_names,
+        help=f"ViT pooling to compare, from {','.join(VARIANT_CHOICES['pool'])}: mean over the patch tokens, "
+        "token = a class token read by the head, max; default mean",
+    )
+    p.add_argument(
+        "--robustness",
+        action="store_true",
+        help="after training, score every model on the test split (validation without one) with 25%% and 50%% "
+        "of its patches masked (a ViT drops their tokens; a CNN sees their pixels zeroed) and a 75%% centre "
+        "crop resized back; a table in the report (shares: --set mask_fractions=[...] crop_fractions=[...])",
+    )
     p.add_argument("--pretrain-epochs", type=int, help="epochs of pretraining for --pretrain mae/dino (default 40)")
     p.add_argument(
         "--pretrain-images",
@@ -285,6 +322,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="a YAML or JSON study config (CompareConfig fields, e.g. a study's "
         "own settings); options given on the command line override it",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any study config field (CompareConfig), e.g. --set param_tolerance=0.2 or "
+        "--set mask_fractions=[0.1,0.5]; over --config and the options above; repeatable",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)

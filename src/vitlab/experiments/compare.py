@@ -13,7 +13,7 @@ default, and the CNN the ViT meets (``cnns``: ``matched``, the default, or ``tex
 convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_CNN`):
 
 - ``attention``: ``full`` (the registered model), a cheaper kind from :mod:`vitlab.layers.attention`
-  (``window``, ``linear``, ``lowrank``, ``latent``, ``lsa``; sized to the patch grid by
+  (``window``, ``linear``, ``lowrank``, ``latent``, ``lsa``, ``sparse``; sized to the patch grid by
   :func:`attention_overrides`), or ``tome``: the full-attention model, trained once, evaluated with
   token merging (:func:`tome_schedule`) -- no retraining, so accuracy, speed and memory say what
   merging costs and saves.
@@ -22,6 +22,21 @@ convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_C
   learning-rate decay on the cell's labelled rows.
 - ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's
   own size-matched CNN (trained first, same rows and seed) as its teacher.
+- ``position``: ``abs`` (the registered model's absolute positions), ``rel`` (a relative position bias
+  in every block, no absolute positions), ``rel-shared`` (one bias table for all blocks) or ``none``.
+- ``stem``: ``patch`` (the registered patchify embedding), ``conv`` (Xiao et al.'s stride-2 conv stem)
+  or ``resnet`` (timm's ResNetV2 stem, as in its hybrid ViTs) before the patch projection.
+- ``pool``: ``mean`` (over the patch tokens), ``token`` (a class token, read by the head) or ``max``.
+
+The CNN of each cell is matched to that cell's ViT, so a variant that changes the ViT's parameter
+count (a stem, a bias table, a class token) may change the CNN's widths. A combination of values that
+cannot be built (a stem that cannot reduce to the patch size, a relative bias on attention that forms
+no bias-able scores, window attention with a class or distillation token, ...) is skipped, with the
+reason in :attr:`Plan.skipped` and the report (:func:`skip_reason`); a study whose every combination
+is skipped is refused before any training.
+
+With ``robustness`` every run's model is also scored with patches masked and centre-cropped after its
+training (:mod:`~vitlab.experiments.robustness`), in the run's own task.
 
 A run is identified by what it trains, so when two patch sizes give the ViT the same parameter count
 (as patches 2 and 4 do for ``vit-digits``) the matched CNN is trained once per (seed, rows, augment)
@@ -68,11 +83,13 @@ from ..models import (
     front_loaded,
     get_config,
 )
+from ..models.vit import BIASED_KINDS, STEM_REDUCTION
 from ..ops.patches import divisibility_error
 from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
 from .files import open_study, write_file
-from .report import write_report
+from .report import skipped_summary, write_report
+from .robustness import Probes, robustness
 from .textbook import PRESET, TEXTBOOK_CNN
 from .training import (
     DISTILL_KINDS,
@@ -97,10 +114,17 @@ DEFAULT_MODELS: dict[str, tuple[str, str, tuple[int, ...]]] = {
 FALLBACK_MODELS = ("vit-seed", "cnn-seed", (7,))
 # The values each variant axis (see VARIANTS, with their defaults) may take.
 VARIANT_CHOICES: dict[str, tuple[str, ...]] = {
-    "attention": ("full", "window", "linear", "lowrank", "latent", "lsa", "tome"),
+    "attention": ("full", "window", "linear", "lowrank", "latent", "lsa", "sparse", "tome"),
     "pretrain": ("none", *METHODS),
     "distill": ("none", "cnn"),
+    "position": ("abs", "rel", "rel-shared", "none"),
+    "stem": ("patch", "conv", "resnet"),
+    "pool": ("mean", "token", "max"),
 }
+# The ViT's patch embedding per ``stem`` value (``patch``: the registered model's own).
+STEMS = {"conv": "conv_stem", "resnet": "resnet_stem"}
+# The ViT's relative position bias per ``position`` value (all but ``abs`` drop absolute positions).
+REL_POS = {"abs": "none", "rel": "per_block", "rel-shared": "shared", "none": "none"}
 # The CNNs a ViT may meet: matched to its parameter count, or a fixed (model, overrides).
 CNN_CHOICES: dict[str, tuple[str, dict[str, Any]] | None] = {"matched": None, "textbook": TEXTBOOK_CNN}
 # Named studies: CompareConfig fields that --preset NAME starts from.
@@ -124,10 +148,13 @@ class CompareConfig:
     each ViT meets, from :data:`CNN_CHOICES` (``matched``: that CNN; ``textbook``: the plain convnet
     at the textbook's size). ``normalization``: ``standardize`` (by the training rows' per-channel
     mean and std) or ``unit`` (pixels as loaded, in [0, 1], as the textbook feeds them).
-    ``attention`` / ``pretrain`` / ``distill``: the ViT variants to study (see the module doc);
+    ``attention`` / ``pretrain`` / ``distill`` / ``position`` / ``stem`` / ``pool``: the ViT variants to
+    study (see the module doc);
     ``pretrain_epochs``, ``pretrain_images`` (``all`` images of the dataset, labels unused, or the
     ``train`` pool only) and ``layer_decay`` set the pretraining and fine-tuning; ``distill_kind``
     (``soft`` / ``hard``), ``distill_temperature`` and ``distill_alpha`` the distillation.
+    ``robustness``: score every trained model with a share ``mask_fractions`` of its patches masked
+    and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.experiments.robustness`).
     ``out_dir``: where the report goes (the CLI uses ``runs/<name>``); ``None`` writes nothing.
     ``device``: as :class:`~vitlab.engine.TrainConfig` (``auto`` = CUDA when present). ``preset``:
     the :data:`STUDY_PRESETS` entry the study started from (see :meth:`from_preset`), if any.
@@ -151,12 +178,18 @@ class CompareConfig:
     attention: list[str] = field(default_factory=lambda: [VARIANTS["attention"]])
     pretrain: list[str] = field(default_factory=lambda: [VARIANTS["pretrain"]])
     distill: list[str] = field(default_factory=lambda: [VARIANTS["distill"]])
+    position: list[str] = field(default_factory=lambda: [VARIANTS["position"]])
+    stem: list[str] = field(default_factory=lambda: [VARIANTS["stem"]])
+    pool: list[str] = field(default_factory=lambda: [VARIANTS["pool"]])
     pretrain_epochs: int = 40
     pretrain_images: str = "train"
     layer_decay: float = 0.75
     distill_kind: str = "soft"
     distill_temperature: float = 4.0
     distill_alpha: float = 0.5
+    robustness: bool = False
+    mask_fractions: list[float] = field(default_factory=lambda: list(Probes().masks))
+    crop_fractions: list[float] = field(default_factory=lambda: list(Probes().crops))
     out_dir: str | None = None
     device: str = "auto"
     preset: str | None = None
@@ -207,6 +240,20 @@ class CompareConfig:
                 f"crops of other sizes (DINO), which {' and '.join(grid_bound)} attention, built for "
                 f"the whole patch grid, cannot take: study them without pretraining (--pretrain none)"
             )
+        self.mask_fractions, self.crop_fractions = list(self.mask_fractions), list(self.crop_fractions)
+        if not all(isinstance(f, (int, float)) and 0 <= f < 1 for f in self.mask_fractions):
+            raise ConfigError(
+                f"mask_fractions are shares of the patches to mask, each in [0, 1), e.g. [0.25, 0.5]; "
+                f"got {self.mask_fractions}"
+            )
+        if not all(isinstance(f, (int, float)) and 0 < f <= 1 for f in self.crop_fractions):
+            raise ConfigError(
+                f"crop_fractions are centre-crop sides as a share of the image side, each in (0, 1], "
+                f"e.g. [0.75]; got {self.crop_fractions}"
+            )
+        for name in ("mask_fractions", "crop_fractions"):
+            if len(set(getattr(self, name))) != len(getattr(self, name)):
+                raise ConfigError(f"{name} repeats a value: {getattr(self, name)}; list each once")
         if self.pretrain_images not in IMAGE_SETS:
             raise ConfigError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
         if self.distill_kind not in DISTILL_KINDS:
@@ -267,7 +314,14 @@ class Axis:
     only: str | None = None
 
 
-VARIANT_FIELDS = {"attention": "attention", "pretrain": "init", "distill": "teacher"}
+VARIANT_FIELDS = {
+    "attention": "attention",
+    "pretrain": "init",
+    "distill": "teacher",
+    "position": "rel_pos",
+    "stem": "patch_embed",
+    "pool": "pool",
+}
 
 
 def grid_axes(config: CompareConfig) -> list[Axis]:
@@ -293,9 +347,10 @@ def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
     """The ViT config fields that give ``vit`` attention ``kind``, sized to its patch grid (h x w
     tokens, N = h w): ``window`` -- windows of side min(h, w) // 2 (at least 1; shifted in every other
     block), class and register tokens dropped for mean pooling, which windows need; ``lowrank`` --
-    keys and values projected to N // 2 rows; ``latent`` -- N // 4 latent tokens; ``linear``, ``lsa``
-    -- the kind alone. ``full`` (the registered model's own attention) and ``tome`` (merging is
-    applied after training) change nothing."""
+    keys and values projected to N // 2 rows; ``latent`` -- N // 4 latent tokens; ``linear``, ``lsa``,
+    ``sparse`` (a band of the grid's width, every row-width-th position and the prefix tokens) -- the
+    kind alone. ``full`` (the registered model's own attention) and ``tome`` (merging is applied after
+    training) change nothing."""
     if kind in ("full", "tome"):
         return {}
     gh, gw = vit.grid
@@ -306,8 +361,33 @@ def attention_overrides(kind: str, vit: ViTConfig) -> dict[str, Any]:
         "latent": {"num_latents": max(1, n // 4)},
     }.get(kind, {})
     if kind == "window" and (vit.class_token or vit.reg_tokens):
-        sized.update(class_token=False, reg_tokens=0, pool="mean")
+        sized.update(class_token=False, reg_tokens=0, **({"pool": "mean"} if vit.pool == "token" else {}))
     return {"attention": kind, **sized}
+
+
+def _changed(vit: ViTConfig, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``wanted`` whose value ``vit`` does not already have."""
+    return {k: v for k, v in wanted.items() if getattr(vit, k) != v}
+
+
+def position_overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
+    """The ViT config fields for ``position`` ``value``: ``abs`` keeps (or restores, as ``learned``)
+    absolute positions without a relative bias; ``rel`` / ``rel-shared`` replace them by a relative
+    position bias in every block / shared by all; ``none`` removes both."""
+    absolute = (vit.pos_embed if vit.pos_embed != "none" else "learned") if value == "abs" else "none"
+    return _changed(vit, {"pos_embed": absolute, "rel_pos": REL_POS[value]})
+
+
+def stem_overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
+    """The ViT config fields for ``stem`` ``value``: ``patch`` the registered patch embedding, else
+    :data:`STEMS` ``[value]``."""
+    return {} if value == "patch" else _changed(vit, {"patch_embed": STEMS[value]})
+
+
+def pool_overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
+    """The ViT config fields for ``pool`` ``value``: ``token`` reads a class token (added when the
+    registered model has none); ``mean`` / ``max`` pool the patch tokens."""
+    return _changed(vit, {"pool": value, **({"class_token": True} if value == "token" else {})})
 
 
 def tome_schedule(num_patches: int, depth: int) -> list[int]:
@@ -321,15 +401,63 @@ def with_tome(model: VisionTransformer, img_size: tuple[int, int]) -> TokenMergi
     return apply_tome(model, tome_schedule(math.prod(model.grid_size(*img_size)), len(model.blocks)))
 
 
+VARIANT_OVERRIDES: dict[str, Callable[[str, ViTConfig], dict[str, Any]]] = {
+    "stem": stem_overrides,
+    "position": position_overrides,
+    "pool": pool_overrides,
+    "attention": attention_overrides,  # last: window attention fits the tokens the others leave
+}
+
+
 def vit_overrides(config: CompareConfig, shape: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The ViT's config overrides in a cell with axis ``values``: its patch size, padding (only with
-    ``config.pad`` and a patch that does not divide the image) and attention."""
+    ``config.pad`` and a patch that does not divide the image), then stem, positions, pooling and
+    attention for those axes the study varies (see :data:`VARIANT_OVERRIDES`)."""
     patch = values["patch"]
     overrides: dict[str, Any] = {"patch_size": patch}
     if config.pad and any(side % patch for side in shape["img_size"]):
         overrides["pad"] = True
-    attention = values.get("attention", VARIANTS["attention"])
-    return {**overrides, **attention_overrides(attention, get_config(config.vit_name, **shape, **overrides))}
+    for name, fields_for in VARIANT_OVERRIDES.items():
+        if name in values:
+            overrides.update(fields_for(values[name], get_config(config.vit_name, **shape, **overrides)))
+    return overrides
+
+
+def skip_reason(config: CompareConfig, shape: dict[str, Any], values: dict[str, Any]) -> str | None:
+    """Why the ViT of a cell with axis ``values`` cannot be built or trained as the study asks (a
+    sentence), or ``None`` when it can: a stem that cannot reduce to the patch size, a relative
+    position bias on attention that takes none (or under token merging or pretraining, which move
+    tokens), window attention with a class or distillation token, MAE with sparse attention."""
+    patch, stem, position = values["patch"], values.get("stem", "patch"), values.get("position", "abs")
+    attention, pretrain = values.get("attention", "full"), values.get("pretrain", "none")
+    stem_words, reduction = variant_words("stem", stem), STEM_REDUCTION.get(STEMS.get(stem, ""), 1)
+    if patch % reduction:
+        return (
+            f"the {stem_words} reduces the image by {reduction} before the patch projection, so it needs a "
+            f"patch size that is a multiple of {reduction}, not {patch}"
+        )
+    if stem != "patch" and any(side % patch for side in shape["img_size"]):
+        return f"the {stem_words} cannot pad the image to a multiple of patch {patch}"
+    if REL_POS[position] != "none":
+        rel = variant_words("position", position)
+        if attention not in ("tome", *BIASED_KINDS):
+            return f"{rel} is added to the scores of {', '.join(BIASED_KINDS)} attention, not {attention} attention"
+        if attention == "tome":
+            return f"token merging averages tokens from different places, which {rel} (by grid offsets) cannot follow"
+        if pretrain != "none":
+            moved = "a random subset of the patches" if pretrain == "mae" else "crops of other sizes"
+            return f"{pretrain.upper()} pretraining runs the encoder on {moved}, which {rel} (one grid) cannot take"
+    if attention == "window":
+        if values.get("pool") == "token":
+            return "window attention tiles the patch grid, where a class token has no place: pool by the mean"
+        if values.get("distill") == "cnn":
+            return "window attention tiles the patch grid, where a distillation token has no place"
+    if attention == "sparse" and pretrain == "mae":
+        return (
+            "MAE pretraining runs the encoder on a random subset of the patches, where sparse attention's "
+            "pattern is undefined"
+        )
+    return None
 
 
 @dataclass
@@ -337,7 +465,8 @@ class RunPlan:
     """One training run: ``kind`` ("vit" or "cnn"), the registered ``model`` with ``overrides``,
     the shared axes' ``train`` fields, and the ``axes`` values it stands for (a CNN has no ViT-only
     axes, a ViT no CNN-only axis). ``params`` is its trainable parameter count for the data's shape;
-    ``teacher`` the key of the CNN run it distils from (planned before it)."""
+    ``teacher`` the key of the CNN run it distils from (planned before it); ``mask_patches`` the patch
+    grids its robustness is scored on (a ViT's own; a CNN's, those of the ViTs it meets)."""
 
     key: str
     kind: str
@@ -347,6 +476,7 @@ class RunPlan:
     axes: dict[str, Any]
     params: int
     teacher: str | None = None
+    mask_patches: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -360,11 +490,14 @@ class Cell:
 
 @dataclass
 class Plan:
-    """The expanded grid: the axes, every cell, and the distinct runs they need (in run order)."""
+    """The expanded grid: the axes, every cell, and the distinct runs they need (in run order);
+    ``skipped``: each combination of the ViT's axes that cannot be built, ``{"axes", "reason"}`` (see
+    :func:`skip_reason`), once for all its seeds, rows and settings."""
 
     axes: list[Axis]
     cells: list[Cell]
     runs: list[RunPlan]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
 def data_shape(splits: DataSplits) -> dict[str, Any]:
@@ -387,8 +520,9 @@ def _run_key(kind: str, values: dict[str, Any], overrides: dict[str, Any]) -> st
 def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     """Expand ``config`` into cells and runs for data of ``shape`` (see :func:`data_shape`).
 
-    Raises ``ValueError`` when a patch size does not divide the image (without ``config.pad``), or
-    when the CNN family cannot get within ``param_tolerance`` of the ViT's parameter count.
+    Raises ``ValueError`` when a patch size does not divide the image (without ``config.pad``), when
+    the CNN family cannot get within ``param_tolerance`` of the ViT's parameter count, or when every
+    combination is skipped (:func:`skip_reason`).
     """
     height, width = shape["img_size"]
     for patch in config.patch_sizes:
@@ -428,9 +562,14 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
 
     runs: dict[str, RunPlan] = {}
     cells: list[Cell] = []
+    skipped: dict[str, dict[str, Any]] = {}
     for combo in product(*(axis.values for axis in axes)):
         values = {axis.name: value for axis, value in zip(axes, combo)}
         vit_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "cnn"}
+        if (reason := skip_reason(config, shape, values)) is not None:
+            own = {axis.name: values[axis.name] for axis in axes if axis.only == "vit"}
+            skipped.setdefault(repr(own), {"axes": own, "reason": reason})
+            continue
         cnn_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "vit"}
         train_fields = {axis.field: value for axis, value in zip(axes, combo) if axis.only is None}
         overrides = vit_overrides(config, shape, values)
@@ -462,8 +601,16 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
         )
         for run in (cnn, vit) if distil else (vit, cnn):
             runs.setdefault(run.key, run)
+        if values["patch"] not in (grids := runs[cnn.key].mask_patches):
+            grids.append(values["patch"])
+        runs[vit.key].mask_patches = [values["patch"]]
         cells.append(Cell(values, vit.key, cnn.key))
-    return Plan(axes, cells, list(runs.values()))
+    if not cells:
+        raise ConfigError(
+            f"every combination of the study is skipped ({'; '.join(skipped_summary(list(skipped.values())))}): "
+            f"change the values of --patches and the ViT variant axes"
+        )
+    return Plan(axes, cells, list(runs.values()), list(skipped.values()))
 
 
 @dataclass
@@ -475,6 +622,8 @@ class RunRecord:
     ``val_ece`` is the validation ECE at the best epoch; ``test_acc`` the test accuracy the training
     reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
+    ``robustness`` (with ``CompareConfig.robustness``): per patch grid, the accuracies of
+    :func:`~vitlab.experiments.robustness.robustness` on the test split (validation without one).
     """
 
     key: str
@@ -496,6 +645,7 @@ class RunRecord:
     peak_mb: float | None = None
     agreement: float | None = None
     tome_r: list[int] | None = None
+    robustness: list[dict[str, Any]] | None = None
 
     @property
     def label(self) -> str:
@@ -546,22 +696,26 @@ def load_splits(config: CompareConfig, seed: int, rows: int | None) -> DataSplit
     return load_dataset(config.dataset, config.data_dir, seed=seed, rows=rows, normalization=config.normalization)
 
 
-def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: float | None = None) -> RunRecord:
+def record_run(
+    run: RunPlan, result: TrainResult, splits: DataSplits, seconds: float | None = None, probes: Probes | None = None
+) -> RunRecord:
     """A :class:`RunRecord` from a plan and its :class:`~vitlab.tasks.TrainResult` on ``splits``
     (``seconds`` replaces the training's own wall time, e.g. to add pretraining); a ``tome`` run
-    evaluates ``result.model`` with merging (see :class:`RunRecord`)."""
+    evaluates ``result.model`` with merging (see :class:`RunRecord`). With ``probes``, the model is
+    also scored with patches masked and cropped on the test split (validation without one)."""
     history = result.history
     best = next(r for r in history if r["epoch"] == result.best_epoch)
     curves = {k: [r[k] for r in history] for k in ("train_acc", "val_acc", "train_loss", "val_loss")}
-    fields = dict(
+    fields: dict[str, Any] = dict(
         best_val_acc=result.best_val_acc,
         best_epoch=result.best_epoch,
         val_ece=best["val_ece"],
         test_acc=result.test["acc"] if result.test is not None else None,
     )
+    scored: nn.Module = result.model
     if run.axes.get("attention") == "tome":
         model = result.model
-        merged = with_tome(cast(VisionTransformer, model), splits.image_shape[1:])
+        merged = scored = with_tome(cast(VisionTransformer, model), splits.image_shape[1:])
         device = next(model.parameters()).device
 
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
@@ -582,6 +736,9 @@ def record_run(run: RunPlan, result: TrainResult, splits: DataSplits, seconds: f
             agreement=agreement,
             tome_r=list(merged.r),
         )
+    if probes is not None:
+        held_out = splits.test if splits.test is not None else splits.val
+        fields["robustness"] = robustness(scored, held_out, splits.mean, splits.std, run.mask_patches, probes)
     return RunRecord(
         key=run.key,
         kind=run.kind,
@@ -728,6 +885,7 @@ def run_task(task: Task) -> TaskResult:
         return cache[seed, rows]
 
     teachers = sorted({run.teacher for run in task.runs if run.teacher is not None})
+    probes = Probes(tuple(config.mask_fractions), tuple(config.crop_fractions)) if config.robustness else None
     outcomes: dict[str, RunOutcome] = {}
     trained: dict[str, TrainResult] = {}
     with tempfile.TemporaryDirectory(prefix="vitlab-compare-") as tmp:
@@ -769,7 +927,7 @@ def run_task(task: Task) -> TaskResult:
                 cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{teachers.index(run.key)}"))
             result = trained.get(repr(cfg)) or train_run(cfg, splits)
             trained[repr(cfg)] = result
-            record = record_run(run, result, splits, result.seconds + pretrain_seconds)
+            record = record_run(run, result, splits, result.seconds + pretrain_seconds, probes)
             outcomes[run.key] = RunOutcome(record, _state_bytes(result.model) if _figure_candidate(run) else None)
     return TaskResult(outcomes, time.process_time() - cpu_start)
 

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from .report import Aggregate
 
 # The ViT-only variant axes of a comparison and the value each takes when it is not studied.
-VARIANTS = {"attention": "full", "pretrain": "none", "distill": "none"}
+VARIANTS = {
+    "attention": "full",
+    "pretrain": "none",
+    "distill": "none",
+    "position": "abs",
+    "stem": "patch",
+    "pool": "mean",
+}
 # The CNNs a ViT may meet (the ``cnn`` axis), in words.
 CNN_WORDS = {"matched": "size-matched", "textbook": "textbook-size plain"}
 # Axes that tell models apart within a panel (the ViT-only ones, the CNN met) or that the x-axis spans.
@@ -41,12 +48,22 @@ _VARIANT_WORDS = {
     ("pretrain", "dino"): "DINO-pretrained",
     ("distill", "none"): "no teacher",
     ("distill", "cnn"): "distilled from the CNN",
+    ("position", "abs"): "absolute positions",
+    ("position", "rel"): "a relative position bias per block",
+    ("position", "rel-shared"): "one shared relative position bias",
+    ("position", "none"): "no positions",
+    ("stem", "patch"): "patchify stem",
+    ("stem", "conv"): "conv stem",
+    ("stem", "resnet"): "ResNet stem",
+    ("pool", "token"): "class-token pooling",
+    ("pool", "mean"): "mean pooling",
+    ("pool", "max"): "max pooling",
 }
 
 
 def variant_words(name: str, value: str) -> str:
     """A variant axis value in words: ``window attention``, ``full attention + ToMe``, ``MAE-pretrained``,
-    ``distilled from the CNN``."""
+    ``distilled from the CNN``, ``a relative position bias per block``, ``conv stem``, ``class-token pooling``."""
     return _VARIANT_WORDS.get((name, value), f"{value} {name}")
 
 

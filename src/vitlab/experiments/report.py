@@ -8,6 +8,8 @@ Definitions used throughout:
   each seed trained on the same split; positive means the ViT is ahead.
 - **spread** = the sample standard deviation (n - 1) of those per-seed differences; unknown with one
   seed. A lead is "larger than the spread" when ``|lead| > spread``, else "within the spread".
+- **robustness** (with ``CompareConfig.robustness``): accuracy with a share of the patches masked and
+  with centre crops (see :mod:`~vitlab.experiments.robustness`), averaged over seeds like the rest.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import math
 import platform
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -66,7 +68,8 @@ FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learn
 class Aggregate:
     """One model in one cell, over its seeds: ``mean`` / ``std`` per metric of :data:`METRICS`
     (``std`` is ``None`` with one seed, a metric's entries ``None`` where the runs have no value),
-    and the mean learning curves."""
+    the mean learning curves, and per patch grid its robustness (``{"patch", "mean", "std"}``, empty
+    when not measured)."""
 
     kind: str
     label: str
@@ -76,6 +79,7 @@ class Aggregate:
     mean: dict[str, float | None]
     std: dict[str, float | None]
     curves: dict[str, list[float]]
+    robustness: list[dict[str, Any]] = field(default_factory=list)
 
     def known_mean(self, metric: str) -> float:
         """``mean[metric]`` for a metric every run records (accuracies, gap, ECE)."""
@@ -156,6 +160,7 @@ def aggregate(records: Sequence[RunRecord]) -> list[Aggregate]:
                 {m: s[0] for m, s in stats.items()},
                 {m: s[1] for m, s in stats.items()},
                 curves,
+                _robustness_over_seeds(runs),
             )
         )
     shared = {k for a in out if a.kind == "cnn" for k in a.axes}
@@ -163,6 +168,23 @@ def aggregate(records: Sequence[RunRecord]) -> list[Aggregate]:
     for a in out:
         settings.setdefault(tuple(v for k, v in a.axes.items() if k in shared), len(settings))
     return sorted(out, key=lambda a: (settings[tuple(v for k, v in a.axes.items() if k in shared)], a.kind != "vit"))
+
+
+def _robustness_over_seeds(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    """Per patch grid, the mean and std over ``runs`` (one model's seeds) of each robustness accuracy."""
+    if any(r.robustness is None for r in runs):
+        return []
+    out = []
+    for i, entry in enumerate(cast(list, runs[0].robustness)):
+        stats = {k: _mean_std([cast(list, r.robustness)[i][k] for r in runs]) for k in entry if k != "patch"}
+        out.append(
+            {
+                "patch": entry["patch"],
+                "mean": {k: v[0] for k, v in stats.items()},
+                "std": {k: v[1] for k, v in stats.items()},
+            }
+        )
+    return out
 
 
 def compute_leads(result: CompareResult) -> list[Lead]:
@@ -438,7 +460,8 @@ def padded(side: int, patch: int) -> int:
 
 def token_costs(result: CompareResult) -> list[dict[str, Any]]:
     """The cost model's row per patch size for the study's ViT and image (square images only; a
-    padded patch is priced on the padded image), with the ViT's parameter count at that patch."""
+    padded patch is priced on the padded image), with the ViT's parameter count at that patch (that
+    of its runs without variants, ``None`` when the study has none)."""
     chans, height, width = result.data["image_shape"]
     if height != width:
         return []
@@ -453,7 +476,12 @@ def token_costs(result: CompareResult) -> list[dict[str, Any]]:
         class_token=vit.class_token,
         in_chans=chans,
     )
-    params = {r.axes["patch"]: r.params for r in result.records.values() if r.kind == "vit"}
+    plain = [
+        r
+        for r in result.records.values()
+        if r.kind == "vit" and all(r.axes.get(k, v) == v for k, v in VARIANTS.items())
+    ]
+    params = {r.axes["patch"]: r.params for r in plain}
     return [{**row.to_dict(), "params": params.get(row.patch)} for row in rows]
 
 
@@ -480,14 +508,7 @@ def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
     """Markdown lines: the textbook's columns (Model, Rows, Parameters, Best val accuracy, Final
     train accuracy, Seconds), then Patch, Augment, the variant axes studied, Gap, ECE, Test accuracy,
     forward Images/s and Peak MB (and ToMe's Agreement when studied); mean ± std over seeds."""
-    extra = [
-        k
-        for k in (
-            *VARIANTS,
-            *sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment", "cnn", *VARIANTS}),
-        )
-        if any(k in a.axes for a in aggregates)
-    ]
+    extra = _variant_columns(aggregates)
     agreement = any(a.mean["agreement"] is not None for a in aggregates)
     header = [
         "Model",
@@ -529,6 +550,114 @@ def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
             ]
         )
     return _table(header, body)
+
+
+def _variant_columns(aggregates: Sequence[Aggregate]) -> list[str]:
+    """The axes the tables show after Patch and Augment: the variant axes studied, then any other."""
+    others = sorted({k for a in aggregates for k in a.axes} - {"rows", "patch", "augment", "cnn", *VARIANTS})
+    return [k for k in (*VARIANTS, *others) if any(k in a.axes for a in aggregates)]
+
+
+def robustness_table(aggregates: Sequence[Aggregate]) -> list[str]:
+    """Markdown lines: per model and patch grid (a CNN's grid is that of a ViT it meets), its clean,
+    masked (tokens dropped, pixels zeroed) and cropped accuracy, mean ± std over seeds (``–`` where a
+    model cannot drop tokens); ``[]`` when not measured."""
+    measured = [a for a in aggregates if a.robustness]
+    if not measured:
+        return []
+    scores = [k for k in measured[0].robustness[0]["mean"] if k != "clean"]
+    extra = _variant_columns(measured)
+    header = [
+        "Model",
+        "Rows",
+        "Patch grid",
+        "Augment",
+        *(k.capitalize() for k in extra),
+        "Clean",
+        *(_probe_words(k) for k in scores),
+    ]
+    body = [
+        [
+            a.label.split(" patch")[0],
+            _rows_text(a.axes, a.train_rows),
+            str(entry["patch"]),
+            str(a.axes.get("augment", "–")),
+            *(str(a.axes.get(k, "–")) for k in extra),
+            *(_fmt(entry["mean"][k], entry["std"][k]) for k in ("clean", *scores)),
+        ]
+        for a in measured
+        for entry in a.robustness
+    ]
+    return _table(header, body)
+
+
+def _probe_words(key: str) -> str:
+    """``drop_0.25`` -> ``Drop 25%``; ``crop_0.75`` -> ``Crop 75%``."""
+    kind, fraction = key.split("_")
+    return f"{kind.capitalize()} {float(fraction) * 100:g}%"
+
+
+def _probe_phrase(key: str) -> str:
+    """``drop_0.5`` -> ``dropping 50% of the patch tokens``; ``zero_0.5`` -> ``zeroing 50% of the
+    patches``; ``crop_0.75`` -> ``a 75% centre crop``."""
+    kind, fraction = key.split("_")
+    share = f"{float(fraction) * 100:g}%"
+    return {
+        "drop": f"dropping {share} of the patch tokens",
+        "zero": f"zeroing {share} of the patches",
+        "crop": f"a {share} centre crop",
+    }[kind]
+
+
+def robustness_sentences(aggregates: Sequence[Aggregate]) -> list[str]:
+    """Per probe (the largest masking share, dropped and zeroed; each crop): the mean change in accuracy it brings the
+    ViTs and the CNNs (probed − clean, over their robustness rows that have it), and per variant axis
+    studied, each value against the axis's default (or its first value) over rows matched on every
+    other axis."""
+    rows = [(a, entry) for a in aggregates for entry in a.robustness]
+    if not rows:
+        return []
+
+    def change(entry: dict[str, Any], key: str) -> float | None:
+        probed = entry["mean"][key]
+        return None if probed is None else probed - known(entry["mean"], "clean")
+
+    def plural(n: int, what: str) -> str:
+        return f"{n} {what}{'s' if n != 1 else ''}"
+
+    probes = [k for k in rows[0][1]["mean"] if k != "clean"]
+    largest = max((float(k.split("_")[1]) for k in probes if not k.startswith("crop")), default=0.0)
+    keys = [k for k in probes if k.startswith("crop") or (largest > 0 and float(k.split("_")[1]) == largest)]
+    out = []
+    for key in keys:
+        what = _probe_phrase(key)
+        parts = []
+        for kind, name in (("vit", "ViTs"), ("cnn", "CNNs")):
+            found = [c for a, e in rows if a.kind == kind and (c := change(e, key)) is not None]
+            if found:
+                parts.append(f"by {_signed(statistics.fmean(found))} for the {name} ({plural(len(found), 'row')})")
+        out.append(f"{what[0].upper() + what[1:]} changes accuracy {_join(parts)}.")
+        for name, default in VARIANTS.items():
+            vits = [(a, e) for a, e in rows if a.kind == "vit" and name in a.axes and change(e, key) is not None]
+            values = list(dict.fromkeys(a.axes[name] for a, _ in vits))
+            if len(values) < 2:
+                continue
+            base_value = default if default in values else values[0]
+            base = {_cell_key(a.axes, name): e for a, e in vits if a.axes[name] == base_value}
+            for value in (v for v in values if v != base_value):
+                matched = [
+                    (base[k], e) for a, e in vits if a.axes[name] == value and (k := _cell_key(a.axes, name)) in base
+                ]
+                if not matched:
+                    continue
+                mine = statistics.fmean(cast(float, change(e, key)) for _, e in matched)
+                theirs = statistics.fmean(cast(float, change(b, key)) for b, _ in matched)
+                out.append(
+                    f"Under {what}, the ViT with {variant_words(name, value)} changes by {_signed(mine)} against "
+                    f"{_signed(theirs)} with {variant_words(name, base_value)} "
+                    f"(mean over {plural(len(matched), 'matched row')})."
+                )
+    return out
 
 
 def leads_table(leads: Sequence[Lead]) -> list[str]:
@@ -618,6 +747,53 @@ def attention_lines(result: CompareResult) -> list[str]:
     return lines + [f"![{Path(f).stem.replace('_', ' ')}]({f})" for f in result.attention["files"]] + [""]
 
 
+def robustness_lines(result: CompareResult, aggregates: Sequence[Aggregate]) -> list[str]:
+    """The report's section on masked patches and centre crops (empty when not measured)."""
+    table = robustness_table(aggregates)
+    if not table:
+        return []
+    data = result.data
+    split = "test" if data["test"] is not None else "validation"
+    images = data["test"] if data["test"] is not None else data["val"]
+    return [
+        "## Robustness: masked patches and centre crops",
+        "",
+        f"Every model (the checkpoint chosen by validation) scored on the {split} split ({images:,} images). "
+        "*Clean*: as is. A random share f of each image's patches is removed, the same patches for every "
+        "model on that patch grid (one generator, seed 0), in two ways. *Drop f*: the ViT's blocks run "
+        "without those patch tokens, as MAE's encoder does, the kept ones keeping their positions (`–` for a "
+        "CNN, and for a ViT that cannot run on a subset of its tokens: a relative position bias; window, "
+        "low-rank or sparse attention; token merging). *Zero f*: the patches' pixels set to zero in the "
+        "normalised input (the training mean), for every model; a CNN is masked on the patch grid of each "
+        "ViT it meets (the Patch grid column). *Crop c*: the central c of each side, resized back to the full "
+        f"image (bilinear). Mean ± standard deviation over {result.config.seeds} seed"
+        f"{'s' if result.config.seeds > 1 else ''}.",
+        "",
+        *table,
+        "",
+    ]
+
+
+def skipped_summary(skipped: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per reason among a plan's ``skipped`` combinations, naming the axis values all of its
+    combinations share: ``patch 2, stem resnet (4 combinations): the ResNet stem ...``."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for skip in skipped:
+        by_reason.setdefault(skip["reason"], []).append(skip["axes"])
+    lines = []
+    for reason, combos in by_reason.items():
+        shared = {k: v for k, v in combos[0].items() if all(c[k] == v for c in combos)}
+        count = f" ({len(combos)} combinations)" if len(combos) > 1 else ""
+        lines.append(f"{', '.join(f'{k} {v}' for k, v in shared.items())}{count}: {reason}")
+    return lines
+
+
+def skipped_lines(result: CompareResult) -> list[str]:
+    """The report's list of the combinations the study skipped (empty when none was)."""
+    lines = skipped_summary(result.plan.skipped)
+    return ["## Skipped combinations", "", *(f"- {line}." for line in lines), ""] if lines else []
+
+
 def variant_lines(result: CompareResult) -> list[str]:
     """The report's paragraph on the ViT variants studied (empty when none is)."""
     cfg = result.config
@@ -631,7 +807,8 @@ def variant_lines(result: CompareResult) -> list[str]:
             "attention replaced (`window`: windows of half the patch grid's side, shifted in every other "
             "block, mean pooling; `lowrank`: keys and values projected to half the tokens; `latent`: a "
             "quarter of the "
-            "tokens as latents). `tome` is the full-attention ViT, trained once, evaluated with token merging "
+            "tokens as latents; `sparse`: a band of one grid row, every grid-row-th token and the class "
+            "token). `tome` is the full-attention ViT, trained once, evaluated with token merging "
             "of half its patch tokens over the blocks (front-loaded schedule), without retraining; its "
             "accuracy is that of the trained model (the checkpoint chosen by validation) with merging, and "
             "Agreement is the share of validation images on which it predicts what the unmerged model "
@@ -661,6 +838,33 @@ def variant_lines(result: CompareResult) -> list[str]:
             f"- **Distillation** ({', '.join(studied['distill'])}): with `cnn` the ViT gets a DeiT "
             f"distillation token and head and learns from the cell's own size-matched CNN, {kind}; at "
             "inference it averages its two heads."
+        )
+    if "position" in studied:
+        lines.append(
+            f"- **Positions** ({', '.join(studied['position'])}): `abs` keeps the model's absolute "
+            "position table added to the patch tokens; `rel` replaces it with a learned relative position "
+            "bias on the attention scores in every block (one entry per grid offset and head, timm's "
+            "`VisionTransformerRelPos`), `rel-shared` with one such table for all blocks; `none` has no "
+            "positions at all."
+        )
+    if "stem" in studied:
+        lines.append(
+            f"- **Stems** ({', '.join(studied['stem'])}): `patch` is the model's own patchify embedding (one "
+            "linear map per patch); `conv` runs stride-2 3x3 convolutions with BatchNorm and ReLU (as many "
+            "as the factors of 2 in the patch, Xiao et al. 2021) and `resnet` timm's ResNetV2 stem (7x7 "
+            "convolution of stride 2 and max-pooling: a reduction of 4) before a projection of the rest of "
+            "the patch; the token grid is the same."
+        )
+    if "pool" in studied:
+        lines.append(
+            f"- **Pooling** ({', '.join(studied['pool'])}): `token` prepends a class token and classifies "
+            "from it alone; `mean` / `max` classify from the mean / maximum over the patch tokens."
+        )
+    if any(name in studied for name in ("position", "stem", "pool")):
+        lines.append(
+            "- Each cell's CNN is matched to that cell's ViT, so a stem, a bias table or a class token that "
+            "changes the ViT's parameter count may change the CNN's widths: the Parameters column gives "
+            "both."
         )
     return lines + [""]
 
@@ -878,6 +1082,8 @@ def render_markdown(
         *results_table(aggregates),
         "",
         *variant_lines(result),
+        *skipped_lines(result),
+        *robustness_lines(result, aggregates),
         "## Who leads",
         "",
         *leads_table(leads),
@@ -954,7 +1160,7 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
     aggregates = aggregate(list(result.records.values()))
     leads = compute_leads(result)
     costs = token_costs(result)
-    sentences = conclusions(leads, {c["patch"]: c["tokens"] for c in costs})
+    sentences = conclusions(leads, {c["patch"]: c["tokens"] for c in costs}) + robustness_sentences(aggregates)
     verdicts = claim_verdicts(result.plan.cells, result.records) if result.config.preset == "textbook" else []
     files = {name: out / filename for name, filename in FIGURES.items()}
     plot_accuracy_vs_rows(aggregates, files["accuracy_vs_rows"])
@@ -975,6 +1181,7 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
         },
         "axes": [asdict(axis) for axis in result.plan.axes],
         "runs": [record.to_dict() for record in result.records.values()],
+        "skipped": result.plan.skipped,
         "aggregates": [asdict(a) for a in aggregates],
         "leads": [{**asdict(lead), "leader": lead.leader, "verdict": lead.verdict} for lead in leads],
         "conclusions": sentences,
