@@ -14,8 +14,10 @@ from vitlab.data.captions import (
     caption_holds,
     description_codes,
     generate_captioned_shapes,
+    hard_negatives,
     load_caption_splits,
     parse_caption,
+    perturb,
     tokenize,
 )
 from vitlab.data.shapes import SHAPE_CLASSES
@@ -123,3 +125,38 @@ def test_tokenize_maps_words_then_end_then_padding():
         tokenize(["a dog"])
     with pytest.raises(DataError, match="at most 2"):
         tokenize(["a red circle"], context_length=3)
+
+
+def every_perturbation(caption: str, draws: int = 3000) -> set[Description]:
+    rng = np.random.default_rng(0)
+    return {perturb(parse_caption(caption), rng) for _ in range(draws)}
+
+
+def test_perturb_moves_exactly_one_said_attribute():
+    red, blue = Thing("circle", "red"), Thing("square", "blue")
+    colours = {(Thing("circle", c), blue) for c in COLOURS if c != "red"}
+    colours |= {(red, Thing("square", c)) for c in COLOURS if c != "blue"}
+    shapes = {(Thing(s, "red"), blue) for s in SHAPE_CLASSES if s != "circle"}
+    shapes |= {(red, Thing(s, "blue")) for s in SHAPE_CLASSES if s != "square"}
+    swapped = {(blue, red), (Thing("circle", "blue"), Thing("square", "red"))}  # the order; the colours
+    expected = {Description("pair", things, "above", 2) for things in colours | shapes | swapped}
+    expected.add(Description("pair", (red, blue), "left of", 2))
+    assert every_perturbation("a red circle above a blue square") == expected
+    assert every_perturbation("two green bars") == {
+        *(Description("count", (Thing("bar", c),), None, 2) for c in COLOURS if c != "green"),
+        *(Description("count", (Thing(s, "green"),), None, 2) for s in SHAPE_CLASSES if s != "bar"),
+        Description("count", (Thing("bar", "green"),), None, 3),
+    }
+    assert every_perturbation("a photo of a circle") == {Description("one", (Thing(s),)) for s in SHAPE_CLASSES[1:]}
+    same = every_perturbation("a circle above a circle")  # no order to swap; no colour to change
+    assert Description("pair", (Thing("circle"),) * 2, "left of", 2) in same and len(same) == 7
+
+
+def test_hard_negatives_keep_the_opening_and_are_false_of_their_image(data):
+    negatives = hard_negatives(data.captions, np.random.default_rng(1))
+    said = description_codes([parse_caption(c) for c in negatives])
+    assert not caption_holds(description_codes(data.scenes), said).diagonal().any()
+    openings = ("a photo of ", "a picture of ", "an image of ")
+    for caption, negative in zip(data.captions, negatives):
+        opening = next((o for o in openings if caption.startswith(o)), "")
+        assert next((o for o in openings if negative.startswith(o)), "") == opening and negative != caption

@@ -10,16 +10,18 @@ from vitlab.multimodal import clip_loss, recall_at_k, retrieval_metrics
 
 
 def hand_infonce(logits: list[list[float]], positives: list[list[bool]]) -> float:
-    """Each image's row and each text's column: -mean over its positives of log softmax, averaged both ways."""
+    """Each image's row and each text's column: -mean over its positives of log softmax, averaged both ways;
+    a text column with no positive takes no part in the text direction."""
     n, m = len(logits), len(logits[0])
 
     def direction(rows: list[list[float]], pos: list[list[bool]]) -> float:
-        total = 0.0
+        total, used = 0.0, 0
         for row, p in zip(rows, pos):
-            log_z = math.log(sum(math.exp(v) for v in row))
             hits = [v for v, ok in zip(row, p) if ok]
-            total += -sum(v - log_z for v in hits) / len(hits)
-        return total / len(rows)
+            if hits:
+                log_z = math.log(sum(math.exp(v) for v in row))
+                total, used = total - sum(v - log_z for v in hits) / len(hits), used + 1
+        return total / used
 
     columns = [[logits[i][j] for i in range(n)] for j in range(m)]
     column_pos = [[positives[i][j] for i in range(n)] for j in range(m)]
@@ -43,10 +45,25 @@ def test_several_positives_spread_the_target():
     assert clip_loss(logits.T, positives.T).item() == pytest.approx(expected, rel=1e-6)
 
 
+def test_texts_true_of_no_image_are_negatives_of_the_images_only():
+    logits = torch.randn(3, 5, generator=torch.Generator().manual_seed(2)) * 2
+    positives = torch.zeros(3, 5, dtype=torch.bool)
+    positives[[0, 1, 2, 0], [0, 1, 2, 1]] = True  # texts 3 and 4: hard negatives
+    expected = hand_infonce(logits.tolist(), positives.tolist())
+    assert clip_loss(logits, positives).item() == pytest.approx(expected, rel=1e-6)
+    raised = logits.clone()
+    raised[:, 3:] += 5.0  # the negatives win the images' rows: the loss rises
+    assert clip_loss(raised, positives) > clip_loss(logits, positives) + 1.0
+    square = clip_loss(logits[:, :3], positives[:, :3])
+    assert clip_loss(torch.cat([logits[:, :3], logits.new_full((3, 2), -1e4)], 1), positives).item() == pytest.approx(
+        square.item(), rel=1e-5
+    )  # negatives nobody scores change nothing
+
+
 def test_perfect_separation_drives_the_loss_to_zero_and_missing_positives_are_refused():
     assert clip_loss(torch.eye(3) * 100).item() < 1e-6
-    with pytest.raises(DataError, match="at least one positive"):
-        clip_loss(torch.zeros(2, 2), torch.tensor([[True, False], [True, False]]))
+    with pytest.raises(DataError, match="every image at least one positive"):
+        clip_loss(torch.zeros(2, 2), torch.tensor([[True, False], [False, False]]))
     with pytest.raises(DataError, match="not square"):
         clip_loss(torch.zeros(2, 3))
 

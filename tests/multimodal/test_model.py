@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitlab.data.captions import tokenize
-from vitlab.errors import ConfigError
+from vitlab.errors import ConfigError, DataError
 from vitlab.models import CLIPConfig, CLIPModel, create_model
 from vitlab.multimodal import classify, rank_captions
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
@@ -94,6 +94,16 @@ def test_zero_shot_probabilities_and_caption_ranking_agree_with_the_embeddings()
     probs = classify(model, images, ["circle", "bar"], templates=("a {}",))
     expected = model.scale() * model.encode_image(images) @ model.encode_text(tokenize(["a circle", "a bar"])).T
     torch.testing.assert_close(probs, expected.softmax(-1))
+    templates = ("a {0}", "two {0}s", "a {0} above a {0}")
+    texts = model.encode_text(tokenize([t.format(c) for c in ("circle", "bar") for t in templates]))
+    per_template = (model.encode_image(images) @ texts.T).view(4, 2, 3)  # (images, classes, templates)
+    best = model.scale() * per_template.amax(-1)  # each class's best template
+    torch.testing.assert_close(classify(model, images, ["circle", "bar"], templates), best.softmax(-1))
+    mean_text = torch.nn.functional.normalize(texts.view(2, 3, -1).mean(1), dim=-1)
+    mean = model.scale() * model.encode_image(images) @ mean_text.T
+    torch.testing.assert_close(classify(model, images, ["circle", "bar"], templates, ensemble="mean"), mean.softmax(-1))
+    with pytest.raises(DataError, match="ensemble"):
+        classify(model, images, ["circle"], ensemble="vote")
     captions = ["a circle", "a bar", "two red squares"]
     ranked = rank_captions(model, images[0], captions)
     logits = model.scale() * model.encode_image(images[:1]) @ model.encode_text(tokenize(captions)).T

@@ -7,9 +7,28 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.data.captions import generate_captioned_shapes, load_caption_splits
+from vitlab.data.captions import (
+    VOCAB,
+    caption_holds,
+    description_codes,
+    generate_captioned_shapes,
+    load_caption_splits,
+    parse_caption,
+    tokenize,
+)
+from vitlab.engine.distributed import DistEnv
 from vitlab.errors import ConfigError
-from vitlab.multimodal import CLIPTrainConfig, build_clip_model, clip_train_config, evaluate_clip, train_clip
+from vitlab.multimodal import (
+    CLIPTask,
+    CLIPTrainConfig,
+    build_clip_model,
+    clip_train_config,
+    embed_images,
+    embed_texts,
+    evaluate_clip,
+    retrieval_metrics,
+    train_clip,
+)
 from vitlab.runs import load_checkpoint
 
 SMALL = {
@@ -29,6 +48,44 @@ def test_config_splits_run_fields_from_model_fields_and_refuses_unknown_ones():
         clip_train_config({"depthh": 2})
     with pytest.raises(ConfigError, match="plain"):
         CLIPTrainConfig(plain=1.5)
+
+
+def test_a_batch_holds_the_images_captions_then_their_hard_negatives():
+    splits = load_caption_splits(60, 32, seed=0)
+    config = CLIPTrainConfig(count=60, negatives=2, device="cpu", model_overrides=SMALL)
+    task = CLIPTask(build_clip_model(config, splits), splits, config)
+    task.prepare(DistEnv(0, 1, 0, torch.device("cpu")), amp=False)
+    task.start_epoch(0, seed=3)
+    index = torch.tensor([5, 0, 9, 2, 7])
+    images, ids, positives = task.batch(index)
+    captions = [splits.train.captions[i] for i in index.tolist()]
+    assert torch.equal(images, splits.train.images[index]) and torch.equal(ids[:5], tokenize(captions))
+    assert ids.shape == (15, ids.shape[1]) and positives.shape == (5, 15)
+    texts = [" ".join(VOCAB[i] for i in row if i > 1) for row in ids.tolist()]
+    scenes = description_codes([splits.train.scenes[i] for i in index.tolist()])
+    assert torch.equal(positives, caption_holds(scenes, description_codes([parse_caption(t) for t in texts])))
+    assert positives[:, :5].diagonal().all()
+    assert not positives[:, 5:10].diagonal().any() and not positives[:, 10:].diagonal().any()
+    task.start_epoch(1, seed=4)
+    assert not torch.equal(task.batch(index)[1][5:], ids[5:])  # fresh negatives every epoch
+
+
+def test_retrieval_ranks_the_distinct_captions_each_true_of_its_images():
+    data = generate_captioned_shapes(300, 32, seed=7)
+    distinct = list(dict.fromkeys(data.captions))
+    assert len(distinct) < len(data)  # images share captions ("a square")
+    config = CLIPTrainConfig(count=300, device="cpu", model_overrides=SMALL)
+    torch.manual_seed(0)
+    model = build_clip_model(config, load_caption_splits(300, 32, seed=7)).eval()
+    got = evaluate_clip(model, data)
+    scenes, images = description_codes(data.scenes), embed_images(model, data.images)
+
+    def metrics(captions: list[str]) -> dict[str, float]:
+        relevant = caption_holds(scenes, description_codes([parse_caption(c) for c in captions]))
+        return retrieval_metrics(images, embed_texts(model, captions), relevant)
+
+    assert {k: got[k] for k in ("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5")} == pytest.approx(metrics(distinct))
+    assert metrics(data.captions)["i2t_r1"] == pytest.approx(got["i2t_r1"])  # a copy of a caption ties with it
 
 
 @pytest.mark.slow

@@ -15,7 +15,9 @@ A :class:`Description` is what a caption means, in canonical form (a pair's firs
 above / on the left: "B below A" means "A above B"); :func:`parse_caption` reads one back from text,
 :func:`description_codes` turns descriptions into integer rows, and :func:`caption_holds` says, for
 every (image, caption) pair, whether the caption is true of the image's scene -- the exact ground truth
-for retrieval. :func:`tokenize` maps captions to word ids over :data:`VOCAB`.
+for retrieval. :func:`perturb` moves a description one said attribute away (false of its scene) and
+:func:`hard_negatives` words such captions: the hard negatives of contrastive training. :func:`tokenize`
+maps captions to word ids over :data:`VOCAB`.
 """
 
 from __future__ import annotations
@@ -118,6 +120,51 @@ def describe(desc: Description, rng: np.random.Generator, prefix: str = "") -> s
         first, second = (b, a) if swapped else (a, b)
         body = f"{first.words()} {wording} {second.words()}"
     return f"{prefix} {body}" if prefix else body
+
+
+def _alternatives(desc: Description) -> list[list[Description]]:
+    """Per kind of change (a colour, a shape, the count, the pair's order, its colours, its relation), the
+    descriptions one said attribute away from ``desc``; a kind that cannot apply gives no list."""
+    things = desc.things
+
+    def one_changed(i: int, **change: str) -> Description:
+        return replace(desc, things=things[:i] + (replace(things[i], **change),) + things[i + 1 :])
+
+    kinds = [
+        [one_changed(i, colour=c) for i, t in enumerate(things) if t.colour for c in COLOURS if c != t.colour],
+        [one_changed(i, shape=s) for i, t in enumerate(things) for s in SHAPE_CLASSES if s != t.shape],
+    ]
+    if desc.layout == "count":
+        kinds.append([replace(desc, count=n) for n in COUNT_WORDS if n != desc.count])
+    if desc.layout == "pair":
+        a, b = things
+        kinds.append([replace(desc, things=(b, a))] if a != b else [])
+        recoloured = (replace(a, colour=b.colour), replace(b, colour=a.colour))
+        kinds.append([replace(desc, things=recoloured)] if a.colour and b.colour and a.colour != b.colour else [])
+        kinds.append([replace(desc, relation="left of" if desc.relation == "above" else "above")])
+    return [k for k in kinds if k]
+
+
+def perturb(desc: Description, rng: np.random.Generator) -> Description:
+    """A description one said attribute away from ``desc`` -- so false of every scene ``desc`` is true of:
+    a kind of change drawn uniformly from those that apply (a colour or a shape of one object, a count's
+    number, a pair's order, its two colours swapped, its relation's axis), then one such change. The
+    hard negatives of contrastive training: "a blue square above a red circle" against "a red circle
+    above a blue square"."""
+    kinds = _alternatives(desc)
+    kind = kinds[int(rng.integers(len(kinds)))]
+    return kind[int(rng.integers(len(kind)))]
+
+
+def hard_negatives(captions: list[str], rng: np.random.Generator) -> list[str]:
+    """Per caption, a caption of the same opening words that :func:`perturb` moved one said attribute
+    away, so false of the caption's image."""
+    out = []
+    for text in captions:
+        words = _words(text)
+        prefix = next((p for p in PREFIXES if p and words[: len(p.split())] == p.split()), "")
+        out.append(describe(perturb(parse_caption(text), rng), rng, prefix))
+    return out
 
 
 def _words(text: str) -> list[str]:
@@ -387,7 +434,9 @@ __all__ = [
     "caption_holds",
     "description_codes",
     "generate_captioned_shapes",
+    "hard_negatives",
     "load_caption_splits",
     "parse_caption",
+    "perturb",
     "tokenize",
 ]

@@ -51,17 +51,22 @@ EOS_ID = VOCAB.index("<eos>")
 
 
 def _default_vision() -> ViTConfig:
+    """A 4-block ViT over a 4 x 4 grid of 8 x 8 patches of a 32 x 32 image, embedded by a convolutional
+    stem, with fixed 2-D sin-cos positions, pooled by the mean: on captioned shapes at equal CPU time it
+    retrieves better than 4 x 4 patches (4x the tokens) and than a class token."""
     return ViTConfig(
         img_size=32,
-        patch_size=4,
+        patch_size=8,
         in_chans=3,
         num_classes=0,
         embed_dim=96,
         depth=4,
         num_heads=4,
         mlp_ratio=2.0,
+        pos_embed="sincos2d",
         pool="mean",
         class_token=False,
+        patch_embed="conv_stem",
     )
 
 

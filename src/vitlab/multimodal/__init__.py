@@ -1,7 +1,8 @@
 """Image-text contrastive learning: a small CLIP on vitlab's engine.
 
 - ``contrastive``: symmetric InfoNCE (:func:`clip_loss`), retrieval recall@k.
-- ``zeroshot``: :func:`classify` from prompt templates, :func:`rank_captions` for one image.
+- ``zeroshot``: :func:`classify` from prompt templates (a class's best template or their mean),
+  :func:`rank_captions` for one image.
 - ``tower``: :func:`load_image_tower`, a timm / open_clip-style ViT's weights into the image side.
 - ``train``: :class:`CLIPTask`, :func:`train_clip` (``vitlab train --task clip``), :func:`evaluate_clip`.
 
@@ -11,12 +12,22 @@ The model is :class:`vitlab.models.CLIPModel`; the captioned data :mod:`vitlab.d
 from .contrastive import clip_loss, recall_at_k, retrieval_metrics
 from .tower import load_image_tower
 from .train import CLIPResult, CLIPTask, CLIPTrainConfig, build_clip_model, clip_train_config, evaluate_clip, train_clip
-from .zeroshot import TEMPLATES, class_embeddings, classify, embed_images, embed_texts, rank_captions
+from .zeroshot import (
+    ENSEMBLES,
+    TEMPLATES,
+    class_embeddings,
+    classify,
+    embed_images,
+    embed_texts,
+    rank_captions,
+    template_embeddings,
+)
 
 __all__ = [
     "CLIPResult",
     "CLIPTask",
     "CLIPTrainConfig",
+    "ENSEMBLES",
     "TEMPLATES",
     "build_clip_model",
     "class_embeddings",
@@ -30,5 +41,6 @@ __all__ = [
     "rank_captions",
     "recall_at_k",
     "retrieval_metrics",
+    "template_embeddings",
     "train_clip",
 ]

@@ -8,7 +8,9 @@ each text's column against its positive images, averaged::
 
 with ``p`` the positives of each image spread evenly (each row of ``P`` over its count), ``q`` those of
 each text. ``P = I`` (the default) is CLIP's loss exactly; captions true of several images in the batch
-("a red circle" twice) make several positives, not false negatives.
+("a red circle" twice) make several positives, not false negatives. A text true of no image in the
+batch (a hard negative: "a blue circle" beside "a red circle") only competes in the images' rows; the
+second sum runs over the ``B'`` texts with a positive.
 
 Recall@k of a query is 1 when one of its ``k`` most similar gallery items is relevant.
 """
@@ -23,8 +25,8 @@ from ..errors import DataError
 
 def clip_loss(logits_per_image: torch.Tensor, positives: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric InfoNCE of logits ``(B, B')`` (row ``i`` image ``i``'s scores of every text); ``positives``
-    ``(B, B')`` bool, default the identity (text ``i`` belongs to image ``i``, ``B = B'``). Every row and
-    column needs a positive."""
+    ``(B, B')`` bool, default the identity (text ``i`` belongs to image ``i``, ``B = B'``). Every image
+    needs a positive; a text with none is only a negative of the images."""
     logits = logits_per_image.float()
     if positives is None:
         if logits.shape[0] != logits.shape[1]:
@@ -32,14 +34,14 @@ def clip_loss(logits_per_image: torch.Tensor, positives: torch.Tensor | None = N
         target = torch.arange(len(logits), device=logits.device)
         return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
     p = positives.float()
-    if p.shape != logits.shape or not (p.sum(0).all() and p.sum(1).all()):
+    if p.shape != logits.shape or not p.sum(1).all():
         raise DataError(
-            f"positives {tuple(p.shape)} must match logits {tuple(logits.shape)} and give every image "
-            f"and every text at least one positive"
+            f"positives {tuple(p.shape)} must match logits {tuple(logits.shape)} and give every image at least "
+            f"one positive"
         )
-    return (
-        F.cross_entropy(logits, p / p.sum(1, keepdim=True)) + F.cross_entropy(logits.T, (p / p.sum(0, keepdim=True)).T)
-    ) / 2
+    held = p.sum(0) > 0  # the texts true of some image in the batch
+    per_text = p[:, held] / p[:, held].sum(0)
+    return (F.cross_entropy(logits, p / p.sum(1, keepdim=True)) + F.cross_entropy(logits.T[held], per_text.T)) / 2
 
 
 def recall_at_k(similarity: torch.Tensor, relevant: torch.Tensor, k: int) -> float:
