@@ -2,6 +2,7 @@
 gives the numbers of a run in this process."""
 
 import importlib.util
+import math
 import sys
 
 import pytest
@@ -22,6 +23,18 @@ def test_one_job_runs_in_this_process_with_its_threads_and_restores_them():
     )
     assert results == [(0, 1), (1, 4), (2, 9)] and seen == [1, 1, 1]
     assert torch.get_num_threads() == before
+
+
+def test_two_jobs_give_every_task_once_whoever_runs_it():
+    tasks = list(range(3, 11))
+    results = list(LocalExecutor(jobs=2, threads=1).map(math.factorial, tasks))
+    assert sorted(index for index, _ in results) == list(range(len(tasks)))
+    assert all(value == math.factorial(tasks[index]) for index, value in results)
+
+
+def test_a_failing_task_fails_the_map_in_this_process_or_a_worker():
+    with pytest.raises(ValueError, match="not defined for negative values"):
+        list(LocalExecutor(jobs=2, threads=1).map(math.factorial, [-1, -2, -3, -4]))
 
 
 @pytest.mark.parametrize(
