@@ -28,7 +28,7 @@ from ..errors import ConfigError, DataError
 from ..models.config import MAX_SIDE, Check, Int, Maybe, OneOf, reject_unknown
 from ..models.dense import HEADS, DenseConfig, DenseModel
 from ..runs import DataConfig, RunDir, read_json
-from ..runs.layout import CONFIG, EVALUATION, LAST, SUMMARY
+from ..runs.layout import CONFIG, EVALUATION
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
 from .predict import KINDS, dense_checkpoint, predict_boxes, predict_masks
@@ -269,22 +269,8 @@ def train_dense(
     model = build_dense_model(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(DenseTask(model, splits, config), config, run_dir, reporter)
-    last = fitted.history[-1] if fitted.history else {}
-    val = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
-    test = fitted.test or {}
-    checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
-    if run_dir is not None and checkpoint is not None:
-        run_dir.write_json(
-            SUMMARY,
-            {
-                "val": val,
-                "test": test,
-                "epochs": len(fitted.history),
-                "seconds": fitted.seconds,
-                "params": fitted.params,
-                "test_on": "the final model (validation runs at the end)",
-            },
-        )
+    fitted.write_summary(run_dir, "the final model (validation runs at the end)")
+    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
     return DenseResult(
         config, cast(DenseModel, fitted.model), val, test, fitted.history, fitted.seconds, fitted.params, checkpoint
     )

@@ -129,6 +129,22 @@ class FitResult:
     params: int
     checkpoints: dict[str, Any] = field(default_factory=dict)
 
+    def chosen_val(self) -> dict[str, Any]:
+        """The validation figures of the chosen epoch (``best_epoch``: the last one without a monitor),
+        without their ``val_`` prefix; ``{}`` when no epoch ran."""
+        record = next((r for r in self.history if r["epoch"] == self.best_epoch), {})
+        return {k.removeprefix("val_"): v for k, v in record.items() if k.startswith("val_")}
+
+    def write_summary(self, run_dir: RunDir | None, test_on: str) -> None:
+        """Write the run folder's summary: the chosen epoch's validation figures, the test figures,
+        epochs, seconds, parameters, and ``test_on`` (which weights the test measured); nothing without
+        a run folder or without a checkpoint written."""
+        if run_dir is None or not self.checkpoints:
+            return
+        summary = {"val": self.chosen_val(), "test": self.test or {}, "epochs": len(self.history)}
+        summary |= {"best_epoch": self.best_epoch, "seconds": self.seconds, "params": self.params}
+        run_dir.write_summary({**summary, "test_on": test_on})
+
 
 def compile_forward(model: nn.Module) -> nn.Module:
     """``model`` with its ``forward`` replaced by ``torch.compile(model.forward)``, for inference: the

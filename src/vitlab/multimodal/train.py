@@ -40,7 +40,6 @@ from ..models import create_model, get_config
 from ..models.clip import CLIPConfig, CLIPModel
 from ..models.config import MAX_SIDE, Check, Float, Int, OneOf, reject_unknown
 from ..runs import DataConfig, RunDir
-from ..runs.layout import SUMMARY
 from .contrastive import clip_loss, retrieval_metrics
 from .zeroshot import TEMPLATES, classify, embed_images, embed_texts
 
@@ -228,23 +227,8 @@ def train_clip(
     model = build_clip_model(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(CLIPTask(model, splits, config), config, run_dir, reporter)
-    best = next((r for r in fitted.history if r["epoch"] == fitted.best_epoch), {})
-    val = {k.removeprefix("val_"): v for k, v in best.items() if k.startswith("val_")}
-    test = fitted.test or {}
-    checkpoint = fitted.checkpoints.get("best")
-    if run_dir is not None and checkpoint is not None:
-        run_dir.write_json(
-            SUMMARY,
-            {
-                "val": val,
-                "test": test,
-                "epochs": len(fitted.history),
-                "best_epoch": fitted.best_epoch,
-                "seconds": fitted.seconds,
-                "params": fitted.params,
-                "test_on": "the best epoch's weights (by val_i2t_r1)",
-            },
-        )
+    fitted.write_summary(run_dir, "the best epoch's weights (by val_i2t_r1)")
+    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
     assert isinstance(fitted.model, CLIPModel)
     return CLIPResult(config, fitted.model, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
 

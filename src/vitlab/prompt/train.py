@@ -27,7 +27,6 @@ from ..errors import ConfigError, DataError
 from ..models.config import MAX_SIDE, Check, Float, Int, OneOf, reject_unknown
 from ..models.promptable import PromptableConfig, PromptableModel, box_prompt
 from ..runs import DataConfig, RunDir
-from ..runs.layout import LAST, SUMMARY
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 
@@ -249,22 +248,8 @@ def train_promptable(
     model = build_promptable_model(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
     fitted = fit(PromptableTask(model, splits, config), config, run_dir, reporter)
-    last = fitted.history[-1] if fitted.history else {}
-    val = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
-    test = fitted.test or {}
-    checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
-    if run_dir is not None and checkpoint is not None:
-        run_dir.write_json(
-            SUMMARY,
-            {
-                "val": val,
-                "test": test,
-                "epochs": len(fitted.history),
-                "seconds": fitted.seconds,
-                "params": fitted.params,
-                "test_on": "the final model (validation runs at the end)",
-            },
-        )
+    fitted.write_summary(run_dir, "the final model (validation runs at the end)")
+    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
     trained = cast(PromptableModel, fitted.model)
     return PromptableResult(config, trained, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
 

@@ -51,6 +51,7 @@ from .layout import (
     RESUMABLE,
     RUN,
     STATE,
+    SUMMARY,
     WEIGHTS,
 )
 
@@ -223,6 +224,10 @@ class RunDir:
     def write_json(self, name: str, obj: Any) -> Path:
         """Strict JSON (NaN and infinities become null)."""
         return self.write_bytes(name, json_bytes(obj))
+
+    def write_summary(self, summary: dict[str, Any]) -> Path:
+        """``summary.json``: the run's final figures."""
+        return self.write_json(SUMMARY, summary)
 
     def write_history(self, records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> None:
         """``metrics.jsonl`` (one record a line) and ``metrics.csv`` (``columns``, default the first record's keys)."""

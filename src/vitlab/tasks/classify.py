@@ -20,7 +20,7 @@ from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit
 from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, ConfigError, DataError
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
-from ..runs.layout import EVALUATION, SUMMARY
+from ..runs.layout import EVALUATION
 
 SPLITS = ("test", "val", "train")
 
@@ -119,7 +119,7 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
         summary = {
             k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds", "params")
         }
-        run_dir.write_json(SUMMARY, {**summary, "test_on": "the checkpoint chosen by validation (best/)"})
+        run_dir.write_summary({**summary, "test_on": "the checkpoint chosen by validation (best/)"})
     return result
 
 
