@@ -56,7 +56,7 @@ from .config import (
 )
 from .dense.decoder import CrossAttention
 from .dense.heads import map_tokens
-from .vit import VisionTransformer, ViTConfig
+from .vit import patch_encoder
 
 BACKGROUND, FOREGROUND, BOX_TOP_LEFT, BOX_BOTTOM_RIGHT, PADDING = 0, 1, 2, 3, -1
 POINT_LABELS = 4  # labels with a learned embedding: background, foreground, the two box corners
@@ -346,19 +346,8 @@ class PromptableModel(nn.Module):
         super().__init__()
         config = PromptableConfig(**overrides) if config is None else config
         self.config = config
-        self.encoder = VisionTransformer(
-            ViTConfig(
-                img_size=config.img_size,
-                patch_size=config.patch_size,
-                in_chans=3,
-                num_classes=0,
-                embed_dim=config.embed_dim,
-                depth=config.depth,
-                num_heads=config.num_heads,
-                class_token=False,
-                pool="mean",
-                fc_norm=False,
-            )
+        self.encoder = patch_encoder(
+            config.img_size, config.patch_size, config.embed_dim, config.depth, config.num_heads, fc_norm=False
         )
         self.neck = nn.Linear(config.embed_dim, config.decoder_dim)
         self.neck_norm = nn.LayerNorm(config.decoder_dim)

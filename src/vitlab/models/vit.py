@@ -627,3 +627,23 @@ class VisionTransformer(nn.Module):
             "stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre|shared_rel_pos)",
             "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))],
         }
+
+
+def patch_encoder(
+    img_size: int, patch_size: int, embed_dim: int, depth: int, num_heads: int, **overrides: Any
+) -> VisionTransformer:
+    """A headless ViT over RGB images that keeps only patch tokens (no class token, mean pooling): the
+    image encoder of the dense and promptable models. ``overrides``: further :class:`ViTConfig` fields."""
+    config = ViTConfig(
+        img_size=img_size,
+        patch_size=patch_size,
+        in_chans=3,
+        num_classes=0,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        class_token=False,
+        pool="mean",
+        **overrides,
+    )
+    return VisionTransformer(config)

@@ -34,7 +34,7 @@ from ..config import (
     transformer_block_params,
 )
 from ..registry import create_model
-from ..vit import VisionTransformer, ViTConfig
+from ..vit import patch_encoder
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
 HEADS = {"segment": ("linear", "decoder", "queries"), "detect": ("detr",)}
@@ -137,19 +137,7 @@ class DenseConfig:
 def build_backbone(cfg: DenseConfig) -> nn.Module:
     if cfg.backbone is not None:
         return create_model(cfg.backbone, num_classes=0)
-    return VisionTransformer(
-        ViTConfig(
-            img_size=cfg.img_size,
-            patch_size=cfg.patch_size,
-            in_chans=3,
-            num_classes=0,
-            embed_dim=cfg.embed_dim,
-            depth=cfg.depth,
-            num_heads=cfg.num_heads,
-            class_token=False,
-            pool="mean",
-        )
-    )
+    return patch_encoder(cfg.img_size, cfg.patch_size, cfg.embed_dim, cfg.depth, cfg.num_heads)
 
 
 def build_head(cfg: DenseConfig, dims: list[int], stride: int) -> nn.Module:
