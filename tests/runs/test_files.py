@@ -7,7 +7,7 @@ import pytest
 
 from vitlab.errors import DataError
 from vitlab.runs import atomic_write, read_json, write_json
-from vitlab.runs.files import clean_temp_files
+from vitlab.runs.files import clean_temp_files, own_folder
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
@@ -71,10 +71,43 @@ def test_writing_under_a_file_is_refused(tmp_path):
         atomic_write(tmp_path / "afile" / "x.bin", b"x")
 
 
-def test_temp_files_of_killed_writes_are_removed(tmp_path):
+def test_only_the_runs_own_temp_files_are_removed(tmp_path):
+    run_id = "0123456789abcdef"
+    (tmp_path / "last").mkdir()
     (tmp_path / "sub").mkdir()
-    tmp = tmp_path / "sub" / ".model.safetensors.abc123.tmp"
-    tmp.write_bytes(b"half")
-    (tmp_path / "keep.txt").write_text("k")
-    assert clean_temp_files(tmp_path) == [tmp]
-    assert not tmp.exists() and (tmp_path / "keep.txt").exists()
+    ours = [
+        tmp_path / f".vitlab-{run_id}-config.json.ab12cd34.tmp",
+        tmp_path / "last" / f".vitlab-{run_id}-state.pt.x.tmp",
+    ]
+    theirs = [
+        tmp_path / "x.tmp",  # the user's
+        tmp_path / ".model.safetensors.abc123.tmp",  # no vitlab prefix
+        tmp_path / ".vitlab-fedcba9876543210-config.json.ab12cd34.tmp",  # another run's
+        tmp_path / "sub" / f".vitlab-{run_id}-a.tmp",  # not a layout folder
+        tmp_path / "keep.txt",
+    ]
+    for path in ours + theirs:
+        path.write_bytes(b"half")
+    assert sorted(clean_temp_files(tmp_path, run_id)) == sorted(ours)
+    assert all(p.read_bytes() == b"half" for p in theirs) and not any(p.exists() for p in ours)
+
+
+def test_temp_files_carry_the_vitlab_prefix_and_the_open_runs_id(tmp_path, monkeypatch):
+    names = []
+    real = os.replace
+
+    def spy(src, dst):
+        names.append(os.path.basename(src))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    atomic_write(tmp_path / "plain.bin", b"x")
+    own_folder(tmp_path / "run", "0123456789abcdef")
+    try:
+        atomic_write(tmp_path / "run" / "best" / "model.safetensors", b"x")
+        atomic_write(tmp_path / "run" / "c.json", b"x", tag="fedcba9876543210")
+    finally:
+        own_folder(tmp_path / "run", None)
+    assert names[0].startswith(".vitlab-plain.bin.") and names[0].endswith(".tmp")
+    assert names[1].startswith(".vitlab-0123456789abcdef-model.safetensors.")
+    assert names[2].startswith(".vitlab-fedcba9876543210-c.json.")

@@ -43,7 +43,7 @@ def test_overwrite_replaces_a_vitlab_run(tmp_path):
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "model.safetensors").write_bytes(b"old")
     started(tmp_path, "classify", {"epochs": 5}, overwrite=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.json", "run.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", ".vitlab-run", "config.json", "run.json"]
     assert json.loads((tmp_path / "run.json").read_text())["kind"] == "classify"
 
 
@@ -56,10 +56,9 @@ def test_overwrite_replaces_an_older_vitlab_run(tmp_path):
 
 def test_overwrite_never_deletes_foreign_files(tmp_path):
     (tmp_path / "thesis.tex").write_text("years of work")
-    with pytest.raises(RunFolderError, match="files vitlab did not write"):
+    with pytest.raises(RunFolderError, match="not a vitlab run: it holds files vitlab did not write.*nothing in it"):
         RunDir(tmp_path).open("classify", {}, overwrite=True)
-    assert (tmp_path / "thesis.tex").read_text() == "years of work"
-    assert not (tmp_path / "run.json").exists()
+    assert os.listdir(tmp_path) == ["thesis.tex"]  # no lock file either
 
 
 def test_a_second_user_of_the_folder_fails_at_once(tmp_path):
@@ -74,8 +73,9 @@ def test_resume_checks_kind_state_and_settings(tmp_path):
         RunDir(tmp_path / "empty").open("classify", {}, resume=True)
     run_path = tmp_path / "run"
     started(run_path, "classify", {"epochs": 2, "device": "cpu"})
-    with pytest.raises(RunFolderError, match="no last/state.pt"):
-        RunDir(run_path).open("classify", {"epochs": 2, "device": "cpu"}, resume=True)
+    run = RunDir(run_path).open("classify", {"epochs": 2, "device": "cpu"}, resume=True)
+    assert run.resumed and not run.has_state()  # a run killed before its first epoch ended starts again
+    run.close()
     RunDir(run_path).save_state({"epoch": 1})
     with pytest.raises(RunFolderError, match="as a mae run: it holds a classify run"):
         RunDir(run_path).open("mae", {"epochs": 2}, resume=True)
@@ -86,13 +86,20 @@ def test_resume_checks_kind_state_and_settings(tmp_path):
         RunDir(run_path).open("classify", {}, resume=True, overwrite=True)
 
 
+def test_an_older_runs_folder_needs_its_state_to_resume(tmp_path):
+    (tmp_path / "config.json").write_text('{"epochs": 2}')
+    with pytest.raises(RunFolderError, match="no last/state.pt"):
+        RunDir(tmp_path).open("classify", {"epochs": 2}, resume=True)
+
+
 def test_open_removes_temp_files_of_a_killed_write(tmp_path):
-    started(tmp_path)
+    run = started(tmp_path)
     (tmp_path / "last").mkdir()
-    (tmp_path / "last" / ".state.pt.x1y2.tmp").write_bytes(b"half written")
+    (tmp_path / "last" / f".vitlab-{run.run_id}-state.pt.x1y2.tmp").write_bytes(b"half written")
+    (tmp_path / "user.tmp").write_bytes(b"the user's")
     with RunDir(tmp_path).open("classify", {}, overwrite=True):
         pass
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert [p.name for p in tmp_path.rglob("*.tmp")] == ["user.tmp"]
 
 
 class NotATensor:

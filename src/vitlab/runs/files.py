@@ -1,13 +1,16 @@
 """Writing files so that nothing is lost: atomic replacement, the user's umask, no NaN in JSON.
 
-:func:`atomic_write` writes a temporary file beside the target (``.NAME.XXXX.tmp``), fsyncs it,
-gives it the permissions a plain ``open()`` would (``0o666 & ~umask``) and renames it over the
-target, so a reader sees the old file or the whole new one, never half. A write killed half-way
-leaves only its temporary file, which :func:`clean_temp_files` removes on the next start.
+:func:`atomic_write` writes a temporary file beside the target, fsyncs it, gives it the permissions a
+plain ``open()`` would (``0o666 & ~umask``) and renames it over the target, so a reader sees the old
+file or the whole new one, never half. The temporary file is named ``.vitlab-NAME.XXXX.tmp``, and
+``.vitlab-RUNID-NAME.XXXX.tmp`` inside an open run folder (:func:`own_folder`), so that a write
+killed half-way leaves a file that :func:`clean_temp_files` can prove is that run's: it removes only
+those, never a user's ``*.tmp``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -16,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from .layout import FOLDERS, TEMP_PREFIX, TEMP_SUFFIX, own_temp
 
-TEMP_SUFFIX = ".tmp"
+# Run folders this process has open, by real path: their run id tags the temporary files written there.
+_OWNED: dict[Path, str] = {}
 
 
 def current_umask() -> int:
@@ -38,11 +43,47 @@ def check_writable_dir(path: str | Path) -> Path:
     return path
 
 
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
+def own_folder(folder: str | Path, run_id: str | None) -> None:
+    """Tag the temporary files written in ``folder`` (and its layout sub-folders) with ``run_id``;
+    ``None`` stops tagging."""
+    real = Path(folder).resolve()
+    if run_id is None:
+        _OWNED.pop(real, None)
+    else:
+        _OWNED[real] = run_id
+
+
+def owner_tag(folder: str | Path) -> str | None:
+    """The run id of the open run folder that ``folder`` is (or is a layout sub-folder of)."""
+    if not _OWNED:
+        return None
+    real = Path(folder).resolve()
+    return _OWNED.get(real) or (_OWNED.get(real.parent) if real.name in FOLDERS else None)
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Make the renames in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, data: bytes, *, tag: str | None = None) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
+    ``tag`` (default: the run id of the open run folder ``path`` is in) goes into the temporary
+    file's name."""
     path = Path(path)
     check_writable_dir(path.parent).mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    tag = tag or owner_tag(path.parent)
+    prefix = f"{TEMP_PREFIX}{tag}-{path.name}." if tag else f"{TEMP_PREFIX}{path.name}."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -53,6 +94,25 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file ``path`` (its folder made) and fsync it, with the user's umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 & ~current_umask())
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def finite_json(obj: Any) -> Any:
@@ -85,12 +145,19 @@ def read_json(path: str | Path, what: str = "file") -> Any:
         raise DataError(f"{path} is not a valid JSON {what} ({err}): fix or remove it") from err
 
 
-def clean_temp_files(folder: str | Path) -> list[Path]:
-    """Remove the temporary files that killed :func:`atomic_write` calls left in ``folder`` and
-    its sub-folders; returns what was removed."""
+def clean_temp_files(folder: str | Path, run_id: str) -> list[Path]:
+    """Remove the temporary files that killed :func:`atomic_write` calls of the run ``run_id`` left
+    in the run folder ``folder`` (at its top and in its layout sub-folders, links never followed);
+    returns what was removed. Any other file, a user's ``*.tmp`` included, stays."""
+    folder = Path(folder)
     removed = []
-    for tmp in Path(folder).rglob(f".*{TEMP_SUFFIX}"):
-        if tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
+    for place in ("", *FOLDERS):
+        where = folder / place if place else folder
+        if place and (where.is_symlink() or not where.is_dir()):
+            continue
+        for entry in where.iterdir() if where.is_dir() else ():
+            rel = f"{place}/{entry.name}" if place else entry.name
+            if own_temp(rel, run_id) and not entry.is_symlink() and entry.is_file():
+                entry.unlink(missing_ok=True)
+                removed.append(entry)
     return removed

@@ -3,33 +3,57 @@
 A run folder holds one run of one kind (``classify``, ``mae``, ``dino``, ``segment``, ``detect``,
 ``compare``, ``evaluate``, ``explain``, ...)::
 
-    run.json             kind, vitlab version, start time          (what makes it a run folder)
+    .vitlab-run          the marker, written first: a random run id and the kind (what makes it vitlab's)
+    run.json             kind, vitlab version, start time
     config.json          the run's config; `--config runs/NAME/config.json` runs it again
     metrics.jsonl        one record per epoch (and metrics.csv)
     summary.json         the final figures
     last/model.safetensors   last/state.pt     every epoch; state.pt also holds the weights, so it
                                                 is consistent on its own and resume reads only it
     best/model.safetensors                      best validation score so far
+    .vitlab-epoch.json   the last committed epoch and the SHA-256 of each file of its set
     results.json  report.md  *.png              studies, evaluations, explanations
     .lock                                       held (flock) while a process uses the folder
 
+**Ownership.** vitlab deletes only what it can prove it wrote: ``--overwrite`` empties a folder only
+when it holds the marker, and then only of the files the layout names (:func:`vitlab.runs.layout.names`)
+and the temporary files of that run (``.vitlab-RUNID-*.tmp``); anything else there stays. A folder
+without the marker is a vitlab run only if it was written by an earlier vitlab, which the complete
+listing proves: every file in it is one the layout names. Any other folder is refused, with or
+without ``--overwrite``, before anything in it is touched (no lock file, no cleaning). An empty
+``--out`` is refused: the working directory is never made a run folder.
+
+**One consistent step.** The files a resume relies on (:data:`~vitlab.runs.layout.CHECKPOINT_SET`:
+``last/state.pt``, ``last/``, ``best/``, ``metrics.jsonl``, ``metrics.csv``) change together in
+:meth:`RunDir.commit`: the epoch's files are written into ``.vitlab-stage-RUNID/``, then a record of
+them (epoch and SHA-256s) is renamed into place there (the commit point), then each file is renamed
+over its old version and the record becomes ``.vitlab-epoch.json``. A process killed before the
+commit point leaves the previous set untouched (the next ``--resume`` discards the stage and says
+so); killed after it, the next ``--resume`` finishes the renames and says so. Either way the run
+stands at one epoch whose files agree.
+
 :meth:`RunDir.open` refuses a folder that holds another run (of any kind) unless ``resume`` (same
-kind, same config but for the fields that do not affect the result) or ``overwrite`` (which empties
-a vitlab run folder first, never a folder vitlab did not write); a second process on the same
-folder fails at once; temporary files of a killed write are removed. Every file is written
-atomically with the user's umask (:mod:`vitlab.runs.files`).
+kind, same config but for the fields that do not affect the result) or ``overwrite``; a second
+process on the same folder fails at once. Every file is written atomically with the user's umask
+(:mod:`vitlab.runs.files`).
 """
 
 from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import os
+import secrets
 import shutil
+import stat
+import struct
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +62,71 @@ from torch import nn
 
 from .. import __version__
 from ..errors import CheckpointError, DataError, RunFolderError
-from .checkpoint import DataConfig, save_checkpoint
-from .files import atomic_write, check_writable_dir, clean_temp_files, current_umask, json_bytes, read_json
+from .checkpoint import DataConfig, checkpoint_bytes, save_checkpoint
+from .files import (
+    atomic_write,
+    check_writable_dir,
+    clean_temp_files,
+    current_umask,
+    fsync_dir,
+    json_bytes,
+    own_folder,
+    read_json,
+    sha256_file,
+    write_synced,
+)
 from .layout import (
     BEST,
     CONFIG,
+    EPOCH,
+    FOLDERS,
     LAST,
-    LEGACY_MARKERS,
     LOCK,
+    MARKER,
     METRICS,
     METRICS_CSV,
     RESUMABLE,
     RUN,
+    RUN_ID,
+    STAGE_PREFIX,
     STATE,
     SUMMARY,
     WEIGHTS,
+    legacy_named,
+    names,
+    own_temp,
 )
+
+OLDER = "an older vitlab run"  # written before run.json existed
+FOREIGN = "files vitlab did not write"
+DAMAGED = "a damaged vitlab run"
+COMMIT = "commit.json"  # inside the stage: the record whose rename commits the epoch
+
+
+@dataclass
+class Found:
+    """What a folder holds: ``kind`` (``None``: empty or absent), the marker's ``run_id``, whether
+    it is ``legacy`` (no marker, every file one the layout names), one ``foreign`` file for the message."""
+
+    kind: str | None
+    run_id: str | None = None
+    legacy: bool = False
+    foreign: str | None = None
+
+
+def note(message: str) -> None:
+    """Say ``message`` on stderr (what vitlab did to a run folder on its own: recovery, repair)."""
+    print(f"vitlab: {message}", file=sys.stderr, flush=True)
+
+
+def check_out(path: str | Path) -> Path:
+    """``path`` as a run folder's path; an empty or blank name (an unset shell variable) is refused."""
+    if isinstance(path, str) and not path.strip():
+        raise RunFolderError(
+            f"the output folder is {path!r}, an empty name (an unset shell variable?): give --out a folder; "
+            f"vitlab never makes the working directory a run folder"
+        )
+    return Path(path)
 
 
 class RunDir:
@@ -61,10 +134,13 @@ class RunDir:
     call :meth:`close` (the lock is also released when the process ends)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = check_out(path)
+        self.run_id: str | None = None
+        self.resumed = False  # open(resume=True) found a run to continue
         self._lock_fd: int | None = None
-        self._started: bool = False  # this process wrote run.json (a new run, not a resumed one)
+        self._started: bool = False  # this process wrote the marker (a new run, not a resumed one)
         self._made_folder: bool = False
+        self._made_lock: bool = False
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -72,24 +148,43 @@ class RunDir:
     def __truediv__(self, name: str) -> Path:
         return self.path / name
 
-    # -- opening --------------------------------------------------------------------------------
+    # -- what the folder holds --------------------------------------------------------------------
 
     def existing_kind(self) -> str | None:
-        """The kind of run the folder holds: its ``run.json`` kind, ``"an older vitlab run"`` for a
-        folder written before run.json, ``"files vitlab did not write"`` for another non-empty
-        folder, ``None`` when it is empty or absent."""
+        """The kind of run the folder holds: its marker's kind; for a folder an earlier vitlab wrote
+        (no marker, only files the layout names) its ``run.json`` kind or ``"an older vitlab run"``;
+        ``"a damaged vitlab run"`` for a marker that cannot be read; ``"files vitlab did not write"``
+        for any other non-empty folder; ``None`` when it is empty or absent."""
+        return self.inspect().kind
+
+    def inspect(self) -> Found:
+        """What the folder holds (see :meth:`existing_kind`); reads, never writes."""
         if not self.path.is_dir():
-            return None
-        run_file = self.path / RUN
-        if run_file.is_file():
+            return Found(None)
+        marker = self.path / MARKER
+        if marker.is_symlink() or marker.exists():
             try:
-                return str(read_json(run_file, "run file").get("kind"))
-            except (DataError, AttributeError):
-                return "a damaged vitlab run"
-        if any((self.path / m).exists() for m in LEGACY_MARKERS):
-            return "an older vitlab run"
-        entries = [p for p in self.path.iterdir() if p.name != LOCK and not p.name.endswith(".tmp")]
-        return "files vitlab did not write" if entries else None
+                meta = json.loads(marker.read_text()) if marker.is_file() and not marker.is_symlink() else None
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                meta = None
+            run_id, kind = (meta.get("run_id"), meta.get("kind")) if isinstance(meta, dict) else (None, None)
+            if not (isinstance(run_id, str) and RUN_ID.fullmatch(run_id) and isinstance(kind, str) and kind):
+                return Found(DAMAGED)
+            return Found(kind, run_id)
+        entries = 0
+        for rel, plain in _listing(self.path):
+            if not (plain and legacy_named(rel)):
+                return Found(FOREIGN, foreign=rel)
+            entries += rel != LOCK
+        if entries == 0:
+            return Found(None)
+        try:
+            kind = read_json(self.path / RUN, "run file").get("kind") if (self.path / RUN).is_file() else None
+        except (DataError, AttributeError, OSError):
+            kind = None
+        return Found(kind if isinstance(kind, str) and kind else OLDER, legacy=True)
+
+    # -- opening --------------------------------------------------------------------------------
 
     def open(
         self,
@@ -100,73 +195,112 @@ class RunDir:
         overwrite: bool = False,
         resume_free: Iterable[str] = (),
     ) -> RunDir:
-        """Start (or resume) a run of ``kind`` here: take the lock, clean temp files, check the
-        folder holds no other run, write ``run.json`` and ``config.json``."""
+        """Start (or resume) a run of ``kind`` here: check the folder holds no other run (a folder
+        that is not vitlab's is refused before anything in it is touched), take the lock, write the
+        marker, ``run.json`` and ``config.json``; with ``resume``, finish or discard an epoch a killed
+        process left half-committed."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other: choose one")
-        self._made_folder = not check_writable_dir(self.path).exists()
+        check_writable_dir(self.path)
+        self._refuse(kind, self.inspect(), resume, overwrite)  # before touching anything
+        self._made_folder = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
-            clean_temp_files(self.path)
-            found = self.existing_kind()
+            found = self.inspect()  # again, under the lock
+            self._refuse(kind, found, resume, overwrite)
             if resume:
-                self._check_resume(kind, config, found, set(resume_free))
+                self._resume(kind, config, found, set(resume_free))
                 return self
-            if found is not None:
-                if not overwrite:
-                    resume_hint = "resume it (--resume), " if found == kind and kind in RESUMABLE else ""
-                    raise RunFolderError(
-                        f"{self.path} already holds {_describe(found)}: choose another folder, "
-                        f"{resume_hint}or replace it (--overwrite)"
-                    )
-                if found == "files vitlab did not write":
-                    raise RunFolderError(
-                        f"{self.path} holds files vitlab did not write; --overwrite only "
-                        f"replaces vitlab runs: choose an empty or new folder"
-                    )
-                self._empty()
-            self.write_json(RUN, {"kind": kind, "vitlab": __version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-            self._started = True
-            if config is not None:
-                self.write_json(CONFIG, config)
+            if found.kind is not None:
+                self._clear(found)
+            self._start(kind, config)
         except BaseException:
-            self.close()
+            self._undo_open()
             raise
         return self
 
-    def _check_resume(self, kind: str, config: dict[str, Any] | None, found: str | None, free: set[str]) -> None:
-        if found is None:
-            raise RunFolderError(f"nothing to resume in {self.path}: it holds no run; start without --resume")
-        if found not in (kind, "an older vitlab run"):
-            raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {_describe(found)}")
-        if not (self.path / LAST / STATE).is_file():
+    def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool) -> None:
+        if found.kind == FOREIGN:
             raise RunFolderError(
-                f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
-                f"first epoch ended); start again with --overwrite"
+                f"{self.path} is not a vitlab run: it holds files vitlab did not write (e.g. {found.foreign}); "
+                f"nothing in it was touched: choose an empty or new folder"
             )
+        if found.kind == DAMAGED:
+            raise RunFolderError(
+                f"{self.path} holds a damaged vitlab marker ({MARKER}), so vitlab cannot prove which files are "
+                f"its own; nothing in it was touched: choose another folder, or remove this one yourself"
+            )
+        if resume:
+            if found.kind is None:
+                raise RunFolderError(f"nothing to resume in {self.path}: it holds no run; start without --resume")
+            if found.kind != kind and not (found.kind == OLDER and kind in RESUMABLE):
+                raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {_describe(found.kind)}")
+            if found.legacy and not (self.path / LAST / STATE).is_file():
+                raise RunFolderError(
+                    f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
+                    f"first epoch ended); start again with --overwrite"
+                )
+        elif found.kind is not None and not overwrite:
+            resume_hint = "resume it (--resume), " if found.kind == kind and kind in RESUMABLE else ""
+            raise RunFolderError(
+                f"{self.path} already holds {_describe(found.kind)}: choose another folder, "
+                f"{resume_hint}or replace it (--overwrite)"
+            )
+
+    def _start(self, kind: str, config: dict[str, Any] | None) -> None:
+        self.run_id = secrets.token_hex(8)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._started = True
+        atomic_write(
+            self.path / MARKER,
+            json_bytes({"run_id": self.run_id, "kind": kind, "vitlab": __version__, "created": stamp}),
+            tag=self.run_id,
+        )
+        own_folder(self.path, self.run_id)
+        self.write_json(RUN, {"kind": kind, "vitlab": __version__, "started": stamp, "run_id": self.run_id})
+        if config is not None:
+            self.write_json(CONFIG, config)
+
+    def _resume(self, kind: str, config: dict[str, Any] | None, found: Found, free: set[str]) -> None:
+        if found.legacy:  # an earlier vitlab's run, proved by its listing: adopt it
+            self.run_id = secrets.token_hex(8)
+            meta = {"run_id": self.run_id, "kind": kind, "vitlab": __version__, "adopted": True}
+            atomic_write(self.path / MARKER, json_bytes(meta), tag=self.run_id)
+            note(f"{self.path}: adopted a run an earlier vitlab wrote (every file in it is vitlab's), marked {MARKER}")
+        else:
+            self.run_id = found.run_id
+        own_folder(self.path, self.run_id)
+        clean_temp_files(self.path, str(self.run_id))
+        self._recover()
         if config is not None and (self.path / CONFIG).is_file():
             saved = read_json(self.path / CONFIG, "run config")
-            current = json.loads(json_bytes(config))
-            changed = sorted(k for k in set(saved) | set(current) if k not in free and saved.get(k) != current.get(k))
+            changed = config_changes(saved if isinstance(saved, dict) else {}, config, free)
             if changed:
                 raise RunFolderError(
-                    f"resuming {self.path} with different settings: "
-                    + ", ".join(f"{k} (run has {saved.get(k)!r}, given {current.get(k)!r})" for k in changed)
-                    + "; use the run's settings or start a new run"
+                    f"resuming {self.path} with different settings: {'; '.join(changed)}; "
+                    f"use the run's settings or start a new run"
                 )
+        self.resumed = True
 
-    def _empty(self) -> None:
-        for entry in self.path.iterdir():
-            if entry.name == LOCK:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+    def _clear(self, found: Found) -> None:
+        """Delete the run ``found`` (proved vitlab's): the files the layout names and that run's
+        temporary files and stage; then the layout's sub-folders if they are left empty."""
+        for rel, plain in list(_listing(self.path)):
+            owned = legacy_named(rel) if found.legacy else names(rel) or own_temp(rel, str(found.run_id))
+            if plain and owned and rel != LOCK:
+                (self.path / rel).unlink(missing_ok=True)
+        if found.run_id is not None:
+            _remove_stage(self.path / f"{STAGE_PREFIX}{found.run_id}")
+        for folder in FOLDERS:
+            where = self.path / folder
+            if where.is_dir() and not where.is_symlink() and not any(where.iterdir()):
+                where.rmdir()
 
     def _lock(self) -> None:
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
+        lock = self.path / LOCK
+        self._made_lock = not (lock.exists() or lock.is_symlink())
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~current_umask())
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -180,8 +314,20 @@ class RunDir:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
+    def _undo_open(self) -> None:
+        """After a refusal or failure inside :meth:`open`: what this call wrote goes, the folder and
+        lock file too when this call made them."""
+        self.discard_if_unused()
+        self.close()
+        if self._made_lock and not self._started:
+            (self.path / LOCK).unlink(missing_ok=True)
+            if self._made_folder:
+                _rmdir_if_empty(self.path)
+
     def close(self) -> None:
         """Release the lock."""
+        if self.run_id is not None:
+            own_folder(self.path, None)
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
@@ -196,26 +342,28 @@ class RunDir:
         self.close()
 
     def discard_if_unused(self) -> None:
-        """Undo :meth:`open` for a run that failed before writing anything but ``run.json`` and
-        ``config.json``, so that trying again needs no ``--overwrite``."""
+        """Undo :meth:`open` for a run that failed before writing anything but the marker,
+        ``run.json`` and ``config.json``, so that trying again needs no ``--overwrite``."""
         if not self._started or not self.path.is_dir():
             return
-        left = {p.name for p in self.path.iterdir()} - {LOCK}
-        if left <= {RUN, CONFIG}:
-            for name in left:
+        left = {rel for rel, _ in _listing(self.path) if names(rel) or own_temp(rel, str(self.run_id))} - {LOCK}
+        if left <= {MARKER, RUN, CONFIG}:
+            for name in (RUN, CONFIG, MARKER):  # the marker last: until then the folder is provably vitlab's
                 (self.path / name).unlink(missing_ok=True)
             self._started = False
-            if self._made_folder:
+            if self._made_folder or self._made_lock:
                 self.close()
-                (self.path / LOCK).unlink(missing_ok=True)
-                self.path.rmdir()
+                if not any(p.name != LOCK for p in self.path.iterdir()):
+                    (self.path / LOCK).unlink(missing_ok=True)
+                    if self._made_folder:
+                        _rmdir_if_empty(self.path)
 
     # -- writing ----------------------------------------------------------------------------------
 
     def write_bytes(self, name: str, data: bytes) -> Path:
         """Write ``name`` (a path inside the folder) atomically."""
         path = self.path / name
-        atomic_write(path, data)
+        atomic_write(path, data, tag=self.run_id)
         return path
 
     def write_text(self, name: str, text: str) -> Path:
@@ -226,28 +374,155 @@ class RunDir:
         return self.write_bytes(name, json_bytes(obj))
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
-        """``summary.json``: the run's final figures."""
+        """``summary.json``: the run's final figures. A summary naming a ``best_epoch`` is written
+        only when the checkpoint that holds the chosen weights (``best/``, else ``last/``) records that
+        epoch: it never names weights the folder does not hold."""
+        if "best_epoch" in summary:
+            which = BEST if self.checkpoint(BEST).is_file() else LAST
+            held = self.checkpoint_epoch(which)
+            if held != summary["best_epoch"]:
+                raise RunFolderError(
+                    f"{self.path}: the summary would name epoch {summary['best_epoch']} as chosen, but "
+                    f"{which}/{WEIGHTS} holds epoch {held}; resume the run (--resume) to make them agree"
+                )
         return self.write_json(SUMMARY, summary)
 
     def write_history(self, records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> None:
         """``metrics.jsonl`` (one record a line) and ``metrics.csv`` (``columns``, default the first record's keys)."""
-        self.write_bytes(METRICS, "".join(json.dumps(json.loads(json_bytes(r))) + "\n" for r in records).encode())
-        if records:
-            table = io.StringIO()
-            writer = csv.DictWriter(table, list(columns or records[0]), lineterminator="\n", extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(records)
-            self.write_text(METRICS_CSV, table.getvalue())
+        for name, data in history_files(records, columns).items():
+            self.write_bytes(name, data)
 
     def figure_path(self, name: str) -> Path:
         """Where a figure called ``name`` goes (figures are drawn by their own modules, then renamed into place)."""
         return self.path / name
+
+    # -- one consistent step ----------------------------------------------------------------------
+
+    def commit(self, epoch: int, files: dict[str, bytes]) -> None:
+        """Replace the files ``files`` (relative names -> bytes; see :data:`CHECKPOINT_SET`) as one
+        step recorded as ``epoch``: a kill at any point leaves the previous set or this one (after
+        :meth:`open` with ``resume`` finishes the step)."""
+        if self.run_id is None:
+            raise RunFolderError(f"{self.path} is not open: open the run folder before writing an epoch")
+        for folder in {rel.split("/")[0] for rel in files if "/" in rel}:
+            if (self.path / folder).is_symlink():
+                raise RunFolderError(f"{self.path / folder} is a link, not vitlab's folder: remove it and resume")
+        stage = self.path / f"{STAGE_PREFIX}{self.run_id}"
+        _remove_stage(stage)
+        try:
+            for rel, data in files.items():
+                write_synced(stage / rel, data)
+            previous = self.committed()
+            record = {
+                "run_id": self.run_id,
+                "epoch": epoch,
+                "files": {
+                    **(previous or {}).get("files", {}),
+                    **{rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()},
+                },
+            }
+            write_synced(stage / f"{COMMIT}.part", json_bytes(record))
+            fsync_dir(stage)
+            os.replace(stage / f"{COMMIT}.part", stage / COMMIT)  # the commit point
+        except BaseException:
+            if not (stage / COMMIT).is_file():
+                _remove_stage(stage, quiet=True)
+            raise
+        fsync_dir(stage)
+        self._roll_forward(stage)
+
+    def _roll_forward(self, stage: Path) -> dict[str, Any]:
+        record = read_json(stage / COMMIT, "epoch record")
+        for rel in record["files"]:
+            source = stage / rel
+            if source.is_file():
+                target = self.path / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(source, target)
+        for folder in {str(Path(rel).parent) for rel in record["files"]}:
+            fsync_dir(self.path / folder)
+        os.replace(stage / COMMIT, self.path / EPOCH)
+        fsync_dir(self.path)
+        _remove_stage(stage)
+        return record
+
+    def _recover(self) -> None:
+        """Finish the epoch a killed process committed, or discard the one it had not; say which."""
+        stage = self.path / f"{STAGE_PREFIX}{self.run_id}"
+        if not stage.exists() and not stage.is_symlink():
+            return
+        record: Any = None
+        if (stage / COMMIT).is_file():
+            try:
+                record = read_json(stage / COMMIT, "epoch record")
+            except (DataError, OSError):
+                record = None
+        if isinstance(record, dict) and isinstance(record.get("files"), dict) and record.get("run_id") == self.run_id:
+            self._roll_forward(stage)
+            note(f"{self.path}: finished writing epoch {record.get('epoch')}, which a stopped process had committed")
+        else:
+            _remove_stage(stage)
+            stands = (self.committed() or {}).get("epoch")
+            where = f"the run stands at epoch {stands}" if stands else "no epoch of the run was complete"
+            note(f"{self.path}: discarded the files of an epoch a stopped process had not finished; {where}")
+
+    def committed(self) -> dict[str, Any] | None:
+        """The record of the last committed epoch (``{"epoch", "files": {name: sha256}}``), or ``None``."""
+        path = self.path / EPOCH
+        if not path.is_file():
+            return None
+        try:
+            record = read_json(path, "epoch record")
+        except (DataError, OSError):
+            return None
+        return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+
+    def check_committed(self, epoch: int) -> list[str]:
+        """What keeps the folder's set from being the one committed as ``epoch``: no record, another
+        epoch, a file missing or changed. Empty when it is that set."""
+        record = self.committed()
+        if record is None:
+            return [f"no {EPOCH} records which epoch its files hold"]
+        if record.get("epoch") != epoch:
+            return [f"{EPOCH} records epoch {record.get('epoch')}, {LAST}/{STATE} epoch {epoch}"]
+        problems = []
+        for rel, digest in record["files"].items():
+            path = self.path / rel
+            if not path.is_file():
+                problems.append(f"{rel} is missing")
+            elif sha256_file(path) != digest:
+                problems.append(f"{rel} was changed")
+        return problems
 
     # -- checkpoints ------------------------------------------------------------------------------
 
     def checkpoint(self, which: str = BEST) -> Path:
         """The weights file of ``best`` or ``last``."""
         return self.path / which / WEIGHTS
+
+    def checkpoint_epoch(self, which: str = BEST) -> int | None:
+        """The epoch ``which``'s checkpoint records in its provenance (``None``: absent or unreadable)."""
+        try:
+            with open(self.checkpoint(which), "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(min(n, 1 << 24)))
+            epoch = json.loads(header["__metadata__"]["provenance"]).get("epoch")
+        except (OSError, struct.error, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return epoch if isinstance(epoch, int) else None
+
+    def checkpoint_file(
+        self,
+        model: nn.Module,
+        kind: str,
+        data: DataConfig | dict[str, Any],
+        *,
+        name: str | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> bytes:
+        """``model`` as the bytes of a vitlab checkpoint of this run (for :meth:`commit`)."""
+        data = data if isinstance(data, DataConfig) else DataConfig.from_dict(data)
+        return checkpoint_bytes(model, kind, data, name=name, provenance={"run": str(self.path), **(provenance or {})})
 
     def save_checkpoint(
         self,
@@ -259,7 +534,8 @@ class RunDir:
         name: str | None = None,
         provenance: dict[str, Any] | None = None,
     ) -> Path:
-        """Write ``model`` as ``which/model.safetensors`` (the one checkpoint format)."""
+        """Write ``model`` as ``which/model.safetensors`` (the one checkpoint format) on its own;
+        training writes its checkpoints through :meth:`commit`."""
         data = data if isinstance(data, DataConfig) else DataConfig.from_dict(data)
         return save_checkpoint(
             model,
@@ -271,10 +547,11 @@ class RunDir:
         )
 
     def save_state(self, state: dict[str, Any]) -> None:
-        """``last/state.pt``: tensors and primitives only (it is read with ``weights_only=True``)."""
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        self.write_bytes(f"{LAST}/{STATE}", buffer.getvalue())
+        """``last/state.pt`` on its own (training writes it through :meth:`commit`)."""
+        self.write_bytes(f"{LAST}/{STATE}", state_bytes(state))
+
+    def has_state(self) -> bool:
+        return (self.path / LAST / STATE).is_file()
 
     def load_state(self) -> dict[str, Any]:
         """The training state saved by :meth:`save_state`, without unpickling arbitrary objects."""
@@ -285,6 +562,80 @@ class RunDir:
             raise CheckpointError(
                 f"{path} cannot be read ({type(err).__name__}): the run cannot resume; start again with --overwrite"
             ) from err
+
+
+def state_bytes(state: dict[str, Any]) -> bytes:
+    """``state`` as the bytes of ``state.pt``: tensors and primitives only (read with ``weights_only=True``)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def history_files(records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> dict[str, bytes]:
+    """``metrics.jsonl`` (one record a line) and, with records, ``metrics.csv`` (``columns``,
+    default the first record's keys), as bytes by name."""
+    files = {METRICS: "".join(json.dumps(json.loads(json_bytes(r))) + "\n" for r in records).encode()}
+    if records:
+        table = io.StringIO()
+        writer = csv.DictWriter(table, list(columns or records[0]), lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+        files[METRICS_CSV] = table.getvalue().encode()
+    return files
+
+
+def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterable[str] = ()) -> list[str]:
+    """The fields where ``given`` differs from ``recorded`` (nested mappings by dotted name), each as
+    ``"name (run has X, given Y)"``, leaving out the top-level fields ``free``."""
+    recorded, given = json.loads(json_bytes(recorded)), json.loads(json_bytes(given))
+    free = set(free)
+    changes: list[str] = []
+
+    def walk(a: Any, b: Any, prefix: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                if not prefix and key in free:
+                    continue
+                walk(a.get(key), b.get(key), f"{prefix}{key}.")
+        elif a != b:
+            changes.append(f"{prefix[:-1]} (run has {a!r}, given {b!r})")
+
+    walk(recorded, given, "")
+    return changes
+
+
+def _listing(folder: Path) -> Iterator[tuple[str, bool]]:
+    """Every entry under ``folder`` but the layout's own sub-folders, as ``(relative name, plain)``:
+    ``plain`` for a regular file; a link, a special file, or a folder the layout does not name is
+    listed as an entry that is not plain, never entered (links are never followed)."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        rel_root = os.path.relpath(root, folder)
+        prefix = "" if rel_root == "." else rel_root.replace(os.sep, "/") + "/"
+        for name in sorted(files):
+            yield prefix + name, stat.S_ISREG(os.lstat(os.path.join(root, name)).st_mode)
+        keep = []
+        for name in sorted(dirs):
+            rel = prefix + name
+            if not os.path.islink(os.path.join(root, name)) and rel in FOLDERS:
+                keep.append(name)
+            else:
+                yield rel, False  # a link, a stage, or a folder vitlab's layout does not name
+        dirs[:] = keep
+
+
+def _remove_stage(stage: Path, quiet: bool = False) -> None:
+    """Remove a stage folder (its name carries the run id; everything in it is that run's)."""
+    if stage.is_symlink():
+        stage.unlink()
+    elif stage.is_dir():
+        shutil.rmtree(stage, ignore_errors=quiet)
+
+
+def _rmdir_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def _describe(kind: str) -> str:
