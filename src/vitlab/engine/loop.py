@@ -237,8 +237,12 @@ class Engine:
                     resume_free=config.RESUME_FREE,
                 )
             barrier()
-            if config.resume:
+            if config.resume and run_dir.has_state():
                 self._load_state(run_dir.load_state())
+            elif config.resume and env.is_main:
+                from ..runs.rundir import note
+
+                note(f"{run_dir.path}: no epoch of the run had finished; it starts from the first")
 
     @property
     def eval_model(self) -> nn.Module:
@@ -272,6 +276,8 @@ class Engine:
             if final:
                 break
         self.reporter.close()
+        if self.history and task.monitor is not None and task.monitor not in self.history[-1]:
+            self._validate_last()  # the time limit stopped the run after an epoch it did not validate
         best = self._best_model()
         test = task.test(best)
         result = FitResult(
@@ -286,9 +292,25 @@ class Engine:
         if self.run_dir is not None and self.env.is_main:
             last = self.run_dir.checkpoint("last")
             best_path = self.run_dir.checkpoint("best") if task.monitor is not None else last
-            result.checkpoints = {"best": best_path, "last": last}
+            # only what the folder holds: no epoch may have finished (a time limit before the first step)
+            result.checkpoints = {k: p for k, p in {"best": best_path, "last": last}.items() if p.is_file()}
             task.finish(self.run_dir, result.model)
         return result
+
+    def _validate_last(self) -> None:
+        """Validate the last epoch's model, which the loop left unvalidated, and commit it again
+        (as ``best/`` when it improved), so that a run with a monitor always ends with a chosen model."""
+        task, record = self.task, self.history[-1]
+        record.update(task.validate(self.eval_model))
+        score = record.get(task.monitor) if task.monitor else None
+        if score is not None and (self.best_score is None or score > self.best_score):
+            self.best_score, self.best_epoch = score, record["epoch"]
+            self.best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
+            improved = True
+        else:
+            improved = False
+        if self.run_dir is not None and self.env.is_main:
+            self._write_checkpoints(record["epoch"], improved)
 
     def train_epoch(self, epoch: int) -> dict[str, Any] | None:
         """One pass over this rank's shard; returns the epoch's training record (``None`` if the time
@@ -381,55 +403,98 @@ class Engine:
     def _provenance(self, epoch: int) -> dict[str, Any]:
         return {"epoch": epoch, "weights": "ema" if self.ema is not None else "model", "task": self.task.run_kind}
 
-    def _write_checkpoints(self, epoch: int, improved: bool) -> None:
+    def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
+        """Commit the epoch's set as one step (:meth:`RunDir.commit`): ``last/state.pt``, ``last/``,
+        ``best/`` (when ``improved``: the eval model, or ``best``), ``metrics.jsonl`` and ``.csv``; a
+        kill at any point leaves the previous epoch's set or this one."""
+        import json
+
+        from ..runs.files import json_bytes
+        from ..runs.layout import BEST, LAST, STATE, WEIGHTS
+        from ..runs.rundir import history_files, state_bytes
+
         run_dir, task = self.run_dir, self.task
         assert run_dir is not None
         data = task.data_config()
         name = getattr(task.deliverable(task.model), "registered_name", None)
-        run_dir.save_state(
-            {
-                "epoch": epoch,
-                "step": self.step,
-                "model": task.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "ema": self.ema.state_dict() if self.ema is not None else None,
-                "task": task.state_dict(),
-                "history": self.history,
-                "best_score": self.best_score,
-                "best_epoch": self.best_epoch,
-                "best_state": self.best_state,
-            }
-        )
-        run_dir.save_checkpoint(
-            "last",
-            task.deliverable(self.eval_model),
-            task.checkpoint_kind,
-            data,
-            name=name,
-            provenance=self._provenance(epoch),
+        state = {
+            "kind": task.run_kind,
+            "config": json.loads(json_bytes(self.config.to_dict())),
+            "epoch": epoch,
+            "step": self.step,
+            "model": task.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "task": task.state_dict(),
+            "history": self.history,
+            "best_score": self.best_score,
+            "best_epoch": self.best_epoch,
+            "best_state": self.best_state,
+        }
+        files = {f"{LAST}/{STATE}": state_bytes(state)}
+        files[f"{LAST}/{WEIGHTS}"] = run_dir.checkpoint_file(
+            task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name, provenance=self._provenance(epoch)
         )
         if improved and task.monitor is not None:
-            run_dir.save_checkpoint(
-                "best",
-                task.deliverable(self.eval_model),
+            files[f"{BEST}/{WEIGHTS}"] = run_dir.checkpoint_file(
+                task.deliverable(best if best is not None else self.eval_model),
                 task.checkpoint_kind,
                 data,
                 name=name,
-                provenance={**self._provenance(epoch), task.monitor: self.best_score},
+                provenance={**self._provenance(self.best_epoch), task.monitor: self.best_score},
             )
-        run_dir.write_history(self.history)
+        files.update(history_files(self.history))
+        run_dir.commit(epoch, files)
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (``last/state.pt``), refusing in one line a state of another kind
+        of run or recorded under other settings; on the main process, rewrite the folder's set from it
+        when the files do not agree with it (a run an earlier vitlab wrote, or files changed by hand)."""
+        from ..errors import RunFolderError
+        from ..runs.rundir import config_changes, note
+
+        assert self.run_dir is not None
+        path, task = self.run_dir.path / "last" / "state.pt", self.task
+        kind = state.get("kind")
+        if kind is not None and kind != task.run_kind:
+            raise RunFolderError(
+                f"{path} holds the state of a {kind} run, not of a {task.run_kind} run: it cannot resume"
+            )
+        recorded = state.get("config")
+        if isinstance(recorded, dict):
+            changed = config_changes(recorded, self.config.to_dict(), self.config.RESUME_FREE)
+            if changed:
+                raise RunFolderError(
+                    f"resuming {self.run_dir.path} with settings other than those it trained with: "
+                    f"{'; '.join(changed)} (was config.json edited?); use the run's settings or start a new run"
+                )
         device = self.env.device
-        self.task.model.load_state_dict(state["model"])
-        self.task.model.to(device)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.ema is not None:
-            self.ema.load_state_dict(state["ema"])
-        self.task.load_state_dict(state["task"])
-        self.history = state["history"]
-        self.best_score, self.best_epoch = state["best_score"], state["best_epoch"]
-        self.best_state = state["best_state"]
-        self.start_epoch, self.step = state["epoch"], state["step"]
+        try:
+            self.task.model.load_state_dict(state["model"])
+            self.task.model.to(device)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if self.ema is not None:
+                self.ema.load_state_dict(state["ema"])
+            self.task.load_state_dict(state["task"])
+            self.history = list(state["history"])
+            self.best_score, self.best_epoch = state["best_score"], state["best_epoch"]
+            self.best_state = state.get("best_state")
+            self.start_epoch, self.step = state["epoch"], state["step"]
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
+            first = " ".join(str(err).split())[:200]
+            raise RunFolderError(
+                f"{path} does not fit the {task.run_kind} run configured now ({type(err).__name__}: {first}); "
+                f"resume with the run's own settings, or start a new run"
+            ) from err
+        if self.env.is_main:
+            problems = self.run_dir.check_committed(self.start_epoch)
+            if problems:
+                known = self.best_state is not None or self.best_epoch == self.start_epoch
+                best = self._best_model() if task.monitor is not None and self.best_epoch and known else None
+                self._write_checkpoints(self.start_epoch, best is not None, best)
+                note(
+                    f"{self.run_dir.path}: its files did not form one consistent set ({'; '.join(problems)}); "
+                    f"rewrote last/, best/ and metrics from {path} (epoch {self.start_epoch})"
+                )
