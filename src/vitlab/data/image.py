@@ -1,13 +1,21 @@
-"""One door for image files: :func:`read_image` decodes a PNG/JPEG/BMP/GIF/WebP/PPM file or refuses it.
+"""One door for image files: :func:`decode_image` decodes a PNG/JPEG/BMP/GIF/WebP/PPM file (or its bytes)
+into a PIL image or refuses it; :func:`read_image` makes that a float tensor.
 
-The folder dataset and ``vitlab predict`` read images through it, so every unreadable file (missing, a
+Every dataset of photos and ``vitlab predict`` read images through it, so every unreadable file (missing, a
 folder, empty, text, truncated, corrupt, or a decompression bomb) ends the same way: a
 :class:`~vitlab.errors.DataError` naming the file. The pixel count is checked from the header before
 any pixel is decoded.
+
+Modes that PIL's ``convert("RGB")`` / ``convert("L")`` would get wrong are normalised on the way out:
+16-bit greyscale (``I;16``, ``I``) is scaled 65535 -> 255 (PIL clips it at 255), palette images with
+transparency and ``PA`` become ``RGBA`` (their colours, not a warning), CMYK becomes RGB. Any other mode
+is returned as decoded, so ``decode_image(f).convert("RGB")`` is what ``Image.open(f).convert("RGB")``
+gives for every 8-bit file (timm's and torchvision's loaders).
 """
 
 from __future__ import annotations
 
+import io
 import struct
 import warnings
 import zlib
@@ -37,6 +45,54 @@ _DECODE_ERRORS = (
 )
 
 
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def decode_image(source: str | Path | bytes, name: str | None = None, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """A file (path) or its ``bytes`` -> the decoded PIL image, in a mode that ``convert`` maps correctly.
+
+    ``name`` is what errors call the image (default: the path). Raises :class:`DataError` naming it when it
+    cannot be read as an image or holds more than ``max_pixels`` pixels (checked from the header, before
+    any pixel is decoded). See the module docstring for the modes normalised.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        label = name or "image bytes"
+        opener: io.BytesIO | Path = io.BytesIO(source)
+    else:
+        path = Path(source)
+        label = name or str(path)
+        if not path.is_file():
+            raise DataError(f"{label}: {'is a folder, not an image file' if path.is_dir() else 'no such file'}")
+        opener = path
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(opener, formats=IMAGE_FORMATS) as opened:
+                if opened.width * opened.height > max_pixels:
+                    raise DataError(
+                        f"{label}: {opened.width}x{opened.height} pixels is over the limit of "
+                        f"{max_pixels:,}; shrink the image first"
+                    )
+                opened.load()
+                return _normalise_mode(opened)
+    except DataError:
+        raise
+    except _DECODE_ERRORS as err:
+        raise DataError(f"{label}: unreadable image ({type(err).__name__}: {err}); fix or remove the file") from err
+
+
+def _normalise_mode(image: Image.Image) -> Image.Image:
+    """16-bit grey -> ``L`` scaled by 255/65535; palette with transparency, ``PA`` -> ``RGBA``; CMYK -> RGB."""
+    if image.mode in _SIXTEEN_BIT:
+        pixels = np.asarray(image, dtype=np.float64).clip(0, 65535) * (255 / 65535)
+        return Image.fromarray(np.rint(pixels).astype(np.uint8), "L")
+    if image.mode == "PA" or (image.mode == "P" and "transparency" in image.info):
+        return image.convert("RGBA")
+    if image.mode == "CMYK":
+        return image.convert("RGB")
+    return image
+
+
 def read_image(
     path: str | Path, channels: int = 3, size: int | None = None, max_pixels: int = MAX_PIXELS
 ) -> torch.Tensor:
@@ -47,22 +103,12 @@ def read_image(
     """
     if channels not in (1, 3) or (size is not None and size < 1):
         raise DataError(f"read_image needs channels 1 or 3 and size >= 1, got {channels} and {size}")
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: {'is a folder, not an image file' if path.is_dir() else 'no such file'}")
+    image = decode_image(path, max_pixels=max_pixels)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path, formats=IMAGE_FORMATS) as opened:
-                if opened.width * opened.height > max_pixels:
-                    raise DataError(
-                        f"{path}: {opened.width}x{opened.height} pixels is over the limit of "
-                        f"{max_pixels:,}; shrink the image first"
-                    )
-                image = opened.convert("RGB" if channels == 3 else "L")
-                if size is not None:
-                    image = image.resize((size, size), Image.Resampling.BILINEAR)
+        image = image.convert("RGB" if channels == 3 else "L")
     except _DECODE_ERRORS as err:
-        raise DataError(f"{path}: unreadable image ({type(err).__name__}: {err}); fix or remove the file") from err
+        raise DataError(f"{path}: image mode {image.mode} cannot be converted ({err}); save it as RGB") from err
+    if size is not None:
+        image = image.resize((size, size), Image.Resampling.BILINEAR)
     pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255)
     return pixels[None] if channels == 1 else pixels.permute(2, 0, 1).contiguous()
