@@ -97,24 +97,58 @@ def apply_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
+CONFIG_FILE_LIMIT = 1 << 20  # bytes: a config file is a few kilobytes; anything near this is not one
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """A run config from a YAML or JSON file (a run folder's ``config.json`` included): a mapping."""
+    """A run config from a YAML or JSON file (a run folder's ``config.json`` included): a mapping.
+
+    Budgeted before any work: a file over :data:`CONFIG_FILE_LIMIT` (1 MiB) is refused unread, and a
+    YAML alias (``*name``, which can expand a 10-line file into billions of nodes: "billion laughs")
+    is refused as soon as the parser meets it, each in one line naming the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"no config file at {path}")
-    text = path.read_text()
+    limit = f"{CONFIG_FILE_LIMIT // (1 << 20)} MiB"
+    size = path.stat().st_size
+    if size > CONFIG_FILE_LIMIT:
+        raise ConfigError(f"{path} is {size:,} bytes, over the {limit} a config file may hold: is it a config?")
+    with open(path, "rb") as f:
+        raw = f.read(CONFIG_FILE_LIMIT + 1)
+    if len(raw) > CONFIG_FILE_LIMIT:  # a file that grew, or one whose size the file system does not say
+        raise ConfigError(f"{path} holds more than the {limit} a config file may hold: is it a config?")
+    yaml_file = path.suffix in (".yaml", ".yml")
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as err:  # yaml and json raise their own error types
+        text = raw.decode()
+        data = _load_yaml(text, path) if yaml_file else json.loads(text)
+    except ConfigError:
+        raise
+    except Exception as err:  # yaml and json raise their own error types (and RecursionError when nested deep)
         raise ConfigError(
-            f"{path} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: "
-            f"{' '.join(str(err).split())}"
+            f"{path} is not valid {'YAML' if yaml_file else 'JSON'}: {' '.join(str(err).split())[:300]}"
         ) from err
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of config fields, got {type(data).__name__}")
     return data
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    """``yaml.safe_load(text)`` with aliases refused: a config never needs one, and their expansion
+    is unbounded work."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise ConfigError(
+                    f"{path}: line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in "
+                    f"a config file (their expansion is unbounded): write the values out"
+                )
+            return super().compose_node(parent, index)
+
+    loader = NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
