@@ -28,6 +28,10 @@ by name. Time and memory per head and layer, for ``N`` tokens of head width ``d`
   every ``s``-th token and ``G`` global prefix tokens -- by a blocked kernel: ``O(N (G + 3b + N/s) d)``,
   ``O(N (G + 3b + N/s))``; ``N^1.5`` for ``b ~ s ~ sqrt(N)``.
 
+``causal=True`` (``full`` only) lets token ``i`` attend to tokens ``j <= i`` in sequence order -- a
+language model's mask, which a classifier ViT does without (the texts' pitfall): the class token, first,
+then sees itself alone, and patch ``i`` only the patches before it in raster order.
+
 ``full``, ``lsa`` and ``sparse`` take a relative position bias (``rel_pos``,
 :mod:`~vitlab.layers.relative_position`): owned by the layer, or shared by every block of a model
 (:meth:`MultiHeadSelfAttention.share_position_bias`).
@@ -47,6 +51,11 @@ from ..ops.positions import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent", "sparse")
+
+
+def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
+    """``(N, N)`` bool mask, ``True`` on and below the diagonal: query ``i`` may read keys ``j <= i``."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
 def off_diagonal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
@@ -73,6 +82,7 @@ class MultiHeadSelfAttention(nn.Module):
             ``temperature``, a scalar initialised to ``sqrt(d)``); subclasses compute the others.
         rel_pos: a relative position bias of this layer's own, a module whose call gives the
             ``(1, H, N, N)`` bias added to the scores (:class:`~vitlab.layers.RelativePositionBias`).
+        causal: mask every key after the query in sequence order (:func:`causal_mask`); ``full`` only.
     """
 
     kinds: tuple[str, ...] = ("full", "lsa")  # the kinds this class computes
@@ -89,6 +99,7 @@ class MultiHeadSelfAttention(nn.Module):
         fused: bool = True,
         kind: str = "full",
         rel_pos: nn.Module | None = None,
+        causal: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("dim", dim), ("num_heads", num_heads)):
@@ -110,7 +121,13 @@ class MultiHeadSelfAttention(nn.Module):
                 f"got {kind!r}; build any of {ATTENTION_KINDS} with "
                 f"vitlab.layers.build_attention(kind, ...)"
             )
+        if causal and kind != "full":
+            raise ConfigError(
+                f"a causal mask is built for full attention, got kind={kind!r} (locality self-attention would "
+                f"leave the first token no key at all): use kind='full'"
+            )
         self.num_heads, self.head_dim, self.fused, self.kind = num_heads, dim // num_heads, fused, kind
+        self.causal = causal
         self.temperature = nn.Parameter(torch.tensor(math.sqrt(self.head_dim))) if kind == "lsa" else None
         self.attn_drop = attn_drop
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
@@ -128,6 +145,8 @@ class MultiHeadSelfAttention(nn.Module):
 
     def allowed(self, n: int, device: torch.device) -> torch.Tensor | None:
         """``(N, N)`` bool, ``True`` where a query may attend to a key; ``None``: everywhere."""
+        if self.causal:
+            return causal_mask(n, device)
         return off_diagonal_mask(n, device) if self.kind == "lsa" else None
 
     def score_mask(self, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
@@ -188,4 +207,6 @@ class MultiHeadSelfAttention(nn.Module):
         return with_weights(self._attend(x, rope, grid, need_weights=True))
 
     def extra_repr(self) -> str:
-        return f"heads={self.num_heads}, head_dim={self.head_dim}, kind={self.kind!r}"
+        return f"heads={self.num_heads}, head_dim={self.head_dim}, kind={self.kind!r}" + (
+            ", causal=True" if self.causal else ""
+        )

@@ -3,7 +3,9 @@
 Pre-norm:  ``x = x + DropPath(LS(MHSA(LN(x))));  x = x + DropPath(LS(MLP(LN(x))))``
 Post-norm: ``x = LN(x + MHSA(x));  x = LN(x + MLP(x))``  (needs warmup to train).
 Optional parts (layer scale, stochastic depth) are ``nn.Identity`` when off. The token mixer is
-any kind of :data:`~vitlab.layers.attention.ATTENTION_KINDS`, built by :func:`build_attention`.
+any kind of :data:`~vitlab.layers.attention.ATTENTION_KINDS`, built by :func:`build_attention`; the
+two norms ``LN`` are LayerNorms, or BatchNorms over the tokens with ``norm="batchnorm"``
+(:mod:`~vitlab.layers.norm`, the textbook's pitfall).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .attention import ATTENTION_KINDS, MultiHeadSelfAttention, Rope
 from .drop import DropPath, LayerScale
 from .efficient_attention import LatentAttention, LinearAttention, LowRankAttention
 from .mlp import MLP
+from .norm import build_norm
 from .sparse_attention import SparseAttention
 from .window_attention import WindowAttention
 
@@ -73,7 +76,7 @@ class Block(nn.Module):
 
     ``attention`` names the self-attention variant (see ``layers.attention``), ``attention_options``
     its options (:func:`build_attention`); ``grid`` in ``forward`` is the token grid, which
-    windowed attention needs.
+    windowed attention needs. ``norm``: ``layernorm`` or ``batchnorm`` (:func:`~vitlab.layers.norm.build_norm`).
     """
 
     def __init__(
@@ -90,9 +93,10 @@ class Block(nn.Module):
         norm_eps: float = 1e-6,
         attention: str = "full",
         attention_options: dict[str, Any] | None = None,
+        norm: str = "layernorm",
     ) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
+        self.norm1 = build_norm(norm, dim, norm_eps)
         self.attn = build_attention(
             attention,
             dim,
@@ -106,7 +110,7 @@ class Block(nn.Module):
         )
         self.ls1 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
+        self.norm2 = build_norm(norm, dim, norm_eps)
         self.mlp = MLP(dim, int(dim * mlp_ratio), dropout=dropout)
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()

@@ -7,6 +7,10 @@ shape ``(D, C, P, P)`` equals ``patchify(x) @ W.T + b`` with the linear weight
 
 because :func:`vitlab.patchify` flattens each patch row, column, channel. The module keeps the
 convolution's parameters (``proj.weight``, ``proj.bias``) and can run either way.
+
+With a ``stride`` below ``P`` the windows overlap (an overlapping tokenizer): the grid is
+``floor((H - P) / S) + 1`` per side (:func:`~vitlab.ops.patches.strided_grid`), not ``H / P``, so
+the token count is not ``H W / P^2`` -- the miscount the texts warn of.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..ops.patches import check_divisible, pad_to_multiple, patchify
+from ..ops.patches import check_divisible, overlapping_patches, pad_to_multiple, patchify, strided_grid
 
 
 def conv_weight_to_linear(weight: torch.Tensor) -> torch.Tensor:
@@ -40,12 +44,16 @@ class PatchTokenizer(nn.Module):
     Subclasses (:class:`PatchEmbedding`, :class:`~vitlab.layers.ShiftedPatchTokenization`) map
     images ``(B, C, H, W)`` to tokens ``(B, N, D)``."""
 
-    def __init__(self, patch_size: int, in_chans: int, embed_dim: int, pad: bool) -> None:
+    def __init__(self, patch_size: int, in_chans: int, embed_dim: int, pad: bool, stride: int | None = None) -> None:
         super().__init__()
         self.patch_size, self.in_chans, self.embed_dim, self.pad = patch_size, in_chans, embed_dim, pad
+        self.stride = patch_size if stride is None else stride
 
     def grid_size(self, height: int, width: int) -> tuple[int, int]:
-        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding)."""
+        """The patch grid ``(H/P, W/P)`` for an image of that size (rounded up when padding; the
+        :func:`~vitlab.ops.patches.strided_grid` with a stride that is not the patch size)."""
+        if self.stride != self.patch_size:
+            return strided_grid(height, width, self.patch_size, self.stride)
         if self.pad:
             return -(-height // self.patch_size), -(-width // self.patch_size)
         return check_divisible(height, width, self.patch_size)
@@ -73,6 +81,7 @@ class PatchEmbedding(PatchTokenizer):
         method: ``"conv"`` (a stride-P convolution, the fast path) or ``"linear"``
             (``patchify`` then a matrix product); both use the same parameters.
         pad: zero-pad images whose sides are not multiples of ``P``.
+        stride: pixels between windows (default ``P``: tiling patches); below ``P`` they overlap.
     """
 
     def __init__(
@@ -83,12 +92,15 @@ class PatchEmbedding(PatchTokenizer):
         method: str = "conv",
         pad: bool = False,
         bias: bool = True,
+        stride: int | None = None,
     ) -> None:
-        super().__init__(patch_size, in_chans, embed_dim, pad)
+        super().__init__(patch_size, in_chans, embed_dim, pad, stride)
         if method not in ("conv", "linear"):
             raise ValueError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
+        if pad and self.stride != patch_size:
+            raise ValueError(f"pad=True tiles the image in whole patches, so it cannot take stride {stride}")
         self.method = method
-        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size, bias=bias)
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=self.stride, bias=bias)
 
     def linear_weight(self) -> torch.Tensor:
         """The projection as a ``(D, P*P*C)`` matrix on patchified tokens."""
@@ -97,7 +109,12 @@ class PatchEmbedding(PatchTokenizer):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         self.check_images(images)
         if self.method == "linear":
-            return F.linear(patchify(images, self.patch_size, pad=self.pad), self.linear_weight(), self.proj.bias)
+            tokens = (
+                patchify(images, self.patch_size, pad=self.pad)
+                if self.stride == self.patch_size
+                else overlapping_patches(images, self.patch_size, self.stride)
+            )
+            return F.linear(tokens, self.linear_weight(), self.proj.bias)
         self.grid_size(*images.shape[-2:])  # clear error before the convolution
         if self.pad:
             images = pad_to_multiple(images, self.patch_size)

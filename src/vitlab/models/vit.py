@@ -23,11 +23,12 @@ from ..layers.attention import ATTENTION_KINDS, Rope
 from ..layers.block import Block, PostNormBlock
 from ..layers.conv_stem import conv_stem_widths
 from ..layers.hybrid_embed import STEMS, HybridEmbedding, conv_stem_convs
+from ..layers.norm import NORM_KINDS
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.position import POSITION_KINDS, LearnedPosition, Rotary2d, SinCosPosition, build_position
 from ..layers.relative_position import REL_POS_KINDS, RelativePositionBias
 from ..layers.shifted_patch import ShiftedPatchTokenization
-from ..ops.patches import _pair, check_divisible
+from ..ops.patches import _pair, check_divisible, strided_grid
 from .config import (
     MAX_CHANS,
     MAX_CLASSES,
@@ -90,6 +91,12 @@ class ViTConfig(ModelConfig):
 
     ``distill_token=True`` builds a DeiT student (Touvron et al. 2021): one more prefix token, after the
     class and register tokens, read by its own head ``head_dist`` (see :mod:`vitlab.models.distilled`).
+
+    The texts' pitfalls, as switches to measure them: ``block_norm="batchnorm"`` normalises inside every
+    block by BatchNorm over the tokens instead of LayerNorm (:mod:`vitlab.layers.norm`); ``causal=True``
+    masks every key after its query in sequence order, a language model's mask, on ``full`` attention;
+    ``patch_stride`` below ``patch_size`` makes the patch embedding an overlapping tokenizer whose grid is
+    ``floor((H - P) / S) + 1`` per side (``None``: the patch size, tiling patches).
     """
 
     img_size: int | tuple[int, int] = 224
@@ -111,8 +118,11 @@ class ViTConfig(ModelConfig):
     final_norm: bool = True
     fc_norm: bool | None = None
     block: str = "prenorm"
+    block_norm: str = "layernorm"
+    causal: bool = False
     layer_scale: float | None = None
     patch_embed: str = "conv"
+    patch_stride: int | None = None
     attention: str = "full"
     window_size: int = 7
     lowrank_k: int = 64
@@ -148,8 +158,11 @@ class ViTConfig(ModelConfig):
         "final_norm": Bool(),
         "fc_norm": Maybe(Bool()),
         "block": OneOf(BLOCKS),
+        "block_norm": OneOf(NORM_KINDS),
+        "causal": Bool(),
         "layer_scale": Maybe(Float(0, 10, low_open=True)),
         "patch_embed": OneOf(PATCH_EMBEDS),
+        "patch_stride": Maybe(Int(1, MAX_SIDE)),
         "attention": OneOf(ATTENTION_KINDS),
         "window_size": Int(1, MAX_SIDE),
         "lowrank_k": Int(1, MAX_TOKENS),
@@ -177,8 +190,15 @@ class ViTConfig(ModelConfig):
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
                 f"choose a head count that divides it"
             )
-        if not self.pad:
+        if self.overlapping:
+            self._check_stride()
+        elif not self.pad:
             check_divisible(*as_pair(self.img_size), self.patch_size)
+        if self.causal and self.attention != "full":
+            raise ConfigError(
+                f"causal=True masks the scores of full attention, got attention={self.attention!r}: "
+                f"set attention='full' or causal=False"
+            )
         if int(self.embed_dim * self.mlp_ratio) < 1:
             raise ConfigError(
                 f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
@@ -232,10 +252,32 @@ class ViTConfig(ModelConfig):
             )
         check_params(self, self.approx_params, "embed_dim, depth or the token count (img_size / patch_size)")
 
+    def _check_stride(self) -> None:
+        stride = self.patch_stride
+        if stride is not None and stride > self.patch_size:
+            raise ConfigError(
+                f"patch_stride {stride} exceeds patch_size {self.patch_size}, which would skip pixels between "
+                f"patches: choose a stride in 1..{self.patch_size}"
+            )
+        if self.patch_embed not in ("conv", "linear") or self.pad or self.dynamic_img_size:
+            raise ConfigError(
+                f"patch_stride {stride} (overlapping patches) needs patch_embed 'conv' or 'linear', pad=False and "
+                f"dynamic_img_size=False, got patch_embed={self.patch_embed!r}, pad={self.pad}, "
+                f"dynamic_img_size={self.dynamic_img_size}: drop patch_stride or change those"
+            )
+        strided_grid(*as_pair(self.img_size), self.patch_size, cast(int, stride))
+
+    @property
+    def overlapping(self) -> bool:
+        """Whether the patch windows overlap (``patch_stride`` set below the patch size)."""
+        return self.patch_stride is not None and self.patch_stride != self.patch_size
+
     @property
     def grid(self) -> tuple[int, int]:
         h, w = as_pair(self.img_size)
         p = self.patch_size
+        if self.patch_stride is not None and self.patch_stride != p:
+            return (max(0, h - p) // self.patch_stride + 1, max(0, w - p) // self.patch_stride + 1)
         return (-(-h // p), -(-w // p)) if self.pad else (h // p, w // p)
 
     @property
@@ -332,7 +374,9 @@ class VisionTransformer(nn.Module):
         elif cfg.patch_embed in STEMS:
             self.patch_embed = HybridEmbedding(cfg.patch_embed, cfg.patch_size, cfg.in_chans, dim)
         else:
-            self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad)
+            self.patch_embed = PatchEmbedding(
+                cfg.patch_size, cfg.in_chans, dim, method=cfg.patch_embed, pad=cfg.pad, stride=cfg.patch_stride
+            )
         self.pos_embed = build_position(cfg.pos_embed, cfg.grid, dim)
         self.rope = Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens) if cfg.pos_embed == "rope" else None
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
@@ -351,6 +395,7 @@ class VisionTransformer(nn.Module):
             sparse_local=cfg.sparse_local,
             sparse_stride=cfg.sparse_stride,
             global_tokens=cfg.num_prefix_tokens,
+            **({"causal": True} if cfg.causal else {}),
         )
         self.blocks = nn.ModuleList(
             [
@@ -367,6 +412,7 @@ class VisionTransformer(nn.Module):
                     norm_eps=cfg.norm_eps,
                     attention=cfg.attention,
                     attention_options={**options, "shift": i % 2 == 1, **self._block_position_bias()},
+                    norm=cfg.block_norm,
                 )
                 for i, rate in enumerate(rates)
             ]
@@ -414,8 +460,9 @@ class VisionTransformer(nn.Module):
     @property
     def readout(self) -> int | None:
         """Tokens the heads read from the last block: under ``pool="token"`` the class token (through the
-        distillation token, after the registers, for a student); ``None`` (every token) otherwise."""
-        if self.config.pool != "token":
+        distillation token, after the registers, for a student); ``None`` (every token) otherwise, and
+        with BatchNorm blocks, whose statistics in training would then cover those tokens alone."""
+        if self.config.pool != "token" or self.config.block_norm == "batchnorm":
             return None
         return self.num_prefix_tokens if self.dist_token is not None else 1
 
@@ -465,6 +512,11 @@ class VisionTransformer(nn.Module):
             raise ConfigError(
                 f"rel_pos={self.config.rel_pos!r} biases every pair of the whole grid, so the blocks cannot "
                 f"run on a subset of the patch tokens (MAE's visible tokens): use rel_pos='none'"
+            )
+        if self.config.overlapping:
+            raise ConfigError(
+                f"patch_stride {self.config.patch_stride} makes tokens of overlapping windows, which do not stand "
+                f"for patches of the image one to one, so vitlab does not drop some of them: drop patch_stride"
             )
 
     def embed(self, images: torch.Tensor, keep: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[int, int]]:

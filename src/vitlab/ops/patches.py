@@ -159,3 +159,25 @@ def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> A
         return x.permute(0, 5, 1, 3, 2, 4).reshape(b, c, gh * patch_size, gw * patch_size)
     patches = tokens.reshape(b, gh, gw, patch_size, patch_size, c)
     return patches.transpose(0, 1, 3, 2, 4, 5).reshape(b, gh * patch_size, gw * patch_size, c)
+
+
+def strided_grid(height: int, width: int, patch_size: int, stride: int) -> tuple[int, int]:
+    """The token grid of ``patch_size`` windows taken every ``stride`` pixels (overlapping when ``stride <
+    patch_size``): ``(floor((H - P) / S) + 1, floor((W - P) / S) + 1)``. Only ``stride == patch_size`` tiles
+    the image, where the count is ``H W / P^2``; raises when the image is smaller than one window."""
+    check_patch_size(patch_size)
+    check_patch_size(stride)
+    if height < patch_size or width < patch_size:
+        raise ConfigError(f"image {height}x{width} is smaller than one {patch_size}x{patch_size} patch")
+    return (height - patch_size) // stride + 1, (width - patch_size) // stride + 1
+
+
+def overlapping_patches(images: torch.Tensor, patch_size: int, stride: int) -> torch.Tensor:
+    """Flattened ``P x P`` windows every ``stride`` pixels: ``(B, C, H, W) -> (B, N, P*P*C)``, raster order
+    over the :func:`strided_grid`, each window flattened as :func:`patchify` flattens a patch (row, column,
+    channel). Pixels past the last whole window are not read. With ``stride == patch_size`` on an image the
+    patch divides, this is :func:`patchify`."""
+    b, c, h, w = images.shape
+    strided_grid(h, w, patch_size, stride)
+    windows = F.unfold(images, patch_size, stride=stride)  # (B, C*P*P, N): channel, row, column
+    return windows.reshape(b, c, patch_size * patch_size, -1).permute(0, 3, 2, 1).reshape(b, -1, patch_size**2 * c)
