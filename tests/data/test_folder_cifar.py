@@ -35,7 +35,7 @@ def test_folder_reads_resizes_and_splits(tmp_path, rng):
 
 
 def test_folder_unreadable_image_names_the_file(tmp_path, rng):
-    make_folder(tmp_path, rng, per_class=2)
+    make_folder(tmp_path, rng, per_class=3)  # enough to split: files are split before any is decoded
     bad = tmp_path / "red" / "1.png"
     bad.write_bytes(bad.read_bytes()[:30])
     with pytest.raises(DataError, match=r"red/1.png: unreadable image"):

@@ -28,7 +28,10 @@ def ids(part: ImageDataset) -> list[int]:
 
 
 def test_list_datasets():
-    assert set(list_datasets()) == {"digits", "mnist", "fashion-mnist", "cifar10", "folder", "synthetic"}
+    assert set(list_datasets()) == {
+        *("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic"),
+        *("folder", "manifest", "wds", "hf"),
+    }
 
 
 def test_digits_split_is_disjoint_complete_stratified_and_seeded(digits):

@@ -14,11 +14,15 @@ seeded stratified order of *all* images (:func:`stratified_order`): stratified, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .stream import StreamDataset
 
 NORMALIZATIONS = ("standardize", "unit")
 """``standardize``: subtract the training images' per-channel mean, divide by their std.
@@ -67,18 +71,26 @@ class DataSplits:
     of :data:`NORMALIZATIONS`: ``"standardize"`` sets ``mean``/``std`` to the training images'
     per-channel statistics, ``"unit"`` to 0 and 1 (pixels stay in [0, 1]); explicit ``mean``/``std``
     are kept. ``source`` says where the images came from, ``split_rule`` how the splits were made.
+
+    The splits are in-memory :class:`ImageDataset` (``loader == "memory"``) or
+    :class:`~vitlab.data.stream.StreamDataset` (``loader == "stream"``: decoded on demand, uint8); a
+    streamed training split's statistics are estimated from a seeded sample of at most 512 of its images
+    (decoded for evaluation) unless ``mean``/``std`` are given. ``loader_reason`` says in one line why
+    that loader was chosen.
     """
 
     name: str
-    train: ImageDataset
-    val: ImageDataset
-    test: ImageDataset | None = None
+    train: ImageDataset | StreamDataset
+    val: ImageDataset | StreamDataset
+    test: ImageDataset | StreamDataset | None = None
     mean: tuple[float, ...] = field(default=())
     std: tuple[float, ...] = field(default=())
     hflip_ok: bool = True
     normalization: str = "standardize"
     source: str = ""
     split_rule: str = ""
+    loader: str = "memory"
+    loader_reason: str = ""
 
     def __post_init__(self) -> None:
         if self.normalization not in NORMALIZATIONS:
@@ -89,7 +101,10 @@ class DataSplits:
                 "both splits need at least one"
             )
         if not self.mean:
-            self.mean, self.std = channel_statistics(self.train.images, self.normalization)
+            if isinstance(self.train, ImageDataset):
+                self.mean, self.std = channel_statistics(self.train.images, self.normalization)
+            else:
+                self.mean, self.std = self.train.statistics(self.normalization)
 
     @property
     def num_classes(self) -> int:

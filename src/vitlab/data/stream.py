@@ -1,0 +1,259 @@
+"""A split streamed from its records: decoded on demand in DataLoader workers, uint8 batches out.
+
+:class:`StreamDataset` wraps a :class:`~vitlab.data.records.Records` and a
+:class:`~vitlab.data.preprocess.Preprocess`. :meth:`StreamDataset.batches` runs a
+``torch.utils.data.DataLoader`` over batches of ``(index, sample seed)`` pairs: a training split
+(``train=True``) augments item ``i`` with RandomResizedCrop and flip drawn from a generator seeded by
+``SeedSequence([seed, i])``, so the batches depend on ``(seed, index)`` only, never on the number of
+workers or on which worker decoded what; an evaluation split decodes with ``eval_image``. Nothing is
+cached: peak memory is the prefetched batches, whatever the number of images.
+
+An unreadable image is dropped from its batch and its name kept in :attr:`StreamDataset.bad` (collected
+in the main process); more distinct unreadable images than ``max_bad`` raise one
+:class:`~vitlab.errors.DataError` naming them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from ..errors import DataError, VitlabError
+from .records import Records
+
+if TYPE_CHECKING:
+    from .preprocess import Preprocess
+
+STATISTICS_SAMPLE = 512
+"""Channel statistics of a streamed split are estimated from at most this many training images."""
+PREFETCH = 4
+"""Batches each worker decodes ahead."""
+MAX_BAD_HINT = "--set data.max_bad_images=N skips up to N unreadable images"
+
+
+def sample_seeds(seed: int, index: Sequence[int] | np.ndarray) -> list[int]:
+    """The generator seed of each item: ``SeedSequence([seed, i])``'s first 64-bit word, ``(len(index),)``."""
+    base = int(seed) % (1 << 64)
+    return [int(np.random.SeedSequence([base, int(i)]).generate_state(1, np.uint64)[0]) for i in index]
+
+
+class _Batches:
+    """A batch sampler: ``index`` cut into batches of ``[(i, sample seed or None), ...]``, made lazily."""
+
+    def __init__(self, index: np.ndarray, batch_size: int, seed: int | None, drop_last: bool) -> None:
+        self.index = index
+        self.batch_size = batch_size
+        self.seed = seed
+        self.drop_last = drop_last
+
+    def __len__(self) -> int:
+        n, b = len(self.index), self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def __iter__(self) -> Iterator[list[tuple[int, int | None]]]:
+        for start in range(0, len(self) * self.batch_size, self.batch_size):
+            part = self.index[start : start + self.batch_size]
+            seeds: list[int | None] = [None] * len(part)
+            if self.seed is not None:
+                seeds = list(sample_seeds(self.seed, part))
+            yield list(zip(part.tolist(), seeds, strict=True))
+
+
+def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
+    """``(images uint8 (B', C, H, W), labels int64 (B',), [(name, reason) of the unreadable ones])``."""
+    good = [s for s in samples if s[0] is not None]
+    bad = [(s[2], s[3]) for s in samples if s[0] is None]
+    images = torch.stack([s[0] for s in good]) if good else torch.empty(0, dtype=torch.uint8)
+    labels = torch.tensor([s[1] for s in good], dtype=torch.int64)
+    return images, labels, bad
+
+
+class StreamDataset(Dataset):
+    """One split streamed from ``records`` through ``preprocess``; ``train``: RandomResizedCrop (``scale``,
+    ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``.
+
+    ``labels`` ``(N,)`` int64, ``classes`` the class names, ``image_shape`` ``(C, H, W)``; ``bad`` maps the
+    name of each unreadable image met so far to why.
+    """
+
+    def __init__(
+        self,
+        records: Records,
+        preprocess: Preprocess,
+        train: bool = False,
+        *,
+        hflip: bool = True,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+    ) -> None:
+        self.records = records
+        self.preprocess = preprocess
+        self.train = train
+        self.hflip = hflip
+        self.scale = scale
+        self.ratio = ratio
+        self.classes = records.classes
+        self.labels = torch.from_numpy(records.labels)
+        self.bad: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of every image out of :meth:`batches`."""
+        height, width = self.preprocess.image_size
+        return self.preprocess.channels, height, width
+
+    def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | None, int, str, str]:
+        """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable."""
+        i, sample_seed = item
+        label = int(self.records.labels[i])
+        try:
+            image = self.records.open(i)
+            if self.train:
+                generator = torch.Generator().manual_seed(sample_seed if sample_seed is not None else i)
+                pixels = self.preprocess.train_image(image, generator, self.scale, self.ratio, self.hflip)
+            else:
+                pixels = self.preprocess.eval_image(image)
+        except DataError as err:
+            return None, label, self.records.name(i), str(err)
+        except VitlabError:
+            raise
+        except (OSError, ValueError) as err:  # a mode or size PIL cannot convert or resize
+            name = self.records.name(i)
+            return None, label, name, f"{name}: cannot be preprocessed ({type(err).__name__}: {err})"
+        return pixels, label, "", ""
+
+    def subset(self, index: np.ndarray | Sequence[int] | torch.Tensor) -> StreamDataset:
+        """The same stream over ``records.subset(index)``."""
+        return self._replace(records=self.records.subset(np.asarray(index)))
+
+    def augmented(self, train: bool = True, **fields: Any) -> StreamDataset:
+        """A copy that augments (``train=True``) or not, with ``hflip``/``scale``/``ratio`` overridden."""
+        return self._replace(train=train, **fields)
+
+    def _replace(self, **changes: Any) -> StreamDataset:
+        fields: dict[str, Any] = {"records": self.records, "preprocess": self.preprocess, "train": self.train}
+        fields |= {"hflip": self.hflip, "scale": self.scale, "ratio": self.ratio} | changes
+        copy = StreamDataset(**fields)
+        copy.bad = self.bad  # one record of the unreadable images, shared with subsets and copies
+        return copy
+
+    def batches(
+        self,
+        index: torch.Tensor | np.ndarray | Sequence[int],
+        batch_size: int,
+        *,
+        seed: int | None = None,
+        workers: int = 2,
+        max_bad: int = 0,
+        pin_memory: bool | None = None,
+        drop_last: bool = False,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``(images uint8 (B, C, H, W), labels int64 (B,))`` of the items ``index``, in that order.
+
+        ``seed`` seeds the training augmentation (item ``i`` by ``(seed, i)``; None: drawn from torch's
+        global generator). ``workers`` DataLoader processes (0: decode here). Unreadable images are dropped
+        from their batch (a batch left empty is skipped) and recorded in :attr:`bad`; once more than
+        ``max_bad`` distinct ones are met, :class:`DataError` names them. ``pin_memory`` (None: when CUDA is
+        available) pins the batches for a fast copy to the GPU.
+        """
+        if batch_size < 1 or workers < 0 or max_bad < 0:
+            raise ValueError(
+                f"need batch_size >= 1, workers >= 0, max_bad >= 0; got {batch_size}, {workers}, {max_bad}"
+            )
+        order = np.asarray(index.numpy() if isinstance(index, torch.Tensor) else index, dtype=np.int64).reshape(-1)
+        if not len(order):
+            return
+        if self.train and seed is None:
+            seed = int(torch.randint(0, 1 << 62, ()).item())
+        sampler = _Batches(order, batch_size, seed if self.train else None, drop_last)
+        loader = DataLoader(
+            self,
+            batch_sampler=sampler,
+            num_workers=workers,
+            collate_fn=_collate,
+            pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
+            prefetch_factor=PREFETCH if workers else None,
+            persistent_workers=False,
+            multiprocessing_context=("fork" if sys.platform == "linux" else None) if workers else None,
+            generator=torch.Generator().manual_seed(0),  # the workers' base seed, unused: keep the global RNG
+        )
+        for images, labels, bad in loader:
+            if bad:
+                self.bad.update(bad)
+                if len(self.bad) > max_bad:
+                    raise DataError(self.bad_report(max_bad))
+            if len(labels):
+                yield images, labels
+
+    def bad_report(self, max_bad: int | None = None) -> str:
+        """One line on the unreadable images met: the first one's reason, the next few names and the
+        option that tolerates them."""
+        if not self.bad:
+            return "no unreadable images"
+        names = list(self.bad)
+        also = f"; also unreadable: {', '.join(names[1:4])}" if len(names) > 1 else ""
+        also += f" and {len(names) - 4} more" if len(names) > 4 else ""
+        if max_bad is None:
+            return f"skipped {len(names)} unreadable image(s): {self.bad[names[0]]}{also}"
+        return (
+            f"{len(names)} unreadable image(s), more than the {max_bad} tolerated: {self.bad[names[0]]}{also}; "
+            f"{MAX_BAD_HINT}"
+        )
+
+    def statistics(
+        self, normalization: str = "standardize", *, limit: int = STATISTICS_SAMPLE, workers: int = 0, max_bad: int = 0
+    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per-channel ``(mean, std)`` in [0, 1] units of at most ``limit`` images drawn with seed 0,
+        decoded for evaluation (the same rule as :func:`~vitlab.data.dataset.channel_statistics`,
+        unbiased std, at least 1e-6); ``"unit"``: zeros and ones."""
+        channels = self.image_shape[0]
+        if normalization == "unit":
+            return (0.0,) * channels, (1.0,) * channels
+        n = len(self)
+        index = np.sort(np.random.default_rng(0).choice(n, size=min(n, limit), replace=False))
+        total = torch.zeros(channels, dtype=torch.float64)
+        squares = torch.zeros(channels, dtype=torch.float64)
+        count = 0
+        plain = self.augmented(False)
+        for images, _ in plain.batches(index, 64, workers=workers, max_bad=max_bad, pin_memory=False):
+            pixels = images.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)
+            total += pixels.sum(1)
+            squares += pixels.square().sum(1)
+            count += pixels.shape[1]
+        if count == 0:
+            raise DataError(f"no readable image among the {len(index)} sampled for channel statistics")
+        mean = total / count
+        var = (squares - count * mean.square()).clamp_min(0) / max(count - 1, 1)
+        return tuple(mean.tolist()), tuple(var.sqrt().clamp_min(1e-6).tolist())
+
+
+def decode_records(
+    records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every image of ``records`` through ``preprocess.eval_image`` -> ``(images (N', C, H, W) float32 in
+    [0, 1], labels (N',) int64)``: the in-memory path, decoded as a stream would (``uint8 / 255``).
+
+    Unreadable images are left out and recorded in ``bad``; more than ``max_bad`` raise :class:`DataError`.
+    Workers are used from 1,024 images on.
+    """
+    stream = StreamDataset(records, preprocess)
+    if bad is not None:
+        stream.bad = bad
+    images = torch.empty((len(records), *stream.image_shape), dtype=torch.float32)
+    labels = torch.empty(len(records), dtype=torch.int64)
+    filled = 0
+    for batch, batch_labels in stream.batches(
+        np.arange(len(records)), 256, workers=workers if len(records) >= 1024 else 0, max_bad=max_bad, pin_memory=False
+    ):
+        images[filled : filled + len(batch)] = batch.float().div_(255)
+        labels[filled : filled + len(batch)] = batch_labels
+        filled += len(batch)
+    return images[:filled], labels[:filled]
