@@ -45,6 +45,37 @@ def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    """The :class:`~vitlab.data.options.DataOptions` fields with a flag of their own (``--image-size``,
+    ``--loader``); the others are ``--set data.FIELD=VALUE``."""
+    for name, (flag, kind, help_text) in DATA_FLAGS.items():
+        parser.add_argument(flag, dest=f"data_{name}", type=kind, metavar=name.upper(), help=help_text)
+
+
+DATA_FLAGS: dict[str, tuple[str, type, str]] = {
+    "image_size": (
+        "--image-size",
+        int,
+        "the side images are read at, e.g. 224 (default: the model's own input size and preprocessing); crop, "
+        "filter and mean/std are --set data.crop_pct=0.9, data.crop_mode=center, data.interpolation=bicubic, "
+        "data.mean=[...], data.std=[...]",
+    ),
+    "loader": (
+        "--loader",
+        str,
+        "auto (default: stream what would not fit in memory), memory, or stream (decode image files in "
+        "DataLoader workers; --set data.workers=N, data.max_bad_images=N)",
+    ),
+}
+
+
+def data_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The data fields given by flag (:func:`add_data_options`), as ``{field: value}``."""
+    return {
+        name: getattr(args, f"data_{name}") for name in DATA_FLAGS if getattr(args, f"data_{name}", None) is not None
+    }
+
+
 def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -> None:
     """``--model NAME`` and ``--set FIELD=VALUE``: what foreign weights (a timm state dict) do not
     record, as in ``vitlab convert``; with ``compile``, ``--compile``."""

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ..data import NORMALIZATIONS, describe_dataset, download, list_datasets, load_dataset
+from ..data import NORMALIZATIONS, describe_dataset, download, list_datasets
 from ..data.fetch import DEADLINE
+from ..errors import ConfigError
+from . import add_data_options, data_options, parse_overrides
+
+DEFAULT_PHOTO_SIZE = 224
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -15,7 +20,27 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    splits = load_dataset(args.name, args.data_dir, seed=args.seed, rows=args.rows, normalization=args.normalization)
+    from ..data.options import DataOptions
+    from ..engine import TrainConfig
+    from ..tasks.classify import PHOTO_SOURCES, describe_reading, load_splits
+
+    options = {k: v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
+    unknown = sorted(set(parse_overrides(args.set)) - set(options))
+    if unknown:
+        raise ConfigError(f"vitlab data info --set takes data.FIELD=VALUE, got {unknown}: e.g. --set data.crop_pct=0.9")
+    data = {k.removeprefix("data."): v for k, v in options.items()} | data_options(args)
+    if args.model is None and args.name in PHOTO_SOURCES:
+        data.setdefault("image_size", DEFAULT_PHOTO_SIZE)
+    config = TrainConfig(
+        dataset=args.name,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        rows=args.rows,
+        normalization=args.normalization,
+        model=args.model or "vit-digits",
+        data=DataOptions.from_dict(data),
+    )
+    splits, preprocess = load_splits(config, progress=lambda n: print(f"indexed {n:,} image files", file=sys.stderr))
     sizes = {
         "train": len(splits.train),
         "val": len(splits.val),
@@ -26,6 +51,8 @@ def run_info(args: argparse.Namespace) -> int:
     print("splits   " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in sizes.items()))
     print(f"rule     {splits.split_rule}")
     print(f"shape    {splits.image_shape} (C, H, W)")
+    if preprocess is not None:
+        print(f"read     {describe_reading(splits, preprocess)}")
     print(f"classes  {splits.num_classes}: {', '.join(splits.train.classes)}")
     print(f"norm     {splits.normalization}")
     print("mean     " + ", ".join(f"{m:.4f}" for m in splits.mean))
@@ -60,6 +87,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=NORMALIZATIONS,
         default="standardize",
         help="standardize: training mean/std; unit: pixels stay in [0, 1]",
+    )
+    add_data_options(q)
+    q.add_argument(
+        "--model",
+        help=f"read image files at this registered model's input size (default {DEFAULT_PHOTO_SIZE} pixels a side, "
+        "ViT's usual); --image-size sets one",
+    )
+    q.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="data.FIELD=VALUE",
+        help="a data option, e.g. --set data.crop_pct=0.9 (see `vitlab train --help`); repeatable",
     )
     q.set_defaults(func=run_info)
     q = data_sub.add_parser("download", help="fetch a dataset's official files and verify their checksums")

@@ -8,9 +8,9 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from . import add_common, apply_threads, parse_overrides, read_config_file
+from . import add_common, add_data_options, apply_threads, data_options, parse_overrides, read_config_file
 
-RECIPE_NAMES = ("default", "plain", "small-data")
+RECIPE_NAMES = ("default", "plain", "small-data", "finetune")
 
 # argparse destination -> TrainConfig field, for the options that map one to one
 FIELDS = (
@@ -37,8 +37,9 @@ FIELDS = (
 def build_config(args: argparse.Namespace):  # -> TrainConfig
     """The run's config: the run's saved config (``--resume``) or a ``--config`` file, else the recipe;
     then the options given. ``--set KEY=VALUE`` sets a TrainConfig field when KEY is one, an
-    augmentation field as ``augment.KEY`` (e.g. ``augment.color_jitter=0.4``), a model config field
-    otherwise."""
+    augmentation field as ``augment.KEY`` (e.g. ``augment.color_jitter=0.4``), a data field as
+    ``data.KEY`` (e.g. ``data.crop_pct=0.9``), a model config field otherwise. ``--init`` without
+    ``--model`` trains the init checkpoint's own architecture."""
     from ..engine import TrainConfig
     from ..engine.config import field_names
 
@@ -46,9 +47,16 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     own = set(field_names(TrainConfig))
     sets = parse_overrides(args.set)
     augment_sets = {k.removeprefix("augment."): options.pop(k) for k in sets if k.startswith("augment.")}
-    model_sets = {k: options.pop(k) for k in sets if k not in own and not k.startswith("augment.")}
+    data_sets = {k.removeprefix("data."): options.pop(k) for k in sets if k.startswith("data.")}
+    model_sets = {k: options.pop(k) for k in sets if k not in own and not k.startswith(("augment.", "data."))}
     options["model_overrides"] = {**options.get("model_overrides", {}), **model_sets}
     options["augment_overrides"] = {**options.get("augment_overrides", {}), **augment_sets}
+    data = options.get("data") or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"data must be a mapping of data options, got {data!r}: e.g. --set data.image_size=224")
+    options["data"] = {**data, **data_sets, **data_options(args)}
+    if args.init is not None and args.model is None and "model" not in options:
+        options["model"] = "init"
     if args.ema is not None:
         options["ema_decay"] = args.ema
     if args.no_amp:
@@ -222,6 +230,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
     p.add_argument("--rows", type=int, help="keep only the first N training images")
+    add_data_options(p)
     p.add_argument("--recipe", default="default", choices=RECIPE_NAMES, help="named training settings")
     p.add_argument(
         "--config",
@@ -239,7 +248,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="any run config field (e.g. --set weight_decay=0.1), augmentation field as augment.KEY "
-        "(e.g. --set augment.color_jitter=0.4) or model config field (e.g. --set drop_path_rate=0.1); repeatable",
+        "(e.g. --set augment.color_jitter=0.4), data field as data.KEY (e.g. --set data.crop_pct=0.9) "
+        "or model config field (e.g. --set drop_path_rate=0.1); repeatable",
     )
     p.add_argument("--seed", type=int)
     p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
+from torchvision.ops import roi_align
 from torchvision.transforms import v2
 
 from ..errors import ConfigError, DataError
@@ -33,6 +34,9 @@ PRESETS = ("none", "light", "strong")
 class AugmentConfig:
     """What to apply to each training batch, in this order: crop, flip, colour jitter, auto-augment, erasing, mixing.
 
+    resized_crop: RandomResizedCrop: a random part of each image, ``resized_crop`` to all of its area and
+        of aspect ratio 3/4 to 4/3 (torchvision's rule), resized to the whole image; 0 = off, timm's
+        usual is 0.08. A streamed dataset crops in its decoding workers, on the full-size photo.
     crop_padding: pad each side by this many zero pixels, then crop back to the original size at a
         random offset per image (0 = off).
     hflip: mirror each image left-right with probability 0.5 (only where a flip keeps the class).
@@ -47,6 +51,7 @@ class AugmentConfig:
     mix_prob: probability per batch of mixing; switch_prob: probability of CutMix when both are on.
     """
 
+    resized_crop: float = 0.0
     crop_padding: int = 0
     hflip: bool = False
     color_jitter: float = 0.0
@@ -61,6 +66,11 @@ class AugmentConfig:
     switch_prob: float = 0.5
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.resized_crop <= 1.0:
+            raise ConfigError(
+                f"resized_crop is the smallest area fraction in [0, 1] (0 = off), got {self.resized_crop}: "
+                f"timm's usual is 0.08"
+            )
         if self.crop_padding < 0:
             raise ValueError(f"crop_padding must be >= 0, got {self.crop_padding}")
         if not 0.0 <= self.color_jitter <= 1.0:
@@ -125,6 +135,8 @@ class BatchAugment:
                 f"expected images (B, C, H, W) and labels (B,), got {tuple(images.shape)} and {tuple(labels.shape)}"
             )
         c = self.config
+        if c.resized_crop:
+            images = self.random_resized_crop(images, c.resized_crop)
         if c.crop_padding:
             images = self.random_crop(images, c.crop_padding)
         if c.hflip:
@@ -148,6 +160,16 @@ class BatchAugment:
                 f"cutmix_alpha={c.cutmix_alpha})"
             )
         return self._torchvision(mix, images, labels)
+
+    def random_resized_crop(self, images: torch.Tensor, min_scale: float) -> torch.Tensor:
+        """A random box per image of ``(B, C, H, W)`` (area ``min_scale`` to 1, aspect 3/4 to 4/3), resized
+        bilinearly to ``H x W`` in one batched ``roi_align``."""
+        b, _, h, w = images.shape
+        boxes = torch.tensor(
+            [resized_crop_box(h, w, min_scale, self.generator) for _ in range(b)], dtype=images.dtype
+        ).to(images.device)
+        rois = torch.cat([torch.arange(b, dtype=images.dtype, device=images.device)[:, None], boxes], dim=1)
+        return roi_align(images, rois, (h, w), spatial_scale=1.0, sampling_ratio=2, aligned=True)
 
     def random_crop(self, images: torch.Tensor, padding: int) -> torch.Tensor:
         """Zero-pad ``(B, C, H, W)`` by ``padding`` on each side and crop ``H x W`` at a random offset per image."""
@@ -198,6 +220,35 @@ class BatchAugment:
     def _rand(self, *shape: int, like: torch.Tensor | None = None) -> torch.Tensor:
         out = torch.rand(shape, generator=self.generator)
         return out if like is None else out.to(device=like.device, dtype=like.dtype)
+
+
+def resized_crop_box(
+    height: int, width: int, min_scale: float, generator: torch.Generator, ratio: tuple[float, float] = (3 / 4, 4 / 3)
+) -> tuple[float, float, float, float]:
+    """``(x0, y0, x1, y1)`` of a RandomResizedCrop box in an image ``height x width``: torchvision's rule
+    (ten tries at an area in ``[min_scale, 1]`` and a log-uniform aspect, else the centre crop of the
+    clamped aspect), drawn from ``generator``."""
+    area = height * width
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        u = torch.rand(3, generator=generator).tolist()
+        target = area * (min_scale + (1 - min_scale) * u[0])
+        aspect = math.exp(log_ratio[0] + (log_ratio[1] - log_ratio[0]) * u[1])
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(torch.randint(0, height - h + 1, (1,), generator=generator))
+            left = int(torch.randint(0, width - w + 1, (1,), generator=generator))
+            return float(left), float(top), float(left + w), float(top + h)
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        w, h = width, round(width / ratio[0])
+    elif in_ratio > ratio[1]:
+        w, h = round(height * ratio[1]), height
+    else:
+        w, h = width, height
+    top, left = (height - h) // 2, (width - w) // 2
+    return float(left), float(top), float(left + w), float(top + h)
 
 
 def blend(images: torch.Tensor, other: torch.Tensor, factor: torch.Tensor | float) -> torch.Tensor:

@@ -110,6 +110,19 @@ class DataSplits:
     def num_classes(self) -> int:
         return len(self.train.classes)
 
+    def in_memory(self, part: str, purpose: str) -> ImageDataset:
+        """Split ``part`` (``train``, ``val``, ``test``) as in-memory tensors, for work that indexes every image
+        at once (``purpose`` names it); a streamed or missing split is refused in one line."""
+        data = getattr(self, part)
+        if data is None:
+            raise DataError(f"{self.name} has no {part} split here: use --split val")
+        if not isinstance(data, ImageDataset):
+            raise DataError(
+                f"{purpose} holds {self.name}'s images in memory, but this dataset is streamed "
+                f"({self.loader_reason}): pass --loader memory (with a smaller --image-size or --rows)"
+            )
+        return data
+
     @property
     def image_shape(self) -> tuple[int, int, int]:
         return self.train.image_shape

@@ -11,6 +11,7 @@ distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teach
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -20,17 +21,22 @@ from torch import nn
 
 from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset, normalize
 from ..data.augment import PRESETS
+from ..data.options import DataOptions
+from ..data.stream import StreamDataset
 from ..errors import ConfigError
 from ..models import create_model
 from ..models.config import Check, Float, Maybe, OneOf, reject_unknown
+from ..models.registry import build_from_config
 from .config import RunConfig
 from .distributed import all_reduce_sum
-from .evaluate import predict_logits
-from .loop import Task
+from .evaluate import dataset_logits
+from .loop import Task, epoch_seed
 from .metrics import calibration_bins, ece_from_bins
 from .optim import build_optimizer, layer_decay_groups
 
 DISTILL_KINDS = ("soft", "hard")
+GEOMETRY = ("crop_pct", "crop_mode", "interpolation")
+"""The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
 
 # Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
 # AdamW (weight decay 0.05), 3 warmup epochs then cosine, label smoothing 0.1, clipping at 1, random
@@ -64,6 +70,26 @@ RECIPES: dict[str, dict[str, Any]] = {
         "augment": AugmentConfig(crop_padding=1),
         "ema_decay": None,
     },
+    # Fine-tuning a pretrained ViT on a folder of photos (timm's and DeiT's practice, scaled to a small
+    # batch): the new head re-initialised, layer-wise decay 0.75, a tenth of the scratch rate with one
+    # warmup epoch, drop-path 0.1, RandomResizedCrop + flip on the decoded photos, label smoothing, and the
+    # model's own preprocessing and mean/std (DataOptions left at None).
+    "finetune": {
+        "optimizer": "adamw",
+        "lr": 3e-4,
+        "min_lr": 1e-6,
+        "batch_size": 32,
+        "epochs": 10,
+        "schedule": "cosine",
+        "warmup_epochs": 1.0,
+        "weight_decay": 0.05,
+        "layer_decay": 0.75,
+        "label_smoothing": 0.1,
+        "clip_grad": 1.0,
+        "augment": AugmentConfig(resized_crop=0.08, hflip=True),
+        "model_overrides": {"drop_path_rate": 0.1},
+        "ema_decay": None,
+    },
 }
 
 
@@ -80,7 +106,8 @@ class TrainConfig(RunConfig):
     textbook's). Fine-tuning: ``init`` is any checkpoint whose matching weights start the model;
     ``layer_decay`` scales block ``i``'s rate by ``layer_decay ** (depth - i)``. Distillation:
     ``teacher`` a checkpoint, ``distill`` ``soft`` | ``hard``, weight ``distill_alpha``, temperature
-    ``distill_temperature``.
+    ``distill_temperature``. ``data`` (:class:`~vitlab.data.options.DataOptions`) says how the images
+    are read: size, crop, filter, mean/std, in memory or streamed.
     """
 
     model: str = "vit-digits"
@@ -96,6 +123,7 @@ class TrainConfig(RunConfig):
     distill: str | None = None
     distill_alpha: float = 0.5
     distill_temperature: float = 4.0
+    data: DataOptions = field(default_factory=DataOptions)
 
     def checks(self) -> dict[str, Check]:
         return {
@@ -110,6 +138,7 @@ class TrainConfig(RunConfig):
         }
 
     def __post_init__(self) -> None:
+        self.data = DataOptions.from_dict(self.data)
         if isinstance(self.augment, dict):
             self.augment = AugmentConfig(**self.augment)
         if isinstance(self.augment, str) and self.augment not in PRESETS:
@@ -137,18 +166,26 @@ class TrainConfig(RunConfig):
         """The named recipe's settings, then ``overrides`` (any TrainConfig field)."""
         if recipe not in RECIPES:
             raise ConfigError(f"unknown recipe {recipe!r}: choose one of {list(RECIPES)}")
-        return cls(**{**RECIPES[recipe], **overrides, "recipe": recipe})
+        base = RECIPES[recipe]
+        merged = {k: {**base[k], **overrides[k]} for k in ("model_overrides",) if k in base and k in overrides}
+        return cls(**{**base, **overrides, **merged, "recipe": recipe})
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         if isinstance(self.augment, AugmentConfig):
             d["augment"] = asdict(self.augment)
+        d["data"] = self.data.to_dict()
         return d
 
 
-def build_model(config: TrainConfig, splits: DataSplits) -> nn.Module:
+INIT_MODEL = "init"
+"""``model="init"``: the architecture of the ``init`` checkpoint (``vitlab train --init SOURCE`` without
+``--model``), reshaped for the data like any other."""
+
+
+def build_model(config: TrainConfig, splits: DataSplits, init_config: Any = None) -> nn.Module:
     """``create_model(config.model)`` shaped for the data (classes, channels, image size), then
-    ``config.model_overrides``."""
+    ``config.model_overrides``; ``model="init"`` builds ``init_config`` (the init checkpoint's model config)."""
     chans, height, width = splits.image_shape
     overrides = {
         "num_classes": splits.num_classes,
@@ -163,6 +200,10 @@ def build_model(config: TrainConfig, splits: DataSplits) -> nn.Module:
             f"num_classes={overrides['num_classes']} but {splits.name} has {splits.num_classes} "
             f"classes: drop the override or set num_classes={splits.num_classes}"
         )
+    if config.model == INIT_MODEL:
+        if init_config is None:
+            raise ConfigError("model 'init' is the architecture of the --init checkpoint: pass --init SOURCE")
+        return build_from_config(type(init_config).__name__, {**init_config.to_dict(), **overrides})
     return create_model(config.model, **overrides)
 
 
@@ -194,30 +235,58 @@ def distillation_loss(
     return kl * t * t
 
 
-def _on(data: ImageDataset, device: torch.device) -> ImageDataset:
+def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
+    """An in-memory split moved to ``device``; a streamed split as it is (its batches travel as uint8)."""
+    if not isinstance(data, ImageDataset):
+        return data
     return ImageDataset(data.images.to(device), data.labels.to(device), data.classes)
+
+
+def as_pixels(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A batch on ``device`` as float pixels in [0, 1]: a streamed uint8 batch is scaled there, after the
+    copy (a quarter of the bytes of float32)."""
+    images = images.to(device, non_blocking=True)
+    return images.float().div_(255) if images.dtype == torch.uint8 else images
 
 
 class ClassificationTask(Task):
     """Cross-entropy on ``splits`` (augmented, normalised); validation loss, accuracy and ECE; test
     of the model chosen by validation. With a ``teacher`` (a classifier module, frozen) the model
-    must carry a distillation token (``distill_token=True``) and learns by DeiT's loss."""
+    must carry a distillation token (``distill_token=True``) and learns by DeiT's loss.
+
+    The splits are in memory (float batches by indexing, augmented on the device) or streamed (uint8
+    batches from ``DataLoader`` workers that decode and random-resize-crop and flip each photo; the rest
+    of the augmentation runs batched on the device). ``preprocess`` is recorded in the checkpoints."""
 
     run_kind = "classify"
     monitor = "val_acc"
 
     def __init__(
-        self, model: nn.Module, splits: DataSplits, config: TrainConfig, teacher: nn.Module | None = None
+        self,
+        model: nn.Module,
+        splits: DataSplits,
+        config: TrainConfig,
+        teacher: nn.Module | None = None,
+        preprocess: Any = None,
     ) -> None:
         self.model, self.splits, self.config, self.teacher = model, splits, config, teacher
+        self.preprocess = preprocess
         if teacher is not None and not getattr(getattr(model, "config", None), "distill_token", False):
             raise ConfigError(
                 "distillation trains a ViT with a distillation token: build it with "
                 "distill_token=True (vitlab train --teacher does)"
             )
         self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
-        self.augment_config = resolve_augment(config.augment, splits, config.augment_overrides)
+        augment = resolve_augment(config.augment, splits, config.augment_overrides)
+        if isinstance(splits.train, StreamDataset):  # the workers crop and flip each photo; the device does the rest
+            crop = augment.resized_crop > 0
+            splits.train = splits.train.augmented(
+                crop or augment.hflip, scale=(augment.resized_crop, 1.0) if crop else (1.0, 1.0), hflip=augment.hflip
+            )
+            augment = replace(augment, resized_crop=0.0, hflip=False)
+        self.augment_config = augment
         self.augment: BatchAugment | None = None
+        self.epoch_seed = 0
         self.mean, self.std = tuple(splits.mean), tuple(splits.std)
 
     def prepare(self, env: Any, amp: bool) -> None:
@@ -235,6 +304,8 @@ class ClassificationTask(Task):
         return len(self.splits.train)
 
     def start_epoch(self, epoch: int, seed: int) -> None:
+        # the workers' crops follow (run seed, epoch, image), never the rank: DDP sees what one process would
+        self.epoch_seed = epoch_seed(self.config.seed, epoch, 0)
         self.augment = (
             BatchAugment(self.augment_config, self.splits.num_classes, generator_seed=seed)
             if self.augment_config != AugmentConfig()
@@ -246,10 +317,16 @@ class ClassificationTask(Task):
         index = index.to(data.images.device)
         return data.images[index], data.labels[index]
 
+    def batches(self, index: torch.Tensor, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if not isinstance(self.train_set, StreamDataset):
+            return super().batches(index, batch_size)
+        return self.train_set.batches(index, batch_size, seed=self.epoch_seed)
+
     def step(
         self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         images, labels = batch
+        images, labels = as_pixels(images, self.env.device), labels.to(self.env.device)
         targets = labels
         if self.augment is not None:
             images, targets = self.augment(images, labels)
@@ -286,8 +363,9 @@ class ClassificationTask(Task):
         """Loss (NLL), accuracy and ECE of ``model`` on ``data``; each rank scores every
         ``world_size``-th image and the sums are all-reduced."""
         rank, world = self.env.rank, self.env.world_size
-        images, labels = data.images[rank::world], data.labels[rank::world]
-        logits = predict_logits(model, images, self.mean, self.std, amp=self.amp)
+        index = torch.arange(rank, len(data), world)
+        logits, labels = dataset_logits(model, data, self.mean, self.std, amp=self.amp, index=index)
+        logits, labels = logits.to(self.env.device), labels.to(self.env.device)
         loss = F.cross_entropy(logits, labels, reduction="sum").double().reshape(1)
         sums = all_reduce_sum(torch.cat([loss, calibration_bins(logits.softmax(dim=1), labels).flatten()]))
         bins = sums[1:].reshape(3, -1)
@@ -314,4 +392,5 @@ class ClassificationTask(Task):
             "data_dir": cfg.data_dir,
             "seed": cfg.seed,
             "rows": cfg.rows,
+            **({k: getattr(self.preprocess, k) for k in GEOMETRY} if self.preprocess is not None else {}),
         }

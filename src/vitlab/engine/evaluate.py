@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset, normalize
+from ..data.stream import StreamDataset
 from .metrics import calibration_bins, confusion_matrix, ece_from_bins, fit_temperature, per_class_accuracy, reliability
 
 # Images per forward pass when scoring, by device type. On the CPU small batches keep a convnet's
@@ -73,11 +74,11 @@ def classification_report(
 
 def evaluate_model(
     model: nn.Module,
-    dataset: ImageDataset,
+    dataset: ImageDataset | StreamDataset,
     mean: Sequence[float],
     std: Sequence[float],
     *,
-    calibration: ImageDataset | None = None,
+    calibration: ImageDataset | StreamDataset | None = None,
     n_bins: int = 15,
     batch_size: int | None = None,
     amp: bool = True,
@@ -88,15 +89,42 @@ def evaluate_model(
     minimising NLL and adds ``temperature`` and ``calibrated`` (the report of ``logits / T``).
     Data are moved to the model's device.
     """
-    device = next(model.parameters()).device
-
-    def logits_of(data: ImageDataset) -> torch.Tensor:
-        return predict_logits(model, data.images.to(device), mean, std, batch_size, amp).cpu()
-
-    logits = logits_of(dataset)
-    report = classification_report(logits, dataset.labels, dataset.classes, n_bins)
+    logits, labels = dataset_logits(model, dataset, mean, std, batch_size, amp)
+    report = classification_report(logits, labels, dataset.classes, n_bins)
     if calibration is not None:
-        temperature = fit_temperature(logits_of(calibration), calibration.labels)
+        temperature = fit_temperature(*dataset_logits(model, calibration, mean, std, batch_size, amp))
         report["temperature"] = temperature
-        report["calibrated"] = classification_report(logits / temperature, dataset.labels, dataset.classes, n_bins)
+        report["calibrated"] = classification_report(logits / temperature, labels, dataset.classes, n_bins)
     return report
+
+
+@torch.no_grad()
+def dataset_logits(
+    model: nn.Module,
+    dataset: ImageDataset | StreamDataset,
+    mean: Sequence[float],
+    std: Sequence[float],
+    batch_size: int | None = None,
+    amp: bool = True,
+    index: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits (N, K) float32 on the CPU, labels (N,))`` of ``model`` on the images ``index`` (default
+    all) of an in-memory :class:`ImageDataset` or a streamed split (uint8 batches decoded in its
+    ``DataLoader`` workers, scaled and normalised on the model's device; an image it skips as
+    unreadable is left out of both)."""
+    device = next(model.parameters()).device
+    index = torch.arange(len(dataset)) if index is None else index
+    if isinstance(dataset, ImageDataset):
+        images = dataset.images[index.to(dataset.images.device)].to(device)
+        return predict_logits(model, images, mean, std, batch_size, amp).cpu(), dataset.labels[index].cpu()
+    model.eval()
+    batch_size = batch_size or eval_batch_size(device)
+    chunks, labels = [], []
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
+        for images, targets in dataset.batches(index, batch_size):
+            pixels = images.to(device, non_blocking=True).float().div_(255)
+            chunks.append(model(normalize(pixels, mean, std)).float().cpu())
+            labels.append(targets)
+    if not chunks:
+        return torch.empty(0, 0), torch.empty(0, dtype=torch.long)
+    return torch.cat(chunks), torch.cat(labels)

@@ -27,6 +27,7 @@ import copy
 import math
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,13 @@ class Task:
     def batch(self, index: torch.Tensor) -> Any:
         """The training batch of examples ``index`` ``(B,)``."""
         raise NotImplementedError
+
+    def batches(self, index: torch.Tensor, batch_size: int) -> Iterator[Any]:
+        """This epoch's training batches: examples ``index`` ``(N,)`` in consecutive chunks of
+        ``batch_size``. The default indexes :meth:`batch`; a task whose data streams from files
+        yields from a ``DataLoader`` whose workers decode ahead of the step."""
+        for start in range(0, len(index), batch_size):
+            yield self.batch(index[start : start + batch_size])
 
     def step(self, net: nn.Module, batch: Any, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         """``(mean loss, {metric: sum over the batch}, batch size)``; ``net`` is the (DDP-wrapped) model."""
@@ -325,10 +333,14 @@ class Engine:
         self.net.train()
         sums: dict[str, torch.Tensor] = {}
         count, start, batches = 0, time.perf_counter(), len(self.loader)
+        stream = task.batches(index[: batches * cfg.batch_size], cfg.batch_size)
+        waited = 0.0  # seconds the step spent waiting for its batch
         for b in range(batches):
             if self._out_of_time():
                 break
-            batch = task.batch(index[b * cfg.batch_size : (b + 1) * cfg.batch_size])
+            asked = time.perf_counter()
+            batch = next(stream)
+            waited += time.perf_counter() - asked
             with self.autocast:
                 loss, batch_sums, n = task.step(self.net, batch, epoch)
             if not torch.isfinite(loss.detach()).item():
@@ -344,6 +356,7 @@ class Engine:
             if every and ((b + 1) % every == 0 or b + 1 == batches):
                 running = {k: float(v) / count for k, v in sums.items()}
                 self.reporter.step(epoch + 1, b + 1, running, count * env.world_size / (time.perf_counter() - start))
+        getattr(stream, "close", lambda: None)()  # stops a loader's workers when the time limit cut the epoch
         if count == 0:
             return None
         names = sorted(sums)
@@ -360,6 +373,7 @@ class Engine:
             **{f"train_{k}": v / seen for k, v in zip(names, values)},
             "lr": self.scheduler.get_last_lr()[0],
             "images_per_s": seen / seconds,
+            "data_wait": waited / seconds,
             "_start": start,
         }
         return record

@@ -18,6 +18,9 @@ class Reporter:
 
     every: int = 0
 
+    def note(self, message: str) -> None:
+        """A line about the run before it starts (how its data is read, files indexed so far)."""
+
     def start(self, epochs: int, start_epoch: int, steps_per_epoch: int) -> None:
         """Before the first epoch; ``start_epoch`` > 0 when resuming."""
 
@@ -56,6 +59,10 @@ class TqdmReporter(Reporter):
         self.every = every
         self.bar: tqdm | None = None
         self.epochs = self.steps = 0
+
+    def note(self, message: str) -> None:
+        if not self.disable:
+            print(message, file=sys.stderr, flush=True)
 
     def start(self, epochs: int, start_epoch: int, steps_per_epoch: int) -> None:
         self.epochs, self.steps = epochs, steps_per_epoch

@@ -721,13 +721,11 @@ def record_run(
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
             return predict_logits(net, data.images.to(device), splits.mean, splits.std).cpu()
 
-        val = classification_report(merged_val := logits(merged, splits.val), splits.val.labels, splits.val.classes)
-        test = (
-            None
-            if splits.test is None
-            else classification_report(logits(merged, splits.test), splits.test.labels, splits.test.classes)
-        )
-        agreement = (merged_val.argmax(-1) == logits(model, splits.val).argmax(-1)).float().mean().item()
+        held = splits.in_memory("val", "token merging")
+        val = classification_report(merged_val := logits(merged, held), held.labels, held.classes)
+        tested = None if splits.test is None else splits.in_memory("test", "token merging")
+        test = None if tested is None else classification_report(logits(merged, tested), tested.labels, tested.classes)
+        agreement = (merged_val.argmax(-1) == logits(model, held).argmax(-1)).float().mean().item()
         fields = dict(
             best_val_acc=val["accuracy"],
             best_epoch=history[-1]["epoch"],
@@ -737,7 +735,7 @@ def record_run(
             tome_r=list(merged.r),
         )
     if probes is not None:
-        held_out = splits.test if splits.test is not None else splits.val
+        held_out = splits.in_memory("test" if splits.test is not None else "val", "--robustness")
         fields["robustness"] = robustness(scored, held_out, splits.mean, splits.std, run.mask_patches, probes)
     return RunRecord(
         key=run.key,
@@ -1028,7 +1026,8 @@ def _run_compare(config: CompareConfig, progress: ProgressFn | None, executor: E
     cpu_between = time.process_time()
     records = {key: outcome.record for key, outcome in outcomes.items()}
     device = study_device(config.device)
-    measure_forward(plan, records, shape, normalize(full.val.images[:256].to(device), full.mean, full.std))
+    sample = full.in_memory("val", "the forward-speed measurement").images[:256]
+    measure_forward(plan, records, shape, normalize(sample.to(device), full.mean, full.std))
     result = CompareResult(config, plan, records, data, 0.0, 0.0, execution=executor.describe())
     if config.out_dir is not None:
         result.attention = attention_figures(config, plan, outcomes, shape, device)

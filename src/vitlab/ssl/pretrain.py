@@ -121,8 +121,8 @@ class PretrainResult:
 
 def unlabelled_images(splits: DataSplits, which: str) -> torch.Tensor:
     """The images to pretrain on, ``(N, C, H, W)``: the train split, or every split (``all``)."""
-    parts = [splits.train] if which == "train" else [s for s in (splits.train, splits.val, splits.test) if s]
-    return torch.cat([p.images for p in parts])
+    names = ["train"] if which == "train" else [n for n in ("train", "val", "test") if getattr(splits, n) is not None]
+    return torch.cat([splits.in_memory(n, "pretraining").images for n in names])
 
 
 def build_encoder(config: PretrainConfig, splits: DataSplits) -> VisionTransformer:

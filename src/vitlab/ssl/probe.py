@@ -123,10 +123,10 @@ def probe_checkpoint(
     """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
     name = splits.name
-    data = getattr(splits, split)
-    if data is None:
-        raise ValueError(f"{name} has no {split} split here: use --split val")
-    acc = probe_model(ckpt.model, splits.train, data, splits.mean, splits.std, method, k)
+    data = splits.in_memory(split, f"the {method} probe")
+    acc = probe_model(
+        ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits.mean, splits.std, method, k
+    )
     return {
         "checkpoint": str(ckpt.path),
         "model": ckpt.name,

@@ -9,16 +9,21 @@ distillation token when there is a ``teacher``), opens the run folder, and hands
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch.nn.functional as F
 from torch import nn
 
-from ..data import DataSplits, load_dataset
+from ..data import DataSplits, ImageDataset, load_dataset
+from ..data.preprocess import Preprocess
 from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit, seed_everything
+from ..engine.classify import INIT_MODEL
 from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, ConfigError, DataError
+from ..models.registry import get_config
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
 from ..runs.layout import EVALUATION
 
@@ -43,11 +48,95 @@ class TrainResult:
     checkpoints: dict[str, Path]
 
 
-def load_splits(config: TrainConfig) -> DataSplits:
-    """The dataset ``config`` names, split with its seed and row budget."""
-    return load_dataset(
-        config.dataset, config.data_dir, seed=config.seed, rows=config.rows, normalization=config.normalization
+PHOTO_SOURCES = ("folder", "manifest", "wds", "hf")
+"""Datasets of image files, read through a :class:`Preprocess` (in memory or streamed); the others are
+tensors at their native size (digits, MNIST, Fashion-MNIST, CIFAR, synthetic), always in memory."""
+
+
+def load_splits(
+    config: TrainConfig, recorded: Preprocess | None = None, progress: Callable[[int], None] | None = None
+) -> tuple[DataSplits, Preprocess | None]:
+    """The dataset ``config`` names, split with its seed and row budget, and the preprocessing its files
+    are read with (None for a tensor dataset).
+
+    Image files are read with ``recorded`` (the preprocessing of the model a run starts from: a timm or
+    Hugging Face model's own size, crop, filter and mean/std) or else at the model's own input size, then
+    every field ``config.data`` sets. ``progress(n)`` hears how many files were indexed so far.
+    """
+    opts = config.data
+    common: dict[str, Any] = {"seed": config.seed, "rows": config.rows, "normalization": config.normalization}
+    if config.dataset not in PHOTO_SOURCES:
+        if opts.loader == "stream":
+            raise ConfigError(
+                f"{config.dataset} is a tensor dataset held in memory; data.loader=stream reads image files "
+                f"(--dataset {'|'.join(PHOTO_SOURCES)})"
+            )
+        splits = load_dataset(config.dataset, config.data_dir, **common)
+        if opts.image_size is not None:
+            splits = resize_splits(splits, opts.image_size)
+        return with_statistics(splits, opts.mean, opts.std), None
+    base = recorded or Preprocess(image_size=model_input_size(config))
+    preprocess = opts.preprocess(base)
+    splits = load_dataset(
+        config.dataset,
+        config.data_dir,
+        **common,
+        preprocess=preprocess,
+        loader=opts.loader,
+        workers=opts.workers,
+        max_bad=opts.max_bad_images,
+        progress=progress,
     )
+    return with_statistics(splits, preprocess.mean, preprocess.std), preprocess
+
+
+def describe_reading(splits: DataSplits, preprocess: Preprocess) -> str:
+    """One line: how the images are read (loader and why, size, crop, filter)."""
+    height, width = preprocess.image_size
+    loader = getattr(splits, "loader", "memory")
+    reason = getattr(splits, "loader_reason", "")
+    return (
+        f"{loader} ({reason}); {height}x{width}, {preprocess.crop_mode} crop_pct {preprocess.crop_pct:g}, "
+        f"{preprocess.interpolation}"
+    )
+
+
+def model_input_size(config: TrainConfig) -> tuple[int, int]:
+    """The input size ``config.model`` is registered with (224 for ``vit-tiny-patch16-224``), or 224."""
+    if config.model == INIT_MODEL:
+        return (224, 224)
+    size = getattr(get_config(config.model, **config.model_overrides), "img_size", None)
+    if size is None:
+        return (224, 224)
+    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+
+def with_statistics(splits: DataSplits, mean: tuple[float, ...] | None, std: tuple[float, ...] | None) -> DataSplits:
+    """``splits`` normalised with ``mean``/``std`` when given (a model's own, or the user's), else as loaded."""
+    if mean is None or std is None:
+        return splits
+    channels = splits.image_shape[0]
+    if len(mean) != channels or len(std) != channels:
+        raise ConfigError(
+            f"mean/std have {len(mean)} values but {splits.name} images have {channels} channels: "
+            f"set --set data.mean=[...] --set data.std=[...] with {channels} values each"
+        )
+    return replace(splits, mean=tuple(mean), std=tuple(std))
+
+
+def resize_splits(splits: DataSplits, size: int | tuple[int, int]) -> DataSplits:
+    """In-memory ``splits`` resized to ``size`` (bilinear, antialiased), e.g. 28x28 Fashion-MNIST at 32."""
+    target = (size, size) if isinstance(size, int) else tuple(size)
+
+    def resized(part: str) -> ImageDataset:
+        data = splits.in_memory(part, "resizing")
+        if tuple(data.images.shape[2:]) == target:
+            return data
+        images = F.interpolate(data.images, size=target, mode="bilinear", antialias=True, align_corners=False)
+        return ImageDataset(images.clamp_(0, 1), data.labels, data.classes)
+
+    test = None if splits.test is None else resized("test")
+    return replace(splits, train=resized("train"), val=resized("val"), test=test)
 
 
 def load_teacher(source: str) -> Loaded:
@@ -70,8 +159,11 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
     """The model to train (from ``init`` when given; with a distillation token when distilling) and
     the frozen teacher (or None)."""
     teacher = None
+    init_config = None
+    if config.model == INIT_MODEL and config.init is not None:
+        init_config = load_checkpoint(config.init).model.config
     if config.teacher is None:
-        model = build_model(config, splits)
+        model = build_model(config, splits, init_config)
     else:
         loaded = load_teacher(config.teacher)
         if loaded.kind not in ("classifier", "distilled-classifier"):
@@ -86,22 +178,34 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
                 f"{splits.num_classes} classes: distil from a classifier of this dataset"
             )
         teacher = loaded.model
-        model = build_model(replace(config, model_overrides={**config.model_overrides, "distill_token": True}), splits)
+        distilled = replace(config, model_overrides={**config.model_overrides, "distill_token": True})
+        model = build_model(distilled, splits, init_config)
     if config.init is not None:
         load_matching_weights(model, config.init, img_size=splits.image_shape[1:])
     return model, teacher
 
 
 def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None) -> TrainResult:
-    """Train ``config.model`` on ``splits`` (default: the dataset ``config`` names); with
-    ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
-    splits = splits or load_splits(config)
+    """Train ``config.model`` on ``splits`` (default: the dataset ``config`` names, image files read with
+    the ``init`` model's own preprocessing); with ``config.out_dir``, write the run folder (see
+    :class:`vitlab.runs.RunDir`). The reporter hears how the data is read before training starts."""
+    reporter = reporter or Reporter()
+    preprocess = None
+    if splits is None:
+        recorded = None
+        if config.init is not None and config.dataset in PHOTO_SOURCES:
+            recorded = load_checkpoint(config.init).data.preprocess()
+        splits, preprocess = load_splits(
+            config, recorded, lambda n: reporter.note(f"{config.dataset}: {n:,} image files indexed")
+        )
+        if preprocess is not None:
+            reporter.note(f"{splits.name}: {describe_reading(splits, preprocess)}")
     if len(splits.val) == 0:
         raise DataError(f"{splits.name} has an empty validation split: use more images per class")
     seed_everything(config.seed)  # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(ClassificationTask(model, splits, config, teacher), config, run_dir, reporter)
+    fitted = fit(ClassificationTask(model, splits, config, teacher, preprocess), config, run_dir, reporter)
     history = fitted.history
     result = TrainResult(
         config=config,

@@ -1,8 +1,9 @@
 """Classify image files with any classifier checkpoint: ``classify_files(loaded, paths, top_k)``.
 
-Each image is read as the checkpoint's data config says (its channels, resized to its image size,
-pixels in [0, 1], then ``(x - mean) / std``) and scored; the ``top_k`` classes come back with
-their softmax probabilities.
+Each image is read as the checkpoint's data config says (its channels; resized, centre-cropped and
+filtered as its :class:`~vitlab.data.preprocess.Preprocess` records, which for a timm or Hugging Face
+model is that library's own eval pipeline; pixels in [0, 1], then ``(x - mean) / std``) and scored; the
+``top_k`` classes come back with their softmax probabilities.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from ..data import normalize, read_image
+from ..data import normalize
+from ..data.image import decode_image
 from ..errors import CheckpointError, DataError
 from ..runs import Loaded
 
@@ -55,9 +57,7 @@ def classify_files(
     if top_k < 1:
         raise DataError(f"--top-k must be at least 1, got {top_k}")
     data, model = loaded.data, loaded.model.eval()
-    height, width = data.image_size
-    if height != width:
-        raise DataError(f"{loaded.path} takes {height}x{width} images; predict resizes to squares only")
+    preprocess = data.preprocess()
     if data.in_chans not in (1, 3):
         raise DataError(f"{loaded.path} takes {data.in_chans}-channel images; image files give 1 or 3")
     files = image_files(paths)
@@ -69,7 +69,8 @@ def classify_files(
     results = []
     for start in range(0, len(files), batch_size):
         chunk = files[start : start + batch_size]
-        images = torch.stack([read_image(f, channels=data.in_chans, size=height) for f in chunk]).to(device)
+        pixels = torch.stack([preprocess.eval_image(decode_image(f)) for f in chunk])
+        images = pixels.to(device).float() / 255
         probs = model(normalize(images, mean, std)).float().softmax(dim=-1)
         values, indices = probs.topk(k, dim=-1)
         for f, vals, idx in zip(chunk, values.tolist(), indices.tolist()):

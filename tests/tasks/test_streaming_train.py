@@ -1,0 +1,153 @@
+"""Training on image files: the streamed path trains exactly as the in-memory one, resumes exactly,
+runs under DDP (each image once per epoch across ranks), and fine-tunes at the model's own size."""
+
+import json
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+from PIL import Image
+
+from vitlab.cli.main import main
+from vitlab.engine import Reporter, TrainConfig
+from vitlab.tasks import train
+
+TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2, "patch_size": 8}
+
+
+def make_photos(root, per_class: int = 12, classes=("ant", "bee", "cat"), seed: int = 0):
+    """JPEGs of mixed sizes (40-72 px a side): each class its own colour, so a model can learn them."""
+    rng = np.random.default_rng(seed)
+    for c, name in enumerate(classes):
+        folder = root / name
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            h, w = rng.integers(40, 73, size=2)
+            base = np.zeros((h, w, 3))
+            base[..., c] = 180
+            noise = rng.normal(0, 30, size=(h, w, 3))
+            Image.fromarray(np.clip(base + noise + 40, 0, 255).astype(np.uint8)).save(
+                folder / f"{i:03d}.jpg", quality=90
+            )
+    return root
+
+
+def config(tmp_path, loader: str, **extra) -> TrainConfig:
+    fields = dict(
+        model="vit-digits",
+        model_overrides=TINY,
+        dataset="folder",
+        data_dir=str(tmp_path / "photos"),
+        epochs=2,
+        batch_size=8,
+        augment="none",
+        warmup_epochs=0.0,
+        device="cpu",
+        data={"image_size": 32, "loader": loader, "workers": 1},
+    )
+    return TrainConfig(**{**fields, **extra})
+
+
+@pytest.fixture
+def photos(tmp_path):
+    return make_photos(tmp_path / "photos")
+
+
+def test_streamed_training_equals_in_memory_training(tmp_path, photos):
+    memory = train(config(tmp_path, "memory"))
+    stream = train(config(tmp_path, "stream"))
+    for key, value in memory.model.state_dict().items():
+        torch.testing.assert_close(stream.model.state_dict()[key], value, rtol=0, atol=1e-6, msg=key)
+    assert [r["train_loss"] for r in stream.history] == pytest.approx([r["train_loss"] for r in memory.history])
+    assert stream.test == pytest.approx(memory.test)
+
+
+class KilledError(Exception):
+    pass
+
+
+class StopAfterFirstEpoch(Reporter):
+    def epoch(self, record):
+        raise KilledError
+
+
+@pytest.mark.slow
+def test_streamed_training_with_crops_resumes_exactly(tmp_path, photos):
+    augment = {"augment": {"resized_crop": 0.3, "hflip": True}}
+    whole = train(config(tmp_path, "stream", out_dir=str(tmp_path / "whole"), **augment))
+    with pytest.raises(KilledError):
+        train(config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), **augment), reporter=StopAfterFirstEpoch())
+    resumed = train(config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), resume=True, **augment))
+    assert [r["epoch"] for r in resumed.history] == [1, 2]
+    for key, value in whole.model.state_dict().items():
+        torch.testing.assert_close(resumed.model.state_dict()[key], value, rtol=0, atol=0, msg=key)
+    assert resumed.test == whole.test
+
+
+def worker(rank: int, world_size: int, port: int, root: str, out: str) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    torch.set_num_threads(1)
+    from pathlib import Path
+
+    result = train(config(Path(root), "stream", batch_size=4))
+    if rank == 0:
+        torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_streaming_processes_match_one_with_twice_the_batch(tmp_path, photos):
+    out = str(tmp_path / "ddp.pt")
+    mp.spawn(worker, args=(2, free_port(), str(tmp_path), out), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=True)
+    single = train(config(tmp_path, "stream", batch_size=8))
+    for key, value in single.model.state_dict().items():
+        torch.testing.assert_close(ddp["weights"][key], value, rtol=0, atol=1e-5, msg=key)
+    for a, b in zip(ddp["history"], single.history):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+
+
+def test_cli_image_size_and_loader_reach_the_run(tmp_path, photos, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "24", "--loader", "stream"]
+    argv += ["--epochs", "1", "--batch-size", "8", "--device", "cpu", "--out", str(out)]
+    argv += ["--set", "depth=1", "--set", "embed_dim=32", "--set", "num_heads=2", "--set", "patch_size=8"]
+    assert main([*argv, "--set", "data.crop_pct=0.875", "--set", "data.crop_mode=center"]) == 0
+    err = capsys.readouterr().err
+    assert "stream" in err and "24x24" in err
+    recorded = json.loads((out / "config.json").read_text())["data"]
+    assert recorded["image_size"] == [24, 24] and recorded["loader"] == "stream" and recorded["crop_pct"] == 0.875
+    from vitlab import load_checkpoint
+
+    data = load_checkpoint(out).data
+    assert tuple(data.image_size) == (24, 24) and data.crop_pct == 0.875 and data.crop_mode == "center"
+
+
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("data.image_size=0", "image_size"),
+        ("data.crop_pct=1.5", "crop_pct"),
+        ("data.crop_mode=zoom", "crop_mode"),
+        ("data.interpolation=cubic", "interpolation"),
+        ("data.loader=disk", "loader"),
+        ("data.mean=[0.5]", "data.mean and data.std"),
+        ("data.wrkers=2", "wrkers"),
+        ("data.workers=-1", "workers"),
+    ],
+)
+def test_bad_data_settings_get_one_line(tmp_path, photos, capsys, setting, words):
+    argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--epochs", "1", "--set", setting]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
