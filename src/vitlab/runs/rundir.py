@@ -34,7 +34,10 @@ stands at one epoch whose files agree.
 
 :meth:`RunDir.open` refuses a folder that holds another run (of any kind) unless ``resume`` (same
 kind, same config but for the fields that do not affect the result) or ``overwrite``; a second
-process on the same folder fails at once. Every file is written atomically with the user's umask
+process on the same folder fails at once. A run killed before it recorded its config (nothing but its
+marker and ``run.json``, or only the temporary file of a marker it was writing) holds nothing to lose
+or resume: a plain start replaces it. ``--resume`` of a run killed before its first epoch was
+committed starts it from the first epoch. Every file is written atomically with the user's umask
 (:mod:`vitlab.runs.files`).
 """
 
@@ -91,6 +94,8 @@ from .layout import (
     STAGE_PREFIX,
     STATE,
     SUMMARY,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
     WEIGHTS,
     legacy_named,
     names,
@@ -112,6 +117,8 @@ class Found:
     run_id: str | None = None
     legacy: bool = False
     foreign: str | None = None
+    litter: tuple[str, ...] = ()  # the temporary files of a marker whose write was killed (see _aborted_marker)
+    unused: bool = False  # a marked run killed before it recorded its config: nothing but its marker and run.json
 
 
 def note(message: str) -> None:
@@ -170,19 +177,23 @@ class RunDir:
             run_id, kind = (meta.get("run_id"), meta.get("kind")) if isinstance(meta, dict) else (None, None)
             if not (isinstance(run_id, str) and RUN_ID.fullmatch(run_id) and isinstance(kind, str) and kind):
                 return Found(DAMAGED)
-            return Found(kind, run_id)
-        entries = 0
+            written = {rel for rel, _ in _listing(self.path) if names(rel)}
+            return Found(kind, run_id, unused=written <= {MARKER, RUN, LOCK})
+        entries, litter = 0, []
         for rel, plain in _listing(self.path):
-            if not (plain and legacy_named(rel)):
+            if plain and _aborted_marker(self.path, rel):
+                litter.append(rel)
+            elif not (plain and legacy_named(rel)):
                 return Found(FOREIGN, foreign=rel)
-            entries += rel != LOCK
+            else:
+                entries += rel != LOCK
         if entries == 0:
-            return Found(None)
+            return Found(None, litter=tuple(litter))
         try:
             kind = read_json(self.path / RUN, "run file").get("kind") if (self.path / RUN).is_file() else None
         except (DataError, AttributeError, OSError):
             kind = None
-        return Found(kind if isinstance(kind, str) and kind else OLDER, legacy=True)
+        return Found(kind if isinstance(kind, str) and kind else OLDER, legacy=True, litter=tuple(litter))
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -209,12 +220,14 @@ class RunDir:
         try:
             found = self.inspect()  # again, under the lock
             self._refuse(kind, found, resume, overwrite)
+            for rel in found.litter:
+                (self.path / rel).unlink(missing_ok=True)
             if resume:
                 self._resume(kind, config, found, set(resume_free))
                 return self
             if found.kind is not None:
                 self._clear(found)
-            self._start(kind, config)
+            self._start(kind, config, found.run_id)
         except BaseException:
             self._undo_open()
             raise
@@ -241,21 +254,24 @@ class RunDir:
                     f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
                     f"first epoch ended); start again with --overwrite"
                 )
-        elif found.kind is not None and not overwrite:
+        elif found.kind is not None and not overwrite and not found.unused:  # an unused run is replaced
             resume_hint = "resume it (--resume), " if found.kind == kind and kind in RESUMABLE else ""
             raise RunFolderError(
                 f"{self.path} already holds {_describe(found.kind)}: choose another folder, "
                 f"{resume_hint}or replace it (--overwrite)"
             )
 
-    def _start(self, kind: str, config: dict[str, Any] | None) -> None:
+    def _start(self, kind: str, config: dict[str, Any] | None, previous: str | None) -> None:
+        """Write the marker (first: it replaces a ``previous`` run's atomically, its temporary file
+        tagged with that run's id so that a killed write leaves a file that run owns), then
+        ``run.json`` and ``config.json``."""
         self.run_id = secrets.token_hex(8)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._started = True
         atomic_write(
             self.path / MARKER,
             json_bytes({"run_id": self.run_id, "kind": kind, "vitlab": __version__, "created": stamp}),
-            tag=self.run_id,
+            tag=previous or self.run_id,
         )
         own_folder(self.path, self.run_id)
         self.write_json(RUN, {"kind": kind, "vitlab": __version__, "started": stamp, "run_id": self.run_id})
@@ -288,7 +304,7 @@ class RunDir:
         temporary files and stage; then the layout's sub-folders if they are left empty."""
         for rel, plain in list(_listing(self.path)):
             owned = legacy_named(rel) if found.legacy else names(rel) or own_temp(rel, str(found.run_id))
-            if plain and owned and rel != LOCK:
+            if plain and owned and rel not in (LOCK, MARKER):  # the marker stays until the new one replaces it
                 (self.path / rel).unlink(missing_ok=True)
         if found.run_id is not None:
             _remove_stage(self.path / f"{STAGE_PREFIX}{found.run_id}")
@@ -621,6 +637,23 @@ def _listing(folder: Path) -> Iterator[tuple[str, bool]]:
             else:
                 yield rel, False  # a link, a stage, or a folder vitlab's layout does not name
         dirs[:] = keep
+
+
+def _aborted_marker(folder: Path, rel: str) -> bool:
+    """Whether ``rel`` is the temporary file of a marker whose write was killed: at the top,
+    named ``.vitlab-RUNID-.vitlab-run.XXXX.tmp``, holding nothing or that marker (its run id)."""
+    if not (rel.startswith(TEMP_PREFIX) and rel.endswith(TEMP_SUFFIX) and f"-{MARKER}." in rel):
+        return False
+    run_id = rel[len(TEMP_PREFIX) :].split("-", 1)[0]
+    if not RUN_ID.fullmatch(run_id) or not rel.startswith(f"{TEMP_PREFIX}{run_id}-{MARKER}."):
+        return False
+    try:
+        with open(folder / rel, "rb") as f:
+            data = f.read(4097)
+        meta = json.loads(data) if data else None
+    except (OSError, ValueError):
+        return False
+    return meta is None or (isinstance(meta, dict) and meta.get("run_id") == run_id and len(data) <= 4096)
 
 
 def _remove_stage(stage: Path, quiet: bool = False) -> None:
