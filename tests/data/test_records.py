@@ -221,6 +221,10 @@ def test_official_train_val_test_folders_are_the_splits(tmp_path):
     (tmp_path / "val").mkdir()
     with pytest.raises(DataError, match=r"has both val and valid"):
         load_dataset("folder", tmp_path)
+    (tmp_path / "val").rmdir()
+    (tmp_path / "extras").mkdir()
+    with pytest.raises(DataError, match=r"has train/ of class folders beside \['extras'\]; keep only train/"):
+        load_dataset("folder", tmp_path)
 
 
 def test_a_class_named_train_beside_others_is_a_class(tmp_path):
