@@ -93,3 +93,35 @@ def client(app) -> TestClient:
     """A test client that talks to the app as the browser's page does: on the loopback address,
     sending the page's origin (as fetch() does on a POST)."""
     return TestClient(app, base_url="http://127.0.0.1", headers={"origin": "http://127.0.0.1"})
+
+
+@pytest.fixture(scope="session")
+def cnn_root(tmp_path_factory) -> Path:
+    """``runs/`` holding one trained run, ``cnn`` (cnn-digits): a runs folder without a ViT."""
+    root = tmp_path_factory.mktemp("cnn-runs")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        train(
+            TrainConfig(
+                model="cnn-digits",
+                rows=96,
+                epochs=1,
+                batch_size=32,
+                warmup_epochs=0.0,
+                augment="none",
+                device="cpu",
+                out_dir=str(root / "cnn"),
+            )
+        )
+    finally:
+        torch.set_num_threads(threads)
+    return root
+
+
+@pytest.fixture(scope="session")
+def cnn_client(cnn_root: Path) -> TestClient:
+    """The explorer on the CNN-only runs folder, as the page talks to it."""
+    app = create_app(ExploreConfig(checkpoints=[cnn_root / "cnn"], runs=[cnn_root]))
+    return TestClient(app, base_url="http://127.0.0.1", headers={"origin": "http://127.0.0.1"})

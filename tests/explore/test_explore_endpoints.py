@@ -270,7 +270,7 @@ def test_rank_table_puts_missing_values_last_and_ranks_text_alphabetically():
     )
     ranked = rank_table(table, "score")
     assert [r["values"]["name"] for r in ranked["rows"]] == ["c", "b", "d", "a"]
-    assert [r["bar"] for r in ranked["rows"]] == [1.0, 0.0, 0.0, None]
+    assert [r["bar"] for r in ranked["rows"]] == [1.0, 0.4, 0.4, None]  # from zero: the lowest has its bar
     assert ranked["extremes"] == {"min": {"value": 2.0, "row": "b"}, "max": {"value": 5.0, "row": "c"}}
     assert [r["values"]["name"] for r in rank_table(table)["rows"]] == ["a", "b", "c", "d"]
     with pytest.raises(ValueError, match="score"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,14 @@ from ..data import normalize
 from ..errors import CheckpointError, VitlabError
 from ..explain.maps import applicable_methods, gradient_map, num_prefix_tokens
 from ..explain.record import attention_weights
+from ..layers.patch_embed import PatchTokenizer
+from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..runs import load_checkpoint
+from .forward import forward_unsupported
 from .images import LabeledImage, RequestError, fit_image
 
 KEEP_ANALYSES = 16
+MAP_CELLS = 8  # a model without patches is explained on about this many squares per side
 
 
 @dataclass
@@ -58,6 +63,26 @@ class LoadedModel:
     def patch_size(self) -> int | None:
         return getattr(self.config, "patch_size", None)
 
+    @property
+    def map_patch(self) -> int:
+        """The side of the squares its explanation maps score: the model's patch, or for a model without
+        patches (a CNN) an eighth of the image's shorter side."""
+        return self.patch_size or max(1, round(min(self.image_size) / MAP_CELLS))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The grid of :attr:`map_patch` squares over the input (a ViT's patch grid)."""
+        embed = getattr(self.model, "patch_embed", None)
+        if self.patch_size is not None and isinstance(embed, PatchTokenizer):
+            return embed.grid_size(*self.image_size)
+        side = self.map_patch
+        return (-(-self.image_size[0] // side), -(-self.image_size[1] // side))
+
+    @property
+    def absolute_positions(self) -> bool:
+        """Whether the model adds a table of absolute positions (learned, sinusoidal, row + column)."""
+        return isinstance(getattr(self.model, "pos_embed", None), (LearnedPosition, RowColumnPosition, SinCosPosition))
+
     def describe(self) -> dict[str, Any]:
         """JSON-ready facts about the model, all read from it."""
         cfg = self.config
@@ -83,6 +108,10 @@ class LoadedModel:
             "normalisation": {"mean": list(self.mean), "std": list(self.std)},
             "attention": "attention" in methods,
             "methods": methods,
+            "map_patch": self.map_patch,
+            "map_grid": list(self.grid),
+            "absolute_positions": self.absolute_positions,
+            "forward_pass": forward_unsupported(self.model),
         }
 
 
@@ -123,8 +152,7 @@ def warm_up(entry: LoadedModel) -> None:
     blank = torch.zeros(1, entry.channels, *entry.image_size)
     if "attention" in applicable_methods(entry.model):
         attention_weights(entry.model, blank)
-    if entry.patch_size is not None:
-        gradient_map(entry.model, blank, patch_size=entry.patch_size)
+    gradient_map(entry.model, blank, patch_size=entry.map_patch)
 
 
 @dataclass
@@ -149,9 +177,40 @@ class ModelShelf:
     def __init__(self, checkpoints: list[str | Path]) -> None:
         self.models = [load_given(path, i) for i, path in enumerate(checkpoints)]
         self._analyses: OrderedDict[tuple[int, str], Analysis] = OrderedDict()
+        self._randomised: dict[int, nn.Module] = {}
+        self._memo: OrderedDict[tuple, Any] = OrderedDict()
         self.lock = threading.RLock()
         for entry in self.models:
             warm_up(entry)
+
+    def add(self, path: str | Path) -> LoadedModel:
+        """Load one more checkpoint (a run the explorer trained) as the next model."""
+        with self.lock:
+            entry = load_given(path, len(self.models))
+            warm_up(entry)
+            self.models = [*self.models, entry]
+            return entry
+
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()``'s value, kept under ``key`` (the latest :data:`KEEP_ANALYSES` kept); under the lock."""
+        with self.lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+            value = compute()
+            self._memo[key] = value
+            while len(self._memo) > KEEP_ANALYSES:
+                self._memo.popitem(last=False)
+            return value
+
+    def randomised(self, entry: LoadedModel) -> nn.Module:
+        """:func:`~vitlab.explore.limits.randomised_model` of ``entry``, made once."""
+        from .limits import randomised_model
+
+        with self.lock:
+            if entry.index not in self._randomised:
+                self._randomised[entry.index] = randomised_model(entry)
+            return self._randomised[entry.index]
 
     def get(self, index: int) -> LoadedModel:
         if not 0 <= index < len(self.models):

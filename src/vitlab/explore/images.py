@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
-from ..data.registry import DATASETS
+from ..data.registry import DATASETS, locate_dataset
+from ..errors import DataError
 
 UPLOAD_FORMATS = ("PNG", "JPEG")
 UPLOAD_LIMIT = 8 * 2**20  # bytes of one uploaded file
@@ -106,7 +107,16 @@ def decode_upload(
     if max(img.size) > max_side:
         img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
-    return (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
+    image = (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
+    return grey_if_equal(image)
+
+
+def grey_if_equal(image: torch.Tensor) -> torch.Tensor:
+    """``image (1, 3, H, W)`` as one channel when its three channels are equal everywhere (a grey picture
+    saved as RGB, as a browser's canvas always is), else unchanged."""
+    if image.shape[1] == 3 and torch.equal(image[:, 0], image[:, 1]) and torch.equal(image[:, 0], image[:, 2]):
+        return image[:, :1].contiguous()
+    return image
 
 
 def unreadable(err: Exception) -> RequestError:
@@ -136,16 +146,41 @@ def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torc
 
 
 def needs_files(name: str) -> bool:
-    """Whether dataset ``name`` reads files (so needs ``--data-dir``)."""
-    return "data_dir" in inspect.signature(DATASETS[name].loader).parameters
+    """Whether dataset ``name`` reads files (it is not embedded or generated)."""
+    loader = DATASETS[name].loader
+    return loader is None or "data_dir" in inspect.signature(loader).parameters
+
+
+def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | None]:
+    """Where sample source ``name``'s files are, as ``(folder, None)``, or ``(None, why not)``.
+
+    An embedded or generated dataset reads no folder: ``(None, None)``. A dataset vitlab searches for
+    (MNIST, Fashion-MNIST, CIFAR) is looked for in ``data_dir`` first, then where vitlab looks by
+    default (``$VITLAB_DATA``, the cache, ``/usr/share/datasets``): it is available only where its files
+    are found. One that reads the user's own files (a folder of images) reads ``data_dir`` as given.
+    """
+    if not needs_files(name):
+        return None, None
+    entry = DATASETS[name]
+    if entry.loader is None or getattr(entry, "locate", None) is None:
+        if data_dir is None:
+            return None, f"{name} reads your own files: start `vitlab explore --data-dir DIR` with them"
+        return data_dir, None
+    reason = ""
+    for where in ([data_dir] if data_dir is not None else []) + [None]:
+        try:
+            return locate_dataset(name, where), None
+        except DataError as err:
+            reason = str(err)
+    return None, reason
 
 
 class ImageBook:
     """Resolves image references to images: samples of the registered datasets and uploads.
 
-    Every dataset registered in :mod:`vitlab.data` is a sample source (a new one, such as
-    ``shapes``, appears by registering it); those that read files are available only with
-    ``data_dir``. Thread-safe.
+    Every dataset registered in :mod:`vitlab.data` is a sample source (a new one appears by
+    registering it); one that reads files is available only where :func:`locate_source` finds them
+    (``data_dir``, else vitlab's default places). Thread-safe.
     """
 
     def __init__(
@@ -165,16 +200,18 @@ class ImageBook:
     # -- samples ---------------------------------------------------------------------------------
 
     def sources(self) -> list[dict[str, Any]]:
-        """Every registered dataset: name, description, availability and, if unavailable, why."""
+        """Every registered dataset: name, description, availability and, if unavailable, why; where its
+        files were found (``null`` for an embedded or generated one)."""
         out = []
         for name in list_datasets():
-            missing = needs_files(name) and self.data_dir is None
+            folder, reason = locate_source(name, self.data_dir)
             out.append(
                 {
                     "name": name,
                     "description": describe_dataset(name),
-                    "available": not missing,
-                    "reason": f"start `vitlab explore --data-dir DIR` with {name}'s files" if missing else None,
+                    "available": reason is None,
+                    "reason": reason,
+                    "folder": None if folder is None else str(folder),
                 }
             )
         return out
@@ -187,13 +224,16 @@ class ImageBook:
             if name in self._splits:
                 self._splits.move_to_end(name)
                 return self._splits[name]
-        if needs_files(name) and self.data_dir is None:
-            raise RequestError(f"{name} reads files: start `vitlab explore --data-dir DIR` with them")
+        folder, reason = locate_source(name, self.data_dir)
+        if reason is not None:
+            raise RequestError(reason, 404)
         try:
-            splits = load_dataset(name, self.data_dir if needs_files(name) else None)
-        except FileNotFoundError as err:
+            splits = load_dataset(name, folder)
+        except (FileNotFoundError, DataError) as err:
             raise RequestError(str(err), 404) from err
         data = splits.test if splits.test is not None else splits.val
+        if not isinstance(data, ImageDataset):
+            raise RequestError(f"{name} is read as a stream of files: the explorer shows images held in memory")
         with self._lock:
             self._splits[name] = data
             while len(self._splits) > KEEP_DATASETS:

@@ -442,8 +442,10 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 def rank_table(table: Table, by: str | None = None, descending: bool | None = None) -> dict[str, Any]:
     """``table`` sorted by column ``by`` (default: the label column; missing values last), with each
     row's rank and, for a numeric column, the highest and lowest values, which rows hold them, and
-    each row's bar length ``(value - min) / (max - min)`` in [0, 1] (1 everywhere when all values
-    are equal). ``descending=None`` ranks numbers highest first and text in alphabetical order."""
+    each row's bar length in [0, 1], measured from zero: ``(value - lo) / (hi - lo)`` with ``lo =
+    min(0, min)`` and ``hi = max(0, max)``, so the lowest value of a positive column still has its bar
+    (and a column of zeros none). ``descending=None`` ranks numbers highest first and text in
+    alphabetical order."""
     by = by or table.label
     if by not in table.columns:
         raise RequestError(f"no column {by!r} to rank by: choose one of {table.columns}")
@@ -459,9 +461,10 @@ def rank_table(table: Table, by: str | None = None, descending: bool | None = No
         low, high = min(numbers), max(numbers)
         at = {v: next(str(r[table.label]) for r in present if r[by] == v) for v in (low, high)}
         extremes = {"min": {"value": low, "row": at[low]}, "max": {"value": high, "row": at[high]}}
+        start, end = min(0, low), max(0, high)
         # halved, so that the span between two finite extremes cannot overflow to infinity
         bars = [
-            None if r.get(by) is None else (1.0 if high == low else (r[by] / 2 - low / 2) / (high / 2 - low / 2))
+            None if r.get(by) is None else (0.0 if end == start else (r[by] / 2 - start / 2) / (end / 2 - start / 2))
             for r in ordered
         ]
     return {

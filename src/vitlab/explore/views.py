@@ -38,6 +38,7 @@ from ..ops.patches import num_tokens, patchify
 from ..ops.positions import sincos_1d, sincos_2d
 from .arrays import encode_array
 from .images import LabeledImage, RequestError
+from .layerwise import mean_distances
 
 if TYPE_CHECKING:
     from .checkpoints import Analysis, LoadedModel
@@ -134,7 +135,8 @@ def _grid(entry: LoadedModel) -> tuple[int, int]:
 
 
 def prediction(entry: LoadedModel, logits: torch.Tensor, top: int = 5) -> dict[str, Any]:
-    """The predicted class, its softmax confidence and the ``top`` classes with probabilities."""
+    """The predicted class, its softmax confidence, the ``top`` classes with probabilities, and every
+    class's probability in class order."""
     probs = logits[0].softmax(-1)
     values, index = probs.topk(min(top, probs.numel()))
     return {
@@ -142,6 +144,36 @@ def prediction(entry: LoadedModel, logits: torch.Tensor, top: int = 5) -> dict[s
         "index": int(index[0]),
         "confidence": float(values[0]),
         "top": [{"class": entry.classes[int(i)], "probability": float(v)} for v, i in zip(values, index)],
+        "probabilities": probs.tolist(),
+    }
+
+
+def truth(entry: LoadedModel, picture: LabeledImage, predicted: str) -> dict[str, Any]:
+    """The image's true label beside the prediction: ``correct`` is ``True`` / ``False`` when the image
+    comes from the model's own dataset, else ``None`` with a ``note`` saying why it cannot be judged."""
+    source = picture.ref.partition(":")[0]
+    if picture.label is None:
+        return {"label": None, "correct": None, "note": "an uploaded or drawn image has no true label"}
+    if source != entry.dataset or picture.label not in entry.classes:
+        return {
+            "label": picture.label,
+            "correct": None,
+            "note": f"a {source} image: its label is not one of the classes {entry.name} was trained on",
+        }
+    return {"label": picture.label, "correct": picture.label == predicted, "note": None}
+
+
+def no_attention(entry: LoadedModel, analysis: Analysis) -> dict[str, Any]:
+    """What the Attention page shows of a model without self-attention layers: its prediction and why
+    there are no attention weights (its gradient and occlusion maps come from :func:`maps_view`)."""
+    return {
+        "model": entry.index,
+        "attention": False,
+        "reason": f"{entry.name} has no self-attention layers, so it has no attention weights to show: "
+        f"its gradient and occlusion maps below explain it",
+        "image": encode_array(analysis.image[0]),
+        "grid": list(entry.grid),
+        "prediction": prediction(entry, analysis.logits),
     }
 
 
@@ -149,11 +181,13 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
     """The query's attention in every layer and head, the logits divided by ``temperature``.
 
     ``heat`` ``(L, H, gh, gw)`` are the weights on the patches, ``rows`` ``(L, H, N)`` on every
-    key (prefix tokens first), ``stats`` the per-head statistics of those rows and ``uniform``
-    the weight ``1/N`` of a head that ignores content.
+    key (prefix tokens first), ``stats`` the per-head statistics of those rows, ``distance`` each
+    head's mean attention distance in patches over every patch query (at temperature 1) and
+    ``uniform`` the weight ``1/N`` of a head that ignores content. A model without attention layers
+    gets :func:`no_attention`.
     """
     if not analysis.weights:
-        raise RequestError(f"{entry.name} has no self-attention layers: see its gradient and occlusion maps")
+        return no_attention(entry, analysis)
     _check_range("temperature", temperature, 0.01, 100.0)
     prefix, grid = num_prefix_tokens(entry.model), _grid(entry)
     weights = torch.stack([tempered(w, temperature) for w in analysis.weights], 1)  # (1, L, H, N, N)
@@ -164,6 +198,7 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
     heat = to_grid(rows, prefix, grid)
     return {
         "model": entry.index,
+        "attention": True,
         "query": query,
         "temperature": temperature,
         "grid": list(grid),
@@ -174,6 +209,7 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
         "heat_max": float(heat.max()),
         "rows": encode_array(rows),
         "stats": _stats(rows),
+        "distance": encode_array(mean_distances(analysis.weights, prefix, grid)),
         "image": encode_array(analysis.image[0]),
         "prediction": prediction(entry, analysis.logits),
     }
@@ -208,10 +244,11 @@ def prepared(
     return LabeledImage(f"{picture.ref}|{'|'.join(tags)}", image, picture.label)
 
 
-def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float) -> str | None:
+def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float, inverted: bool = False) -> str | None:
     """A sentence when the normalised input's ``mean`` and ``std`` are far from the training images'
     (about 0 and 1; see :data:`OOD_MEAN`, :data:`OOD_STD`), else ``None``. ``image (1, C, H, W)`` is the
-    fitted image in [0, 1]: if its inverse would be nearer, the note says to invert."""
+    fitted image in [0, 1], already inverted when ``inverted``: if its inverse would be nearer, the note
+    says to invert it (or, when it is inverted already, to undo that)."""
     if abs(mean) <= OOD_MEAN and OOD_STD[0] <= std <= OOD_STD[1]:
         return None
     note = (
@@ -220,10 +257,16 @@ def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float
     )
     inverse = float(normalize(1 - image, entry.mean, entry.std).mean())
     if abs(inverse) < abs(mean) and abs(mean) > OOD_MEAN:
-        note += (
-            f" Inverted, its mean would be {inverse:+.2f}: its light and dark are likely swapped from the "
-            f"training images' (try 'invert the image')."
-        )
+        if inverted:
+            note += (
+                f" Not inverted, its mean would be {inverse:+.2f}: the image was likely right as it was "
+                f"(untick 'invert the image')."
+            )
+        else:
+            note += (
+                f" Inverted, its mean would be {inverse:+.2f}: its light and dark are likely swapped from the "
+                f"training images' (try 'invert the image')."
+            )
     return note
 
 
@@ -262,17 +305,15 @@ def input_view(
         "steps": steps,
         "mean": mean,
         "std": std,
-        "out_of_domain": domain_note(entry, analysis.image, mean, std),
+        "out_of_domain": domain_note(entry, analysis.image, mean, std, invert),
     }
 
 
 def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
     """Rollout (attention models, from ``query``), gradient and occlusion maps ``(gh, gw)`` for the
     predicted class, each with its value range; computed once per image (rollout once per query)
-    and cached."""
-    patch = entry.patch_size
-    if patch is None:
-        raise RequestError(f"{entry.name} has no patch size, so its maps have no patch grid")
+    and cached. A model without patches (a CNN) is scored on squares of ``entry.map_patch`` pixels."""
+    patch = entry.map_patch
     target = analysis.logits.argmax(-1)
     wanted: dict[str, tuple] = {"gradient": ("gradient",), "occlusion": ("occlusion",)}
     if analysis.weights:
@@ -292,7 +333,15 @@ def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str,
             analysis.maps[key] = value[0].detach()
         value = analysis.maps[key]
         maps[method] = {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
-    return {"model": entry.index, "query": query, "target": entry.classes[int(target)], "maps": maps}
+    return {
+        "model": entry.index,
+        "query": query,
+        "target": entry.classes[int(target)],
+        "patch": patch,
+        "grid": list(entry.grid),
+        "patches_of_the_model": entry.patch_size is not None,
+        "maps": maps,
+    }
 
 
 # -- mechanics ----------------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+"""What attention maps cannot tell: confident mistakes, maps of a model whose weights are noise, and
+how fast each map's patches destroy the prediction.
+
+- :func:`verdicts`: a model on a whole sample split (the images it was never trained on): each image's
+  prediction, confidence and whether it is right; the most confident mistakes and right answers.
+- :func:`randomised_view`: the maps of the same image by a copy of the model whose every weight tensor
+  is replaced by noise of its own mean and spread (:func:`vitlab.explain.audit.randomise_`, the
+  ``--audit`` sanity check of Adebayo et al. 2018), beside the trained model's, with their Spearman rank
+  correlation (:func:`vitlab.explain.audit.spearman`). A map that barely changes shows the image, not
+  the model.
+- :func:`deletion_view`: deletion curves (:func:`vitlab.explain.audit.deletion_insertion`): the
+  probability of the predicted class as the patches are set to the mean image, most important first
+  by each map (attention, rollout, gradient, occlusion), and by random orders; the area under each.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ..data import ImageDataset, normalize
+from ..explain.audit import curve_area, deletion_insertion, randomise_, ranking, spearman
+from ..explain.maps import gradient_map, num_prefix_tokens, occlusion_map, query_attention, rollout_map
+from .arrays import encode_array
+from .images import RequestError, fit_image
+
+if TYPE_CHECKING:
+    from .checkpoints import Analysis, LoadedModel
+
+Query = str | int
+SHOWN = 12  # mistakes and right answers listed
+RANDOM_ORDERS = 8  # random patch orders averaged for the reference deletion curve
+RANDOM_SEED = 0
+BATCH = 256
+
+
+def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, Any]:
+    """``entry`` on every image of ``data`` (a sample split of ``source``): accuracy, and the
+    :data:`SHOWN` most confident mistakes and right answers, each ``{ref, label, predicted, confidence}``."""
+    if source != entry.dataset or list(data.classes) != list(entry.classes):
+        raise RequestError(
+            f"{source}'s classes are not those {entry.name} was trained on ({entry.dataset}): "
+            f"choose the model's own dataset to see its mistakes"
+        )
+    probs = []
+    with torch.no_grad():
+        for start in range(0, len(data), BATCH):
+            images = fit_image(data.images[start : start + BATCH], entry.channels, entry.image_size)
+            probs.append(entry.model(normalize(images, entry.mean, entry.std)).float().softmax(-1))
+    confidence, predicted = torch.cat(probs).max(-1)
+    right = predicted == data.labels
+    rows = [
+        {
+            "ref": f"{source}:{i}",
+            "label": data.classes[int(data.labels[i])],
+            "predicted": data.classes[int(predicted[i])],
+            "confidence": float(confidence[i]),
+        }
+        for i in range(len(data))
+    ]
+    by_confidence = confidence.argsort(descending=True).tolist()
+    return {
+        "model": entry.index,
+        "source": source,
+        "images": len(data),
+        "accuracy": float(right.float().mean()),
+        "mistakes": [rows[i] for i in by_confidence if not right[i]][:SHOWN],
+        "right": [rows[i] for i in by_confidence if right[i]][:SHOWN],
+        "wrong_count": int((~right).sum()),
+    }
+
+
+def map_set(
+    model: nn.Module,
+    analysis: Analysis,
+    weights: list[torch.Tensor],
+    target: torch.Tensor,
+    query: Query,
+    patch: int,
+    grid: tuple[int, int],
+) -> dict[str, torch.Tensor]:
+    """``{method: (gh, gw)}`` of ``model`` for the analysed input and class ``target``: last-layer attention
+    (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion always."""
+    inputs = analysis.inputs
+    maps: dict[str, torch.Tensor] = {}
+    if weights:
+        prefix = num_prefix_tokens(model)
+        try:
+            maps["attention"] = query_attention(weights[-1:], query, prefix, grid)[0, 0].mean(0)
+            maps["rollout"] = rollout_map(weights, query, prefix, grid)[0]
+        except ValueError as err:
+            raise RequestError(str(err)) from err
+    maps["gradient"] = gradient_map(model, inputs, target, patch)[0]
+    maps["occlusion"] = occlusion_map(model, inputs, target, patch)[0]
+    return {method: value.detach() for method, value in maps.items()}
+
+
+def _encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
+    return {
+        method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
+        for method, value in maps.items()
+    }
+
+
+def randomised_model(entry: LoadedModel) -> nn.Module:
+    """A copy of ``entry``'s model with every weight tensor replaced by seeded noise of its own mean and
+    spread (single numbers, such as a temperature, kept)."""
+    model = copy.deepcopy(entry.model).eval()
+    randomise_(model.parameters(), torch.Generator().manual_seed(RANDOM_SEED))
+    return model
+
+
+def randomised_view(
+    entry: LoadedModel, analysis: Analysis, random: nn.Module, query: Query, trained: dict[str, torch.Tensor]
+) -> dict[str, Any]:
+    """The maps of the trained model (``trained``, computed once per image) and of ``random`` (the
+    :func:`randomised_model`) for the trained model's predicted class, and each pair's rank correlation."""
+    from ..explain.record import attention_weights
+
+    target = analysis.logits.argmax(-1)
+    patch, grid = entry.map_patch, entry.grid
+    weights = attention_weights(random, analysis.inputs)[1] if analysis.weights else []
+    noise = map_set(random, analysis, [w.float() for w in weights], target, query, patch, grid)
+    with torch.no_grad():
+        random_probs = random(analysis.inputs).float().softmax(-1)[0]
+    rho = {m: float(spearman(trained[m][None], noise[m][None])[0]) for m in trained}
+    return {
+        "model": entry.index,
+        "query": query,
+        "target": entry.classes[int(target)],
+        "trained": _encoded(trained),
+        "randomised": _encoded(noise),
+        "spearman": {m: (None if v != v else v) for m, v in rho.items()},  # NaN (a constant map) as null
+        "randomised_prediction": {
+            "class": entry.classes[int(random_probs.argmax())],
+            "confidence": float(random_probs.max()),
+        },
+    }
+
+
+def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Deletion curves ``(S + 1)`` of the predicted class for every map of ``maps`` and for the mean of
+    :data:`RANDOM_ORDERS` seeded random orders, with the area under each (lower: the map found the
+    evidence sooner)."""
+    target = analysis.logits.argmax(-1)
+    n = next(iter(maps.values())).numel()
+    orders = {method: ranking(value[None]) for method, value in maps.items()}
+    generator = torch.Generator().manual_seed(RANDOM_SEED)
+    shuffles = torch.stack([torch.randperm(n, generator=generator) for _ in range(RANDOM_ORDERS)])
+    curves = {}
+    for method, order in orders.items():
+        curves[method] = deletion_insertion(entry.model, analysis.inputs, order, target, entry.map_patch)[0][0]
+    inputs = analysis.inputs.expand(RANDOM_ORDERS, *analysis.inputs.shape[1:])
+    random = deletion_insertion(entry.model, inputs, shuffles, target.expand(RANDOM_ORDERS), entry.map_patch)[0]
+    curves["random"] = random.mean(0)
+    return {
+        "model": entry.index,
+        "target": entry.classes[int(target)],
+        "patches": n,
+        "removed": list(range(n + 1)),
+        "curves": {method: curve.tolist() for method, curve in curves.items()},
+        "area": {method: float(curve_area(curve)) for method, curve in curves.items()},
+    }
