@@ -295,3 +295,88 @@ def test_timm_file_written_by_convert_reads_back_without_guessing(tmp_path, vit_
     same_outputs(back.model, model, torch.rand(2, 1, 8, 8))
     convert(path, tmp_path / "timm.pth", target="timm")  # a torch file cannot record it: guessed
     assert "mean/std" in load_checkpoint(tmp_path / "timm.pth", num_heads=2).guessed
+
+
+# -- the preprocessing a checkpoint records -------------------------------------------------------------
+
+
+def test_a_data_config_without_the_preprocessing_fields_reads_as_before(tmp_path, vit_file):
+    from safetensors.torch import load_file
+
+    from vitlab.data.preprocess import Preprocess
+
+    old = {k: v for k, v in DATA.to_dict().items() if k not in ("crop_pct", "crop_mode", "interpolation")}
+    old = {k: v for k, v in old.items() if k not in ("resize_backend", "crop_rounding")}
+    assert DataConfig.from_dict(old) == DATA
+    assert DATA.preprocess() == Preprocess((8, 8), 1, mean=(0.3,), std=(0.2,))  # read_image's bilinear squash
+    model, path = vit_file
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        meta = json.loads(f.read(n))["__metadata__"]
+    meta = {k: v for k, v in meta.items() if k != "sha256"}
+    meta["data"] = json.dumps(old)  # a file written before the fields existed
+    save_file(load_file(path), str(tmp_path / "old.safetensors"), metadata=meta)
+    loaded = load_checkpoint(tmp_path / "old.safetensors")
+    assert loaded.data == DATA and loaded.data.preprocess().crop_mode == "squash"
+    assert loaded.model.pretrained_cfg["interpolation"] == "bilinear" and loaded.model.pretrained_cfg["crop_pct"] == 1.0
+
+
+def test_the_preprocessing_is_recorded_and_said_as_timm_reads_it(tmp_path):
+    from vitlab.data.preprocess import Preprocess
+
+    data = DATA.with_preprocess(Preprocess((8, 8), 1, 0.875, "center", "bicubic", (0.4,), (0.3,)))
+    assert (data.crop_pct, data.crop_mode, data.interpolation, data.mean, data.classes) == (
+        0.875,
+        "center",
+        "bicubic",
+        (0.4,),
+        DATA.classes,
+    )
+    model = perturbed(create_model("vit-digits", **TINY))
+    save_checkpoint(model, tmp_path / "m.safetensors", "classifier", data)
+    loaded = load_checkpoint(tmp_path / "m.safetensors")
+    assert loaded.data == data and loaded.data.preprocess() == Preprocess(
+        (8, 8), 1, 0.875, "center", "bicubic", (0.4,), (0.3,)
+    )
+    cfg = loaded.model.pretrained_cfg
+    assert (cfg["interpolation"], cfg["crop_pct"], cfg["crop_mode"], cfg["mean"]) == (
+        "bicubic",
+        0.875,
+        "center",
+        (0.4,),
+    )
+    convert(tmp_path / "m.safetensors", tmp_path / "timm.safetensors", target="timm")  # the round trip keeps it
+    back = load_checkpoint(tmp_path / "timm.safetensors")
+    assert back.data == data and back.guessed == {}
+
+
+def test_a_timm_file_uses_the_pretrained_cfg_it_carries(tmp_path):
+    from vitlab.interop import to_timm_state_dict, write_state_dict
+
+    model = perturbed(create_model("vit-digits", **TINY))
+    state = to_timm_state_dict(model)
+    cfg = {"input_size": [1, 8, 8], "interpolation": "bicubic", "crop_pct": 0.9, "mean": [0.1], "std": [0.7]}
+    write_state_dict(state, tmp_path / "meta.safetensors", {"pretrained_cfg": json.dumps(cfg)})
+    loaded = load_checkpoint(tmp_path / "meta.safetensors", num_heads=2)
+    data = loaded.data
+    assert (data.interpolation, data.crop_pct, data.crop_mode, data.mean, data.std) == (
+        "bicubic",
+        0.9,
+        "center",  # timm's default crop_mode
+        (0.1,),
+        (0.7,),
+    )
+    assert "mean/std" not in loaded.guessed
+    folder = tmp_path / "timm-folder"  # timm's layout: config.json beside the weights, heads by architecture
+    write_state_dict(state, folder / "model.safetensors")
+    config = {"architecture": "vit_tiny_patch16_224", "num_classes": 10, "global_pool": "avg", "pretrained_cfg": cfg}
+    (folder / "config.json").write_text(
+        json.dumps({**config, "model_args": {"num_heads": 2}, "label_names": list("abcdefghij")})
+    )
+    loaded = load_checkpoint(folder)
+    assert loaded.model.config.num_heads == 2 and loaded.guessed == {} and loaded.data.classes == list("abcdefghij")
+    assert loaded.data.crop_pct == 0.9
+    same_outputs(loaded.model, model, torch.rand(2, 1, 8, 8))
+    (folder / "config.json").write_text(json.dumps(config))  # no model_args: vit_tiny's 3 heads do not divide 32
+    with pytest.raises(CheckpointError, match="num_heads"):
+        load_checkpoint(folder)

@@ -7,14 +7,19 @@ A vitlab checkpoint is a safetensors file. Its metadata (each value a JSON strin
     model           the registered model name (or null)      config_type  e.g. "ViTConfig"
     model_config    the model's full config
     data            what a user needs to feed it: image_size, in_chans, mean, std, classes,
-                    normalization, and where it came from (dataset, data_dir, seed, rows)
+                    normalization, the resize and crop (crop_pct, crop_mode, interpolation,
+                    resize_backend, crop_rounding: a :class:`~vitlab.data.preprocess.Preprocess`),
+                    and where it came from (dataset, data_dir, seed, rows)
     provenance      vitlab version, run folder, epoch, weights ("model" | "ema"), source, guesses
     sha256          SHA-256 of the tensor bytes (everything after the header); checked on load
 
 ``load_checkpoint`` takes that file, a checkpoint folder (``model.safetensors`` inside), a run
 folder (its ``best/``, else ``last/``), a Hugging Face ``save_pretrained`` folder, a timm or Hugging
 Face state dict (``.safetensors``, ``.pth``, ``.bin``, ``{"state_dict": ...}``), or a Keras
-``.keras`` file, and returns the model (eval mode) with its :class:`DataConfig`. Files vitlab wrote
+``.keras`` file, or a Hugging Face hub model id (``timm/NAME.TAG``, ``hf-hub:timm/NAME``, ``ORG/NAME``;
+see :mod:`vitlab.runs.hub`), and returns the model (eval mode) with its :class:`DataConfig`. A foreign
+model's preprocessing is its own: a timm ``pretrained_cfg`` (in a ``config.json`` beside the weights or
+in the file's metadata) or a Hugging Face ``preprocessor_config.json``. Files vitlab wrote
 before this format (metadata ``config`` or ``vitlab_config``, dense ``dense_config``) still load.
 What it must guess for a foreign file is returned in ``Loaded.guessed`` and recorded in the
 provenance of any file written from it.
@@ -40,13 +45,17 @@ from torch import nn
 
 from .. import __version__
 from ..data import DataSplits, load_dataset
+from ..data.preprocess import Preprocess
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
+from ..interop.timm_config import timm_fields, timm_label_names
 from ..models.registry import build_from_config, list_models
 from ..models.registry import create_model as build_registered
+from ..ops.patches import _pair
 from .files import atomic_write
+from .hub import hub_checkpoint, is_hub_id
 from .layout import BEST, LAST, WEIGHTS
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
@@ -59,7 +68,10 @@ MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoin
 class DataConfig:
     """What a model needs from its input: images ``(B, in_chans, *image_size)`` in [0, 1], then
     ``(x - mean) / std`` per channel; ``classes`` name the outputs. ``dataset`` / ``data_dir`` /
-    ``seed`` / ``rows`` say where the training data came from (to rebuild its splits)."""
+    ``seed`` / ``rows`` say where the training data came from (to rebuild its splits). ``crop_pct``,
+    ``crop_mode``, ``interpolation``, ``resize_backend`` and ``crop_rounding`` say how a photo is resized
+    and cropped to ``image_size`` (:meth:`preprocess`); their defaults are vitlab's first pipeline (a
+    bilinear resize of the whole image to the square), which files written without them used."""
 
     image_size: tuple[int, int]
     in_chans: int
@@ -71,6 +83,42 @@ class DataConfig:
     data_dir: str | None = None
     seed: int = 0
     rows: int | None = None
+    crop_pct: float = 1.0
+    crop_mode: str = "squash"
+    interpolation: str = "bilinear"
+    resize_backend: str = "pil"
+    crop_rounding: str = "round"
+
+    def preprocess(self) -> Preprocess:
+        """How one decoded image becomes this model's input (uint8; normalise with ``mean`` / ``std``)."""
+        return Preprocess(
+            image_size=tuple(self.image_size),  # type: ignore[arg-type]
+            channels=self.in_chans,
+            crop_pct=self.crop_pct,
+            crop_mode=self.crop_mode,
+            interpolation=self.interpolation,
+            mean=tuple(self.mean) or None,
+            std=tuple(self.std) or None,
+            resize_backend=self.resize_backend,
+            crop_rounding=self.crop_rounding,
+        )
+
+    def with_preprocess(self, preprocess: Preprocess) -> DataConfig:
+        """A copy fed as ``preprocess`` says: its image size, channels, resize and crop, and its mean/std
+        when it has them (else this config's)."""
+        height, width = preprocess.image_size
+        return replace(
+            self,
+            image_size=(height, width),
+            in_chans=preprocess.channels,
+            crop_pct=preprocess.crop_pct,
+            crop_mode=preprocess.crop_mode,
+            interpolation=preprocess.interpolation,
+            resize_backend=preprocess.resize_backend,
+            crop_rounding=preprocess.crop_rounding,
+            mean=tuple(preprocess.mean) if preprocess.mean is not None else tuple(self.mean),
+            std=tuple(preprocess.std) if preprocess.std is not None else tuple(self.std),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "image_size": list(self.image_size), "mean": list(self.mean), "std": list(self.std)}
@@ -305,11 +353,14 @@ def load_checkpoint(
 
     For a foreign file, ``model`` names a registered architecture to load into, and ``**config``
     gives fields the weights do not record (e.g. ``num_heads``); ``img_size`` runs it at another
-    image size (learned positions resampled). Every failure is a :class:`CheckpointError` naming
-    the file.
+    image size (learned positions resampled). A ``source`` that is no existing path and reads as a hub
+    model id (``timm/NAME.TAG``, ``hf-hub:timm/NAME``, ``ORG/NAME``) is fetched through the Hugging Face
+    cache (:func:`~vitlab.runs.hub.hub_checkpoint`); ``metadata["source_id"]`` records it. Every failure
+    is a :class:`CheckpointError` naming the file or id.
     """
     device = resolve_device(device)
-    path = resolve_source(source)
+    source_id = str(source) if is_hub_id(source) else None
+    path = hub_checkpoint(str(source)) if source_id is not None else resolve_source(source)
     try:
         if path.is_dir():
             loaded = _load_hf_folder(path, img_size, config)
@@ -341,6 +392,8 @@ def load_checkpoint(
     ) as err:
         detail = " ".join(str(err).split()[:40]) or "no detail"
         raise CheckpointError(f"{path} cannot be loaded as a model ({type(err).__name__}: {detail})") from err
+    if source_id is not None:
+        loaded.metadata["source_id"] = source_id
     loaded.model.to(device).eval()
     loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)  # type: ignore[assignment]
     return loaded
@@ -428,19 +481,74 @@ def _load_weights(model: nn.Module, tensors: dict[str, torch.Tensor]) -> tuple[l
     return list(result.missing_keys), list(result.unexpected_keys)
 
 
-def _foreign_data(model: nn.Module, source: str, hf_processor: dict[str, Any] | None) -> tuple[DataConfig, dict]:
+_TIMM_GUESS = (
+    "ImageNet's (timm's default for ViTs; no pretrained_cfg beside the weights); pass the source's own if it differs"
+)
+
+
+def _foreign_data(
+    model: nn.Module, preprocess: Preprocess, guessed: dict[str, str] | None = None, classes: list[str] | None = None
+) -> tuple[DataConfig, dict[str, str]]:
+    """The data config of a foreign ``model`` fed as ``preprocess`` says, at the model's own image size."""
     cfg: Any = model.config
-    guessed: dict[str, str] = {}
-    if hf_processor and "image_mean" in hf_processor:
-        mean, std = tuple(hf_processor["image_mean"]), tuple(hf_processor["image_std"])
-    elif source == "hf":
-        mean, std = (0.5,) * cfg.in_chans, (0.5,) * cfg.in_chans
-        guessed["mean/std"] = "0.5 per channel (Hugging Face ViT's default; no preprocessor_config.json)"
-    else:
-        mean, std = IMAGENET_MEAN[: cfg.in_chans], IMAGENET_STD[: cfg.in_chans]
-        guessed["mean/std"] = "ImageNet's (timm's default for ViTs); pass the source's own if it differs"
-    classes = [str(i) for i in range(getattr(cfg, "num_classes", 0))]
-    return DataConfig(tuple(cfg.img_size), cfg.in_chans, mean, std, classes), guessed
+    guessed = dict(guessed or {})
+    size = tuple(cfg.img_size)
+    if preprocess.channels != cfg.in_chans:
+        raise ValueError(
+            f"the source's preprocessing reads {preprocess.channels}-channel images, the weights take "
+            f"{cfg.in_chans}: the config beside the weights belongs to another model"
+        )
+    if tuple(preprocess.image_size) != size:
+        guessed["image_size"] = (
+            f"{size[0]}x{size[1]}, the model's (its preprocessing gives {preprocess.image_size[0]}x"
+            f"{preprocess.image_size[1]}); its resize and crop are kept"
+        )
+        preprocess = replace(preprocess, image_size=size)
+    names = classes or [str(i) for i in range(getattr(cfg, "num_classes", 0))]
+    data = DataConfig(size, cfg.in_chans, (), (), names).with_preprocess(preprocess)
+    return data, guessed
+
+
+def _hf_preprocess(model: nn.Module, processor: dict[str, Any] | None) -> tuple[Preprocess, dict[str, str]]:
+    """A Hugging Face folder's preprocessing: its ``preprocessor_config.json`` (what transformers computes),
+    else ``ViTImageProcessor``'s defaults at the model's size; one it cannot express exactly is approximated
+    by a squash resize with its mean/std, and said."""
+    cfg: Any = model.config
+    height, width = tuple(cfg.img_size)
+    chans = cfg.in_chans
+    if processor is None:  # vitlab's first pipeline, with ViTImageProcessor's statistics
+        why = "0.5 per channel (Hugging Face ViT's default; no preprocessor_config.json)"
+        return Preprocess((height, width), chans, mean=(0.5,) * chans, std=(0.5,) * chans), {"mean/std": why}
+    try:
+        return Preprocess.from_hf(processor, channels=chans), {}
+    except ConfigError as err:
+        near: dict[str, Any] = {
+            "image_processor_type": processor.get("image_processor_type", "ViTImageProcessor"),
+            **{k: processor[k] for k in ("resample", "image_mean", "image_std", "do_normalize") if k in processor},
+            **{k: processor[k] for k in ("do_rescale", "rescale_factor") if k in processor},
+            "size": {"height": height, "width": width},
+        }
+        why = f"a resize of the whole image to the square with its mean/std ({err}); scores differ from transformers'"
+        return Preprocess.from_hf(near, channels=chans), {"preprocess": why}
+
+
+def _timm_config(path: Path, raw: dict[str, str]) -> dict[str, Any] | None:
+    """timm's config for the weights at ``path``: the file's ``pretrained_cfg`` metadata (the whole
+    ``config.json`` or its ``pretrained_cfg`` alone), else a timm ``config.json`` beside it."""
+    if "pretrained_cfg" in raw:
+        value = _json_value(raw, "pretrained_cfg", path)
+        if not isinstance(value, dict):
+            raise CheckpointError(f"{path}: metadata 'pretrained_cfg' is not a JSON object")
+        return value if "pretrained_cfg" in value else {"pretrained_cfg": value}
+    sibling = path.with_name("config.json")
+    if not sibling.is_file():
+        return None
+    try:
+        config = json.loads(sibling.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{sibling} is not JSON ({err})") from err
+    is_timm = isinstance(config, dict) and "model_type" not in config
+    return config if is_timm and ("pretrained_cfg" in config or "architecture" in config) else None
 
 
 def _load_foreign(
@@ -460,12 +568,33 @@ def _load_foreign(
         known = {**{k: v for k, v in arch.items() if k not in ("img_size",)}, **known}
     if "vitlab_model_config" in raw:  # a timm file written by `vitlab convert --to timm`
         known = {**_json_value(raw, "vitlab_model_config", path), **known}
+    timm = _timm_config(path, raw) if "vitlab_data" not in raw else None
+    timm_notes: dict[str, str] = {}
+    if timm is not None and "patch_embed.proj.weight" in tensors:
+        fields_, timm_notes = timm_fields(timm, tensors["patch_embed.proj.weight"].shape[0])
+        timm_notes = {k: v for k, v in timm_notes.items() if k not in known}
+        known = {**fields_, **known}
     net, source, guessed = foreign_model(tensors, raw, path, img_size, known)
+    guessed = {**guessed, **timm_notes}
     if "vitlab_data" in raw:
         data, data_guesses = DataConfig.from_dict(_json_value(raw, "vitlab_data", path)), dict[str, str]()
         kind = _json_value(raw, "vitlab_kind", path) if "vitlab_kind" in raw else "classifier"
+    elif source == "hf":
+        processor = path.with_name("preprocessor_config.json")
+        pre, notes = _hf_preprocess(net, json.loads(processor.read_text()) if processor.is_file() else None)
+        data, data_guesses = _foreign_data(net, pre, notes)
+        kind = "classifier"
     else:
-        data, data_guesses = _foreign_data(net, source, None)
+        cfg = (timm or {}).get("pretrained_cfg")
+        chans, size = net.config.in_chans, net.config.img_size
+        if isinstance(cfg, dict):  # the model's own: input size, resize, crop, mean, std
+            own = {k: v for k, v in cfg.items() if v is not None}
+            pre, notes = Preprocess.from_timm({"input_size": (chans, *_pair(size, "img_size")), **own}), {}
+        else:  # a bare state dict: vitlab's first pipeline, with ImageNet's statistics
+            pre = Preprocess(size, chans, mean=IMAGENET_MEAN[:chans], std=IMAGENET_STD[:chans])  # type: ignore[arg-type]
+            notes = {"mean/std": _TIMM_GUESS}
+        classes = timm_label_names(timm, net.config.num_classes) if timm else None
+        data, data_guesses = _foreign_data(net, pre, notes, classes)
         kind = "classifier"
     return Loaded(net, data, kind, name, {"source": source}, path, {**guessed, **data_guesses})
 
@@ -481,7 +610,8 @@ def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: 
         hf_to_vitlab(tensors), resize_to=img_size, **{**hf_config_fields(hf_config), **config}
     )
     processor = path / "preprocessor_config.json"
-    data, data_guesses = _foreign_data(net, "hf", json.loads(processor.read_text()) if processor.is_file() else None)
+    pre, notes = _hf_preprocess(net, json.loads(processor.read_text()) if processor.is_file() else None)
+    data, data_guesses = _foreign_data(net, pre, notes)
     labels = hf_config.get("id2label")
     if isinstance(labels, dict) and len(labels) == net.config.num_classes:
         data.classes = [str(labels.get(str(i), labels.get(i, i))) for i in range(len(labels))]
@@ -496,9 +626,9 @@ def _load_keras(path: Path) -> Loaded:
     import keras
 
     net = from_keras(keras.saving.load_model(path, compile=False))
-    data, _ = _foreign_data(net, "keras", None)
     chans = net.config.in_chans
-    data.mean, data.std = (0.0,) * chans, (1.0,) * chans
+    pre = Preprocess(net.config.img_size, chans, mean=(0.0,) * chans, std=(1.0,) * chans)  # type: ignore[arg-type]
+    data, _ = _foreign_data(net, pre)
     guesses = {"mean/std": "pixels in [0, 1] unscaled (the textbook's Keras preprocessing)"}
     return Loaded(net, data, "classifier", None, {"source": "keras"}, path, guesses)
 
@@ -546,15 +676,17 @@ def checkpoint_data(
 
 
 def pretrained_cfg(model: nn.Module, data: DataConfig) -> dict[str, Any]:
-    """timm's ``pretrained_cfg`` for ``model`` fed as ``data`` says: input size, mean, std, classes."""
+    """timm's ``pretrained_cfg`` for ``model`` fed as ``data`` says: input size, resize and crop
+    (interpolation, crop_pct, crop_mode), mean, std, classes."""
     return {
         "input_size": (data.in_chans, *data.image_size),
         "mean": tuple(data.mean),
         "std": tuple(data.std),
         "num_classes": getattr(getattr(model, "config", None), "num_classes", len(data.classes)),
         "label_names": list(data.classes),
-        "interpolation": "bilinear",
-        "crop_pct": 1.0,
+        "interpolation": data.interpolation,
+        "crop_pct": data.crop_pct,
+        "crop_mode": data.crop_mode,
     }
 
 
