@@ -79,6 +79,11 @@ def test_in_memory_loading_leaves_out_tolerated_unreadable_images(tmp_path):
     splits = load_dataset("folder", root, loader="memory", max_bad=1)
     assert len(splits.train) + len(splits.val) + len(splits.test) == 13
     assert "left out 1 unreadable image(s)" in splits.loader_reason and "bee/03.png" in splits.loader_reason
+    streamed = load_dataset("folder", root, loader="stream", max_bad=1, workers=0)  # batches() defaults to these
+    sizes = [
+        len(collect(part.batches(range(len(part)), 4))[1]) for part in (streamed.train, streamed.val, streamed.test)
+    ]
+    assert sum(sizes) == 13 and list(streamed.test.bad) == [str(root / "bee" / "03.png")]
 
 
 def test_rank_shards_cover_the_epoch_once(tmp_path):

@@ -250,7 +250,9 @@ def _load_photos(
             data.append(ImageDataset(images, labels, records_part.classes))
     else:
         streams = [
-            None if part is None else StreamDataset(part, preprocess, train=k == 0, hflip=hflip_ok)
+            None
+            if part is None
+            else StreamDataset(part, preprocess, train=k == 0, hflip=hflip_ok, workers=workers, max_bad=max_bad)
             for k, part in enumerate(parts)
         ]
         for stream in streams:

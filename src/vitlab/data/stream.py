@@ -82,7 +82,8 @@ class StreamDataset(Dataset):
     ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``.
 
     ``labels`` ``(N,)`` int64, ``classes`` the class names, ``image_shape`` ``(C, H, W)``; ``bad`` maps the
-    name of each unreadable image met so far to why.
+    name of each unreadable image met so far to why. ``workers`` and ``max_bad`` are what :meth:`batches`
+    uses when not told (``load_dataset`` sets them from its own arguments).
     """
 
     def __init__(
@@ -94,6 +95,8 @@ class StreamDataset(Dataset):
         hflip: bool = True,
         scale: tuple[float, float] = (0.08, 1.0),
         ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        workers: int = 2,
+        max_bad: int = 0,
     ) -> None:
         self.records = records
         self.preprocess = preprocess
@@ -101,6 +104,8 @@ class StreamDataset(Dataset):
         self.hflip = hflip
         self.scale = scale
         self.ratio = ratio
+        self.workers = workers
+        self.max_bad = max_bad
         self.classes = records.classes
         self.labels = torch.from_numpy(records.labels)
         self.bad: dict[str, str] = {}
@@ -144,7 +149,8 @@ class StreamDataset(Dataset):
 
     def _replace(self, **changes: Any) -> StreamDataset:
         fields: dict[str, Any] = {"records": self.records, "preprocess": self.preprocess, "train": self.train}
-        fields |= {"hflip": self.hflip, "scale": self.scale, "ratio": self.ratio} | changes
+        fields |= {"hflip": self.hflip, "scale": self.scale, "ratio": self.ratio}
+        fields |= {"workers": self.workers, "max_bad": self.max_bad} | changes
         copy = StreamDataset(**fields)
         copy.bad = self.bad  # one record of the unreadable images, shared with subsets and copies
         return copy
@@ -155,19 +161,22 @@ class StreamDataset(Dataset):
         batch_size: int,
         *,
         seed: int | None = None,
-        workers: int = 2,
-        max_bad: int = 0,
+        workers: int | None = None,
+        max_bad: int | None = None,
         pin_memory: bool | None = None,
         drop_last: bool = False,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """``(images uint8 (B, C, H, W), labels int64 (B,))`` of the items ``index``, in that order.
 
         ``seed`` seeds the training augmentation (item ``i`` by ``(seed, i)``; None: drawn from torch's
-        global generator). ``workers`` DataLoader processes (0: decode here). Unreadable images are dropped
-        from their batch (a batch left empty is skipped) and recorded in :attr:`bad`; once more than
-        ``max_bad`` distinct ones are met, :class:`DataError` names them. ``pin_memory`` (None: when CUDA is
-        available) pins the batches for a fast copy to the GPU.
+        global generator). ``workers`` DataLoader processes (0: decode here; None: :attr:`workers`).
+        Unreadable images are dropped from their batch (a batch left empty is skipped) and recorded in
+        :attr:`bad`; once more than ``max_bad`` (None: :attr:`max_bad`) distinct ones are met,
+        :class:`DataError` names them. ``pin_memory`` (None: when CUDA is available) pins the batches for a
+        fast copy to the GPU.
         """
+        workers = self.workers if workers is None else workers
+        max_bad = self.max_bad if max_bad is None else max_bad
         if batch_size < 1 or workers < 0 or max_bad < 0:
             raise ValueError(
                 f"need batch_size >= 1, workers >= 0, max_bad >= 0; got {batch_size}, {workers}, {max_bad}"
