@@ -1,13 +1,22 @@
-"""``vitlab explain CKPT``: explanation maps for one image, or ``--audit`` of what the maps are worth."""
+"""``vitlab explain CKPT``: explanation maps for one image, ``--audit`` of what the maps are worth, or
+``--probe`` measurements (shuffled, shifted, occluded and resized images; attention by depth)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from . import add_source_options, load_source
 
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
+PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.probes.PROBES
 SPLITS = ("val", "test", "train")
+SAMPLES = {"audit": 100, "probe": 1000}  # default images per mode
+
+
+def parse_probes(text: str) -> list[str]:
+    """``permute,attention`` or ``all`` -> the probe names (checked against :data:`PROBES` by :func:`run`)."""
+    return list(PROBES) if text == "all" else list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
 
 
 def parse_query(text: str) -> str | int:
@@ -22,8 +31,19 @@ def parse_query(text: str) -> str | int:
 
 def run(args: argparse.Namespace) -> int:
     from ..explain import audit_checkpoint, explain_checkpoint
-    from ..explain.report import check_explain_options
+    from ..explain.report import check_explain_options, probe_checkpoint
 
+    if args.probe is not None:
+        from ..errors import ConfigError
+
+        if args.audit:
+            raise ConfigError("--probe and --audit are two separate measurements: run them one at a time")
+        if not args.probe or any(name not in PROBES for name in args.probe):
+            raise ConfigError(
+                f"--probe takes {', '.join(PROBES)} or all, comma-separated; got {','.join(args.probe)!r}"
+            )
+    if args.samples is None:
+        args.samples = SAMPLES["probe" if args.probe else "audit"]
     check_explain_options(
         index=args.index,
         patch_size=args.patch_size,
@@ -34,6 +54,23 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
     )
     loaded = load_source(args, "explain")  # options first: a bad one is refused before loading
+    if args.probe:
+        probed = probe_checkpoint(
+            loaded,
+            args.out,
+            args.probe,
+            dataset=args.dataset,
+            data_dir=args.data_dir,
+            split=args.split,
+            samples=args.samples,
+            patch_size=args.patch_size,
+            seed=args.seed,
+            device=args.device,
+            overwrite=args.overwrite,
+        )
+        print(Path(probed["files"][1]).read_text(), end="")
+        print("wrote " + ", ".join(probed["files"]))
+        return 0
     methods = None if args.method == "all" else (args.method,)
     common = dict(
         dataset=args.dataset,
@@ -59,15 +96,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"audit took {result.seconds:.1f}s; wrote {args.out}/audit.json, audit.md and figures")
         return 0
     report = explain_checkpoint(loaded, args.out, index=args.index, query=args.query, textbook=args.textbook, **common)
-    print(
-        f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: "
-        f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})"
+    predicted = (
+        "an encoder, no prediction"
+        if report["prediction"] is None
+        else f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})"
     )
+    print(f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: {predicted}")
     for method, summary in report["maps"].items():
         print(f"  {method:<11} top patch (row, col) {tuple(summary['top_patch'])}  max {summary['max']:.4f}")
     if "heads" in report:
-        spreads = report["heads"]["spread"][-1]
-        print("  last-layer head spreads: " + ", ".join(f"{s:.4f}" for s in spreads))
+        heads = report["heads"]
+        print(
+            "  last-layer heads, most-attended key's weight (max): " + ", ".join(f"{s:.4f}" for s in heads["max"][-1])
+        )
+        print("  last-layer head spreads (max − min): " + ", ".join(f"{s:.4f}" for s in heads["spread"][-1]))
     print("wrote " + ", ".join(report["files"]))
     return 0
 
@@ -79,7 +121,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Draw attention, rollout, gradient, gradient x input and occlusion maps for "
         "one image of a checkpoint's dataset, or (--audit) measure them: deletion / insertion "
         "curves against random and occlusion orders, and sanity checks after randomising the "
-        "weights and training on permuted labels.",
+        "weights and training on permuted labels. --probe measures the model itself on --samples images: "
+        "permute (patches shuffled: agreement with and without the model's positions), shift, occlude, "
+        "resolution (positions resampled) and attention (per layer and head: mean attention distance, "
+        "entropy and exp(H), weight on the class token, max and max - min, rollout distance; a CNN's "
+        "receptive field). Classifiers get every map and probe, pretrained MAE / DINO encoders the "
+        "attention ones.",
     )
     p.add_argument(
         "checkpoint",
@@ -110,7 +157,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also write the position-similarity, token-attention and temperature figures",
     )
     p.add_argument("--audit", action="store_true", help="audit the maps on --samples images instead")
-    p.add_argument("--samples", type=int, default=100, help="images the audit averages over")
+    p.add_argument(
+        "--probe",
+        type=parse_probes,
+        metavar="NAMES",
+        help=f"instead of maps, run probes on --samples images: {','.join(PROBES)} or all; writes probes.json, "
+        "probes.md and attention_depth.png",
+    )
+    p.add_argument(
+        "--samples", type=int, help="images the audit (default 100) or the probes (default 1000) average over"
+    )
     p.add_argument("--steps", type=int, help="points on the deletion / insertion curves (default: every patch)")
     p.add_argument("--sanity-epochs", type=int, default=5, help="epochs of permuted-label training (0 skips it)")
     p.add_argument(

@@ -496,7 +496,8 @@ def _rows_text(axes: dict[str, Any], train_rows: int) -> str:
     return f"{train_rows:,}" + (" (full)" if axes.get("rows", 0) is None else "")
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines: the header, the rule, one line per row of cells."""
     return [
         "| " + " | ".join(header) + " |",
         "|" + "|".join(" --- " for _ in header) + "|",
@@ -549,7 +550,7 @@ def results_table(aggregates: Sequence[Aggregate]) -> list[str]:
                 *([_fmt(m["agreement"], s["agreement"])] if agreement else []),
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _variant_columns(aggregates: Sequence[Aggregate]) -> list[str]:
@@ -588,7 +589,7 @@ def robustness_table(aggregates: Sequence[Aggregate]) -> list[str]:
         for a in measured
         for entry in a.robustness
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _probe_words(key: str) -> str:
@@ -691,7 +692,7 @@ def leads_table(leads: Sequence[Lead]) -> list[str]:
         ]
         for lead in leads
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def cost_lines(costs: Sequence[dict[str, Any]]) -> list[str]:
@@ -714,7 +715,7 @@ def cost_lines(costs: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for c in costs
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def recipe_augment(augment: str | AugmentConfig) -> str:
@@ -958,7 +959,7 @@ def textbook_table(aggregates: Sequence[Aggregate]) -> list[str]:
                 _fmt(m["test_acc"], s["test_acc"]),
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _difference(metric: str, value: float, band: float | None = None) -> str:
@@ -997,7 +998,7 @@ def verdict_table(verdicts: Sequence[Verdict]) -> list[str]:
             or f"the {CNN_WORDS['matched']} CNN"
         )
         body.append([v.claim.text[0].upper() + v.claim.text[1:], against, textbook, measured, f"**{v.verdict}**"])
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def textbook_lines(result: CompareResult, aggregates: Sequence[Aggregate], verdicts: Sequence[Verdict]) -> list[str]:

@@ -291,11 +291,14 @@ def _mean(values: torch.Tensor) -> float | None:
 
 def permuted_labels(splits: DataSplits, seed: int) -> DataSplits:
     """``splits`` with the training labels shuffled (seeded), the validation split kept; no test."""
+    from .report import in_memory
+
+    train = in_memory(splits.train, "train")
     g = torch.Generator().manual_seed(seed)
-    labels = splits.train.labels[torch.randperm(len(splits.train), generator=g)]
+    labels = train.labels[torch.randperm(len(train), generator=g)]
     return DataSplits(
         splits.name,
-        ImageDataset(splits.train.images, labels, splits.train.classes),
+        ImageDataset(train.images, labels, train.classes),
         splits.val,
         None,
         splits.mean,

@@ -77,9 +77,11 @@ def plot_head_attention(
     path: str | Path,
     title: str = "",
     patch: int | None = None,
+    maxima: torch.Tensor | None = None,
 ) -> Path:
     """Per-layer, per-head attention ``(L, H, gh, gw)`` over the image, each panel titled with its
-    head's spread (most minus least attended weight, ``spreads (L, H)``).
+    head's most-attended key's weight (``maxima (L, H)``, when given) and its spread, named: max − min
+    (``spreads (L, H)``).
 
     Size: ``PANEL * (1 + H)`` by ``PANEL * L + 0.6`` inches.
     """
@@ -92,7 +94,8 @@ def plot_head_attention(
         for head in range(heads):
             ax = axes[layer, 1 + head]
             _overlay(ax, image, maps[layer, head], patch)
-            ax.set_title(f"head {head}: spread {float(spreads[layer, head]):.3f}", fontsize=7)
+            top = "" if maxima is None else f"max {float(maxima[layer, head]):.3f}, "
+            ax.set_title(f"head {head}: {top}max−min {float(spreads[layer, head]):.3f}", fontsize=7)
     fig.suptitle(title, fontsize=8)
     return _save(fig, path)
 
@@ -186,6 +189,35 @@ def plot_temperature_sweep(weights: torch.Tensor, temperatures: Sequence[float],
         ax.bar(np.arange(n) + (i - (len(temperatures) - 1) / 2) * width, row.cpu().numpy(), width, label=f"T = {t:g}")
     ax.axhline(1.0 / n, color="black", linestyle=":", label=f"uniform 1/N = {1.0 / n:.4f}")
     ax.set(xlabel="key", ylabel="attention weight", title="softmax temperature: lower is sharper")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_attention_depth(diagnostics: Mapping[str, object], path: str | Path, title: str = "") -> Path:
+    """Mean attention distance per head against depth (dots), its mean over heads and the rollout's
+    distance (lines), uniform attention's distance (dashed); or, for a convnet, the mean distance within
+    its receptive field by layer. Size: 5.5 x 3.6 inches."""
+    fig = Figure(figsize=(5.5, 3.6))
+    ax = fig.subplots()
+    fields = diagnostics.get("receptive_fields")
+    if isinstance(fields, list):
+        ax.plot(range(1, len(fields) + 1), [f["field_distance"] for f in fields], marker="o", label="receptive field")
+        ax.set(xlabel="conv / pool layer", ylabel="mean distance within the field (px)")
+    else:
+        distance = np.asarray(diagnostics["mean_distance"], dtype=float)  # (L, H)
+        depth = np.arange(1, len(distance) + 1)
+        for head in range(distance.shape[1]):
+            ax.scatter(
+                depth, distance[:, head], s=14, alpha=0.6, color="tab:blue", label="heads" if head == 0 else None
+            )
+        ax.plot(depth, distance.mean(1), marker="o", color="tab:blue", label="mean over heads")
+        ax.plot(depth, np.asarray(diagnostics["rollout_distance"]), marker="s", color="tab:orange", label="rollout")
+        ax.axhline(float(diagnostics["uniform_distance"]), color="grey", linestyle="--", label="uniform attention")  # type: ignore[arg-type]
+        ax.set(xlabel="layer", ylabel="mean attention distance (px)")
+        ax.set_xticks(depth)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path)

@@ -7,6 +7,12 @@
   wrong validation predictions, the textbook's head-spread numbers in the titles (for reports).
 - :func:`explain_checkpoint` / :func:`audit_checkpoint` do the same from a checkpoint written by
   ``vitlab train`` on its own dataset split, normalised with the training statistics.
+- :func:`probe_checkpoint` runs the probes of :mod:`~vitlab.explain.probes` and writes ``probes.json``,
+  ``probes.md`` and ``attention_depth.png``.
+
+A classifier (plain or distilled) gets every map; an encoder (MAE, DINO: no classifier head) the
+attention maps and the attention probe, which need no classes. Other checkpoint kinds are refused in one
+line.
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
 from ..engine import TrainConfig
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..models.config import Float, Int, Maybe
-from ..runs import Loaded, RunDir, checkpoint_data
+from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.layout import CONFIG
 from .audit import AuditResult, audit, write_audit
-from .figures import plot_head_attention, plot_maps
+from .figures import plot_attention_depth, plot_head_attention, plot_maps
 from .maps import (
+    ATTENTION_METHODS,
     Query,
     applicable_methods,
     compute_maps,
@@ -36,6 +43,7 @@ from .maps import (
     num_prefix_tokens,
     patch_layout,
 )
+from .probes import probes_markdown, run_probes
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
@@ -47,6 +55,17 @@ def _split(splits: DataSplits, split: str) -> ImageDataset:
         raise ValueError(
             f"split {split!r} is not available for {splits.name}: choose one of "
             f"{[s for s in SPLITS if getattr(splits, s) is not None]}"
+        )
+    return in_memory(data, split)
+
+
+def in_memory(data: Any, what: str) -> ImageDataset:
+    """``data`` when its images are held in memory (an :class:`ImageDataset`); a streamed split is refused
+    in one line (explanations index and batch images freely)."""
+    if not isinstance(data, ImageDataset):
+        raise ConfigError(
+            f"the {what} split is streamed from image files; explanations read a split held in memory: "
+            f"load the dataset with loader=memory (a smaller --rows if it does not fit)"
         )
     return data
 
@@ -74,7 +93,9 @@ def explain_example(
     patch_size: int | None = None,
 ) -> dict[str, Any]:
     """Explain image ``index`` of ``split`` by ``methods`` (default: all that apply to the model): write
-    the figures and ``explain.json``; return its content (``files`` lists the paths written)."""
+    the figures and ``explain.json``; return its content (``files`` lists the paths written). An encoder
+    (no classifier head) has no prediction: its report's ``prediction``, ``confidence`` and
+    ``probabilities`` are ``None`` and only the attention maps apply."""
     data = _split(splits, split)
     if not 0 <= index < len(data):
         raise ValueError(f"index {index} is outside the {split} split's {len(data)} images: use 0..{len(data) - 1}")
@@ -82,22 +103,30 @@ def explain_example(
     device = next(model.parameters()).device
     image = data.images[index]
     inputs = normalize(image[None].to(device), splits.mean, splits.std)
-    probs = model(inputs).float().softmax(-1)[0]
+    encoder = is_encoder(model)
     methods = applicable_methods(model) if methods is None else list(methods)
+    if encoder:
+        methods = check_encoder_methods(methods)
     query = default_query(model) if query is None else query
     size, grid = patch_layout(model, inputs.shape, patch_size)
     maps = {m: v[0].cpu() for m, v in compute_maps(model, inputs, methods, query=query, patch_size=size).items()}
     out = Path(out_dir)
-    label, prediction = int(data.labels[index]), int(probs.argmax())
-    title = f"{split} #{index}: {data.classes[label]} → {data.classes[prediction]} ({float(probs.max()):.3f})"
+    label = int(data.labels[index])
+    probs = None if encoder else model(inputs).float().softmax(-1)[0]
+    if probs is None:
+        title = f"{split} #{index}: {data.classes[label]} (an encoder: no prediction)"
+    else:
+        title = (
+            f"{split} #{index}: {data.classes[label]} → {data.classes[int(probs.argmax())]} ({float(probs.max()):.3f})"
+        )
     files = [plot_maps(image, maps, out / "maps.png", title=title, patch=size)]
     report: dict[str, Any] = {
         "split": split,
         "index": index,
         "label": data.classes[label],
-        "prediction": data.classes[prediction],
-        "confidence": float(probs.max()),
-        "probabilities": probs.tolist(),
+        "prediction": None if probs is None else data.classes[int(probs.argmax())],
+        "confidence": None if probs is None else float(probs.max()),
+        "probabilities": None if probs is None else probs.tolist(),
         "patch_size": size,
         "grid": list(grid),
         "query": query,
@@ -106,7 +135,9 @@ def explain_example(
     if any(m in ("attention", "rollout") for m in methods):
         heads, stats = head_attention(model, inputs, query)
         files.append(
-            plot_head_attention(image, heads[0], stats["spread"][0], out / "heads.png", title=title, patch=size)
+            plot_head_attention(
+                image, heads[0], stats["spread"][0], out / "heads.png", title=title, patch=size, maxima=stats["max"][0]
+            )
         )
         report["heads"] = {name: value[0].tolist() for name, value in stats.items()}
     files.append(out / "explain.json")
@@ -128,13 +159,13 @@ def attention_examples(
     ``n_wrong`` most confident wrong validation predictions (fewer when there are fewer).
 
     The query defaults to :func:`~vitlab.explain.maps.default_query`: the class token, or the
-    mean of the patch queries for a mean-pooled model. Each panel's title gives the head's spread
-    (most minus least attended weight; ``1/N`` is uniform), as in the textbook's table.
+    mean of the patch queries for a mean-pooled model. Each panel's title gives the head's most-attended
+    key's weight (max) and the spread the textbook's table quotes (max − min; ``1/N`` each is uniform).
     Files: ``attention_correct_{k}.png``, ``attention_wrong_{k}.png``.
     """
     model.eval()
     device = next(model.parameters()).device
-    data = splits.val
+    data = in_memory(splits.val, "val")
     inputs = normalize(data.images.to(device), splits.mean, splits.std)
     confidence, prediction = torch.cat([model(chunk).float().softmax(-1) for chunk in inputs.split(512)]).max(-1)
     correct = prediction == data.labels.to(device)
@@ -150,9 +181,12 @@ def attention_examples(
         for k, i in enumerate(picks.tolist()):
             title = (
                 f"val #{i}: {data.classes[int(data.labels[i])]} → {data.classes[int(prediction[i])]} "
-                f"(confidence {float(confidence[i]):.3f}); last-layer spreads "
-                + ", ".join(f"{s:.3f}" for s in stats["spread"][k, -1].tolist())
-                + f"; uniform 1/{n}"
+                f"(confidence {float(confidence[i]):.3f}); last layer, per head, max weight / max − min: "
+                + ", ".join(
+                    f"{top:.3f}/{spread:.3f}"
+                    for top, spread in zip(stats["max"][k, -1].tolist(), stats["spread"][k, -1].tolist())
+                )
+                + f"; uniform: 1/{n} = {1 / n:.4f} each, max − min 0"
             )
             paths.append(
                 plot_head_attention(
@@ -162,6 +196,7 @@ def attention_examples(
                     out / f"attention_{kind}_{k}.png",
                     title=title,
                     patch=patch_layout(model, inputs.shape)[0],
+                    maxima=stats["max"][k],
                 )
             )
     return paths
@@ -210,7 +245,7 @@ def explain_checkpoint(
     """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`); with ``textbook``, also
     :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
     check_explain_options(index=index, patch_size=patch_size)
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device)
     with RunDir(out_dir).open("explain", overwrite=overwrite):
         report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
         if textbook:
@@ -243,7 +278,12 @@ def audit_checkpoint(
     check_explain_options(
         patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs, threshold=threshold, steps=steps, seed=seed
     )
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device)
+    if is_encoder(ckpt.model):
+        raise ConfigError(
+            f"the audit scores maps by the predicted class's probability, and {ckpt.path} is an encoder without a "
+            f"classifier head: fine-tune it (vitlab train --init) first, or explain it without --audit"
+        )
     with RunDir(out_dir).open("audit", overwrite=overwrite):
         config = checkpoint_train_config(ckpt) if sanity_epochs > 0 else None
         result = audit(
@@ -278,3 +318,89 @@ def check_explain_options(**options: Any) -> None:
     }
     for name, value in options.items():
         ranges[name](f"--{name.replace('_', '-')}", value)
+
+
+# -- what explain reads ----------------------------------------------------------------------------------
+
+EXPLAINABLE = ("classifier", "distilled-classifier", "encoder")  # checkpoint kinds vitlab explain reads
+
+
+def is_encoder(model: nn.Module) -> bool:
+    """Whether ``model`` has no classifier head (``num_classes == 0``: a pretrained MAE or DINO encoder)."""
+    return getattr(getattr(model, "config", None), "num_classes", None) == 0
+
+
+def check_encoder_methods(methods: Sequence[str]) -> list[str]:
+    """``methods`` for an encoder: the attention maps among them; a map that needs a class is refused."""
+    needs_class = [m for m in methods if m not in ATTENTION_METHODS]
+    if needs_class and all(m in needs_class for m in methods):
+        raise ConfigError(
+            f"--method {', '.join(needs_class)} maps a class's evidence, and an encoder has no classes: use "
+            f"--method attention or rollout, or fine-tune it (vitlab train --init) first"
+        )
+    return [m for m in methods if m in ATTENTION_METHODS]
+
+
+def explainable_data(
+    path: str | Path | Loaded, dataset: str | None, data_dir: str | Path | None, device: str
+) -> tuple[Loaded, DataSplits]:
+    """:func:`~vitlab.runs.checkpoint_data`, refusing a kind explain does not read before its data is loaded."""
+    ckpt = path if isinstance(path, Loaded) else load_checkpoint(path, device)
+    check_explainable(ckpt)
+    return checkpoint_data(ckpt, dataset, data_dir, device)
+
+
+def check_explainable(ckpt: Loaded) -> None:
+    """Refuse, in one line, a checkpoint kind vitlab explain does not read (segmenters, detectors,
+    promptable and CLIP models)."""
+    if ckpt.kind not in EXPLAINABLE:
+        raise ConfigError(
+            f"vitlab explain reads classifiers and pretrained encoders; {ckpt.path} is a {ckpt.kind} model: "
+            f"see its masks, boxes or labels with `vitlab predict {ckpt.path} IMAGE`"
+        )
+
+
+def probe_checkpoint(
+    path: str | Path | Loaded,
+    out_dir: str | Path,
+    probes: Sequence[str],
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    split: str = "val",
+    samples: int = 1000,
+    patch_size: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Run ``probes`` (:data:`~vitlab.explain.probes.PROBES`) on the first ``samples`` images of ``split`` and
+    write ``probes.json``, ``probes.md`` and (with ``attention``) ``attention_depth.png`` into ``out_dir``;
+    return the JSON's content."""
+    check_explain_options(patch_size=patch_size, samples=samples, seed=seed)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device)
+    data = _split(splits, split)
+    model = ckpt.model.eval()
+    device_of = next(model.parameters()).device
+    images = normalize(data.images[:samples].to(device_of), splits.mean, splits.std)
+    labels = None if is_encoder(model) else data.labels[:samples].to(device_of)
+    with RunDir(out_dir).open("explain", overwrite=overwrite):
+        result = run_probes(model, images, labels, probes, patch_size, seed)
+        out = Path(out_dir)
+        name = ckpt.name or type(model).__name__
+        report = {
+            "checkpoint": str(ckpt.path),
+            "model": name,
+            "kind": ckpt.kind,
+            "dataset": splits.name,
+            "split": split,
+            **result,
+        }
+        files = [out / "probes.json", out / "probes.md"]
+        if "attention" in result:
+            files.append(plot_attention_depth(result["attention"], out / "attention_depth.png", title=name))
+        report["files"] = [str(f) for f in files]
+        title = f"Probes of {name} ({ckpt.kind}) on {splits.name} {split}"
+        atomic_write(files[1], (probes_markdown(report, title) + "\n").encode())
+        atomic_write(files[0], (json.dumps(report, indent=2) + "\n").encode())
+    return report
