@@ -128,7 +128,7 @@ def test_dino_run_resumed_after_an_interruption_ends_as_an_uninterrupted_one(tmp
     for part in ("teacher", "centre"):
         for k, v in state["whole"]["task"][part].items():
             assert torch.equal(state["cut"]["task"][part][k], v), (part, k)
-    clock = ("seconds", "images_per_s")
+    clock = ("seconds", "images_per_s", "data_wait")
     assert [{k: v for k, v in r.items() if k not in clock} for r in resumed.history] == [
         {k: v for k, v in r.items() if k not in clock} for r in whole.history
     ]
