@@ -20,3 +20,34 @@ torch.set_num_threads(1)
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+def cache_repo(cache, repo: str, folder, commit: str = "0" * 39 + "1"):
+    """``folder``'s files as the Hugging Face hub cache holds a downloaded repo: ``models--ORG--NAME/blobs/SHA256``,
+    ``snapshots/COMMIT/FILE`` (a relative link to its blob) and ``refs/main`` holding the commit."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(cache) / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (root / "blobs").mkdir()
+    for file in sorted(Path(folder).iterdir()):
+        data = file.read_bytes()
+        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", blob.name))
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face hub cache of this test's own, offline: ``hub_cache(repo, folder)`` adds a repo."""
+    home = tmp_path / "hf-home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (home / "hub").mkdir(parents=True)
+    return lambda repo, folder: cache_repo(home / "hub", repo, folder)

@@ -151,3 +151,32 @@ def test_bad_data_settings_get_one_line(tmp_path, photos, capsys, setting, words
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_unreadable_photos_are_skipped_counted_and_reported(tmp_path, photos, capsys):
+    (photos / "bee" / "999.jpg").write_bytes(b"not a jpeg")
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "16", "--loader", "stream"]
+    argv += ["--epochs", "1", "--batch-size", "8", "--device", "cpu", "--out", str(out), "--set", "data.workers=0"]
+    argv += ["--set", "depth=1", "--set", "embed_dim=32", "--set", "num_heads=2", "--set", "patch_size=8"]
+    assert main(argv) == 2  # none tolerated by default: one line naming the file
+    err = capsys.readouterr().err
+    assert "999.jpg" in err and "data.max_bad_images" in err and "Traceback" not in err
+    assert main([*argv, "--set", "data.max_bad_images=1", "--overwrite"]) == 0
+    assert "999.jpg" in capsys.readouterr().err
+    skipped = json.loads((out / "summary.json").read_text())["skipped_images"]
+    assert skipped["count"] == 1 and skipped["first"][0].endswith("999.jpg")
+
+
+def test_a_run_records_its_data_folder_resolved(tmp_path, photos, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = train(config(tmp_path, "memory", data_dir="photos", epochs=1, out_dir=str(tmp_path / "run")))
+    from vitlab import load_checkpoint
+
+    assert load_checkpoint(tmp_path / "run").data.data_dir == str(photos)
+    elsewhere = tmp_path / "elsewhere"
+    make_photos(elsewhere / "photos", classes=("x", "y", "z"))
+    monkeypatch.chdir(elsewhere)  # a folder of the same relative name here is not the run's data
+    from vitlab.tasks import evaluate_checkpoint
+
+    assert evaluate_checkpoint(tmp_path / "run")["accuracy"] == result.test["acc"]

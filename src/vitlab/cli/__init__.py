@@ -76,6 +76,15 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def source_data_options(args: argparse.Namespace) -> Any:
+    """The :class:`~vitlab.data.options.DataOptions` of a command that reads a model's images: the flags
+    (:func:`add_data_options`) and ``--set data.FIELD=VALUE``."""
+    from ..data.options import DataOptions
+
+    sets = {k.removeprefix("data."): v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
+    return DataOptions.from_dict(sets | data_options(args))
+
+
 def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -> None:
     """``--model NAME`` and ``--set FIELD=VALUE``: what foreign weights (a timm state dict) do not
     record, as in ``vitlab convert``; with ``compile``, ``--compile``."""
@@ -87,7 +96,8 @@ def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="foreign weights: a model config field they do not record, e.g. --set num_heads=3 (repeatable)",
+        help="foreign weights: a model config field they do not record, e.g. --set num_heads=3; or a data "
+        "option as data.FIELD, e.g. --set data.crop_pct=0.9 (repeatable)",
     )
     if compile:
         parser.add_argument(
@@ -102,7 +112,7 @@ def load_source(args: argparse.Namespace, command: str) -> Any:
 
     from ..runs import load_checkpoint
 
-    hints = parse_overrides(args.set)
+    hints = {k: v for k, v in parse_overrides(args.set).items() if not k.startswith("data.")}
     loaded = load_checkpoint(args.checkpoint, args.device, model=args.model, **hints)
     if (args.model is not None or hints) and loaded.metadata.get("source") not in ("timm", "hf"):
         raise ConfigError(

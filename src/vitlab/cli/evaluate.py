@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_source_options, load_source
+from . import add_data_options, add_source_options, load_source, source_data_options
 
 SPLITS = ("test", "val", "train")
 
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         overwrite=args.overwrite,
         device=args.device,
+        options=source_data_options(args),
     )
     print(
         f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
@@ -106,5 +107,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=20, help="neighbours for --knn")
     p.add_argument("--rows", type=int, help="probes: fit on the first N training rows only")
     p.add_argument("--device", default="auto")
+    add_data_options(p)
     add_source_options(p, compile=True)
     p.set_defaults(func=run)

@@ -36,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
         f"wrote  {args.out}  ({args.target}: images (B, {data.in_chans}, {height}, {width}) -> "
         f"{len(data.classes) or 'the'} class logits)"
     )
-    print(f"input  pixels in [0, 1], then (x - mean) / std with mean {tuple(data.mean)} std {tuple(data.std)}")
+    print(
+        f"input  each image resized ({data.crop_mode}, crop_pct {data.crop_pct:g}, {data.interpolation}) and "
+        f"centre-cropped to {height}x{width}, pixels in [0, 1], then (x - mean) / std with mean {tuple(data.mean)} "
+        f"std {tuple(data.std)}: vitlab.load_checkpoint(CKPT).data.preprocess() does it"
+    )
     print(f"load   {LOADERS[args.target].format(out=args.out)}")
     return 0
 

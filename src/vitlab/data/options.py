@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..models.config import Check, Float, Int, Maybe, OneOf, Pair, Seq, check_fields, reject_unknown
-from .preprocess import CROP_MODES, INTERPOLATIONS, Preprocess
+from .preprocess import CROP_MODES, INTERPOLATIONS, MAX_CROP_PCT, Preprocess
 
 LOADERS = ("auto", "memory", "stream")
 """``memory``: every image decoded once into one float32 tensor (small data: digits, MNIST, CIFAR);
@@ -54,7 +54,7 @@ class DataOptions:
         return {
             "image_size": Maybe(Pair(Int(1, 8192))),
             "channels": Maybe(Int(1, 3)),
-            "crop_pct": Maybe(Float(0.0, 1.0, low_open=True)),
+            "crop_pct": Maybe(Float(0.0, MAX_CROP_PCT, low_open=True)),
             "crop_mode": Maybe(OneOf(CROP_MODES)),
             "interpolation": Maybe(OneOf(INTERPOLATIONS)),
             "mean": Maybe(Seq(Float(-1e3, 1e3), 1, 4)),
@@ -100,6 +100,8 @@ class DataOptions:
         if self.image_size is not None:
             size = self.image_size
             given["image_size"] = (size, size) if isinstance(size, int) else tuple(size)
+        if given.get("channels", base.channels) != base.channels and self.mean is None:
+            given |= {"mean": None, "std": None}  # the base's statistics are for its own channels
         return replace(base, **given) if given else base
 
     @property

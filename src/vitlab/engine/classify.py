@@ -11,6 +11,7 @@ distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teach
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -35,7 +36,7 @@ from .metrics import calibration_bins, ece_from_bins
 from .optim import build_optimizer, layer_decay_groups
 
 DISTILL_KINDS = ("soft", "hard")
-GEOMETRY = ("crop_pct", "crop_mode", "interpolation")
+GEOMETRY = ("crop_pct", "crop_mode", "interpolation", "resize_backend", "crop_rounding")
 """The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
 
 # Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
@@ -389,7 +390,7 @@ class ClassificationTask(Task):
             "classes": list(self.splits.train.classes),
             "normalization": getattr(self.splits, "normalization", cfg.normalization),
             "dataset": self.splits.name,
-            "data_dir": cfg.data_dir,
+            "data_dir": None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir)),
             "seed": cfg.seed,
             "rows": cfg.rows,
             **({k: getattr(self.preprocess, k) for k in GEOMETRY} if self.preprocess is not None else {}),

@@ -45,7 +45,9 @@ from torch import nn
 
 from .. import __version__
 from ..data import DataSplits, load_dataset
+from ..data.options import DataOptions
 from ..data.preprocess import Preprocess
+from ..data.records import SOURCES as PHOTO_SOURCES
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict
@@ -187,21 +189,44 @@ class Loaded:
     guessed: dict[str, str] = field(default_factory=dict)
 
     def splits(
-        self, dataset: str | None = None, data_dir: str | Path | None = None, rows: int | None = None
+        self,
+        dataset: str | None = None,
+        data_dir: str | Path | None = None,
+        rows: int | None = None,
+        options: DataOptions | None = None,
     ) -> DataSplits:
-        """The splits of the dataset the model was trained on (or of ``dataset``), normalised as in training."""
+        """The splits of the dataset the model was trained on (or of ``dataset``), normalised as in training.
+
+        Image files (folder, manifest, wds, hf) are read with the model's own preprocessing (its size,
+        resize, crop and mean/std: a timm or Hugging Face model's as its library feeds it), changed by the
+        fields ``options`` sets, and streamed or held in memory as ``options.loader`` says; tensor datasets
+        keep their own size and, when they are not the training dataset, their own statistics.
+        """
         data = self.data
         name = dataset or data.dataset
         if name is None:
             raise CheckpointError(f"{self.path} does not record its dataset: pass one (--dataset NAME)")
         same = name == data.dataset
-        splits = load_dataset(
-            name,
-            data_dir or (data.data_dir if same else None),
-            seed=data.seed,
-            rows=rows if rows is not None else data.rows if same else None,
-            normalization=data.normalization if same else "standardize",
-        )
+        options = options or DataOptions()
+        common: dict[str, Any] = {
+            "seed": data.seed,
+            "rows": rows if rows is not None else data.rows if same else None,
+            "normalization": data.normalization if same else "standardize",
+        }
+        where = data_dir or (data.data_dir if same else None)
+        if name in PHOTO_SOURCES:
+            preprocess = options.preprocess(data.preprocess())
+            common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
+            splits = load_dataset(name, where, preprocess=preprocess, **common)
+            if preprocess.mean is not None and preprocess.std is not None:
+                splits = replace(splits, mean=tuple(preprocess.mean), std=tuple(preprocess.std))
+            return splits
+        if options.loader == "stream" or options.sets_size:
+            raise CheckpointError(
+                f"{name} is a tensor dataset read at its own size; --image-size and the loader are for image files "
+                f"({', '.join(PHOTO_SOURCES)})"
+            )
+        splits = load_dataset(name, where, **common)
         if same and data.mean:
             splits = replace(splits, mean=tuple(data.mean), std=tuple(data.std))
         return splits

@@ -10,7 +10,7 @@ distillation token when there is a ``teacher``), opens the run folder, and hands
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, load_dataset
+from ..data.options import DataOptions
 from ..data.preprocess import Preprocess
+from ..data.records import SOURCES as PHOTO_SOURCES
 from ..engine import ClassificationTask, Reporter, TrainConfig, build_model, fit, seed_everything
 from ..engine.classify import INIT_MODEL
 from ..engine.evaluate import evaluate_model
@@ -46,11 +48,7 @@ class TrainResult:
     seconds: float
     params: int
     checkpoints: dict[str, Path]
-
-
-PHOTO_SOURCES = ("folder", "manifest", "wds", "hf")
-"""Datasets of image files, read through a :class:`Preprocess` (in memory or streamed); the others are
-tensors at their native size (digits, MNIST, Fashion-MNIST, CIFAR, synthetic), always in memory."""
+    skipped: list[str] = field(default_factory=list)
 
 
 def load_splits(
@@ -99,6 +97,19 @@ def describe_reading(splits: DataSplits, preprocess: Preprocess) -> str:
         f"{loader} ({reason}); {height}x{width}, {preprocess.crop_mode} crop_pct {preprocess.crop_pct:g}, "
         f"{preprocess.interpolation}"
     )
+
+
+def resize_to_data(model: nn.Module, splits: DataSplits) -> None:
+    """Run ``model`` at the splits' image size when it differs from its own (``--image-size``): learned
+    positions resampled, as timm's ``set_input_size``; a model that cannot is refused in one line."""
+    size = tuple(splits.image_shape[1:])
+    own = getattr(getattr(model, "config", None), "img_size", size)
+    if tuple(own) == size:
+        return
+    set_image_size = getattr(model, "set_image_size", None)
+    if set_image_size is None:
+        raise ConfigError(f"{type(model).__name__} runs at {tuple(own)} only; drop --image-size {size[0]}")
+    set_image_size(size)
 
 
 def model_input_size(config: TrainConfig) -> tuple[int, int]:
@@ -219,10 +230,15 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
         params=fitted.params,
         checkpoints=fitted.checkpoints,
     )
+    bad: dict[str, str] = getattr(splits.train, "bad", {})  # shared by a streamed dataset's splits
+    result.skipped = sorted(bad)
+    if bad:
+        reporter.note(f"{splits.name}: {splits.train.bad_report()}")  # type: ignore[union-attr]
     if run_dir is not None and fitted.checkpoints:
         summary = {
             k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds", "params")
         }
+        summary |= {"skipped_images": {"count": len(bad), "first": result.skipped[:20]}} if bad else {}
         run_dir.write_summary({**summary, "test_on": "the checkpoint chosen by validation (best/)"})
     return result
 
@@ -237,6 +253,7 @@ def evaluate_checkpoint(
     out_dir: str | Path | None = None,
     overwrite: bool = False,
     device: str = "cpu",
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
     """Evaluate a classifier checkpoint (any source) on a split of its dataset (or of ``dataset``).
 
@@ -262,7 +279,8 @@ def evaluate_checkpoint(
                     else "`vitlab evaluate` scores it with its own metrics"
                 )
             )
-        splits = loaded.splits(dataset, data_dir)
+        splits = loaded.splits(dataset, data_dir, options=options)
+        resize_to_data(loaded.model, splits)
         data = getattr(splits, split)
         if data is None:
             raise DataError(
