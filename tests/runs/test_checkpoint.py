@@ -380,3 +380,17 @@ def test_a_timm_file_uses_the_pretrained_cfg_it_carries(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))  # no model_args: vit_tiny's 3 heads do not divide 32
     with pytest.raises(CheckpointError, match="num_heads"):
         load_checkpoint(folder)
+
+
+def test_a_timm_export_carries_the_recorded_preprocessing_back(tmp_path):
+    from vitlab.data.preprocess import Preprocess
+    from vitlab.interop import export_timm
+
+    model = perturbed(create_model("vit-digits", **TINY))
+    data = DATA.with_preprocess(Preprocess((8, 8), 1, 0.875, "center", "bicubic", (0.4,), (0.3,)))
+    folder = export_timm(model, tmp_path / "timm", data)
+    cfg = json.loads((folder / "config.json").read_text())["pretrained_cfg"]
+    assert (cfg["interpolation"], cfg["crop_pct"], cfg["crop_mode"], cfg["mean"]) == ("bicubic", 0.875, "center", [0.4])
+    back = load_checkpoint(folder)  # timm's layout: model.safetensors with config.json beside it
+    assert back.guessed == {} and back.data.preprocess() == data.preprocess() and back.data.classes == DATA.classes
+    same_outputs(back.model, model, torch.rand(2, 1, 8, 8))

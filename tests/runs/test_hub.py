@@ -207,3 +207,32 @@ def test_a_cached_repo_without_weights_is_not_a_model(cache, tmp_path):
     cache_repo(cache, "timm/vit_tiny_patch16_224.x", tmp_path / "push")
     with pytest.raises(CheckpointError, match="not in the Hugging Face cache"):
         vitlab.load_checkpoint("timm/vit_tiny_patch16_224.x")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "vit_tiny_patch16_224",
+        "vit_small_patch16_224",
+        "vit_base_patch16_224",
+        "vit_base_patch16_gap_224",  # the one base with 16 heads
+        "vit_base_patch16_plus_240",
+        "vit_medium_patch16_gap_256",
+        "vit_large_patch16_224",
+        "vit_huge_patch14_224",
+        "vit_giant_patch14_224",
+        "vit_giant_patch14_dinov2",
+        "vit_betwixt_patch16_reg4_gap_256",
+        "deit_tiny_patch16_224",
+        "deit3_medium_patch16_224",
+        "vit_small_r26_s32_224",
+    ],
+)
+def test_heads_by_architecture_are_timms(name):
+    timm = pytest.importorskip("timm")
+    from vitlab.interop.timm_config import timm_heads
+
+    with torch.device("meta"):  # timm's own definition, no memory
+        module = timm.create_model(name, pretrained=False)
+    assert timm_heads(f"{name}.some_tag", module.embed_dim) == module.blocks[0].attn.num_heads
+    assert timm_heads(name, module.embed_dim + 8) is None  # a width its family does not define: no guess

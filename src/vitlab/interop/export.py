@@ -153,7 +153,8 @@ def export_hf(
 
 def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[str, Any]:
     """timm's ``config.json`` for ``model``: ``architecture``, ``model_args`` (every
-    ``VisionTransformer`` argument) and ``pretrained_cfg`` (input size, mean, std, classes)."""
+    ``VisionTransformer`` argument) and ``pretrained_cfg`` (input size, mean, std, classes, and the resize
+    and crop a :class:`~vitlab.runs.DataConfig` records: interpolation, crop_pct, crop_mode)."""
     cfg = model.config
     if cfg.norm_eps != TIMM_LAYERNORM_EPS:
         raise ConfigError(
@@ -174,9 +175,9 @@ def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[st
             "architecture": TIMM_ARCHITECTURE,
             "input_size": [cfg.in_chans, *_pair(cfg.img_size, "img_size")],
             "fixed_input_size": not cfg.dynamic_img_size,
-            "interpolation": "bicubic",
-            "crop_pct": 1.0,
-            "crop_mode": "center",
+            "interpolation": getattr(data_config, "interpolation", "bicubic"),
+            "crop_pct": getattr(data_config, "crop_pct", 1.0),
+            "crop_mode": getattr(data_config, "crop_mode", "center"),
             "mean": list(data_config.mean),
             "std": list(data_config.std),
             "num_classes": cfg.num_classes,

@@ -44,10 +44,10 @@ TIMM_HEADS: dict[tuple[str, int], int] = {
     ("1b", 2048): 16,
     ("3b", 3072): 24,
 }
-TIMM_HEADS_BY_NAME = {
-    "vit_base_patch16_gap_224": 16,
-    "vit_huge_plus_patch16_dinov3": 20,
-    "vit_huge_plus_patch16_dinov3_qkvb": 20,
+TIMM_HEADS_BY_NAME: dict[str, tuple[int, int]] = {  # name -> (width, heads)
+    "vit_base_patch16_gap_224": (768, 16),
+    "vit_huge_plus_patch16_dinov3": (1280, 20),
+    "vit_huge_plus_patch16_dinov3_qkvb": (1280, 20),
 }
 _FAMILIES = ("vit", "deit", "deit3")
 _POOLS = {"token": "token", "avg": "mean", "max": "max"}
@@ -58,7 +58,8 @@ def timm_heads(architecture: str, embed_dim: int) -> int | None:
     None for a name outside timm's ViT families or a width its family does not define."""
     name = architecture.split(".", 1)[0]
     if name in TIMM_HEADS_BY_NAME:
-        return TIMM_HEADS_BY_NAME[name]
+        width, heads = TIMM_HEADS_BY_NAME[name]
+        return heads if width == embed_dim else None
     family, _, rest = name.partition("_")
     if family not in _FAMILIES or not rest:
         return None

@@ -87,7 +87,7 @@ def _fetch(repo: str, filename: str, revision: str | None, local: bool) -> Path 
     """One file of ``repo`` from the cache (``local``) or the hub; None when the repo has no such file
     (or, from the cache, when it is not cached)."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         path = hf_hub_download(repo, filename, revision=revision, cache_dir=cache_dir(), local_files_only=local)
@@ -141,7 +141,7 @@ def hub_snapshot(source: str) -> Path:
 
 
 def _download(source: str, repo: str, revision: str | None) -> Path:
-    from huggingface_hub.errors import (
+    from huggingface_hub.utils import (
         GatedRepoError,
         HfHubHTTPError,
         RepositoryNotFoundError,
