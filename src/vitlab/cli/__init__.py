@@ -45,10 +45,12 @@ def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def add_data_options(parser: argparse.ArgumentParser) -> None:
+def add_data_options(parser: argparse.ArgumentParser, loader: bool = True) -> None:
     """The :class:`~vitlab.data.options.DataOptions` fields with a flag of their own (``--image-size``,
-    ``--loader``); the others are ``--set data.FIELD=VALUE``."""
+    and ``--loader`` for a command that reads a dataset); the others are ``--set data.FIELD=VALUE``."""
     for name, (flag, kind, help_text) in DATA_FLAGS.items():
+        if name == "loader" and not loader:
+            continue
         parser.add_argument(flag, dest=f"data_{name}", type=kind, metavar=name.upper(), help=help_text)
 
 

@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from . import add_source_options, load_source
+from . import add_data_options, add_source_options, load_source, source_data_options
 
 
 def run_dense(args: argparse.Namespace) -> int:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return run_promptable(args)
     if loaded.kind == "clip":
         return run_clip(args, loaded)
-    predictions = classify_files(loaded, args.images, top_k=args.top_k)
+    predictions = classify_files(loaded, args.images, top_k=args.top_k, options=source_data_options(args))
     folder = any(Path(p).is_dir() for p in args.images)
     if args.json:
         print(
@@ -148,5 +148,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(best fit first), e.g. --captions 'a red circle' 'a blue square'",
     )
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
+    add_data_options(p, loader=False)
     add_source_options(p, compile=True)
     p.set_defaults(func=run)

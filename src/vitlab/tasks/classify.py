@@ -99,17 +99,16 @@ def describe_reading(splits: DataSplits, preprocess: Preprocess) -> str:
     )
 
 
-def resize_to_data(model: nn.Module, splits: DataSplits) -> None:
-    """Run ``model`` at the splits' image size when it differs from its own (``--image-size``): learned
-    positions resampled, as timm's ``set_input_size``; a model that cannot is refused in one line."""
-    size = tuple(splits.image_shape[1:])
+def run_at_size(model: nn.Module, size: tuple[int, int]) -> None:
+    """Run ``model`` at image ``size`` when it differs from its own (``--image-size``): learned positions
+    resampled, as timm's ``set_input_size``; a model that cannot is refused in one line."""
     own = getattr(getattr(model, "config", None), "img_size", size)
-    if tuple(own) == size:
+    if tuple(own) == tuple(size):
         return
     set_image_size = getattr(model, "set_image_size", None)
     if set_image_size is None:
         raise ConfigError(f"{type(model).__name__} runs at {tuple(own)} only; drop --image-size {size[0]}")
-    set_image_size(size)
+    set_image_size(tuple(size))
 
 
 def model_input_size(config: TrainConfig) -> tuple[int, int]:
@@ -280,7 +279,7 @@ def evaluate_checkpoint(
                 )
             )
         splits = loaded.splits(dataset, data_dir, options=options)
-        resize_to_data(loaded.model, splits)
+        run_at_size(loaded.model, splits.image_shape[1:])
         data = getattr(splits, split)
         if data is None:
             raise DataError(

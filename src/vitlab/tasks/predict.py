@@ -16,8 +16,10 @@ import torch
 
 from ..data import normalize
 from ..data.image import decode_image
+from ..data.options import DataOptions
 from ..errors import CheckpointError, DataError
 from ..runs import Loaded
+from .classify import run_at_size
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm")
 
@@ -46,9 +48,15 @@ def image_files(paths: Sequence[str | Path]) -> list[Path]:
 
 @torch.no_grad()
 def classify_files(
-    loaded: Loaded, paths: Sequence[str | Path], top_k: int = 5, batch_size: int = 64
+    loaded: Loaded,
+    paths: Sequence[str | Path],
+    top_k: int = 5,
+    batch_size: int = 64,
+    options: DataOptions | None = None,
 ) -> list[Prediction]:
-    """Top-``k`` classes of every image in ``paths`` (files or folders) under ``loaded``'s classifier."""
+    """Top-``k`` classes of every image in ``paths`` (files or folders) under ``loaded``'s classifier, each
+    read with the checkpoint's preprocessing changed by the fields ``options`` sets (``--image-size``:
+    the model runs at that size, its positions resampled)."""
     if loaded.kind not in ("classifier", "distilled-classifier"):
         raise CheckpointError(
             f"{loaded.path} is a {loaded.kind} checkpoint: `vitlab predict` classifies with a "
@@ -57,7 +65,8 @@ def classify_files(
     if top_k < 1:
         raise DataError(f"--top-k must be at least 1, got {top_k}")
     data, model = loaded.data, loaded.model.eval()
-    preprocess = data.preprocess()
+    preprocess = (options or DataOptions()).preprocess(data.preprocess())
+    run_at_size(model, preprocess.image_size)
     if data.in_chans not in (1, 3):
         raise DataError(f"{loaded.path} takes {data.in_chans}-channel images; image files give 1 or 3")
     files = image_files(paths)
