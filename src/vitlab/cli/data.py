@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.set_defaults(func=run_info)
     q = data_sub.add_parser("download", help="fetch a dataset's official files and verify their checksums")
-    q.add_argument("name", help="mnist, fashion-mnist or cifar10")
+    q.add_argument("name", help="mnist, fashion-mnist, cifar10 or cifar100")
     q.add_argument(
         "--data-dir",
         dest="data_dir",

@@ -1,16 +1,24 @@
 """Datasets, readers, transforms and loaders.
 
-``load_dataset(name, data_dir, seed=, rows=, normalization=)`` gives in-memory :class:`DataSplits`;
-:class:`BatchLoader` batches them by indexing; :class:`BatchAugment` augments whole batches;
-:func:`normalize` standardises; :func:`read_image` reads one image file or refuses it.
+``load_dataset(name, data_dir, seed=, rows=, normalization=)`` gives :class:`DataSplits`: tensors in memory
+(digits, MNIST, CIFAR; :class:`BatchLoader` batches them by indexing), or, for image files (a folder, a
+manifest, WebDataset shards, a Hugging Face dataset; :func:`read_records`), splits held in memory or
+streamed (:class:`StreamDataset`: uint8 batches decoded in ``DataLoader`` workers), each image read
+through a :class:`Preprocess` (timm's eval pipeline exactly). :class:`DataOptions` are a run's data
+fields. :class:`BatchAugment` augments whole batches; :func:`normalize` standardises;
+:func:`decode_image` / :func:`read_image` read one image file or refuse it.
 """
 
 from .augment import AugmentConfig, BatchAugment, Normalize, normalize
 from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits, stratified_order, stratified_split
 from .fetch import download
-from .image import read_image
+from .image import decode_image, read_image
 from .loader import BatchLoader, ShardSampler
+from .options import DataOptions
+from .preprocess import Preprocess
+from .records import Records, read_records, split_records
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
+from .stream import StreamDataset
 
 __all__ = [
     "NORMALIZATIONS",
@@ -18,10 +26,15 @@ __all__ = [
     "BatchAugment",
     "BatchLoader",
     "ShardSampler",
+    "DataOptions",
     "DataSplits",
     "ImageDataset",
     "Normalize",
+    "Preprocess",
+    "Records",
+    "StreamDataset",
     "Source",
+    "decode_image",
     "describe_dataset",
     "download",
     "list_datasets",
@@ -30,6 +43,8 @@ __all__ = [
     "make_splits",
     "normalize",
     "read_image",
+    "read_records",
+    "split_records",
     "stratified_order",
     "stratified_split",
 ]

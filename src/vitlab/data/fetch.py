@@ -76,6 +76,13 @@ SOURCES: dict[str, RemoteFiles] = {
         },
         extract=True,
     ),
+    "cifar100": RemoteFiles(
+        "https://www.cs.toronto.edu/~kriz/",
+        {
+            "cifar-100-python.tar.gz": RemoteFile("eb9058c3a382ffc7106e4002c42a8d85", 169_001_437),
+        },
+        extract=True,
+    ),
 }
 
 
