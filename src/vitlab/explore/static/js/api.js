@@ -18,6 +18,12 @@ export async function postFile(path, file, name = "image.png") {
   return answer(await fetch(path, { method: "POST", body: form }));
 }
 
+// POST `body` as JSON (the browser adds the page's Origin, which the server requires for a POST).
+export async function postJSON(path, body = {}) {
+  return answer(await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body) }));
+}
+
 async function answer(response) {
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new ApiError(body.error || `${response.status} ${response.statusText}`);
@@ -91,4 +97,16 @@ export function latest(unit, errorBox) {
       if (!(err instanceof ApiError)) console.error(err);
     }
   };
+}
+
+// The model a page starts on: the one the URL names (`wanted`) if the page can show it, else the first it shows
+// best (a model with attention on the Attention page, which explains any classifier by its maps; one whose forward
+// pass can be traced on the Forward page; one with a position table for learned positions), else the first.
+export function startingModel(models, page, wanted = null) {
+  const best = { attention: (m) => m.attention, forward: (m) => !m.forward_pass,
+    positions: (m) => m.absolute_positions }[page] || (() => true);
+  const shows = page === "forward" || page === "positions" ? best : () => true;
+  const index = Number(wanted);
+  if (wanted !== null && Number.isInteger(index) && models[index] && shows(models[index])) return models[index];
+  return models.find(best) || models.find(shows) || null;
 }

@@ -1,30 +1,36 @@
 // Attention page: a checkpoint's attention from the chosen query, per layer and head, at a temperature;
-// the head's weights against the uniform 1/N; what the model sees; rollout, gradient and occlusion maps.
-// A patch is linked across the query image, the bars, every head and every map: hover or focus it on
-// any of them (arrow keys move) and it lights up on all.
-import { $, announce, decode, getJSON, latest, modelLabels } from "./api.js";
+// the head's weights against the uniform 1/N; each head's statistics; what the model sees; rollout, gradient
+// and occlusion maps; and the attention layer by layer beside the positions' similarity grid. A patch is
+// linked across the query image, the bars, every head, every map and the layer grid: hover or focus it on
+// any of them (arrow keys move) and it lights up on all. A model without attention (a CNN) shows its
+// prediction and its gradient and occlusion maps.
+import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { logControl } from "./controls.js";
 import { arrowKeys, cursor, gridHit, link, roving } from "./cursor.js";
 import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, makeCanvas, paintGrid, paintHeat,
   paintHighlight, paintImage, paintNumbers, paintOutline, surface } from "./draw.js";
 import { count, measure, prob, signed } from "./format.js";
+import { drawLayers, drawPositionGrid, lightTiles, tilePatch } from "./layers.js";
 import { onImage, picker } from "./picker.js";
 import { remember, setting } from "./state.js";
+import { numbersTable } from "./table.js";
 
 const page = $("page-attention");
 const run = latest(page, $("attention-error"));
 const runMaps = latest($("attn-maps"), $("maps-error"));
+const runLayers = latest($("layers-panel"), $("layers-error"));
 const key = link();           // the key (prefix tokens first, then the patches) under the pointer or keyboard
-const state = { models: [], model: null, query: "mean", head: null, result: null, maps: null, box: null, bars: null };
+const state = { models: [], model: null, query: "mean", head: null, result: null, maps: null, box: null, bars: null,
+  layers: null, positions: null };
 let chooseModel = null;      // set when the page starts
+let temperature = null;      // the temperature control, set when the page starts
 const MAP_TITLES = {
   rollout: "attention rollout", gradient: "gradient |∂ logit / ∂ x|", occlusion: "occlusion: drop in probability",
 };
 
-function temperature() {
-  return Number((10 ** Number($("attn-temperature").value)).toFixed(3));
-}
-
 const auto = () => $("attn-auto").checked;
+const hasAttention = () => Boolean(state.result && state.result.attention);
+const prefixOf = () => (hasAttention() ? state.result.prefix : 0);
 
 function keyLabels(result) {
   const hasClass = state.models[state.model].class_token;
@@ -32,7 +38,7 @@ function keyLabels(result) {
   return [...prefix, ...Array.from({ length: result.keys - result.prefix }, (_, i) => String(i))];
 }
 
-const patchOf = (k) => (state.result && k !== null && k >= state.result.prefix ? k - state.result.prefix : null);
+const patchOf = (k) => (state.result && k !== null && k >= prefixOf() ? k - prefixOf() : null);
 
 function describeKey(k) {
   if (!state.result) return `key ${k}`;
@@ -54,22 +60,34 @@ function drawQuery(result, image) {
   state.box = paintImage(s, image);
   paintGrid(s, state.box, gh, gw);
   paintNumbers(s, state.box, gh, gw);
-  if (typeof result.query === "number") paintOutline(s, state.box, gh, gw, result.query);
-  queryCursor.layout(gh * gw, gw, gridHit(state.box, gh, gw), typeof result.query === "number" ? result.query : 0);
-  $("attn-query-caption").textContent = typeof result.query === "number"
-    ? `query: patch ${result.query} (choose another)`
-    : `query: ${result.query === "cls" ? "the class token" : "mean of the patch rows"} (choose a patch)`;
+  const query = result.attention && typeof result.query === "number" ? result.query : null;
+  if (query !== null) paintOutline(s, state.box, gh, gw, query);
+  queryCursor.layout(gh * gw, gw, gridHit(state.box, gh, gw), query ?? 0);
+  $("attn-query-caption").textContent = !result.attention ? `the image, ${gh} × ${gw} squares its maps score`
+    : query !== null ? `query: patch ${query} (choose another)`
+      : `query: ${result.query === "cls" ? "the class token" : "mean of the patch rows"} (choose a patch)`;
   $("attn-cls").setAttribute("aria-pressed", String(result.query === "cls"));
   $("attn-mean").setAttribute("aria-pressed", String(result.query === "mean"));
 }
 
-function drawPrediction(prediction) {
-  const box = $("attn-prediction");
+// The prediction, its top classes, and the true label with ✓ or ✗ when the image is of the model's dataset.
+export function drawPrediction(box, prediction, truth) {
   box.replaceChildren();
   const top = document.createElement("div");
   top.className = "top";
   top.textContent = `${prediction.class} (probability ${prob(prediction.confidence)})`;
-  box.append(top);
+  const judged = document.createElement("div");
+  judged.className = "truth";
+  if (truth && truth.correct !== null) {
+    judged.classList.add(truth.correct ? "right" : "wrong");
+    judged.textContent = truth.correct ? `✓ right: the true label is ${truth.label}`
+      : `✗ wrong: the true label is ${truth.label}`;
+  } else {
+    judged.textContent = truth && truth.label !== null ? `true label ${truth.label} (${truth.note})`
+      : `no true label: ${truth ? truth.note : "unknown"}`;
+  }
+  box.dataset.correct = truth && truth.correct !== null ? String(truth.correct) : "";
+  box.append(top, judged);
   for (const entry of prediction.top) {
     const bar = document.createElement("div");
     bar.className = "bar";
@@ -86,74 +104,97 @@ function headScale(result) {
   return { lo: 0, hi: auto() ? result.heat_max : 1, map: "viridis" };
 }
 
+function headFigure(result, image, heat, l, h) {
+  const [, heads, gh, gw] = heat.shape;
+  const k = l * heads + h;
+  const stats = (name) => decode(result.stats[name]).data[k];
+  const distance = decode(result.distance).data[k];
+  const figure = document.createElement("figure");
+  figure.dataset.layer = l; figure.dataset.head = h;
+  const selected = l === state.head[0] && h === state.head[1];
+  figure.classList.toggle("selected", selected);
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "head";
+  button.setAttribute("aria-pressed", String(selected));
+  button.setAttribute("aria-label", `layer ${l}, head ${h}: largest weight ${prob(stats("max"))}, entropy ` +
+    `${measure(stats("entropy"))} nats, mean distance ${measure(distance)} patches`);
+  const canvas = makeCanvas(110, 110);
+  canvas.classList.add("fluid", "heatmap");
+  canvas.setAttribute("aria-hidden", "true");
+  canvas.dataset.colourbar = "attn-heads-scale";
+  const s = surface(canvas);
+  canvas.box = { x: 0, y: 0, w: s.w, h: s.h };
+  paintHeat(s, heat.data, gh, gw, headScale(result), { box: canvas.box, offset: k * gh * gw });
+  if (typeof result.query === "number") paintOutline(s, canvas.box, gh, gw, result.query);
+  canvas.addEventListener("pointermove", (event) => {
+    const rect = canvas.getBoundingClientRect();
+    const at = gridHit(canvas.box, gh, gw)(((event.clientX - rect.left) * 110) / rect.width,
+      ((event.clientY - rect.top) * 110) / rect.height);
+    key.set(at >= 0 ? result.prefix + at : null);
+  });
+  canvas.addEventListener("pointerleave", () => key.set(null));
+  const caption = document.createElement("figcaption");
+  caption.textContent = `head ${h}: max ${prob(stats("max"))} · entropy ${measure(stats("entropy"))} · ` +
+    `distance ${measure(distance)}`;
+  caption.setAttribute("aria-hidden", "true");
+  button.append(canvas);
+  figure.append(button, caption);
+  button.addEventListener("click", () => {
+    state.head = [l, h];
+    remember({ head: `${l}.${h}` });
+    for (const other of $("attn-heads").querySelectorAll("figure")) {
+      const on = other === figure;
+      other.classList.toggle("selected", on);
+      other.querySelector("button").setAttribute("aria-pressed", String(on));
+    }
+    roving([...$("attn-heads").querySelectorAll("button")], k);
+    drawHeadBars(result);
+  });
+  return figure;
+}
+
 function drawHeads(result, image) {
   const heat = decode(result.heat);
-  const [layers, heads, gh, gw] = heat.shape;
-  const max = decode(result.stats.max).data, spread = decode(result.stats.spread).data;
+  const [layers, heads] = heat.shape;
   const grid = $("attn-heads");
   grid.replaceChildren();
   grid.dataset.query = result.query;
   grid.style.gridTemplateColumns = `max-content repeat(${heads}, minmax(0, 7rem))`;
   if (!state.head || state.head[0] >= layers || state.head[1] >= heads) state.head = [layers - 1, 0];
-  const scale = headScale(result);
   for (let l = 0; l < layers; l++) {
     const label = document.createElement("div");
     label.className = "layer";
     label.textContent = `layer ${l}`;
     grid.append(label);
-    for (let h = 0; h < heads; h++) {
-      const k = l * heads + h;
-      const figure = document.createElement("figure");
-      figure.dataset.layer = l; figure.dataset.head = h;
-      const selected = l === state.head[0] && h === state.head[1];
-      figure.classList.toggle("selected", selected);
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "head";
-      button.setAttribute("aria-pressed", String(selected));
-      button.setAttribute("aria-label",
-        `layer ${l}, head ${h}: largest weight ${prob(max[k])}, spread ${prob(spread[k])}`);
-      const canvas = makeCanvas(110, 110);
-      canvas.classList.add("fluid", "heatmap");
-      canvas.setAttribute("aria-hidden", "true");
-      canvas.dataset.colourbar = "attn-heads-scale";
-      const s = surface(canvas);
-      const box = paintImage(s, image);
-      paintHeat(s, heat.data, gh, gw, scale, { box, alpha: 0.75, offset: k * gh * gw });
-      if (typeof result.query === "number") paintOutline(s, box, gh, gw, result.query);
-      canvas.box = box;
-      canvas.addEventListener("pointermove", (event) => {
-        const rect = canvas.getBoundingClientRect();
-        const at = gridHit(box, gh, gw)(((event.clientX - rect.left) * 110) / rect.width,
-          ((event.clientY - rect.top) * 110) / rect.height);
-        key.set(at >= 0 ? result.prefix + at : null);
-      });
-      canvas.addEventListener("pointerleave", () => key.set(null));
-      const caption = document.createElement("figcaption");
-      caption.textContent = `head ${h}: max ${prob(max[k])} · spread ${prob(spread[k])}`;
-      caption.setAttribute("aria-hidden", "true");
-      button.append(canvas);
-      figure.append(button, caption);
-      button.addEventListener("click", () => {
-        state.head = [l, h];
-        remember({ head: `${l}.${h}` });
-        for (const other of grid.querySelectorAll("figure")) {
-          const on = other === figure;
-          other.classList.toggle("selected", on);
-          other.querySelector("button").setAttribute("aria-pressed", String(on));
-        }
-        roving([...grid.querySelectorAll("button")], k);
-        drawHeadBars(result);
-      });
-      grid.append(figure);
-    }
+    for (let h = 0; h < heads; h++) grid.append(headFigure(result, image, heat, l, h));
   }
   roving([...grid.querySelectorAll("button")], state.head[0] * heads + state.head[1]);
+  const scale = headScale(result);
   colourBar($("attn-heads-scale"), scale, auto() ? "attention weight (stretched to the largest)" : "attention weight",
     prob);
   $("attn-scale").textContent = `colour 0 … ${prob(scale.hi)} ` +
     `(${auto() ? "stretched to the largest weight on a patch" : "fixed: weights are probabilities"}; ` +
     `the largest is ${prob(result.heat_max)}), temperature ${result.temperature}`;
+  drawStats(result, layers, heads);
+}
+
+// Every head's statistics of the query's row, and its mean attention distance, as a table.
+function drawStats(result, layers, heads) {
+  const names = ["max", "spread", "entropy", "uniform_distance"];
+  const values = Object.fromEntries(names.map((n) => [n, decode(result.stats[n]).data]));
+  const distance = decode(result.distance).data;
+  const rows = [];
+  for (let l = 0; l < layers; l++) {
+    for (let h = 0; h < heads; h++) {
+      const k = l * heads + h;
+      rows.push([`layer ${l}, head ${h}`, prob(values.max[k]), prob(values.spread[k]), measure(values.entropy[k]),
+        prob(values.uniform_distance[k]), measure(distance[k])]);
+    }
+  }
+  numbersTable($("attn-stats"), `query ${queryWords(result.query)}, temperature ${result.temperature}; ` +
+    `uniform: entropy ln ${result.keys} = ${measure(Math.log(result.keys))}`,
+  ["head", "largest", "spread", "entropy (nats)", "distance from uniform", "mean distance (patches)"], rows);
 }
 
 function drawHeadBars(result) {
@@ -206,69 +247,107 @@ function drawSeen(seen, fitted) {
 function draw(result) {
   state.result = result;
   const image = decode(result.image);
+  for (const part of page.querySelectorAll(".with-attention, #attn-bars-figure")) part.hidden = !result.attention;
+  $("attention-absent").hidden = result.attention;
+  $("attention-absent").textContent = result.attention ? "" : result.reason;
+  for (const id of ["attn-cls", "attn-mean", "attn-temperature"]) $(id).disabled = !result.attention;
+  $("attn-cls").disabled = !result.attention || !state.models[state.model].class_token;
   drawQuery(result, image);
-  drawPrediction(result.prediction);
-  drawHeads(result, image);
-  drawHeadBars(result);
+  drawPrediction($("attn-prediction"), result.prediction, result.truth);
+  if (result.attention) {
+    drawHeads(result, image);
+    drawHeadBars(result);
+    $("attn-uniform-note").textContent =
+      `The dashed line, 1/N = ${prob(result.uniform)} for N = ${count(result.keys)} keys, ` +
+      "is the weight a head that ignored content would give every key.";
+  }
   drawSeen(result.seen, image);
-  $("attn-uniform-note").textContent =
-    `The dashed line, 1/N = ${prob(result.uniform)} for N = ${count(result.keys)} keys, ` +
-    "is the weight a head that ignored content would give every key.";
   light(key.get());
-  announce(`predicted ${result.prediction.class} with probability ${prob(result.prediction.confidence)}; ` +
-    `query ${queryWords(result.query)}, temperature ${result.temperature}`);
+  const judged = result.truth.correct === null ? "" : result.truth.correct ? ", right" : ", wrong";
+  announce(`predicted ${result.prediction.class} with probability ${prob(result.prediction.confidence)}${judged}` +
+    (result.attention ? `; query ${queryWords(result.query)}, temperature ${result.temperature}` : ""));
 }
 
+// Each map on its own range: rollout and gradient from 0 to their largest value, occlusion (signed) on a range
+// symmetric about 0, so that red supports the prediction and blue argues against it.
 function mapScale(method, range) {
   const reach = Math.max(Math.abs(range[0]), Math.abs(range[1])) || 1;
-  if (method === "occlusion") return { lo: auto() ? -reach : -1, hi: auto() ? reach : 1, map: "diverging" };
-  if (method === "rollout" && !auto()) return { lo: 0, hi: 1, map: "viridis" };
+  if (method === "occlusion") return { lo: -reach, hi: reach, map: "diverging" };
   return { lo: 0, hi: range[1] || 1, map: "viridis" };
+}
+
+function mapFigure(method, map, grid) {
+  const [gh, gw] = grid;
+  const figure = document.createElement("figure");
+  figure.className = "heatmap";
+  figure.dataset.method = method;
+  const caption = document.createElement("figcaption");
+  const format = method === "occlusion" ? signed : method === "rollout" ? prob : measure;
+  caption.textContent = `${MAP_TITLES[method] || method}: ${format(map.range[0])} … ${format(map.range[1])}`;
+  const canvas = makeCanvas(170, 170);
+  canvas.dataset.colourbar = `map-scale-${method}`;
+  canvas.classList.add("heatmap");
+  const scale = mapScale(method, map.range);
+  const s = surface(canvas);
+  canvas.box = { x: 0, y: 0, w: s.w, h: s.h };
+  const values = decode(map.values).data;
+  paintHeat(s, values, gh, gw, scale, { box: canvas.box });
+  const bar = document.createElement("div");
+  bar.className = "colourbar";
+  bar.id = `map-scale-${method}`;
+  colourBar(bar, scale, method === "occlusion" ? "drop in probability (red: supports the prediction)"
+    : method === "rollout" ? "share of the query's final state" : "gradient magnitude", format);
+  figure.append(caption, canvas, bar);
+  const title = MAP_TITLES[method] || method;
+  cursor(canvas, { label: `${title} over the image's ${gh} × ${gw} squares`,
+    describe: (p) => `${describeKey(prefixOf() + p)}: ${format(values[p])}`,
+    onMove: (p) => key.set(p === null ? null : prefixOf() + p) }).layout(gh * gw, gw, gridHit(canvas.box, gh, gw));
+  return figure;
 }
 
 function drawMaps(answer) {
   state.maps = answer;
   const row = $("attn-maps-row");
   row.replaceChildren();
-  const image = decode(state.result.image);
-  const [gh, gw] = state.result.grid;
-  for (const [method, map] of Object.entries(answer.maps)) {
-    const figure = document.createElement("figure");
-    figure.className = "heatmap";
-    figure.dataset.method = method;
-    const caption = document.createElement("figcaption");
-    const format = method === "occlusion" ? signed : method === "rollout" ? prob : measure;
-    caption.textContent = `${MAP_TITLES[method] || method}: ${format(map.range[0])} … ${format(map.range[1])}`;
-    const canvas = makeCanvas(170, 170);
-    canvas.dataset.colourbar = `map-scale-${method}`;
-    canvas.classList.add("heatmap");
-    const scale = mapScale(method, map.range);
-    const s = surface(canvas);
-    const box = paintImage(s, image);
-    paintHeat(s, decode(map.values).data, gh, gw, scale, { box, alpha: 0.78 });
-    canvas.box = box;
-    describe(canvas,
-      `${MAP_TITLES[method] || method} over the image, from ${format(map.range[0])} to ${format(map.range[1])}`);
-    const bar = document.createElement("div");
-    bar.className = "colourbar";
-    bar.id = `map-scale-${method}`;
-    colourBar(bar, scale, method === "occlusion" ? "drop in probability (red: supports the prediction)"
-      : method === "rollout" ? "share of the query's final state" : "gradient magnitude", format);
-    figure.append(caption, canvas, bar);
-    row.append(figure);
-    canvas.addEventListener("pointermove", (event) => {
-      const rect = canvas.getBoundingClientRect();
-      const at = gridHit(box, gh, gw)(((event.clientX - rect.left) * 170) / rect.width,
-        ((event.clientY - rect.top) * 170) / rect.height);
-      key.set(at >= 0 ? state.result.prefix + at : null);
-    });
-    canvas.addEventListener("pointerleave", () => key.set(null));
-  }
-  $("attn-target").textContent = `for the predicted class ${answer.target}`;
+  for (const [method, map] of Object.entries(answer.maps)) row.append(mapFigure(method, map, answer.grid));
+  const squares = answer.patches_of_the_model ? "" : `; it has no patches, so each map scores ${answer.patch}×` +
+    `${answer.patch}-pixel squares`;
+  $("attn-target").textContent = `for the predicted class ${answer.target}${squares}`;
   light(key.get());
 }
 
-// Key `k` lit on the query image, among the bars, in every head and every map (null: none).
+function drawLayerPanel(answer) {
+  state.layers = answer;
+  const kinds = Object.fromEntries(Object.entries(answer.kinds).map(([name, v]) => [name, decode(v).data]));
+  state.layers.layout = drawLayers($("layers-grid"), $("layers-scale"), answer, kinds);
+  layersCursor.layout(answer.grid[0] * answer.grid[1], answer.grid[1], tilePatch(state.layers.layout),
+    layersCursor.at);
+  const share = answer.on_prefix.rollout[answer.layers - 1];
+  $("layers-caption").textContent = `from ${queryWords(answer.query)}: raw, (A + I) / 2, rollout per layer` +
+    (answer.prefix ? ` (the class token keeps ${prob(share)} of the last rollout row)` : "");
+  light(key.get());
+}
+
+function drawPositions(answer) {
+  if (!answer) {
+    state.positions = null;
+    surface($("posgrid"));
+    describe($("posgrid"), "no position table: this model adds no absolute positions");
+    $("posgrid-note").textContent = `${state.models[state.model].model} adds no absolute position table ` +
+      `(${state.models[state.model].pos_embed ?? "none"}): there is no similarity grid to show.`;
+    return;
+  }
+  const similarity = decode(answer.similarity).data;
+  state.positions = { layout: drawPositionGrid($("posgrid"), $("posgrid-scale"), similarity, answer.grid,
+    `neighbours ${signed(answer.adjacent)} on average`) };
+  posCursor.layout(answer.grid[0] * answer.grid[1], answer.grid[1], tilePatch(state.positions.layout),
+    posCursor.at);
+  $("posgrid-note").textContent = `${answer.kind} positions of the model: adjacent patches ` +
+    `${signed(answer.adjacent)}, all pairs ${signed(answer.all_pairs)} on average.`;
+  light(key.get());
+}
+
+// Key `k` lit on the query image, among the bars, in every head, every map and every small map (null: none).
 function light(k) {
   if (!state.result) return;
   const [gh, gw] = state.result.grid;
@@ -279,36 +358,58 @@ function light(k) {
     drawOverlay(canvas, (s) => paintHighlight(s, canvas.box, gh, gw, patch));
     canvas.dataset.highlight = patch ?? "";
   }
-  if (state.bars) drawHeadBars(state.result);
+  if (state.layers?.layout && hasAttention()) lightTiles($("layers-grid"), state.layers.layout, patch);
+  if (state.positions?.layout) lightTiles($("posgrid"), state.positions.layout, patch, true);
+  if (state.bars && hasAttention()) drawHeadBars(state.result);
 }
 
 const queryCursor = cursor($("attn-image"), {
   label: "query patch (Enter makes it the query)",
-  describe: (p) => describeKey((state.result?.prefix ?? 0) + p),
-  onMove: (p) => key.set(p === null ? null : (state.result?.prefix ?? 0) + p),
-  onPick: (p) => { state.query = p; refresh(); },
+  describe: (p) => describeKey(prefixOf() + p),
+  onMove: (p) => key.set(p === null ? null : prefixOf() + p),
+  onPick: (p) => { if (hasAttention()) { state.query = p; refresh(); } },
 });
 const barsCursor = cursor($("attn-bars"), { label: "the selected head's weight on each key", describe: describeKey,
   onMove: key.set });
+const layersCursor = cursor($("layers-grid"), { label: "patches of the layer-by-layer maps",
+  describe: (p) => describeKey(prefixOf() + p), onMove: (p) => key.set(p === null ? null : prefixOf() + p) });
+const posCursor = cursor($("posgrid"), { label: "patches of the position similarity grid",
+  describe: (p) => `${describeKey(prefixOf() + p)}: its map is framed`,
+  onMove: (p) => key.set(p === null ? null : prefixOf() + p) });
 key.on(light);
 
 function refresh(withMaps = true) {
   if (state.model === null || !picker.ref) return;
   const options = { invert: $("attn-invert").checked || null, keep_aspect: $("attn-aspect").checked || null };
   const params = { model: state.model, ref: picker.ref, query: state.query, ...options };
-  remember({ model: state.model, query: state.query, t: temperature() === 1 ? null : temperature(),
+  const t = temperature.value;
+  remember({ model: state.model, query: state.query, t: t === 1 ? null : t,
     invert: options.invert && 1, aspect: options.keep_aspect && 1 });
-  run(() => getJSON("/api/attention", { ...params, temperature: temperature() }), (result) => {
+  run(() => getJSON("/api/attention", { ...params, temperature: t }), (result) => {
     draw(result);
-    if (withMaps) runMaps(() => getJSON("/api/maps", params), drawMaps);
-    else if (state.maps) drawMaps(state.maps);
+    if (withMaps) {
+      runMaps(() => getJSON("/api/maps", params), drawMaps);
+      if (result.attention) runLayers(() => getJSON("/api/layers", params), drawLayerPanel);
+    } else if (state.maps) {
+      drawMaps(state.maps);
+    }
   });
+}
+
+async function refreshPositions() {
+  const model = state.models[state.model];
+  if (!model.absolute_positions) { drawPositions(null); return; }
+  try {
+    drawPositions(await getJSON("/api/mechanics/positions", { kind: "learned", model: state.model }));
+  } catch (err) {
+    $("layers-error").textContent = err.message;
+  }
 }
 
 // The settings in the URL, applied once when the page starts.
 function fromURL() {
   const t = Number(setting("t"));
-  if (t > 0) $("attn-temperature").value = Math.log10(t);
+  if (t > 0) temperature.set(t);
   $("attn-auto").checked = setting("scale") === "auto";
   $("attn-invert").checked = setting("invert") === "1";
   $("attn-aspect").checked = setting("aspect") === "1";
@@ -316,6 +417,12 @@ function fromURL() {
   if (head.length === 2 && head.every(Number.isInteger)) state.head = head;
   const query = setting("query");
   return query === null ? null : /^\d+$/.test(query) ? Number(query) : query;
+}
+
+// A model trained while the explorer runs, now loaded: one more option.
+export function addModel(model, models) {
+  state.models = models;
+  $("attn-model").append(new Option(modelLabels(models)[model.index], model.index));
 }
 
 export function initAttention(info) {
@@ -326,6 +433,7 @@ export function initAttention(info) {
     option.title = info.models[i].file;
     select.append(option);
   });
+  temperature = logControl($("attn-temperature"), { words: "temperature" });
   if (!info.models.length) {
     $("attention-none").hidden = false;
     page.dataset.state = "ready";
@@ -333,34 +441,28 @@ export function initAttention(info) {
   }
   const choose = (index, query = null) => {
     state.model = index;
+    state.layers = null;
     select.value = index;
     const model = info.models[index];
     state.query = query ?? (model.pool === "token" && model.class_token ? "cls" : "mean");
-    $("attn-cls").disabled = !model.class_token;
     refresh();
+    refreshPositions();
   };
   chooseModel = choose;
   select.addEventListener("change", () => choose(Number(select.value)));
   $("attn-cls").addEventListener("click", () => { state.query = "cls"; refresh(); });
   $("attn-mean").addEventListener("click", () => { state.query = "mean"; refresh(); });
-  const slider = $("attn-temperature");
-  const showT = () => {
-    $("attn-temperature-value").textContent = temperature();
-    slider.setAttribute("aria-valuetext", `temperature ${temperature()}`);
-  };
-  slider.addEventListener("input", () => { showT(); refresh(false); });
+  $("attn-temperature").addEventListener("input", () => refresh(false));
   $("attn-auto").addEventListener("change", () => {
     remember({ scale: auto() ? "auto" : null });
     if (state.result) draw(state.result);
     if (state.maps) drawMaps(state.maps);
   });
   for (const id of ["attn-invert", "attn-aspect"]) $(id).addEventListener("change", () => refresh());
-  arrowKeys($("attn-heads"), "button", () => state.result ? decode(state.result.stats.max).shape[1] : 1);
+  arrowKeys($("attn-heads"), "button", () => state.result?.attention ? decode(state.result.stats.max).shape[1] : 1);
   const query = fromURL();
-  showT();
   onImage(() => refresh());
-  const wanted = Number(setting("model"));
-  choose(Number.isInteger(wanted) && wanted >= 0 && wanted < info.models.length ? wanted : 0, query);
+  choose(startingModel(info.models, "attention", setting("model")).index, query);
 }
 
 // Show model `index` (from a link on another page); before the page starts, the URL's model= does it.

@@ -101,19 +101,44 @@ export function fitBox(s, rows, cols, margin = 0) {
 }
 
 // An image {shape: [C, H, W], data} in [0, 1] over an area of `pad` (padded size [H', W']); returns its box.
+// Padding is what the patches read there, the value 0 (black), hatched so that it is not taken for the image.
 export function paintImage(s, image, pad = null) {
   const [c, h, w] = image.shape;
   const [ph, pw] = pad || [h, w];
   const box = fitBox(s, ph, pw);
   const plane = h * w;
   paintCells(s, ph, pw, (r, col) => {
-    if (r >= h || col >= w) return [230, 232, 236];
+    if (r >= h || col >= w) return [0, 0, 0];
     const i = r * w + col;
     const v = c === 3 ? [image.data[i], image.data[plane + i], image.data[2 * plane + i]]
       : [image.data[i], image.data[i], image.data[i]];
     return v.map((x) => Math.round(255 * Math.min(1, Math.max(0, x))));
   }, box);
+  if (ph > h || pw > w) {
+    const cw = box.w / pw, ch = box.h / ph;
+    hatch(s, { x: box.x + w * cw, y: box.y, w: (pw - w) * cw, h: box.h });
+    hatch(s, { x: box.x, y: box.y + h * ch, w: w * cw, h: (ph - h) * ch });
+  }
   return box;
+}
+
+// Diagonal red lines over `area`: zero padding (the key beside the figure says so).
+export function hatch(s, area) {
+  if (area.w <= 0 || area.h <= 0) return;
+  const { ctx } = s;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(area.x, area.y, area.w, area.h);
+  ctx.clip();
+  ctx.strokeStyle = HIGHLIGHT;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let d = -area.h; d < area.w; d += 5) {
+    ctx.moveTo(area.x + d, area.y + area.h);
+    ctx.lineTo(area.x + d + area.h, area.y);
+  }
+  ctx.stroke();
+  ctx.restore();
 }
 
 export function drawImage(canvas, image, pad = null) {
@@ -203,14 +228,18 @@ export function paintPrompt(s, box, rows, cols, { points = [], labels = [], rect
   });
 }
 
-// Row and column `index` of an n x n matrix over `box` framed (the linked highlight of a pairwise matrix).
+// Row and column `index` of an n x n matrix over `box` framed by thin lines just outside their cells, so the
+// values pointed at stay visible (the linked highlight of a pairwise matrix).
 export function paintRowColumn(s, box, n, index) {
   if (index === null || index < 0 || index >= n) return;
   const { x, y, w, h } = box;
-  s.ctx.strokeStyle = HIGHLIGHT;
-  s.ctx.lineWidth = Math.max(1, h / n);
-  s.ctx.strokeRect(x, y + (index * h) / n, w, h / n);
-  s.ctx.strokeRect(x + (index * w) / n, y, w / n, h);
+  const cw = w / n, ch = h / n;
+  s.ctx.lineWidth = 1;
+  for (const [stroke, out] of [["rgba(255,255,255,0.9)", 1.5], [HIGHLIGHT, 0.5]]) {
+    s.ctx.strokeStyle = stroke;
+    s.ctx.strokeRect(x - out, y + index * ch - out, w + 2 * out, ch + 2 * out);
+    s.ctx.strokeRect(x + index * cw - out, y - out, cw + 2 * out, h + 2 * out);
+  }
 }
 
 // Each cell's number (raster order) in its corner, where cells are at least `smallest` pixels.
@@ -256,6 +285,7 @@ export function colourBar(element, scale, label, format = measure) {
   element.setAttribute("aria-label", `colour scale, ${label}: ${format(scale.lo)} to ${format(scale.hi)}`);
   const strip = makeCanvas(200, 10);
   strip.classList.add("fluid");
+  strip.setAttribute("aria-hidden", "true");      // the element states the scale in words
   const s = surface(strip);
   const steps = 100;
   for (let i = 0; i < steps; i++) {
@@ -297,18 +327,26 @@ export function drawOverlay(canvas, paint = null) {
 }
 
 // Bars of `values` from 0 (or the lowest negative value), up to `top` when given, with an optional dashed
-// reference line; bar `selected` in orange, bar `highlight` framed. Returns the geometry to hit-test.
+// reference line whose label sits above the plot (never over a bar); bar `selected` in orange, bar `highlight`
+// framed. A value of -Infinity (a key the layer masks) is drawn as a cross on the axis. Returns the geometry
+// to hit-test.
 export function drawBars(canvas, values, { line = null, lineLabel = "", top = null, selected = -1, highlight = -1,
   labels = null } = {}) {
   const s = chartSurface(canvas);
   const { ctx, w: W, h: H } = s;
-  const left = 40, bottom = 18, right = 8, topPad = 10;
-  const hi = top ?? Math.max(...values, line ?? -Infinity, 0);
-  const lo = Math.min(0, ...values);
+  const left = 40, bottom = 18, right = 8, topPad = line !== null ? 22 : 10;
+  const finite = values.filter(Number.isFinite);
+  const hi = top ?? Math.max(...finite, line ?? -Infinity, 0);
+  const lo = Math.min(0, ...finite);
   const y = (v) => topPad + (H - topPad - bottom) * (1 - (Math.min(v, hi) - lo) / (hi - lo || 1));
   const step = (W - left - right) / values.length;
+  ctx.font = "10px system-ui, sans-serif";
   values.forEach((v, i) => {
     ctx.fillStyle = i === selected ? SELECTED : "#3b5bdb";
+    if (!Number.isFinite(v)) {
+      ctx.fillText("×", left + (i + 0.5) * step - 3, y(0) - 2);
+      return;
+    }
     const y0 = y(Math.max(0, v)), y1 = y(Math.min(0, v));
     ctx.fillRect(left + i * step + step * 0.12, y0, step * 0.76, Math.max(1, y1 - y0));
   });
@@ -334,16 +372,38 @@ export function drawBars(canvas, values, { line = null, lineLabel = "", top = nu
     ctx.strokeStyle = "#c92a2a";
     ctx.setLineDash([5, 4]);
     ctx.beginPath(); ctx.moveTo(left, y(line)); ctx.lineTo(W - right, y(line)); ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.fillStyle = "#c92a2a";
     ctx.textAlign = "right";
-    ctx.strokeStyle = "rgba(255, 255, 255, 0.9)";
-    ctx.lineWidth = 3;
-    ctx.strokeText(lineLabel, W - right, y(line) - 4);
-    ctx.fillText(lineLabel, W - right, y(line) - 4);
-    ctx.lineWidth = 1;
+    ctx.fillStyle = "#c92a2a";
+    const width = ctx.measureText(lineLabel).width;
+    ctx.beginPath(); ctx.moveTo(W - right - width - 26, 9); ctx.lineTo(W - right - width - 6, 9); ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillText(lineLabel, W - right, 12);
   }
   return { left, step, count: values.length };
+}
+
+// Small maps laid out in a grid: `rows` x `cols` maps of gh x gw cells each, map k's values at
+// values[k * gh * gw ...], all on one `scale`, `gap` pixels apart, after `left` and `top` pixels of margin for
+// labels. Returns the geometry {left, top, size, gap} that `tileHit` reads.
+export function paintTiles(s, values, rows, cols, gh, gw, scale, { gap = 4, left = 0, top = 0 } = {}) {
+  const size = Math.min((s.w - left - gap * (cols - 1)) / cols, (s.h - top - gap * (rows - 1)) / rows);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const box = { x: left + c * (size + gap), y: top + r * (size + gap), w: size * (gw >= gh ? 1 : gw / gh),
+        h: size * (gh >= gw ? 1 : gh / gw) };
+      paintHeat(s, values, gh, gw, scale, { box, offset: (r * cols + c) * gh * gw });
+    }
+  }
+  return { left, top, size, gap, rows, cols };
+}
+
+// The map of a `paintTiles` layout at (x, y): its index, or -1.
+export function tileHit({ left, top, size, gap, rows, cols }) {
+  return (x, y) => {
+    const c = Math.floor((x - left) / (size + gap)), r = Math.floor((y - top) / (size + gap));
+    if (c < 0 || r < 0 || c >= cols || r >= rows) return -1;
+    return r * cols + c;
+  };
 }
 
 function ticks(lo, hi, log, integers = false) {

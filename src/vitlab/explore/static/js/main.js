@@ -1,19 +1,32 @@
-// The explorer's entry point: the tabs (one page per URL hash, its title per page) and each page's set-up.
-import { $, getJSON } from "./api.js";
+// The explorer's entry point: the tabs (one page per URL hash, its title per page), the skip link, and each
+// page's set-up. The image picker follows the page: until the user chooses an image, each page starts on the
+// samples it reads best.
+import { $, getJSON, startingModel } from "./api.js";
 import { initAttention } from "./attention.js";
 import { initCost } from "./cost.js";
+import { initForward } from "./forward.js";
+import { initLimits } from "./limits.js";
 import { initMechanics } from "./mechanics.js";
-import { initPicker } from "./picker.js";
+import { follow, initPicker } from "./picker.js";
 import { initRuns } from "./runs.js";
 import { initSegment } from "./segment.js";
-import { PAGES, currentPage, linkTabs } from "./state.js";
+import { PAGES, currentPage, linkTabs, setting } from "./state.js";
 import { initTokens } from "./tokens.js";
 
-const WITH_PICKER = new Set(["tokens", "attention"]);
-const SETUP = { tokens: initTokens, attention: initAttention, mechanics: initMechanics, segment: initSegment,
-  cost: initCost, runs: initRuns };
+const WITH_PICKER = new Set(["tokens", "attention", "forward"]);
+const SETUP = { tokens: initTokens, attention: initAttention, forward: initForward, limits: initLimits,
+  mechanics: initMechanics, segment: initSegment, cost: initCost, runs: initRuns };
+const TEXTBOOK_SOURCE = "fashion-mnist";   // the texts' 28x28 images: 16 tokens of 49 pixels at P = 7
 const started = new Set();
 let info = null;
+
+// The samples page `name` reads best: the texts' images on Tokens, the model's own dataset where a model reads.
+function preferredSource(name) {
+  if (name === "tokens") return TEXTBOOK_SOURCE;
+  if (name === "attention") return startingModel(info.models, "attention", setting("model"))?.dataset;
+  if (name === "forward") return startingModel(info.models, "forward", setting("fmodel"))?.dataset;
+  return null;
+}
 
 // Show the page named by the URL hash; a page sets itself up (and asks the server) on its first showing.
 function show() {
@@ -28,18 +41,27 @@ function show() {
   document.body.dataset.page = name;
   document.title = `${document.querySelector(`#tabs a[data-page=${name}]`).textContent} — vitlab explore`;
   linkTabs();
-  if (info && !started.has(name)) {
+  if (!info) return;
+  if (WITH_PICKER.has(name)) follow(preferredSource(name));
+  if (!started.has(name)) {
     started.add(name);
     SETUP[name](info);
   }
 }
 
+// The skip link moves the focus to the page's heading, past the tabs and the image picker.
+function skip(event) {
+  event.preventDefault();
+  $(`${currentPage()}-title`).focus();
+}
+
 async function start() {
   window.addEventListener("hashchange", show);
+  $("skip").addEventListener("click", skip);
   show();
   info = await getJSON("/api/info");
   $("version").textContent = `vitlab ${info.version}`;
-  initPicker(info);
+  initPicker(info, WITH_PICKER.has(currentPage()) ? preferredSource(currentPage()) : null);
   show();
   document.body.dataset.ready = "true";
 }

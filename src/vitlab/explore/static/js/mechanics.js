@@ -1,8 +1,10 @@
-// Mechanics page: softmax with temperature, token mixing with a bandwidth, the geometry of position
-// encodings (2-D similarity, 1-D dot products) and synthetic local attention on a patch grid, each drawn
-// from the server's numbers. Each panel has its own controls, its own error line beside them and its own
-// state.
-import { $, announce, decode, getJSON, latest, modelLabels } from "./api.js";
+// Mechanics page: softmax with temperature, why scores are divided by √d_k, token mixing with a bandwidth,
+// the geometry of position encodings (2-D similarity, 1-D dot products) and synthetic local attention on a
+// patch grid, each drawn from the server's numbers. Each panel has its own controls, its own error line
+// beside them and its own state.
+import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { logControl } from "./controls.js";
+import { rankableTable } from "./table.js";
 import { cursor, gridHit, link } from "./cursor.js";
 import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, fitBox, lineChart, paintHeat, paintHighlight,
   paintNumbers, paintOutline, paintRowColumn, surface } from "./draw.js";
@@ -14,8 +16,11 @@ const runMixing = latest($("mixing-panel"), $("mixing-error"));
 const runPositions = latest($("positions-panel"), $("positions-error"));
 const runDots = latest($("dots-panel"), $("dots-error"));
 const runLocal = latest($("local-panel"), $("local-error"));
+const runQk = latest($("qk-panel"), $("qk-error"));
+const logs = {};              // the log-scale sliders, made when the page starts
+const qk = { result: null, sort: { sort: null, descending: null } };
 // The reference patch as (row, column), kept when the grid or the encoding changes.
-const positions = { at: [0, 0], result: null, box: null, models: [], grid: null, dim: null };
+const positions = { at: [0, 0], result: null, box: null, models: [], withTable: [], grid: null, dim: null };
 const patch = link();
 // The 1-D panel's reference position (its row is charted) and each heatmap's box.
 const DOT_KINDS = { sincos: "sinusoidal", random: "random" };
@@ -30,16 +35,50 @@ function rowHit(box, n) {
   return (x, y) => (gridHit(box, n, n)(x, y) < 0 ? -1 : Math.floor(((y - box.y) / box.h) * n));
 }
 
-// A log-scale slider's value, shown beside it and given to assistive technology as words.
-function logSlider(id, digits, words) {
-  const value = Number((10 ** Number($(id).value)).toFixed(digits));
-  $(`${id}-value`).textContent = value;
-  $(id).setAttribute("aria-valuetext", `${words} ${value}`);
-  return value;
+// A log-scale slider's value (the exact value a link gave it until it is moved), shown beside it.
+function logSlider(id) {
+  return logs[id].show();
+}
+
+const LOG_SLIDERS = { "softmax-temperature": [3, "temperature"], "mixing-bandwidth": [3, "bandwidth"],
+  "dots-scale": [2, "frequency scale"], "local-sigma": [2, "sigma"] };
+
+function qkRefresh() {
+  const keys = Number($("qk-keys").value);
+  remember({ qkeys: keys === 64 ? null : keys });
+  runQk(() => getJSON("/api/mechanics/qk-scale", { keys }), (r) => {
+    qk.result = r;
+    lineChart($("qk-variance"), $("qk-variance-legend"), [
+      { label: "Var(q·k), raw", x: r.dims, y: r.variance_raw, colour: "#d62728" },
+      { label: "Var(q·k / √d_k), scaled", x: r.dims, y: r.variance_scaled, colour: "#1f77b4" }],
+    { logX: true, logY: true, xLabel: "head width d_k", yLabel: "variance of the score", points: true });
+    lineChart($("qk-peak"), $("qk-peak-legend"), [
+      { label: "softmax of raw scores", x: r.dims, y: r.peak_raw, colour: "#d62728" },
+      { label: "softmax of scaled scores", x: r.dims, y: r.peak_scaled, colour: "#1f77b4" },
+      { label: `uniform 1/${r.keys}`, x: r.dims, y: r.dims.map(() => r.uniform), colour: "#7f7f7f", dash: [5, 4] }],
+    { logX: true, xLabel: "head width d_k", yLabel: "largest weight (mean)", points: true });
+    $("qk-peak-caption").textContent = `largest softmax weight over ${r.keys} keys against d_k (mean of ${r.queries})`;
+    qkTable();
+    const last = r.dims.length - 1;
+    announce(`at d_k ${r.dims[last]}: raw variance ${measure(r.variance_raw[last])}, scaled ` +
+      `${measure(r.variance_scaled[last])}`);
+  });
+}
+
+function qkTable() {
+  const r = qk.result;
+  const rows = r.dims.map((d, i) => ({ d, raw: r.variance_raw[i], scaled: r.variance_scaled[i], peak: r.peak_raw[i],
+    peak_scaled: r.peak_scaled[i] }));
+  rankableTable($("qk-table"), { caption: `${r.samples.toLocaleString("en")} seeded pairs per d_k (theory: d_k and 1)`,
+    columns: [{ key: "d", label: "d_k", format: count }, { key: "raw", label: "Var(q·k)", format: measure },
+      { key: "scaled", label: "Var(q·k / √d_k)", format: measure },
+      { key: "peak", label: "largest weight, raw", format: prob },
+      { key: "peak_scaled", label: "largest weight, scaled", format: prob }],
+    rows, state: qk.sort, onSort: (key, descending) => { qk.sort = { sort: key, descending }; qkTable(); } });
 }
 
 function softmax() {
-  const temperature = logSlider("softmax-temperature", 3, "temperature");
+  const temperature = logSlider("softmax-temperature");
   remember({ st: temperature === 1 ? null : temperature });
   runSoftmax(() => getJSON("/api/mechanics/softmax", { temperature }), (r) => {
     const scores = Array.from(decode(r.scores).data), weights = Array.from(decode(r.weights).data);
@@ -59,7 +98,7 @@ function softmax() {
 }
 
 function mixing() {
-  const bandwidth = logSlider("mixing-bandwidth", 3, "bandwidth");
+  const bandwidth = logSlider("mixing-bandwidth");
   remember({ bw: bandwidth });
   runMixing(() => getJSON("/api/mechanics/mixing", { bandwidth }), (r) => {
     const matrix = decode(r.matrix);
@@ -95,7 +134,7 @@ function positionParams() {
   const reference = Math.min(positions.at[0], gh - 1) * gw + Math.min(positions.at[1], gw - 1);
   const params = { kind, grid: Number($("pos-grid").value), dim: Number($("pos-dim").value),
     base: Number((10 ** Number($("pos-base").value)).toFixed(1)), reference };
-  if (kind === "learned" && positions.models.length) params.model = Number($("pos-model").value);
+  if (kind === "learned" && $("pos-model").value !== "") params.model = Number($("pos-model").value);
   return params;
 }
 
@@ -118,7 +157,7 @@ function showPositionSettings(kind, grid = null, dim = null) {
   }
   for (const id of ["pos-grid", "pos-dim"]) $(id).disabled = learned;
   $("pos-base").disabled = kind !== "sincos";
-  $("pos-model").disabled = !learned || !positions.models.length;
+  $("pos-model").disabled = !learned || !positions.withTable.length;
 }
 
 function positionsRefresh() {
@@ -135,7 +174,7 @@ function positionsRefresh() {
   $("pos-base").setAttribute("aria-valuetext", `frequency base ${base}`);
   remember({ kind: params.kind, grid: params.kind === "learned" ? null : params.grid,
     dim: params.kind === "learned" ? null : params.dim, base: params.kind === "sincos" ? base : null,
-    refpatch: positions.at.join(".") });
+    refpatch: positions.at.join("."), pmodel: params.kind === "learned" ? params.model : null });
   runPositions(() => getJSON("/api/mechanics/positions", params), (r) => {
     positions.result = r;
     const [gh, gw] = r.grid;
@@ -197,7 +236,7 @@ const matrixCursor = cursor($("pos-matrix"), { label: "rows of the all-pairs mat
 patch.on(lightPositions);
 
 function dotsRefresh() {
-  const scale = logSlider("dots-scale", 2, "frequency scale");
+  const scale = logSlider("dots-scale");
   const size = Number($("dots-positions").value);
   const dim = Number($("dots-dim").value);
   $("dots-positions-value").textContent = size;
@@ -262,7 +301,7 @@ position.on(lightDots);
 const isCentre = (r) => r.query === Math.floor(r.grid / 2) * r.grid + Math.floor(r.grid / 2);
 
 function localRefresh() {
-  const sigma = logSlider("local-sigma", 2, "sigma");
+  const sigma = logSlider("local-sigma");
   const grid = Number($("local-grid").value);
   $("local-grid-value").textContent = `${grid} × ${grid}`;
   $("local-grid").setAttribute("aria-valuetext", `${grid} by ${grid}`);
@@ -318,8 +357,9 @@ cell.on(lightLocal);
 // The settings in the URL, applied once when the page starts.
 function fromURL() {
   const number = (name) => Number(setting(name));
-  if (number("st") > 0) $("softmax-temperature").value = Math.log10(number("st"));
-  if (number("bw") > 0) $("mixing-bandwidth").value = Math.log10(number("bw"));
+  if (number("st") > 0) logs["softmax-temperature"].set(number("st"));
+  if (number("bw") > 0) logs["mixing-bandwidth"].set(number("bw"));
+  if ([...$("qk-keys").options].some((o) => o.value === setting("qkeys"))) $("qk-keys").value = setting("qkeys");
   const kind = setting("kind");
   if ([...$("pos-kind").options].some((o) => o.value === kind && !o.disabled)) $("pos-kind").value = kind;
   if (number("grid") >= 2) $("pos-grid").value = number("grid");
@@ -327,11 +367,11 @@ function fromURL() {
   if (number("base") >= 10) $("pos-base").value = Math.log10(number("base"));
   const at = (setting("refpatch") || "").split(".").map(Number);
   if (at.length === 2 && at.every((v) => Number.isInteger(v) && v >= 0)) positions.at = at;
-  if (number("fs") > 0) $("dots-scale").value = Math.log10(number("fs"));
+  if (number("fs") > 0) logs["dots-scale"].set(number("fs"));
   if (number("n1d") >= 8) $("dots-positions").value = number("n1d");
   if ([...$("dots-dim").options].some((o) => o.value === setting("d1d"))) $("dots-dim").value = setting("d1d");
   if (Number.isInteger(number("ref1d")) && number("ref1d") > 0) dots.reference = number("ref1d");
-  if (number("sigma") > 0) $("local-sigma").value = Math.log10(number("sigma"));
+  if (number("sigma") > 0) logs["local-sigma"].set(number("sigma"));
   if (number("lgrid") >= 4) $("local-grid").value = number("lgrid");
   const query = (setting("lq") || "").split(".").map(Number);
   if (query.length === 2 && query.every((v) => Number.isInteger(v) && v >= 0)) local.at = query;
@@ -339,20 +379,27 @@ function fromURL() {
 
 export function initMechanics(info) {
   positions.models = info.models;
+  positions.withTable = info.models.filter((m) => m.absolute_positions);
+  for (const [id, [digits, words]] of Object.entries(LOG_SLIDERS)) logs[id] = logControl($(id), { digits, words });
   for (const kind of info.position_kinds) {
-    const needsModel = kind === "learned" && !info.models.length;
-    const option = new Option(needsModel ? `${kind} (needs a checkpoint)` : kind, kind);
+    const needsModel = kind === "learned" && !positions.withTable.length;
+    const option = new Option(needsModel ? `${kind} (needs a checkpoint with a position table)` : kind, kind);
     option.disabled = needsModel;
     $("pos-kind").append(option);
   }
-  modelLabels(info.models).forEach((label, i) => {
-    const option = new Option(label, i);
-    option.title = info.models[i].file;
+  // Only the models with a table of absolute positions: a CNN, or a ViT with rotary positions, has none to show.
+  const labels = modelLabels(info.models);
+  for (const model of positions.withTable) {
+    const option = new Option(labels[model.index], model.index);
+    option.title = model.file;
     $("pos-model").append(option);
-  });
+  }
+  const first = startingModel(info.models, "positions", setting("pmodel"));
+  if (first) $("pos-model").value = first.index;
   fromURL();
   $("softmax-temperature").addEventListener("input", softmax);
   $("softmax-auto").addEventListener("change", softmax);
+  $("qk-keys").addEventListener("change", qkRefresh);
   $("mixing-bandwidth").addEventListener("input", mixing);
   $("mixing-auto").addEventListener("change", mixing);
   for (const id of ["pos-kind", "pos-grid", "pos-dim", "pos-base", "pos-model", "pos-auto"]) {
@@ -362,6 +409,7 @@ export function initMechanics(info) {
   for (const id of ["local-sigma", "local-grid"]) $(id).addEventListener("input", localRefresh);
   $("local-auto").addEventListener("change", localRefresh);
   softmax();
+  qkRefresh();
   mixing();
   positionsRefresh();
   dotsRefresh();

@@ -1,9 +1,10 @@
-// Runs page: the overview of every run and one run's table, each ranked by the chosen column on the
-// server (which also gives the extremes and bar lengths); learning curves; the report's figures; a link
-// from a trained run to its checkpoint on the Attention page when the explorer loaded it, and from a
-// promptable run to the Segment page.
+// Runs page: a training to start and watch; the overview of every run and one run's table, each ranked by the
+// chosen column on the server (which also gives the extremes and bar lengths, measured from zero); learning
+// curves; the report's figures; a link from a trained run to its checkpoint on the Attention page when the
+// explorer loaded it, and from a promptable run to the Segment page. The ranking is kept in the URL.
 import { $, announce, getJSON, latest } from "./api.js";
-import { openModel } from "./attention.js";
+import { addModel, openModel } from "./attention.js";
+import { initTraining } from "./training.js";
 import { openPromptRun } from "./segment.js";
 import { lineChart, makeCanvas } from "./draw.js";
 import { column } from "./format.js";
@@ -125,6 +126,7 @@ function drawDetail(detail) {
   }
   renderTable($("run-table"), detail.table, (key, descending) => {
     state.detail = { sort: key, descending };
+    remember({ dsort: key, ddesc: descending === null ? null : Number(descending) });
     openRun(state.selected);
   });
   const curves = $("run-curves");
@@ -179,9 +181,14 @@ function refreshOverview(openFirst = true) {
       : "No run folders: start `vitlab explore --runs DIR` (the folder `vitlab compare` or `vitlab train` wrote into).";
     renderTable($("runs-table"), answer.table, (key, descending) => {
       state.overview = { sort: key, descending };
+      remember({ rsort: key, rdesc: descending === null ? null : Number(descending) });
       refreshOverview(false);
-    }, (name) => { state.detail = { sort: null, descending: null }; openRun(name); });
-    if (openFirst && answer.runs.length && state.selected === null) {
+    }, (name) => {
+      state.detail = { sort: null, descending: null };
+      remember({ dsort: null, ddesc: null });
+      openRun(name);
+    });
+    if (openFirst && answer.runs.length && (state.selected === null || !answer.runs.some((r) => r.name === state.selected))) {
       const wanted = setting("run");
       const names = answer.table.rows.map((r) => r.values.run);
       openRun(names.includes(wanted) ? wanted : names[0]);
@@ -189,7 +196,28 @@ function refreshOverview(openFirst = true) {
   });
 }
 
+// A ranking from the URL: the column and, when given, its direction (1 descending, 0 ascending).
+function ranking(sortName, descName) {
+  const desc = setting(descName);
+  return { sort: setting(sortName), descending: desc === "1" ? true : desc === "0" ? false : null };
+}
+
+// A watched training ended: list it, open it, and offer its model on the Attention page.
+async function trained(end) {
+  if (end.model_index !== null && end.model_index !== undefined) {
+    const fresh = await getJSON("/api/info");
+    state.info.models.splice(0, state.info.models.length, ...fresh.models);
+    addModel(fresh.models[end.model_index], state.info.models);
+  }
+  state.selected = null;
+  remember({ run: end.name });
+  refreshOverview();
+}
+
 export function initRuns(info) {
   state.info = info;
+  state.overview = ranking("rsort", "rdesc");
+  state.detail = ranking("dsort", "ddesc");
   refreshOverview();
+  initTraining(info, trained);
 }

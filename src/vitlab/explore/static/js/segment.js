@@ -92,8 +92,12 @@ function drawCandidates(a) {
     button.setAttribute("aria-pressed", String(k === state.shown));
     button.tabIndex = k === state.shown ? 0 : -1;
     const actual = a.truth ? `, actual IoU ${prob(a.truth.iou[k])}` : "";
-    const words = `candidate ${k + 1}${k === 0 ? " (best)" : ""}: predicted IoU ${prob(iou)}${actual}, ` +
-      `${count(a.areas[k])} pixels`;
+    // Candidates come ranked by predicted IoU; the one that really fits best may be another.
+    const bestActual = a.truth ? a.truth.iou.indexOf(Math.max(...a.truth.iou)) : -1;
+    const notes = [k === 0 ? "highest predicted IoU" : null, k === bestActual ? "highest actual IoU" : null]
+      .filter(Boolean);
+    const words = `candidate ${k + 1}${notes.length ? ` (${notes.join("; ")})` : ""}: predicted IoU ${prob(iou)}` +
+      `${actual}, ${count(a.areas[k])} pixels`;
     const canvas = makeCanvas(96, 96);
     canvas.setAttribute("aria-hidden", "true");
     const s = surface(canvas);
@@ -152,7 +156,7 @@ function segmentNow() {
     drawCandidates(a);
     drawFacts(a);
     const truth = a.truth ? `, actual ${prob(a.truth.iou[0])}` : "";
-    announce(`best of ${a.iou.length} candidates: predicted IoU ${prob(a.iou[0])}${truth}, ` +
+    announce(`highest predicted of ${a.iou.length} candidates: predicted IoU ${prob(a.iou[0])}${truth}, ` +
       `${count(a.areas[0])} pixels`);
   });
 }
@@ -172,7 +176,8 @@ function showImage(ref, image, caption) {
 
 function heldOutCaption(k) {
   const held = state.detail.held_out;
-  return `held-out #${k} (${held.objects[k]} objects): one of ${held.objects.length} shapes images generated ` +
+  const objects = `${held.objects[k]} object${held.objects[k] === 1 ? "" : "s"}`;
+  return `held-out #${k} (${objects}): one of ${held.objects.length} shapes images generated ` +
     `with seed ${held.seed}; the run's data used seed ${state.detail.seed}, so the model never saw it`;
 }
 
@@ -200,7 +205,7 @@ function drawDetail(d, wanted) {
   box.replaceChildren();
   if (d.held_out) {
     const images = decode(d.held_out.images);
-    thumbnails(box, images, d.held_out.objects.map((n, k) => `held-out #${k}, ${n} objects`),
+    thumbnails(box, images, d.held_out.objects.map((n, k) => `held-out #${k}, ${n} object${n === 1 ? "" : "s"}`),
       (k) => showImage(`${HELD_OUT}:${k}`, { shape: images.shape.slice(1),
         data: images.data.subarray(k * 3 * d.image_size ** 2, (k + 1) * 3 * d.image_size ** 2) }, heldOutCaption(k)));
   }

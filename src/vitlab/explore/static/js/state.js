@@ -4,7 +4,7 @@
 // same on Tokens and Attention). Settings are written with history.replaceState (no new history entry
 // per slider step) and the tabs' links carry them along.
 
-export const PAGES = ["tokens", "attention", "mechanics", "segment", "cost", "runs"];
+export const PAGES = ["tokens", "attention", "forward", "limits", "mechanics", "segment", "cost", "runs"];
 
 function split() {
   const [page, query = ""] = location.hash.slice(1).split("?");

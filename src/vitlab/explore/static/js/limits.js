@@ -1,0 +1,243 @@
+// Limits page: what attention maps cannot tell. The model's most confident mistakes on its own test images,
+// a right and a wrong answer's maps on one colour scale, the maps of a model whose weights are noise beside the
+// trained model's (with their rank correlation), and each map's deletion curve against random orders.
+import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { arrowKeys, cursor, gridHit } from "./cursor.js";
+import { colourBar, describe, lineChart, makeCanvas, paintHeat, paintImage, surface } from "./draw.js";
+import { measure, prob, signed } from "./format.js";
+import { press, thumbnails } from "./picker.js";
+import { remember, setting } from "./state.js";
+import { numbersTable } from "./table.js";
+
+const runVerdicts = latest($("verdicts-panel"), $("verdicts-error"));
+const runPair = latest($("pair-panel"), $("pair-error"));
+const runRandom = latest($("random-panel"), $("random-error"));
+const runDeletion = latest($("deletion-panel"), $("deletion-error"));
+const METHODS = { attention: "last layer's attention", rollout: "rollout", gradient: "gradient",
+  occlusion: "occlusion" };
+const COLOURS = { attention: "#1f77b4", rollout: "#ff7f0e", gradient: "#2ca02c", occlusion: "#d62728",
+  random: "#7f7f7f" };
+const state = { models: [], model: null, query: "mean", verdicts: null, chosen: { right: null, wrong: null },
+  focus: "wrong", images: {} };
+
+const mark = (entry) => (entry.predicted === entry.label ? "✓" : "✗");
+const caption = (entry) => `${entry.predicted} (${prob(entry.confidence)}) ${mark(entry)} true ${entry.label}`;
+
+function methodsOf(model) {
+  return Object.keys(METHODS).filter((m) => model.attention || !["attention", "rollout"].includes(m));
+}
+
+async function imageOf(ref) {
+  if (!state.images[ref]) state.images[ref] = decode((await getJSON("/api/image", { ref })).image);
+  return state.images[ref];
+}
+
+function drawVerdicts(v) {
+  state.verdicts = v;
+  $("verdicts-facts").textContent = `${state.models[state.model].model} on the ${v.images} ${v.source} test images ` +
+    `it never trained on: accuracy ${prob(v.accuracy)}, ${v.wrong_count} wrong. The wrong ones below are as ` +
+    "confident as the right ones: confidence does not say which is which.";
+  for (const [kind, list, box] of [["wrong", v.mistakes, $("lim-mistakes")], ["right", v.right, $("lim-right")]]) {
+    box.replaceChildren();
+    if (!list.length) box.textContent = kind === "wrong" ? "none: the model is right on every image" : "none";
+    Promise.all(list.map((entry) => imageOf(entry.ref))).then((images) => {
+      if (!images.length) return;
+      const [c, h, w] = images[0].shape;
+      const data = new Float32Array(images.length * c * h * w);
+      images.forEach((im, i) => data.set(im.data, i * c * h * w));
+      const buttons = thumbnails(box, { shape: [images.length, c, h, w], data },
+        list.map((entry) => `${entry.ref}: predicted ${caption(entry)}`), (k) => pick(kind, list[k]));
+      buttons.forEach((button, k) => {
+        const text = document.createElement("span");
+        text.textContent = `${list[k].predicted} ${mark(list[k])}`;
+        text.setAttribute("aria-hidden", "true");
+        button.append(text);
+        button.dataset.ref = list[k].ref;
+      });
+      const wanted = state.chosen[kind]?.ref;
+      const index = Math.max(0, list.findIndex((entry) => entry.ref === wanted));
+      press(buttons[index], box);
+      pick(kind, list[index]);
+    });
+  }
+}
+
+function pick(kind, entry) {
+  state.chosen[kind] = entry;
+  remember({ [kind === "wrong" ? "lwrong" : "lright"]: entry.ref });
+  if (state.chosen.right?.predicted && state.chosen.wrong?.predicted) refreshPair();
+  if (kind === state.focus) refreshFocus();
+}
+
+// Two images and their maps by `method`, on one colour scale spanning both.
+async function drawPair(answers) {
+  const method = $("lim-method").value;
+  const box = $("pair-row");
+  box.replaceChildren();
+  const ranges = answers.map((a) => a.maps[method].range);
+  const signedMap = method === "occlusion";
+  const top = Math.max(...ranges.map((r) => (signedMap ? Math.max(Math.abs(r[0]), Math.abs(r[1])) : r[1])), 1e-12);
+  const scale = signedMap ? { lo: -top, hi: top, map: "diverging" } : { lo: 0, hi: top, map: "viridis" };
+  for (const [kind, answer] of [["right", answers[0]], ["wrong", answers[1]]]) {
+    const entry = state.chosen[kind];
+    const image = await imageOf(entry.ref);
+    const [gh, gw] = answer.grid;
+    const figure = document.createElement("figure");
+    figure.className = "heatmap";
+    figure.dataset.kind = kind;
+    const title = document.createElement("figcaption");
+    title.textContent = `${kind === "right" ? "right" : "wrong"}: ${caption(entry)}`;
+    const pictured = makeCanvas(120, 120, `${entry.ref}, the image`);
+    paintImage(surface(pictured), image);
+    const canvas = makeCanvas(120, 120);
+    canvas.dataset.colourbar = "pair-scale";
+    const values = decode(answer.maps[method].values).data;
+    const s = surface(canvas);
+    paintHeat(s, values, gh, gw, scale, { box: { x: 0, y: 0, w: s.w, h: s.h } });
+    const format = signedMap ? signed : measure;
+    cursor(canvas, { label: `${METHODS[method]} of the ${kind} answer`, describe: (p) => `patch ${p}: ${format(values[p])}`,
+      onMove: () => {} }).layout(gh * gw, gw, gridHit({ x: 0, y: 0, w: s.w, h: s.h }, gh, gw));
+    const row = document.createElement("div");
+    row.className = "row";
+    row.append(pictured, canvas);
+    figure.append(title, row);
+    box.append(figure);
+  }
+  colourBar($("pair-scale"), scale, `${METHODS[method]}, one scale for both`, signedMap ? signed : measure);
+}
+
+function refreshPair() {
+  const params = (entry) => ({ model: state.model, ref: entry.ref, query: state.query });
+  runPair(() => Promise.all([state.chosen.right, state.chosen.wrong]
+    .map((entry) => getJSON("/api/limits/maps", params(entry)))), drawPair);
+}
+
+function drawRandom(answer) {
+  const grid = $("random-grid");
+  grid.replaceChildren();
+  const methods = Object.keys(answer.trained);
+  grid.style.gridTemplateColumns = `max-content repeat(${methods.length}, minmax(0, 9rem))`;
+  grid.append(document.createElement("span"));
+  for (const method of methods) {
+    const head = document.createElement("span");
+    head.className = "label";
+    const rho = answer.spearman[method];
+    head.textContent = `${METHODS[method]}: ρ ${rho === null ? "–" : signed(rho)}`;
+    grid.append(head);
+  }
+  const [gh, gw] = state.models[state.model].map_grid;
+  for (const [which, label] of [["trained", "trained"], ["randomised", "random weights"]]) {
+    const name = document.createElement("span");
+    name.className = "label";
+    name.textContent = label;
+    grid.append(name);
+    for (const method of methods) {
+      const map = answer[which][method];
+      const signedMap = method === "occlusion";
+      const top = Math.max(Math.abs(map.range[0]), Math.abs(map.range[1]), 1e-12);
+      const scale = signedMap ? { lo: -top, hi: top, map: "diverging" } : { lo: 0, hi: map.range[1] || 1, map: "viridis" };
+      const canvas = makeCanvas(120, 120, `${METHODS[method]} of the ${label} model, from ${signed(map.range[0])} ` +
+        `to ${signed(map.range[1])} (each map on its own range)`);
+      canvas.classList.add("fluid");
+      const s = surface(canvas);
+      paintHeat(s, decode(map.values).data, gh, gw, scale, { box: { x: 0, y: 0, w: s.w, h: s.h } });
+      grid.append(canvas);
+    }
+  }
+  const random = answer.randomised_prediction;
+  $("random-note").textContent = `Each map on its own range. The randomised model predicts ${random.class} ` +
+    `(${prob(random.confidence)}); its maps are for the trained model's class ${answer.target}.`;
+}
+
+function drawDeletion(answer) {
+  const series = Object.entries(answer.curves).map(([method, y]) => ({
+    label: `${method === "random" ? "random orders (mean of 8)" : METHODS[method]}: area ${prob(answer.area[method])}`,
+    x: answer.removed, y, colour: COLOURS[method], dash: method === "random" ? [6, 4] : undefined }));
+  lineChart($("deletion-chart"), $("deletion-legend"), series,
+    { xLabel: "patches removed (most important first)", yLabel: `probability of ${answer.target}`, points: true });
+  $("deletion-caption").textContent = `probability of the predicted class ${answer.target} as patches are removed`;
+  numbersTable($("deletion-table"), "area under each deletion curve (lower: the map found the evidence sooner)",
+    ["map", "area", "probability with every patch removed"],
+    Object.keys(answer.curves).sort((a, b) => answer.area[a] - answer.area[b])
+      .map((m) => [m === "random" ? "random orders" : METHODS[m], prob(answer.area[m]), prob(answer.curves[m].at(-1))]));
+}
+
+function refreshFocus() {
+  const entry = state.chosen[state.focus];
+  if (!entry?.predicted) return;
+  const params = { model: state.model, ref: entry.ref, query: state.query };
+  runRandom(() => getJSON("/api/limits/randomised", params), drawRandom);
+  runDeletion(() => getJSON("/api/limits/deletion", params), drawDeletion);
+  announce(`${state.focus === "wrong" ? "the mistake" : "the right answer"} ${entry.ref}: ${caption(entry)}`);
+}
+
+function setQuery(query) {
+  state.query = query;
+  $("lim-cls").setAttribute("aria-pressed", String(query === "cls"));
+  $("lim-mean").setAttribute("aria-pressed", String(query === "mean"));
+  remember({ lq2: query === "mean" ? null : query });
+  if (state.chosen.right?.predicted && state.chosen.wrong?.predicted) refreshPair();
+  refreshFocus();
+}
+
+function setFocus(focus) {
+  state.focus = focus;
+  for (const button of $("lim-focus").querySelectorAll("button")) {
+    button.setAttribute("aria-pressed", String(button.dataset.focus === focus));
+  }
+  remember({ lfocus: focus === "wrong" ? null : focus });
+  refreshFocus();
+}
+
+function chooseModel(index, fromLink = false) {
+  if (!fromLink) state.chosen = { right: null, wrong: null };
+  state.model = index;
+  const model = state.models[index];
+  remember({ lmodel: index });
+  $("lim-model").value = index;
+  $("lim-method").replaceChildren(...methodsOf(model).map((m) => new Option(METHODS[m], m)));
+  const wanted = setting("lmethod");
+  if (methodsOf(model).includes(wanted)) $("lim-method").value = wanted;
+  $("lim-cls").disabled = !model.class_token;
+  if (!model.class_token && state.query === "cls") state.query = "mean";
+  runVerdicts(() => getJSON("/api/limits/verdicts", { model: index, source: model.dataset }), drawVerdicts);
+}
+
+export function initLimits(info) {
+  state.models = info.models;
+  const labels = modelLabels(info.models);
+  const available = new Set(info.samples.filter((s) => s.available).map((s) => s.name));
+  info.models.forEach((model, i) => {
+    const option = new Option(available.has(model.dataset) ? labels[i] : `${labels[i]} (its data is not found)`, i);
+    option.disabled = !available.has(model.dataset);
+    $("lim-model").append(option);
+  });
+  const usable = info.models.filter((m) => available.has(m.dataset));
+  if (!usable.length) {
+    $("limits-none").hidden = false;
+    $("limits-none").textContent = info.models.length
+      ? "The models' own datasets are not found here: start `vitlab explore --data-dir DIR` with them."
+      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE`.";
+    for (const id of ["verdicts-panel", "pair-panel", "random-panel", "deletion-panel"]) $(id).hidden = true;
+    return;
+  }
+  for (const [kind, name] of [["wrong", "lwrong"], ["right", "lright"]]) {
+    const ref = setting(name);
+    if (ref) state.chosen[kind] = { ref };
+  }
+  if (setting("lq2") === "cls") state.query = "cls";
+  $("lim-model").addEventListener("change", () => chooseModel(Number($("lim-model").value)));
+  $("lim-method").addEventListener("change", () => { remember({ lmethod: $("lim-method").value }); refreshPair(); });
+  $("lim-cls").addEventListener("click", () => setQuery("cls"));
+  $("lim-mean").addEventListener("click", () => setQuery("mean"));
+  for (const button of $("lim-focus").querySelectorAll("button")) {
+    button.addEventListener("click", () => setFocus(button.dataset.focus));
+  }
+  if (setting("lfocus") === "right") setFocus("right");
+  arrowKeys($("lim-mistakes"), "button", () => 1);
+  arrowKeys($("lim-right"), "button", () => 1);
+  setQuery(state.query);
+  const wanted = Number(setting("lmodel"));
+  const first = usable.includes(info.models[wanted]) ? info.models[wanted] : startingModel(usable, "attention");
+  chooseModel(first.index, true);
+}
