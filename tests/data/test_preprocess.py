@@ -195,6 +195,8 @@ def test_from_hf_reads_size_crop_and_rescale():
     raw = Preprocess.from_hf({"do_rescale": False, "image_mean": [127.5] * 3, "image_std": [127.5] * 3})
     assert raw.mean == pytest.approx((0.5,) * 3) and raw.std == pytest.approx((0.5,) * 3)
     assert Preprocess.from_hf({}, backend="pil").resize_backend == "pil"
+    old_deit = {"feature_extractor_type": "DeiTFeatureExtractor", "size": 256, "crop_size": 224, "do_center_crop": True}
+    assert Preprocess.from_hf(old_deit) == deit  # a file written before image processors: DeiT's defaults
     grey = Preprocess.from_hf({}, channels=1)
     assert grey.channels == 1 and grey.mean == (0.5,)
 

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ TIMM_ID = "timm/vit_tiny_patch16_224.augreg_in21k"
 
 def photos() -> list[Image.Image]:
     """12 decoded JPEG photos of mixed sizes (non-square among them)."""
-    images = []
+    images: list[Image.Image] = []
     for seed, (width, height) in enumerate(PHOTO_SIZES):
         rng = np.random.default_rng(seed)
         yy, xx = np.mgrid[0:height, 0:width]
@@ -85,9 +86,10 @@ def test_hub_ids_are_told_from_paths(tmp_path, monkeypatch):
     assert not hub.is_hub_id("org/name") and hub.is_hub_id("org/other") and hub.is_hub_id("hf-hub:org/name")
 
 
-def timm_model(crop_mode: str, labels: list[str] | None):
+def timm_model(crop_mode: str) -> Any:
+    """A random timm ViT-Tiny (2 blocks, 5 classes) whose pretrained_cfg is not ImageNet's."""
     timm = pytest.importorskip("timm")
-    model = perturbed(timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=5, depth=2))
+    model: Any = perturbed(timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=5, depth=2))
     model.pretrained_cfg = {
         **model.pretrained_cfg,
         "interpolation": "bicubic",
@@ -106,7 +108,7 @@ def test_timm_hub_model_scores_as_timms_own_pipeline(cache, tmp_path, crop_mode)
     from timm.models._hub import save_for_hf
 
     labels = ["cat", "dog", "fox", "owl", "yak"] if crop_mode == "center" else None
-    model = timm_model(crop_mode, labels)
+    model = timm_model(crop_mode)
     save_for_hf(
         model, tmp_path / "push", model_config={"label_names": labels} if labels else None, safe_serialization=True
     )

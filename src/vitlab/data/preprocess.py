@@ -386,7 +386,8 @@ def _pct_for(scaled: int, crop: int) -> float:
 
 
 def _from_hf(cls: type[Preprocess], processor: Mapping[str, Any], backend: str | None, channels: int) -> Preprocess:
-    kind = str(processor.get("image_processor_type") or "ViTImageProcessor")
+    legacy = str(processor.get("feature_extractor_type") or "").replace("FeatureExtractor", "ImageProcessor")
+    kind = str(processor.get("image_processor_type") or legacy or "ViTImageProcessor")
     base = kind.removesuffix("Pil").removesuffix("Fast")
     if backend is None:
         backend = "pil" if kind.endswith("Pil") else "torchvision"

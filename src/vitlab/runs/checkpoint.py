@@ -548,7 +548,7 @@ def _hf_preprocess(model: nn.Module, processor: dict[str, Any] | None) -> tuple[
         return Preprocess.from_hf(processor, channels=chans), {}
     except ConfigError as err:
         near: dict[str, Any] = {
-            "image_processor_type": processor.get("image_processor_type", "ViTImageProcessor"),
+            **{k: processor[k] for k in ("image_processor_type", "feature_extractor_type") if k in processor},
             **{k: processor[k] for k in ("resample", "image_mean", "image_std", "do_normalize") if k in processor},
             **{k: processor[k] for k in ("do_rescale", "rescale_factor") if k in processor},
             "size": {"height": height, "width": width},
