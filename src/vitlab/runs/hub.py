@@ -67,6 +67,11 @@ def cache_dir() -> Path:
     return Path(home).expanduser() / "hub"
 
 
+def _missing(source: str) -> str:
+    """How a message about an id that could not be had begins: a bare ``ORG/NAME`` may have meant a path."""
+    return f"{source}:" if source.startswith(HUB_PREFIX) else f"no checkpoint at {source} (no such file or folder), and"
+
+
 def _how_to_get(repo: str) -> str:
     return f"run it once with a network, or `hf download {repo}` (huggingface-cli download) where there is one"
 
@@ -129,12 +134,12 @@ def hub_snapshot(source: str) -> Path:
         return found
     if (variable := offline()) is not None:
         raise CheckpointError(
-            f"{source}: no such file or folder, and the hub model {repo} is not in the Hugging Face cache "
+            f"{_missing(source)} the hub model {repo} is not in the Hugging Face cache "
             f"({cache_dir()}) while {variable} is set: {_how_to_get(repo)}"
         )
     if not _endpoint_reachable():
         raise CheckpointError(
-            f"{source}: no such file or folder, and the hub model {repo} is not in the Hugging Face cache "
+            f"{_missing(source)} the hub model {repo} is not in the Hugging Face cache "
             f"({cache_dir()}) and the hub cannot be reached: {_how_to_get(repo)}"
         )
     return _download(source, repo, revision)
@@ -161,7 +166,7 @@ def _download(source: str, repo: str, revision: str | None) -> Path:
             else ""
         )
         raise CheckpointError(
-            f"{source}: no such file or folder, and no model {repo} on the Hugging Face hub{hint} "
+            f"{_missing(source)} there is no model {repo} on the Hugging Face hub{hint} "
             f"(a private one needs `hf auth login`)"
         ) from err
     except RevisionNotFoundError as err:
