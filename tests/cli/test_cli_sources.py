@@ -200,6 +200,8 @@ def init_run(src: str, out, *extra: str) -> torch.nn.Module:
         main(
             [
                 "train",
+                "--model",
+                "vit-digits",  # the student named: without it --init trains the source's own architecture
                 "--init",
                 src,
                 *AS_SOURCE,

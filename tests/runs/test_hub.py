@@ -2,10 +2,8 @@
 model's logits equal timm's own eval pipeline, a transformers model's equal its image processor's, and an id
 that is not cached is one line."""
 
-import hashlib
 import io
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,34 +34,6 @@ def photos() -> list[Image.Image]:
         buffer.seek(0)
         images.append(Image.open(buffer))
     return images
-
-
-def cache_repo(cache: Path, repo: str, folder: Path, commit: str = "0" * 39 + "1") -> Path:
-    """``folder``'s files as the hub cache holds a downloaded repo: ``models--ORG--NAME/blobs/SHA256``,
-    ``snapshots/COMMIT/FILE`` (a relative link to its blob) and ``refs/main`` holding the commit."""
-    root = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = root / "snapshots" / commit
-    snapshot.mkdir(parents=True)
-    (root / "blobs").mkdir()
-    for file in sorted(folder.iterdir()):
-        data = file.read_bytes()
-        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", blob.name))
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(commit)
-    return snapshot
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """An empty hub cache of this test's own, offline."""
-    home = tmp_path / "hf-home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    (home / "hub").mkdir(parents=True)
-    return home / "hub"
 
 
 def perturbed(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
@@ -103,7 +73,7 @@ def timm_model(crop_mode: str) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("crop_mode", ["center", "squash", "border"])
-def test_timm_hub_model_scores_as_timms_own_pipeline(cache, tmp_path, crop_mode):
+def test_timm_hub_model_scores_as_timms_own_pipeline(hub_cache, tmp_path, crop_mode):
     timm = pytest.importorskip("timm")
     from timm.models._hub import save_for_hf
 
@@ -113,7 +83,7 @@ def test_timm_hub_model_scores_as_timms_own_pipeline(cache, tmp_path, crop_mode)
         model, tmp_path / "push", model_config={"label_names": labels} if labels else None, safe_serialization=True
     )
     assert json.loads((tmp_path / "push" / "config.json").read_text())["pretrained_cfg"]["crop_mode"] == crop_mode
-    cache_repo(cache, TIMM_ID, tmp_path / "push")
+    hub_cache(TIMM_ID, tmp_path / "push")
 
     loaded = vitlab.load_checkpoint(TIMM_ID)
     assert loaded.metadata == {"source": "timm", "source_id": TIMM_ID}
@@ -151,7 +121,7 @@ def hf_processors(transformers) -> dict[str, object]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("repo", ["google/vit-tiny-test", "google/deit-tiny-test", "google/vit-shortest-edge-test"])
-def test_transformers_hub_model_scores_as_its_image_processor(cache, tmp_path, repo):
+def test_transformers_hub_model_scores_as_its_image_processor(hub_cache, tmp_path, repo):
     transformers = pytest.importorskip("transformers")
     labels = {i: name for i, name in enumerate(["ant", "bee", "cow", "doe", "eel"])}
     config = transformers.ViTConfig(
@@ -168,7 +138,7 @@ def test_transformers_hub_model_scores_as_its_image_processor(cache, tmp_path, r
     model = perturbed(transformers.ViTForImageClassification(config))
     model.save_pretrained(tmp_path / "push")
     hf_processors(transformers)[repo].save_pretrained(tmp_path / "push")
-    snapshot = cache_repo(cache, repo, tmp_path / "push")
+    snapshot = hub_cache(repo, tmp_path / "push")
 
     loaded = vitlab.load_checkpoint(repo)
     assert loaded.metadata == {"source": "hf", "source_id": repo} and loaded.guessed == {}
@@ -186,7 +156,7 @@ def test_transformers_hub_model_scores_as_its_image_processor(cache, tmp_path, r
     assert tops == [loaded.data.classes[i] for i in got.argmax(-1).tolist()]
 
 
-def test_an_id_not_cached_offline_is_one_line(cache, capsys):
+def test_an_id_not_cached_offline_is_one_line(hub_cache, capsys):
     with pytest.raises(CheckpointError, match="timm/does-not-exist.*HF_HUB_OFFLINE.*hf download timm/does-not-exist"):
         vitlab.load_checkpoint("timm/does-not-exist")
     assert main(["evaluate", "timm/does-not-exist"]) == 2
@@ -194,7 +164,7 @@ def test_an_id_not_cached_offline_is_one_line(cache, capsys):
     assert len(err.strip().splitlines()) == 1 and "timm/does-not-exist" in err and "Traceback" not in err
 
 
-def test_an_id_not_cached_without_a_network_is_one_line(cache, monkeypatch):
+def test_an_id_not_cached_without_a_network_is_one_line(hub_cache, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(hub, "_endpoint_reachable", lambda timeout=3.0: False)
@@ -203,10 +173,10 @@ def test_an_id_not_cached_without_a_network_is_one_line(cache, monkeypatch):
     assert "\n" not in str(err.value)
 
 
-def test_a_cached_repo_without_weights_is_not_a_model(cache, tmp_path):
+def test_a_cached_repo_without_weights_is_not_a_model(hub_cache, tmp_path):
     (tmp_path / "push").mkdir()
     (tmp_path / "push" / "config.json").write_text(json.dumps({"architecture": "vit_tiny_patch16_224"}))
-    cache_repo(cache, "timm/vit_tiny_patch16_224.x", tmp_path / "push")
+    hub_cache("timm/vit_tiny_patch16_224.x", tmp_path / "push")
     with pytest.raises(CheckpointError, match="not in the Hugging Face cache"):
         vitlab.load_checkpoint("timm/vit_tiny_patch16_224.x")
 

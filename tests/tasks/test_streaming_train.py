@@ -137,7 +137,7 @@ def test_cli_image_size_and_loader_reach_the_run(tmp_path, photos, capsys):
     "setting, words",
     [
         ("data.image_size=0", "image_size"),
-        ("data.crop_pct=1.5", "crop_pct"),
+        ("data.crop_pct=2.5", "crop_pct"),
         ("data.crop_mode=zoom", "crop_mode"),
         ("data.interpolation=cubic", "interpolation"),
         ("data.loader=disk", "loader"),
