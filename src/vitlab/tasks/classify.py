@@ -165,13 +165,28 @@ def load_teacher(source: str) -> Loaded:
         ) from None
 
 
+def load_init(config: TrainConfig) -> Loaded:
+    """The ``init`` checkpoint; a foreign file that does not record its number of heads is read with the
+    run's (``--set num_heads=N``, else the named model's), as :func:`load_matching_weights` reads it."""
+    assert config.init is not None
+    heads = config.model_overrides.get("num_heads")
+    if heads is None and config.model != INIT_MODEL:
+        heads = getattr(get_config(config.model), "num_heads", None)
+    try:
+        return load_checkpoint(config.init)
+    except CheckpointError as error:
+        if not isinstance(heads, int) or not isinstance(error.__cause__, ConfigError):
+            raise
+        return load_checkpoint(config.init, num_heads=heads)
+
+
 def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, nn.Module | None]:
     """The model to train (from ``init`` when given; with a distillation token when distilling) and
     the frozen teacher (or None)."""
     teacher = None
     init_config = None
     if config.model == INIT_MODEL and config.init is not None:
-        init_config = load_checkpoint(config.init).model.config
+        init_config = load_init(config).model.config
     if config.teacher is None:
         model = build_model(config, splits, init_config)
     else:
@@ -204,7 +219,7 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     if splits is None:
         recorded = None
         if config.init is not None and config.dataset in PHOTO_SOURCES:
-            recorded = load_checkpoint(config.init).data.preprocess()
+            recorded = load_init(config).data.preprocess()
         splits, preprocess = load_splits(
             config, recorded, lambda n: reporter.note(f"{config.dataset}: {n:,} image files indexed")
         )
