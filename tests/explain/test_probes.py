@@ -11,8 +11,8 @@ from vitlab.cli.main import main
 from vitlab.data import normalize
 from vitlab.errors import ConfigError
 from vitlab.explain.probes import (
-    _row_distance,
     depth_trend,
+    mean_attention_distance,
     permutation_probe,
     permute_patches,
     receptive_fields,
@@ -102,13 +102,13 @@ def test_attention_distance_by_hand():
     )
     distance = torch.cdist(centres, centres)
     own = torch.eye(4, dtype=torch.float64)
-    assert float(_row_distance(own, distance, 0)) == 0  # every query on itself
+    assert float(mean_attention_distance(own, distance, 0)) == 0  # every query on itself
     uniform = torch.full((4, 4), 0.25, dtype=torch.float64)
-    assert float(_row_distance(uniform, distance, 0)) == pytest.approx((0 + 2 + 2 + 2 * math.sqrt(2)) / 4)
+    assert float(mean_attention_distance(uniform, distance, 0)) == pytest.approx((0 + 2 + 2 + 2 * math.sqrt(2)) / 4)
     # a class token's column is left out and the patch weights renormalised
     with_cls = torch.zeros(5, 5, dtype=torch.float64)
     with_cls[1:, 0], with_cls[1:, 1] = 0.5, 0.5  # half on the class token, half on patch 0
-    assert float(_row_distance(with_cls, distance, 1)) == pytest.approx((0 + 2 + 2 + 2 * math.sqrt(2)) / 4)
+    assert float(mean_attention_distance(with_cls, distance, 1)) == pytest.approx((0 + 2 + 2 + 2 * math.sqrt(2)) / 4)
     # an overlapping tokenizer's windows sit every stride pixels
     strided = create_model("vit-seed", patch_stride=4)
     assert token_centres(strided, (28, 28))[:2].tolist() == [[3.0, 3.0], [3.0, 7.0]]

@@ -38,6 +38,16 @@ def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
+def _numbers(text: str) -> list[float | None]:
+    """``1e-3,3e-3`` -> ``[0.001, 0.003]``; ``recipe`` stands for the recipe's own value (``None``)."""
+    try:
+        return [None if v.strip() == "recipe" else float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers or 'recipe', e.g. 1e-3,3e-3; got {text!r}"
+        ) from None
+
+
 class _Progress:
     """Prints one line as each run finishes: ``[3/12] vit-digits rows=300 augment=none patch=2 seed=0:
     val 0.9100 (12.3 s)``."""
@@ -119,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
             "position",
             "stem",
             "pool",
+            "block",
+            "norm",
+            "mask",
+            "stride",
+            "lr",
+            "warmup",
             "pretrain_epochs",
             "pretrain_images",
             "layer_decay",
@@ -127,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if getattr(args, k) is not None
     }
-    for flag in ("pad", "robustness"):
+    for flag in ("pad", "robustness", "permute"):
         if getattr(args, flag):
             given[flag] = True
     name = args.name or args.preset or "compare"
@@ -173,8 +189,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "[0, 1], 5 seeds; the report sets its published numbers beside vitlab's with a verdict per claim). "
         "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
         "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
-        "on the same labelled rows), --position abs,rel,rel-shared,none (absolute positions or a relative "
-        "bias), --stem patch,conv,resnet (hybrid stems) and --pool mean,token,max; combinations that cannot be "
+        "on the same labelled rows), --position abs,sincos,rowcol,rope,rel,rel-shared,none, --stem "
+        "patch,conv,resnet (hybrid stems), --pool mean,token,max, the texts' pitfalls --block prenorm,postnorm, "
+        "--norm layernorm,batchnorm, --mask none,causal, --stride patch,4 (overlapping windows), and the ViT's "
+        "--lr and --warmup; combinations that cannot be "
         "built (e.g. the ResNet stem with patch 2) are skipped with the reason in the report. --robustness "
         "scores every model with patches masked (ViT tokens dropped) and centre-cropped.",
     )
@@ -251,8 +269,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--position",
         type=_names,
         help=f"ViT positions to compare, from {','.join(VARIANT_CHOICES['position'])}: abs = the model's own "
-        "absolute positions, rel = a relative position bias in every block (no absolute table), rel-shared = "
-        "one bias for all blocks, none = no positions; default abs",
+        "absolute positions, sincos = fixed 2-D sinusoids, rowcol = learned row + column vectors, rope = rotary "
+        "angles on queries and keys, rel = a relative position bias in every block (no absolute table), "
+        "rel-shared = one bias for all blocks, none = no positions; default abs",
     )
     p.add_argument(
         "--stem",
@@ -266,6 +285,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_names,
         help=f"ViT pooling to compare, from {','.join(VARIANT_CHOICES['pool'])}: mean over the patch tokens, "
         "token = a class token read by the head, max; default mean",
+    )
+    p.add_argument(
+        "--block",
+        type=_names,
+        help="ViT blocks to compare: prenorm (default), postnorm (normalise after the residual add)",
+    )
+    p.add_argument(
+        "--norm",
+        type=_names,
+        help="norm inside the ViT's blocks: layernorm (default), batchnorm (over every token of the batch)",
+    )
+    p.add_argument("--mask", type=_names, help="ViT attention masks: none (default), causal (a language model's)")
+    p.add_argument(
+        "--stride",
+        type=_names,
+        help="ViT patch windows: patch (default: tiling), or pixels below the patch (overlapping: "
+        "floor((H - P) / S) + 1 tokens per side), e.g. patch,4",
+    )
+    p.add_argument(
+        "--lr",
+        type=_numbers,
+        help="ViT learning rates to compare (the CNN keeps the recipe's), e.g. 1e-3,1e-2; recipe = the recipe's",
+    )
+    p.add_argument(
+        "--warmup", type=_numbers, help="ViT warmup epochs to compare (the CNN keeps the recipe's), e.g. 0,2"
+    )
+    p.add_argument(
+        "--permute",
+        action="store_true",
+        help="after training, score every model with its patches shuffled (ViTs as trained and with their "
+        "positions removed): agreement with the unshuffled predictions in the results",
     )
     p.add_argument(
         "--robustness",

@@ -22,12 +22,21 @@ convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_C
   learning-rate decay on the cell's labelled rows.
 - ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's
   own size-matched CNN (trained first, same rows and seed) as its teacher.
-- ``position``: ``abs`` (the registered model's absolute positions), ``rel`` (a relative position bias
-  in every block, no absolute positions), ``rel-shared`` (one bias table for all blocks) or ``none``.
+- ``position``: ``abs`` (the registered model's absolute positions), ``sincos`` (fixed 2-D sinusoids),
+  ``rowcol`` (learned row + column vectors), ``rope`` (rotary angles on queries and keys), ``rel`` (a
+  relative position bias in every block, no absolute positions), ``rel-shared`` (one bias table for all
+  blocks) or ``none``.
 - ``stem``: ``patch`` (the registered patchify embedding), ``conv`` (Xiao et al.'s stride-2 conv stem)
   or ``resnet`` (timm's ResNetV2 stem, as in its hybrid ViTs) before the patch projection.
 - ``pool``: ``mean`` (over the patch tokens), ``token`` (a class token, read by the head) or ``max``.
+- the texts' pitfalls as switches: ``block`` (``prenorm`` or ``postnorm``), ``norm`` (``layernorm`` or
+  ``batchnorm`` inside the blocks), ``mask`` (``none`` or ``causal``), ``stride`` (``patch``: tiling
+  patches, or a number of pixels below the patch: an overlapping tokenizer).
+- ViT-only training settings: ``lr`` and ``warmup`` (epochs of linear warmup), ``None`` for the recipe's;
+  the CNN keeps the recipe's, so it is trained once for all their values.
 
+A run whose loss stops being finite is recorded as ``diverged``, its accuracies those of a constant
+guess of the validation split's most frequent class (:func:`diverged_record`), and the study goes on.
 The CNN of each cell is matched to that cell's ViT, so a variant that changes the ViT's parameter
 count (a stem, a bias table, a class token) may change the CNN's widths. A combination of values that
 cannot be built (a stem that cannot reduce to the patch size, a relative bias on attention that forms
@@ -70,8 +79,9 @@ from torch import nn
 
 from ..data import NORMALIZATIONS, DataSplits, ImageDataset, load_dataset
 from ..data.augment import PRESETS, normalize
-from ..errors import ConfigError
+from ..errors import ConfigError, DivergenceError
 from ..explain import attention_examples
+from ..explain.probes import permutation_probe
 from ..models import (
     TokenMergingViT,
     VisionTransformer,
@@ -88,7 +98,7 @@ from ..ops.patches import divisibility_error
 from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
 from .files import open_study, write_file
-from .report import skipped_summary, write_report
+from .report import TRAIN_EVAL_ROWS, skipped_summary, write_report
 from .robustness import Probes, robustness
 from .textbook import PRESET, TEXTBOOK_CNN
 from .training import (
@@ -117,14 +127,21 @@ VARIANT_CHOICES: dict[str, tuple[str, ...]] = {
     "attention": ("full", "window", "linear", "lowrank", "latent", "lsa", "sparse", "tome"),
     "pretrain": ("none", *METHODS),
     "distill": ("none", "cnn"),
-    "position": ("abs", "rel", "rel-shared", "none"),
+    "position": ("abs", "sincos", "rowcol", "rope", "rel", "rel-shared", "none"),
     "stem": ("patch", "conv", "resnet"),
     "pool": ("mean", "token", "max"),
+    "block": ("prenorm", "postnorm"),
+    "norm": ("layernorm", "batchnorm"),
+    "mask": ("none", "causal"),
 }
+# ViT-only axes of numbers: the ``stride`` of the patch windows ("patch" or pixels), and training settings
+# the ViT alone takes (None: the recipe's), each with the TrainConfig field it sets.
+VIT_TRAINING = {"lr": "lr", "warmup": "warmup_epochs"}
 # The ViT's patch embedding per ``stem`` value (``patch``: the registered model's own).
 STEMS = {"conv": "conv_stem", "resnet": "resnet_stem"}
-# The ViT's relative position bias per ``position`` value (all but ``abs`` drop absolute positions).
-REL_POS = {"abs": "none", "rel": "per_block", "rel-shared": "shared", "none": "none"}
+# The ViT's relative position bias per ``position`` value, and its absolute table (``abs``: the registered one).
+REL_POS = {"rel": "per_block", "rel-shared": "shared"}
+POS_EMBED = {"sincos": "sincos2d", "rowcol": "rowcol", "rope": "rope"}
 # The CNNs a ViT may meet: matched to its parameter count, or a fixed (model, overrides).
 CNN_CHOICES: dict[str, tuple[str, dict[str, Any]] | None] = {"matched": None, "textbook": TEXTBOOK_CNN}
 # Named studies: CompareConfig fields that --preset NAME starts from.
@@ -155,6 +172,11 @@ class CompareConfig:
     (``soft`` / ``hard``), ``distill_temperature`` and ``distill_alpha`` the distillation.
     ``robustness``: score every trained model with a share ``mask_fractions`` of its patches masked
     and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.experiments.robustness`).
+    ``block`` / ``norm`` / ``mask`` / ``stride``: the pitfall switches to study; ``lr`` / ``warmup``: the
+    ViT's learning rates and warmup epochs (``None``: the recipe's). ``permute``: score every trained model
+    with its patches shuffled (:func:`~vitlab.explain.probes.permutation_probe` on up to
+    :data:`PERMUTE_IMAGES` held-out images; ViTs with and without their positions). ``train_eval``: also
+    score the chosen weights on the training rows in eval mode (:func:`eval_mode_train_accuracy`).
     ``out_dir``: where the report goes (the CLI uses ``runs/<name>``); ``None`` writes nothing.
     ``device``: as :class:`~vitlab.engine.TrainConfig` (``auto`` = CUDA when present). ``preset``:
     the :data:`STUDY_PRESETS` entry the study started from (see :meth:`from_preset`), if any.
@@ -181,6 +203,12 @@ class CompareConfig:
     position: list[str] = field(default_factory=lambda: [VARIANTS["position"]])
     stem: list[str] = field(default_factory=lambda: [VARIANTS["stem"]])
     pool: list[str] = field(default_factory=lambda: [VARIANTS["pool"]])
+    block: list[str] = field(default_factory=lambda: [VARIANTS["block"]])
+    norm: list[str] = field(default_factory=lambda: [VARIANTS["norm"]])
+    mask: list[str] = field(default_factory=lambda: [VARIANTS["mask"]])
+    stride: list[str] = field(default_factory=lambda: [VARIANTS["stride"]])
+    lr: list[float | None] = field(default_factory=lambda: [VARIANTS["lr"]])
+    warmup: list[float | None] = field(default_factory=lambda: [VARIANTS["warmup"]])
     pretrain_epochs: int = 40
     pretrain_images: str = "train"
     layer_decay: float = 0.75
@@ -188,6 +216,8 @@ class CompareConfig:
     distill_temperature: float = 4.0
     distill_alpha: float = 0.5
     robustness: bool = False
+    permute: bool = False
+    train_eval: bool = False
     mask_fractions: list[float] = field(default_factory=lambda: list(Probes().masks))
     crop_fractions: list[float] = field(default_factory=lambda: list(Probes().crops))
     out_dir: str | None = None
@@ -229,6 +259,16 @@ class CompareConfig:
             unknown = [v for v in getattr(self, name) if v not in choices]
             if unknown:
                 raise ConfigError(f"unknown {name} value(s) {unknown}: choose from {choices}")
+        self.stride = [str(v) for v in self.stride]
+        if any(v != "patch" and not (v.isdigit() and int(v) > 0) for v in self.stride):
+            raise ConfigError(f"stride values are 'patch' or a number of pixels, e.g. patch,4; got {self.stride}")
+        for name, field_name in VIT_TRAINING.items():
+            values = getattr(self, name)
+            if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
+                raise ConfigError(f"{name} values are numbers (or null: the recipe's), got {values}")
+            for value in values:  # each within the training config's own range
+                if value is not None:
+                    TrainConfig.from_recipe(self.recipe, **{field_name: value})
         if self.normalization not in NORMALIZATIONS:
             raise ConfigError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
         if self.preset is not None and self.preset not in STUDY_PRESETS:
@@ -321,6 +361,11 @@ VARIANT_FIELDS = {
     "position": "rel_pos",
     "stem": "patch_embed",
     "pool": "pool",
+    "block": "block",
+    "norm": "block_norm",
+    "mask": "causal",
+    "stride": "patch_stride",
+    **VIT_TRAINING,
 }
 
 
@@ -372,10 +417,11 @@ def _changed(vit: ViTConfig, wanted: dict[str, Any]) -> dict[str, Any]:
 
 def position_overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
     """The ViT config fields for ``position`` ``value``: ``abs`` keeps (or restores, as ``learned``)
-    absolute positions without a relative bias; ``rel`` / ``rel-shared`` replace them by a relative
-    position bias in every block / shared by all; ``none`` removes both."""
+    absolute positions without a relative bias; ``sincos`` / ``rowcol`` / ``rope`` put in fixed 2-D
+    sinusoids / learned row + column vectors / rotary angles; ``rel`` / ``rel-shared`` replace them by a
+    relative position bias in every block / shared by all; ``none`` removes both."""
     absolute = (vit.pos_embed if vit.pos_embed != "none" else "learned") if value == "abs" else "none"
-    return _changed(vit, {"pos_embed": absolute, "rel_pos": REL_POS[value]})
+    return _changed(vit, {"pos_embed": POS_EMBED.get(value, absolute), "rel_pos": REL_POS.get(value, "none")})
 
 
 def stem_overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
@@ -401,10 +447,26 @@ def with_tome(model: VisionTransformer, img_size: tuple[int, int]) -> TokenMergi
     return apply_tome(model, tome_schedule(math.prod(model.grid_size(*img_size)), len(model.blocks)))
 
 
+def switch_overrides(name: str) -> Callable[[str, ViTConfig], dict[str, Any]]:
+    """The overrides of a pitfall switch ``name`` (``block``, ``norm``, ``mask``, ``stride``) for a value."""
+
+    def overrides(value: str, vit: ViTConfig) -> dict[str, Any]:
+        choices: dict[str, dict[str, Any]] = {
+            "block": {"block": value},
+            "norm": {"block_norm": value},
+            "mask": {"causal": value == "causal"},
+            "stride": {"patch_stride": None if value == "patch" else int(value) if value.isdigit() else value},
+        }
+        return _changed(vit, choices[name])
+
+    return overrides
+
+
 VARIANT_OVERRIDES: dict[str, Callable[[str, ViTConfig], dict[str, Any]]] = {
     "stem": stem_overrides,
     "position": position_overrides,
     "pool": pool_overrides,
+    **{name: switch_overrides(name) for name in ("block", "norm", "mask", "stride")},
     "attention": attention_overrides,  # last: window attention fits the tokens the others leave
 }
 
@@ -438,7 +500,7 @@ def skip_reason(config: CompareConfig, shape: dict[str, Any], values: dict[str, 
         )
     if stem != "patch" and any(side % patch for side in shape["img_size"]):
         return f"the {stem_words} cannot pad the image to a multiple of patch {patch}"
-    if REL_POS[position] != "none":
+    if position in REL_POS:
         rel = variant_words("position", position)
         if attention not in ("tome", *BIASED_KINDS):
             return f"{rel} is added to the scores of {', '.join(BIASED_KINDS)} attention, not {attention} attention"
@@ -457,6 +519,15 @@ def skip_reason(config: CompareConfig, shape: dict[str, Any], values: dict[str, 
             "MAE pretraining runs the encoder on a random subset of the patches, where sparse attention's "
             "pattern is undefined"
         )
+    stride = values.get("stride", "patch")
+    if stride != "patch" and int(stride) >= patch:
+        return f"stride {stride} does not make patch {patch}'s windows overlap (a stride below the patch does)"
+    if stride != "patch" and (stem != "patch" or any(side % patch for side in shape["img_size"])):
+        return f"overlapping windows (stride {stride}) are cut by the patchify stem from an image the patch divides"
+    if stride != "patch" and pretrain == "mae":
+        return "MAE drops patches, which overlapping windows do not stand for one to one"
+    if values.get("mask") == "causal" and attention not in ("full", "tome"):
+        return f"a causal mask is laid on full attention's scores, not {attention} attention's"
     return None
 
 
@@ -566,13 +637,20 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
     for combo in product(*(axis.values for axis in axes)):
         values = {axis.name: value for axis, value in zip(axes, combo)}
         vit_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "cnn"}
-        if (reason := skip_reason(config, shape, values)) is not None:
+        reason, overrides = skip_reason(config, shape, values), {}
+        if reason is None:
+            try:  # any other combination the model refuses
+                overrides = vit_overrides(config, shape, values)
+                get_config(config.vit_name, **shape, **overrides)
+            except ConfigError as err:
+                reason = " ".join(str(err).split())
+        if reason is not None:
             own = {axis.name: values[axis.name] for axis in axes if axis.only == "vit"}
             skipped.setdefault(repr(own), {"axes": own, "reason": reason})
             continue
         cnn_values = {axis.name: value for axis, value in zip(axes, combo) if axis.only != "vit"}
         train_fields = {axis.field: value for axis, value in zip(axes, combo) if axis.only is None}
-        overrides = vit_overrides(config, shape, values)
+        vit_train = {VIT_TRAINING[name]: values[name] for name in VIT_TRAINING if values.get(name) is not None}
         vit_params, cnn_overrides, cnn_params = match(overrides)
         fixed = CNN_CHOICES[values.get("cnn", "matched")]
         cnn_model = config.cnn_name
@@ -594,7 +672,7 @@ def plan_compare(config: CompareConfig, shape: dict[str, Any]) -> Plan:
             "vit",
             config.vit_name,
             overrides,
-            train_fields,
+            {**train_fields, **vit_train},
             vit_values,
             vit_params,
             teacher=cnn.key if distil else None,
@@ -637,7 +715,7 @@ class RunRecord:
     best_epoch: int
     final_train_acc: float
     gap: float
-    val_ece: float
+    val_ece: float | None
     test_acc: float | None
     seconds: float
     curves: dict[str, list[float]]
@@ -646,6 +724,19 @@ class RunRecord:
     agreement: float | None = None
     tome_r: list[int] | None = None
     robustness: list[dict[str, Any]] | None = None
+    diverged: bool = False
+    train_eval_acc: float | None = None
+    permutation: list[dict[str, Any]] | None = None
+
+    @property
+    def permuted_agreement(self) -> float | None:
+        """With ``permute``: the share of held-out predictions that survive shuffled patches, as trained."""
+        return None if self.permutation is None else self.permutation[0]["agreement"]
+
+    @property
+    def unpositioned_agreement(self) -> float | None:
+        """With ``permute``: the same with the ViT's positions removed (as trained for a model without any)."""
+        return None if self.permutation is None else self.permutation[-1]["agreement"]
 
     @property
     def label(self) -> str:
@@ -662,10 +753,18 @@ class RunRecord:
     @property
     def final_val_acc(self) -> float:
         """Validation accuracy at the last epoch (a ``tome`` run's: that of its merged model)."""
-        return self.best_val_acc if self.tome_r is not None else self.curves["val_acc"][-1]
+        if self.tome_r is not None or self.diverged:
+            return self.best_val_acc
+        return self.curves["val_acc"][-1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "label": self.label, "final_val_acc": self.final_val_acc}
+        return {
+            **asdict(self),
+            "label": self.label,
+            "final_val_acc": self.final_val_acc,
+            "permuted_agreement": self.permuted_agreement,
+            "unpositioned_agreement": self.unpositioned_agreement,
+        }
 
 
 @dataclass
@@ -697,7 +796,14 @@ def load_splits(config: CompareConfig, seed: int, rows: int | None) -> DataSplit
 
 
 def record_run(
-    run: RunPlan, result: TrainResult, splits: DataSplits, seconds: float | None = None, probes: Probes | None = None
+    run: RunPlan,
+    result: TrainResult,
+    splits: DataSplits,
+    seconds: float | None = None,
+    probes: Probes | None = None,
+    *,
+    train_eval: bool = False,
+    permute: bool = False,
 ) -> RunRecord:
     """A :class:`RunRecord` from a plan and its :class:`~vitlab.tasks.TrainResult` on ``splits``
     (``seconds`` replaces the training's own wall time, e.g. to add pretraining); a ``tome`` run
@@ -737,6 +843,10 @@ def record_run(
     if probes is not None:
         held_out = splits.in_memory("test" if splits.test is not None else "val", "--robustness")
         fields["robustness"] = robustness(scored, held_out, splits.mean, splits.std, run.mask_patches, probes)
+    if train_eval:
+        fields["train_eval_acc"] = eval_mode_train_accuracy(scored, splits)
+    if permute:
+        fields["permutation"] = permuted_rows(scored, splits, run)
     return RunRecord(
         key=run.key,
         kind=run.kind,
@@ -750,6 +860,65 @@ def record_run(
         seconds=result.seconds if seconds is None else seconds,
         curves=curves,
         **fields,
+    )
+
+
+# Held-out images the permutation probe shuffles.
+PERMUTE_IMAGES = 2_000
+
+
+def eval_mode_train_accuracy(model: nn.Module, splits: DataSplits) -> float:
+    """The chosen weights' accuracy on (up to :data:`TRAIN_EVAL_ROWS` of) the training rows as loaded: eval
+    mode, no augmentation, after training -- the other reading of "train accuracy" beside the running mean
+    over the last epoch's augmented batches in training mode, which Keras's ``fit`` and vitlab report."""
+    train = splits.in_memory("train", "the eval-mode training accuracy")
+    images, labels = train.images[:TRAIN_EVAL_ROWS], train.labels[:TRAIN_EVAL_ROWS]
+    device = next(model.parameters()).device
+    logits = predict_logits(model, images.to(device), splits.mean, splits.std).cpu()
+    return float((logits.argmax(-1) == labels).float().mean())
+
+
+def permuted_rows(model: nn.Module, splits: DataSplits, run: RunPlan) -> list[dict[str, Any]]:
+    """:func:`~vitlab.explain.probes.permutation_probe` rows for ``model`` on up to :data:`PERMUTE_IMAGES`
+    held-out images (test, else validation), patches of the ViT's own size (a CNN's: the patch of the ViTs it
+    meets, the first)."""
+    held_out = splits.in_memory("test" if splits.test is not None else "val", "the permutation probe")
+    device = next(model.parameters()).device
+    images = normalize(held_out.images[:PERMUTE_IMAGES].to(device), splits.mean, splits.std)
+    labels = held_out.labels[:PERMUTE_IMAGES].to(device)
+    return permutation_probe(model.eval(), images, labels, run.mask_patches[0])["rows"]
+
+
+def diverged_record(run: RunPlan, splits: DataSplits, seconds: float) -> RunRecord:
+    """The record of a run whose loss stopped being finite: ``diverged``, its accuracies (validation,
+    test, train) those of a constant guess of the validation split's most frequent class, no ECE, no
+    curves, and the seconds it ran."""
+    val = splits.in_memory("val", "a diverged run's record")
+    guess = int(torch.bincount(val.labels).argmax())
+
+    def share(data: ImageDataset | None) -> float | None:
+        return None if data is None else float((data.labels == guess).float().mean())
+
+    train = share(splits.in_memory("train", "a diverged run's record"))
+    test = share(splits.in_memory("test", "a diverged run's record")) if splits.test is not None else None
+    best = cast(float, share(val))
+    return RunRecord(
+        key=run.key,
+        kind=run.kind,
+        model=run.model,
+        widths=list(run.overrides["widths"]) if run.kind == "cnn" else None,
+        axes=run.axes,
+        train_rows=len(splits.train),
+        params=run.params,
+        best_val_acc=best,
+        best_epoch=0,
+        final_train_acc=cast(float, train),
+        gap=cast(float, train) - best,
+        val_ece=None,
+        test_acc=test,
+        seconds=seconds,
+        curves={k: [] for k in ("train_acc", "val_acc", "train_loss", "val_loss")},
+        diverged=True,
     )
 
 
@@ -802,8 +971,14 @@ def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
 
 
 def _figure_candidate(run: RunPlan) -> bool:
-    """Whether ``run`` may be the ViT whose attention the report draws (full or LSA attention)."""
-    return run.kind == "vit" and run.axes.get("attention", "full") in ("full", "lsa")
+    """Whether ``run`` may be the ViT whose attention the report draws: a :class:`VisionTransformer` with
+    full or LSA attention over tiling patches (not Swin's windows, not overlapping windows)."""
+    return (
+        run.kind == "vit"
+        and isinstance(get_config(run.model), ViTConfig)
+        and run.axes.get("attention", "full") in ("full", "lsa")
+        and run.overrides.get("patch_stride") in (None, run.overrides.get("patch_size"))
+    )
 
 
 def _encoder_key(run: RunPlan) -> str:
@@ -886,6 +1061,7 @@ def run_task(task: Task) -> TaskResult:
     probes = Probes(tuple(config.mask_fractions), tuple(config.crop_fractions)) if config.robustness else None
     outcomes: dict[str, RunOutcome] = {}
     trained: dict[str, TrainResult] = {}
+    diverged: dict[str, float] = {}  # training config -> seconds until its loss stopped being finite
     with tempfile.TemporaryDirectory(prefix="vitlab-compare-") as tmp:
         encoders: dict[str, tuple[str, float]] = {}  # by encoder key: checkpoint folder, seconds
 
@@ -923,9 +1099,26 @@ def run_task(task: Task) -> TaskResult:
                 )
             if run.key in teachers:
                 cfg = replace(cfg, out_dir=str(Path(tmp) / f"teacher-{teachers.index(run.key)}"))
-            result = trained.get(repr(cfg)) or train_run(cfg, splits)
+            if repr(cfg) in diverged:
+                outcomes[run.key] = RunOutcome(diverged_record(run, splits, diverged[repr(cfg)]))
+                continue
+            began = time.perf_counter()
+            try:
+                result = trained.get(repr(cfg)) or train_run(cfg, splits)
+            except DivergenceError:
+                diverged[repr(cfg)] = time.perf_counter() - began + pretrain_seconds
+                outcomes[run.key] = RunOutcome(diverged_record(run, splits, diverged[repr(cfg)]))
+                continue
             trained[repr(cfg)] = result
-            record = record_run(run, result, splits, result.seconds + pretrain_seconds, probes)
+            record = record_run(
+                run,
+                result,
+                splits,
+                result.seconds + pretrain_seconds,
+                probes,
+                train_eval=config.train_eval,
+                permute=config.permute,
+            )
             outcomes[run.key] = RunOutcome(record, _state_bytes(result.model) if _figure_candidate(run) else None)
     return TaskResult(outcomes, time.process_time() - cpu_start)
 
@@ -972,8 +1165,13 @@ def attention_figures(
             best is None or outcome.record.best_val_acc > outcomes[best.key].record.best_val_acc
         ):
             best, weights = run, outcome.weights
-    if best is None or config.out_dir is None:
+    if config.out_dir is None:
         return {}
+    if best is None:
+        return {
+            "reason": "no ViT of the study attends over the whole grid of tiling patches (windows, overlapping "
+            "windows or a cheaper attention), so there are no per-head attention figures"
+        }
     model = build_architecture(best, shape)
     model.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True))
     splits = load_splits(config, best.train["seed"], best.train["rows"])

@@ -27,7 +27,7 @@ import torch
 
 from .. import __version__
 from ..data import AugmentConfig
-from ..models import get_config
+from ..models import ViTConfig, get_config
 from ..models.cost import cost_table
 from ..runs.layout import REPORT, RESULTS
 from .figures import (
@@ -59,7 +59,13 @@ METRICS = (
     "images_per_s",
     "peak_mb",
     "agreement",
+    "train_eval_acc",
+    "permuted_agreement",
+    "unpositioned_agreement",
 )
+
+# Training rows the eval-mode reading of training accuracy scores (the first ones).
+TRAIN_EVAL_ROWS = 10_000
 
 FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png", "gap": "gap.png"}
 
@@ -297,13 +303,15 @@ def conclusions(leads: Sequence[Lead], tokens: dict[int, int] | None = None) -> 
     out += _augment_sentences(leads)
     out += _patch_sentences(leads, tokens or {})
     out += _variant_sentences(leads)
-    vit_ece = statistics.fmean(known(lead.vit, "val_ece") for lead in leads)
-    cnn_ece = statistics.fmean(known(lead.cnn, "val_ece") for lead in leads)
-    better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
-    out.append(
-        f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
-        f"CNN: {better} is the better calibrated."
-    )
+    calibrated = [lead for lead in leads if lead.vit["val_ece"] is not None and lead.cnn["val_ece"] is not None]
+    if calibrated:  # a cell with a diverged run has no ECE
+        vit_ece = statistics.fmean(known(lead.vit, "val_ece") for lead in calibrated)
+        cnn_ece = statistics.fmean(known(lead.cnn, "val_ece") for lead in calibrated)
+        better = "the ViT" if vit_ece < cnn_ece else "the CNN" if cnn_ece < vit_ece else "neither"
+        out.append(
+            f"Validation ECE at the best epoch averages {vit_ece:.3f} for the ViT and {cnn_ece:.3f} for the "
+            f"CNN: {better} is the better calibrated."
+        )
     return out
 
 
@@ -437,8 +445,12 @@ def _variant_sentences(leads: Sequence[Lead]) -> list[str]:
                 continue
             change = mean(lambda b, v: v["best_val_acc"] - b["best_val_acc"])
             seconds = mean(lambda b, v: v["seconds"] / b["seconds"])
-            words = {"pretrain": f"{value.upper()} pretraining", "distill": "distillation from the CNN"}.get(
-                name, variant_words(name, value)
+            words = (
+                f"{value.upper()} pretraining"
+                if name == "pretrain"
+                else "distillation from the CNN"
+                if name == "distill"
+                else variant_words(name, value)
             )
             out.append(
                 f"{words[0].upper() + words[1:]} changes the ViT's best validation accuracy by "
@@ -461,11 +473,12 @@ def padded(side: int, patch: int) -> int:
 def token_costs(result: CompareResult) -> list[dict[str, Any]]:
     """The cost model's row per patch size for the study's ViT and image (square images only; a
     padded patch is priced on the padded image), with the ViT's parameter count at that patch (that
-    of its runs without variants, ``None`` when the study has none)."""
+    of its runs without variants, ``None`` when the study has none). The cost model prices a plain ViT's
+    global attention: a Swin (windows in stages) gets no table."""
     chans, height, width = result.data["image_shape"]
-    if height != width:
-        return []
     vit = get_config(result.config.vit_name)
+    if height != width or not isinstance(vit, ViTConfig):
+        return []
     sizes = tuple((padded(height, p), p) for p in result.config.patch_sizes)
     rows = cost_table(
         sizes,
@@ -733,6 +746,13 @@ def recipe_augment(augment: str | AugmentConfig) -> str:
 
 def attention_lines(result: CompareResult) -> list[str]:
     """The report's section of per-head attention figures for the best ViT (empty without them)."""
+    if "reason" in result.attention:
+        return [
+            "## What the best ViT attends to",
+            "",
+            result.attention["reason"][0].upper() + result.attention["reason"][1:] + ".",
+            "",
+        ]
     if not result.attention.get("files"):
         return []
     lines = [
@@ -740,9 +760,10 @@ def attention_lines(result: CompareResult) -> list[str]:
         "",
         f"Per-head attention of **{result.attention['label']}** (the ViT run with the best validation "
         "accuracy, `" + result.attention["run"] + "`) for its most confident correct and wrong validation "
-        "predictions, every layer. Titles give each head's spread (most minus least attended weight; "
-        "uniform is 1/N). Compare the wrong rows with the right ones: attention that looks normal on a "
-        "confident mistake is no explanation of it (`vitlab explain --audit` tests the maps).",
+        "predictions, every layer. Titles give each head's largest weight on one key (max) and its spread "
+        "(max − min), the statistic the textbook's table quotes (uniform: 1/N on every key, max − min 0). "
+        "Compare the wrong rows with the right ones: attention that looks normal on a confident mistake is no "
+        "explanation of it (`vitlab explain --audit` tests the maps).",
         "",
     ]
     return lines + [f"![{Path(f).stem.replace('_', ' ')}]({f})" for f in result.attention["files"]] + [""]
@@ -793,6 +814,26 @@ def skipped_lines(result: CompareResult) -> list[str]:
     """The report's list of the combinations the study skipped (empty when none was)."""
     lines = skipped_summary(result.plan.skipped)
     return ["## Skipped combinations", "", *(f"- {line}." for line in lines), ""] if lines else []
+
+
+def diverged_lines(result: CompareResult) -> list[str]:
+    """The report's list of runs whose loss stopped being finite (empty when none did)."""
+    runs = [r for r in result.records.values() if r.diverged]
+    if not runs:
+        return []
+    return [
+        "## Diverged runs",
+        "",
+        f"{len(runs)} run{'s' if len(runs) > 1 else ''} stopped when the loss was no longer finite; each is "
+        "counted in the tables with a constant guess's accuracy (the validation split's most frequent class) "
+        "and no ECE:",
+        "",
+        *(
+            f"- {r.label}, {describe_cell(r.axes, r.train_rows)[3:]}, seed {r.axes.get('seed', 0)} ({r.seconds:.1f} s)."
+            for r in runs
+        ),
+        "",
+    ]
 
 
 def variant_lines(result: CompareResult) -> list[str]:
@@ -1036,6 +1077,45 @@ def textbook_lines(result: CompareResult, aggregates: Sequence[Aggregate], verdi
         "+0.0040; its own table gives +0.1690 and +0.0270 at 1,000 rows and +0.1215 and +0.0040 at 4,000, which "
         "the textbook column uses.",
         "",
+        *train_reading_lines(aggregates),
+    ]
+
+
+def train_reading_lines(aggregates: Sequence[Aggregate]) -> list[str]:
+    """Both readings of training accuracy per model and rows, with what each is (empty when the eval-mode
+    reading was not taken)."""
+    pairs = [a for a in aggregates if a.mean.get("train_eval_acc") is not None]
+    if not pairs:
+        return []
+    body = [
+        [
+            a.label.split(" patch")[0],
+            _rows_text(a.axes, a.train_rows),
+            _fmt(a.mean["final_train_acc"], a.std["final_train_acc"]),
+            _fmt(a.mean["train_eval_acc"], a.std["train_eval_acc"]),
+            _fmt(a.mean["best_val_acc"], a.std["best_val_acc"]),
+        ]
+        for a in pairs
+    ]
+    return [
+        "**Two readings of training accuracy.** *Running mean* (the tables' final train accuracy) averages the "
+        "last epoch's batches as they are trained on: training mode (dropout, BatchNorm's batch statistics and "
+        "augmentation on) while the weights still change from batch to batch. That is what Keras's `fit` "
+        "reports as `accuracy`, so the page's column and vitlab's are the same reading. *Eval mode* scores the "
+        "weights vitlab keeps (those of the best validation epoch) on the training rows afterwards, in eval "
+        f"mode, without augmentation (at most {TRAIN_EVAL_ROWS:,} of them).",
+        "",
+        *markdown_table(
+            [
+                "Model",
+                "Rows",
+                "Train accuracy, running mean (training mode)",
+                "Train accuracy, eval mode",
+                "Best val accuracy",
+            ],
+            body,
+        ),
+        "",
     ]
 
 
@@ -1084,6 +1164,7 @@ def render_markdown(
         "",
         *variant_lines(result),
         *skipped_lines(result),
+        *diverged_lines(result),
         *robustness_lines(result, aggregates),
         "## Who leads",
         "",

@@ -43,6 +43,7 @@ PRESET: dict[str, Any] = {
     "cnn": "cnn-seed",
     "cnns": ["textbook", "matched"],
     "normalization": "unit",
+    "train_eval": True,
 }
 
 # The page's table: (model, rows) -> its columns. "convnet" is its 60,554-parameter CNN.

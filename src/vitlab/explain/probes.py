@@ -244,7 +244,7 @@ def token_centres(model: nn.Module, image_size: Sequence[int]) -> torch.Tensor:
     return torch.stack(torch.meshgrid(rows, cols, indexing="ij"), -1).reshape(-1, 2)
 
 
-def _row_distance(weights: torch.Tensor, distance: torch.Tensor, prefix: int) -> torch.Tensor:
+def mean_attention_distance(weights: torch.Tensor, distance: torch.Tensor, prefix: int) -> torch.Tensor:
     """Mean over patch queries of the attention-weighted key distance (patch keys, renormalised):
     ``(..., N, N) -> (...)``."""
     patches = weights[..., prefix:, prefix:]
@@ -284,7 +284,7 @@ def attention_diagnostics(model: nn.Module, images: torch.Tensor, batch: int = 6
         rows = stacked[..., prefix:, :]  # patch queries over every key
         entropy = -(rows * rows.clamp_min(1e-30).log()).sum(-1)
         found = {
-            "mean_distance": _row_distance(stacked, distance.double(), prefix),
+            "mean_distance": mean_attention_distance(stacked, distance.double(), prefix),
             "entropy": entropy.mean(-1),
             "neighbourhood": entropy.exp().mean(-1),
             "prefix_fraction": rows[..., :prefix].sum(-1).mean(-1),
@@ -296,7 +296,7 @@ def attention_diagnostics(model: nn.Module, images: torch.Tensor, batch: int = 6
             sums[name] = sums.get(name, 0) + value.sum(0)
         rolled = torch.stack(
             [
-                _row_distance(rollout_matrix(weights[: depth + 1]), distance.double(), prefix)
+                mean_attention_distance(rollout_matrix(weights[: depth + 1]), distance.double(), prefix)
                 for depth in range(len(weights))
             ],
             1,
