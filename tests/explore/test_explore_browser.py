@@ -11,13 +11,26 @@ Screenshots of every page at desktop and phone widths are saved in $VITLAB_EXPLO
 README's."""
 
 import io
-import os
 import re
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_support import (
+    PAGES,
+    SCREENS,
+    SHAPES_SIDE,
+    browser,  # noqa: F401 - a fixture
+    browser_page,  # noqa: F401 - a fixture
+    canvas_pixels,
+    expect,
+    highlight,
+    new_page,
+    open_page,
+    read_the_image_itself,
+    server,  # noqa: F401 - a fixture
+    settle,
+    shots,  # noqa: F401 - a fixture
+)
 from PIL import Image
 
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
@@ -25,95 +38,12 @@ from vitlab.models.cost import ATTENTION_COSTS
 
 pytestmark = pytest.mark.slow  # a real browser: outside the fast subset
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
-expect = sync_api.expect
-CHROMIUM = os.environ.get("VITLAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (.ci/run does)", allow_module_level=True
-    )
-
-# A closed network refuses Chromium's background connections; these flags keep it from trying.
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-PAGES = ["tokens", "attention", "mechanics", "segment", "cost", "runs"]
-SHAPES_SIDE = 32  # the side of the promptable run's images (conftest)
-SCREENS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "height": 844}}
-
-
-@pytest.fixture(scope="module")
-def server(app):
-    """The app served by uvicorn on a free loopback port, in a thread."""
-    with serve_in_background(app) as url:
-        yield url + "/"
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("VITLAB_EXPLORE_SCREENSHOTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
-
-
-def new_page(browser, url: str, screen: str = "desktop", scale: float = 1):
-    """A fresh page of the explorer at ``url`` (the hash names the page and its settings), collecting
-    JavaScript errors in ``page.errors``."""
-    page = browser.new_page(viewport=SCREENS[screen], device_scale_factor=scale)
-    page.errors = []
-    page.on("pageerror", lambda err: page.errors.append(str(err)))
-    page.on("console", lambda msg: page.errors.append(msg.text) if msg.type == "error" else None)
-    page.set_default_timeout(20_000)
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-    return page
-
-
-@pytest.fixture(scope="module")
-def browser_page(browser, server):
-    page = new_page(browser, server)
-    yield page
-    page.close()
-
-
-def open_page(page, name: str) -> None:
-    page.evaluate(f"location.hash = '#{name}'")
-    page.wait_for_selector(f"#page-{name}.active[data-state=ready]")
-
-
-def settle(page, selector: str) -> None:
-    """Wait until the latest request of the element's page has been drawn."""
-    page.wait_for_selector(f"{selector}[data-state=ready]")
-
-
-def canvas_pixels(page, selector: str) -> str:
-    return page.eval_on_selector(selector, "canvas => canvas.toDataURL()")
-
-
-def highlight(page, selector: str) -> str:
-    return page.get_attribute(selector, "data-highlight")
-
 
 def test_tokens_slider_changes_the_token_count(browser_page, shots):
     page = browser_page
     open_page(page, "tokens")
     expect(page.locator("#token-count")).to_have_text("16")
-    assert page.input_value("#patch-slider") == "2"
+    assert page.input_value("#patch-slider") == "2" and page.input_value("#tokens-reader") == ""
     page.locator("#patch-slider").fill("4")
     expect(page.locator("#token-count")).to_have_text("4")
     assert page.text_content("#token-entries") == "16"
@@ -129,12 +59,15 @@ def test_tokens_slider_changes_the_token_count(browser_page, shots):
 def test_a_patch_its_tile_and_its_token_row_light_up_together(browser_page):
     page = browser_page
     open_page(page, "tokens")
+    read_the_image_itself(page)
     page.locator("#patch-slider").fill("2")
     expect(page.locator("#token-count")).to_have_text("16")
     page.hover("#tokens-pixels", position={"x": 100, "y": 165})  # 4x4 cells of 65 px: patch 9
     for canvas in ("#tokens-pixels", "#tokens-patches", "#tokens-matrix"):
         assert highlight(page, canvas) == "9"
-    page.hover("#tokens-matrix", position={"x": 130, "y": 8})  # the first token row
+    box = page.eval_on_selector("#tokens-matrix", "c => [c.dataset.width, c.dataset.height]")
+    assert box == ["260", "260"]
+    page.hover("#tokens-matrix", position={"x": 150, "y": 22})  # the first token row, below the axis labels
     assert highlight(page, "#tokens-pixels") == "0" and highlight(page, "#tokens-patches") == "0"
     page.focus("#tokens-patches")
     page.keyboard.press("ArrowDown")
@@ -147,6 +80,7 @@ def test_a_patch_its_tile_and_its_token_row_light_up_together(browser_page):
 def test_cost_ratios_have_one_format(browser_page):
     page = browser_page
     open_page(page, "tokens")
+    read_the_image_itself(page)
     page.locator("#patch-slider").fill("8")  # 1 token: 1/256 of the reference
     expect(page.locator("#token-count")).to_have_text("1")
     assert page.text_content("#token-ratio").startswith("0.00391× the entries of 28×28")
@@ -235,7 +169,7 @@ def test_heatmaps_have_colour_bars_on_honest_scales(browser_page):
         const bar = document.getElementById(c.dataset.colourbar);
         return [bar.dataset.lo, bar.dataset.hi, bar.dataset.map, bar.offsetParent !== null]; })""",
     )
-    assert len(bars) == 16 + 3 + 1 and all(bar[3] for bar in bars)
+    assert len(bars) == 16 + 3 + 1 + 2 and all(bar[3] for bar in bars)  # heads, maps, input, layer and position grids
     scale = page.locator("#attn-heads-scale")
     assert (scale.get_attribute("data-lo"), scale.get_attribute("data-hi")) == ("0", "1")  # fixed: probabilities
     occlusion = page.locator("#map-scale-occlusion")
@@ -399,6 +333,11 @@ def test_an_uploaded_image_is_tokenised(browser_page):
         "#picker-upload", files=[{"name": "mine.png", "mimeType": "image/png", "buffer": buffer.getvalue()}]
     )
     expect(page.locator("#picker-current")).to_have_text(re.compile(r"^mine\.png \(40×24"))
+    expect(page.locator("#token-count")).to_have_text("16")  # as the model reads it: 8x8 grey, patch 2
+    assert page.input_value("#tokens-reader") == "0" and page.is_disabled("#patch-slider")
+    expect(page.locator("#tokens-reading")).to_contain_text("RGB image RGB to greyscale, resized from 40×24 to 8×8")
+    read_the_image_itself(page)
+    page.locator("#patch-slider").fill("6")
     expect(page.locator("#token-count")).to_have_text("28")  # patch 6: a 7 x 4 grid
     assert page.text_content("#token-grid") == "7 × 4 (image 40×24 zero-padded to 42×24)"
     assert page.errors == []
@@ -447,6 +386,45 @@ def test_the_view_is_kept_in_the_url(browser, server):
     page.close()
 
 
+# Visible canvases with no text alternative: neither a name of their own (an image or a control) nor inside an
+# element hidden from assistive technology (an overlay, a thumbnail or head inside a labelled button).
+UNLABELLED_CANVASES = """() => [...document.querySelectorAll("canvas")]
+    .filter((c) => c.getClientRects().length && getComputedStyle(c).visibility !== "hidden")
+    .filter((c) => !c.getAttribute("aria-label") && !c.closest("[aria-hidden=true]"))
+    .map((c) => c.id || c.parentElement.id || c.parentElement.className)"""
+# Visible controls smaller than 24 x 24 CSS pixels (WCAG 2.2's target size).
+SMALL_TARGETS = """() => [...document.querySelectorAll(
+    "button, select, input, summary, a[href], [role=slider], [tabindex='0']")]
+    .filter((e) => e.getClientRects().length && getComputedStyle(e).visibility !== "hidden")
+    .filter((e) => e.getBoundingClientRect().width * e.getBoundingClientRect().height > 0)  // shown (not folded)
+    .filter((e) => !e.classList.contains("skip"))
+    .filter((e) => { const r = e.getBoundingClientRect(); return r.width < 24 || r.height < 24; })
+    .map((e) => `${e.tagName.toLowerCase()}#${e.id || e.className}: ${Math.round(e.getBoundingClientRect().width)}x` +
+      `${Math.round(e.getBoundingClientRect().height)}`)"""
+
+
+def drive(page, name: str, segment_target) -> None:
+    """Bring page ``name`` to a state worth auditing: its figures drawn, some from the keyboard."""
+    if name == "attention":  # patch 9 as the query, lit from the keyboard
+        page.focus("#attn-image")
+        for key in ["Home", *["ArrowRight"] * 9, "Enter"]:
+            page.keyboard.press(key)
+        page.wait_for_selector("#attn-heads[data-query='9']")
+        settle(page, "#attn-maps")
+        settle(page, "#layers-panel")
+    if name == "limits":
+        settle(page, "#deletion-panel")
+        settle(page, "#pair-panel")
+    if name == "runs":
+        settle(page, "#run-detail")
+    if name == "segment":  # a point on an object the model answers a mask for, from the keyboard
+        index, x, y, _ = segment_target
+        page.click(f"#seg-thumbs button:nth-child({index + 1})")
+        settle(page, "#page-segment")
+        point_with_keys(page, x, y)
+        settle(page, "#seg-answer")
+
+
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, server, shots, screen, segment_target):
     axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python")
@@ -454,20 +432,7 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
     width = SCREENS[screen]["width"]
     for name in PAGES:
         open_page(page, name)
-        if name == "attention":  # patch 9 as the query, lit from the keyboard
-            page.focus("#attn-image")
-            for key in ["Home", *["ArrowRight"] * 9, "Enter"]:
-                page.keyboard.press(key)
-            page.wait_for_selector("#attn-heads[data-query='9']")
-            settle(page, "#attn-maps")
-        if name == "runs":
-            settle(page, "#run-detail")
-        if name == "segment":  # a point on an object the model answers a mask for, from the keyboard
-            index, x, y, _ = segment_target
-            page.click(f"#seg-thumbs button:nth-child({index + 1})")
-            settle(page, "#page-segment")
-            point_with_keys(page, x, y)
-            settle(page, "#seg-answer")
+        drive(page, name, segment_target)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} scrolls sideways"
         assert page.title().startswith(name.capitalize())
         found = axe.Axe().run(page).response["violations"]
@@ -477,6 +442,8 @@ def test_every_page_fits_the_screen_and_passes_the_accessibility_audit(browser, 
             if v["impact"] in ("serious", "critical")
         ]
         assert serious == [], f"{name} at {width} px"
+        assert page.evaluate(UNLABELLED_CANVASES) == [], f"{name} at {width} px: canvases without a text alternative"
+        assert page.evaluate(SMALL_TARGETS) == [], f"{name} at {width} px: controls under 24 px"
         page.screenshot(path=shots / f"{name}-{screen}.png", full_page=True)
     assert page.errors == []
     page.close()

@@ -64,13 +64,22 @@ export function announce(text) {
   pending = setTimeout(() => { $("announce").textContent = text; }, 250);
 }
 
-// A page's state is its parts' (".unit" elements): error if one failed, loading while one loads.
+// A page's state is its parts' (".unit" elements, the page itself among them when it runs requests of its own):
+// error if one failed, loading while one loads. Each part's own state is kept in data-own, so that the page's
+// combined state never stands in for its own.
 function settlePage(unit) {
   const page = unit.closest(".page");
-  if (!page || page === unit) return;
+  if (!page) return;
   const units = [...(page.classList.contains("unit") ? [page] : []), ...page.querySelectorAll(".unit")];
-  const states = units.map((u) => u.dataset.state);
+  const states = units.map((u) => u.dataset.own || u.dataset.state);
   page.dataset.state = states.includes("error") ? "error" : states.includes("loading") ? "loading" : "ready";
+}
+
+// Part `unit` of a page (or the page) is now "loading", "ready" or "error"; the page's state follows.
+export function setState(unit, state) {
+  unit.dataset.own = state;
+  if (!unit.classList.contains("page")) unit.dataset.state = state;
+  settlePage(unit);
 }
 
 // Run `request` for one part of a page (`unit`), keeping only the latest answer: a slider fires many
@@ -80,7 +89,7 @@ function settlePage(unit) {
 // figures, now stale, are hidden until an answer draws them again.
 export function latest(unit, errorBox) {
   let counter = 0;
-  const set = (state) => { unit.dataset.state = state; settlePage(unit); };
+  const set = (state) => setState(unit, state);
   return async (request, draw) => {
     const ticket = ++counter;
     set("loading");

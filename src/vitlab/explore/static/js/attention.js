@@ -4,7 +4,7 @@
 // linked across the query image, the bars, every head, every map and the layer grid: hover or focus it on
 // any of them (arrow keys move) and it lights up on all. A model without attention (a CNN) shows its
 // prediction and its gradient and occlusion maps.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, startingModel, setState } from "./api.js";
 import { logControl } from "./controls.js";
 import { arrowKeys, cursor, gridHit, link, roving } from "./cursor.js";
 import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, makeCanvas, paintGrid, paintHeat,
@@ -436,7 +436,7 @@ export function initAttention(info) {
   temperature = logControl($("attn-temperature"), { words: "temperature" });
   if (!info.models.length) {
     $("attention-none").hidden = false;
-    page.dataset.state = "ready";
+    setState(page, "ready");
     return;
   }
   const choose = (index, query = null) => {

@@ -1,7 +1,7 @@
 // Cost page: every attention kind of vitlab's cost model against image side, log-log, with a legend
 // beside the plot (each entry toggles its line) that names the kinds whose lines coincide; its table and the
 // texts' token-cost and pair-count tables, each ranked by the column the reader chooses.
-import { $, announce, getJSON, latest } from "./api.js";
+import { $, announce, getJSON, latest, setState } from "./api.js";
 import { lineChart } from "./draw.js";
 import { costValue, count, ratio } from "./format.js";
 import { remember, setting } from "./state.js";
@@ -73,7 +73,7 @@ function fields() {
     if (value === "" || !input.checkValidity() || !Number.isInteger(Number(value))) {
       $("cost-error").textContent = `${label}: enter a whole number from ${input.min} to ${input.max}` +
         (input.step && input.step !== "1" ? ` in steps of ${input.step}` : "") + ` (it is ${value || "empty"})`;
-      $("page-cost").dataset.state = "error";
+      setState($("page-cost"), "error");
       return null;
     }
     params[key] = Number(value);

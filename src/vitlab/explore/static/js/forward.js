@@ -3,7 +3,7 @@
 // weights at temperature T, Σ wᵢvᵢ, the block output and the prediction. A head or the block's attention can be
 // knocked out (the server re-runs the model with it zeroed) and T re-runs the head at that temperature: the
 // prediction moves with them. A key is linked across the scores, the weights, K, V and the image.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, startingModel, setState } from "./api.js";
 import { logControl } from "./controls.js";
 import { cursor, gridHit, link } from "./cursor.js";
 import { colourBar, describe, drawBars, drawOverlay, makeCanvas, paintGrid, paintHeat, paintHighlight, paintImage,
@@ -197,6 +197,7 @@ function drawPrediction(r) {
     judged.textContent = t.label !== null ? `true label ${t.label} (${t.note})` : `no true label: ${t.note}`;
   }
   box.dataset.predicted = r.prediction.class;
+  box.dataset.probabilities = JSON.stringify(r.prediction.probabilities);   // the numbers drawn, for checking
   box.append(top, judged);
   const classes = state.models[state.model].classes;
   classes.forEach((name, c) => {
@@ -341,7 +342,7 @@ export function initForward(info) {
     none.hidden = false;
     none.textContent = info.models.length ? `None of the models loaded can be traced: ${info.models[0].forward_pass}`
       : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE` with a ViT.";
-    page.dataset.state = "ready";
+    setState(page, "ready");
     return;
   }
   const wanted = fromURL();

@@ -2,7 +2,7 @@
 // point (foreground or background), a drag draws a box; the keyboard moves over the pixels and Enter does the
 // same (a box takes two corners). The server answers K candidate masks with their predicted IoU (on held-out
 // images also the actual IoU with the object prompted); the best is overlaid and any other can be chosen.
-import { $, announce, decode, getJSON, latest, postFile } from "./api.js";
+import { $, announce, decode, getJSON, latest, postFile, setState } from "./api.js";
 import { arrowKeys, cursor, gridHit, itemAt } from "./cursor.js";
 import { drawOverlay, facts, makeCanvas, paintImage, paintMask, paintOutline, paintPrompt, surface } from "./draw.js";
 import { count, prob } from "./format.js";
@@ -323,7 +323,7 @@ export async function initSegment() {
     listing = await getJSON("/api/prompt/runs");
   } catch (err) {
     $("segment-error").textContent = err.message;
-    page.dataset.state = "error";
+    setState(page, "error");
     return;
   }
   for (const run of listing.runs) {
@@ -336,7 +336,7 @@ export async function initSegment() {
   const usable = listing.runs.filter((r) => !r.broken).map((r) => r.name);
   if (!usable.length) {
     $("segment-none").hidden = false;
-    page.dataset.state = "ready";
+    setState(page, "ready");
     return;
   }
   state.prompt = promptFromURL();

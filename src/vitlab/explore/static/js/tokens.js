@@ -2,7 +2,7 @@
 // server's token count, attention entries and cost ratio. "Read by" shows the tokens a loaded model reads
 // (the image fitted to its input, cut at its patch size) or the image at its own size. A patch, its tile and
 // its token row are linked: hover or focus one (arrow keys move) and all three light up.
-import { $, announce, decode, getJSON, latest, modelLabels } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, setState } from "./api.js";
 import { cursor, gridHit, link } from "./cursor.js";
 import { colourBar, describe, drawOverlay, fitBox, hatch, paintGrid, paintHeat, paintHighlight, paintImage,
   paintNumbers, surface } from "./draw.js";
@@ -248,7 +248,7 @@ function load(ref) {
     slider.value = fromURL && wanted >= 1 && wanted <= side ? wanted : Math.max(1, Math.floor(side / 4));
     fromURL = null;
     refresh();
-  }).catch((err) => { $("tokens-error").textContent = err.message; page.dataset.state = "error"; });
+  }).catch((err) => { $("tokens-error").textContent = err.message; setState(page, "error"); });
 }
 
 export function initTokens(info) {
