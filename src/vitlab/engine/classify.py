@@ -26,8 +26,8 @@ from ..data.options import DataOptions
 from ..data.stream import StreamDataset
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import Check, Float, Maybe, OneOf, reject_unknown
-from ..models.registry import build_from_config
+from ..models.config import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
+from ..models.registry import build_from_config, get_config, list_models
 from .config import RunConfig
 from .distributed import all_reduce_sum
 from .evaluate import dataset_logits
@@ -127,36 +127,39 @@ class TrainConfig(RunConfig):
     data: DataOptions = field(default_factory=DataOptions)
 
     def checks(self) -> dict[str, Check]:
+        source = Maybe(Text("a checkpoint: a run folder, a model file or a hub id", path=True))
         return {
             **super().checks(),
+            "model": Text("a registered model name (see `vitlab models`), or 'init'"),
+            "model_overrides": ModelFields(self.model),
             "label_smoothing": Float(0.0, 1.0, high_open=True),
+            "augment": AugmentChoice(),
+            "augment_overrides": Fields(tuple(f.name for f in fields(AugmentConfig)), "augment"),
             "normalization": OneOf(("standardize", "unit")),
             "recipe": OneOf(tuple(RECIPES)),
+            "init": source,
             "layer_decay": Maybe(Float(0.0, 1.0, low_open=True)),
+            "teacher": source,
             "distill": Maybe(OneOf(DISTILL_KINDS)),
             "distill_alpha": Float(0.0, 1.0),
             "distill_temperature": Float(0.0, 100.0, low_open=True),
+            "data": Options(DataOptions, "data", null_ok=True),
         }
 
+    # ``--recipe NAME`` picks the recipe: ``--set recipe=`` would only relabel the run.
+    CLI_OWNED = {**RunConfig.CLI_OWNED, "recipe": "--recipe NAME"}
+
     def __post_init__(self) -> None:
-        self.data = DataOptions.from_dict(self.data)
-        if isinstance(self.augment, dict):
-            self.augment = AugmentConfig(**self.augment)
-        if isinstance(self.augment, str) and self.augment not in PRESETS:
-            raise ConfigError(f"augment must be a preset {PRESETS} or an AugmentConfig, got {self.augment!r}")
-        if not isinstance(self.augment_overrides, dict):
-            raise ConfigError(f"augment_overrides must be a mapping of augment fields, got {self.augment_overrides!r}")
-        reject_unknown(self.augment_overrides, {f.name for f in fields(AugmentConfig)}, "augment")
-        try:  # the values' ranges, checked now rather than when the data is loaded
+        super().__post_init__()  # every field's type and range, in order (see checks)
+        if self.data is None:
+            self.data = DataOptions()
+        try:  # the overrides' values, checked now rather than when the data is loaded
             if isinstance(self.augment, AugmentConfig):
                 replace(self.augment, **self.augment_overrides)
             else:
                 AugmentConfig.preset(self.augment, **self.augment_overrides)
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"augment overrides {self.augment_overrides}: {error}") from None
-        if not isinstance(self.model_overrides, dict):
-            raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
-        super().__post_init__()
+        except ConfigError as error:
+            raise ConfigError(f"augment.{error}") from None
         if (self.teacher is None) != (self.distill is None):
             raise ConfigError(
                 "distillation needs both a teacher checkpoint and a kind: --teacher CKPT --distill soft|hard"
@@ -177,6 +180,41 @@ class TrainConfig(RunConfig):
             d["augment"] = asdict(self.augment)
         d["data"] = self.data.to_dict()
         return d
+
+
+@dataclass(frozen=True)
+class AugmentChoice(Check):
+    """An augmentation preset's name (:data:`~vitlab.data.augment.PRESETS`), an :class:`AugmentConfig`, or a
+    mapping of its fields."""
+
+    def describe(self) -> str:
+        return f"a preset {PRESETS} or a mapping of augment fields"
+
+    def __call__(self, name: str, value: Any) -> str | AugmentConfig:
+        if isinstance(value, str):
+            if value not in PRESETS:
+                raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+            return value
+        return Options(AugmentConfig, "augment")(name, value)
+
+
+@dataclass(frozen=True)
+class ModelFields(Check):
+    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
+    each value in its field's range (how fields relate is checked when the model is built for the data)."""
+
+    model: Any
+
+    def describe(self) -> str:
+        return "a mapping of model config fields"
+
+    def __call__(self, name: str, value: Any) -> dict[str, Any]:
+        registered = self.model in list_models() if isinstance(self.model, str) else False
+        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
+            return Fields((), "model config", open=True)(name, value)
+        config = get_config(self.model)
+        known = tuple(f.name for f in fields(config))
+        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
 
 
 INIT_MODEL = "init"
@@ -279,12 +317,13 @@ class ClassificationTask(Task):
             )
         self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
         augment = resolve_augment(config.augment, splits, config.augment_overrides)
-        if isinstance(splits.train, StreamDataset):  # the workers crop and flip each photo; the device does the rest
-            crop = augment.resized_crop > 0
-            splits.train = splits.train.augmented(
-                crop or augment.hflip, scale=(augment.resized_crop, 1.0) if crop else (1.0, 1.0), hflip=augment.hflip
-            )
-            augment = replace(augment, resized_crop=0.0, hflip=False)
+        self.train_data = splits.train
+        if isinstance(splits.train, StreamDataset):
+            if augment.resized_crop > 0:  # the workers crop (and flip) each photo at full size
+                self.train_data = splits.train.augmented(True, scale=(augment.resized_crop, 1.0), hflip=augment.hflip)
+                augment = replace(augment, resized_crop=0.0, hflip=False)
+            else:  # read as for evaluation; flips and the rest batched on the device
+                self.train_data = splits.train.augmented(False)
         self.augment_config = augment
         self.augment: BatchAugment | None = None
         self.epoch_seed = 0
@@ -293,7 +332,7 @@ class ClassificationTask(Task):
     def prepare(self, env: Any, amp: bool) -> None:
         super().prepare(env, amp)
         device = env.device
-        self.train_set = _on(self.splits.train, device)
+        self.train_set = _on(self.train_data, device)
         self.val_set = _on(self.splits.val, device)
         self.test_set = _on(self.splits.test, device) if self.splits.test is not None else None
         self.mean_t = torch.tensor(self.mean, device=device)
