@@ -19,13 +19,18 @@ model on a random batch and is compared stage by stage (the projection's input, 
 embedding, each block, the head); the first stage that differs is refused, naming its layers.
 A conversion that returns computes what the Keras model computes, to float tolerance.
 
-keras is imported only to run the model it was given (its backend is already chosen).
+keras is imported only to run the model it was given, through :func:`import_keras`, which chooses its
+backend: Keras 3 picks one when it is first imported (``KERAS_BACKEND``, else ``~/.keras/keras.json``,
+else TensorFlow), and vitlab runs the converted model on torch, which it always has.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
+import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, require
 from ..layers.patch_embed import linear_weight_to_conv
 from ..models.vit import VisionTransformer
 from ..ops.patches import _pair, patchify, unpatchify
@@ -76,8 +81,31 @@ def _leaves(obj: Any) -> Iterator[Any]:
         yield obj
 
 
-def _numpy(value: Any) -> np.ndarray:
+# The Python module each Keras backend needs.
+BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "numpy": "numpy", "openvino": "openvino"}
+
+
+def import_keras() -> Any:
+    """The ``keras`` module, its backend chosen by vitlab: ``torch`` unless ``KERAS_BACKEND`` names another
+    (set for this process, so that Keras does not fall back to a TensorFlow vitlab does not need). A Keras
+    already imported keeps its backend. A backend named in ``KERAS_BACKEND`` that is not installed is refused
+    in one line, as is a missing Keras."""
+    require("keras", "dev", "reading a .keras file")
+    if "keras" not in sys.modules:
+        backend = os.environ.setdefault("KERAS_BACKEND", "torch")
+        module = BACKEND_MODULES.get(backend, backend)
+        if importlib.util.find_spec(module) is None:
+            raise CheckpointError(
+                f"KERAS_BACKEND={backend} names a Keras backend whose module {module} is not installed: unset "
+                f"KERAS_BACKEND (vitlab then runs Keras on torch) or install {module}"
+            )
     import keras
+
+    return keras
+
+
+def _numpy(value: Any) -> np.ndarray:
+    keras = import_keras()
 
     return np.asarray(keras.ops.convert_to_numpy(value), dtype=np.float32)
 
@@ -582,7 +610,7 @@ _TITLES = {"input": "patch projection's input", "embedding": "patch embedding", 
 @torch.no_grad()
 def _check(model: Any, vit: VisionTransformer, reading: _Reading, projection: str) -> None:
     """Run both models on a random batch and refuse the first stage whose outputs differ."""
-    import keras
+    keras = import_keras()
 
     rng = np.random.default_rng(0)
     cfg, shape = vit.config, (_PROBE_BATCH, *model.inputs[0].shape[1:])

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import ConfigError, RunFolderError
 from ..interop import to_timm_state_dict, write_state_dict
+from ..interop.keras import import_keras
 from ..models.vit import VisionTransformer
 from .checkpoint import load_checkpoint, save_checkpoint
 
@@ -51,6 +52,8 @@ def convert(
     dst = Path(dst)
     if dst.exists() and not overwrite:
         raise RunFolderError(f"{dst} exists: choose another path or pass --overwrite")
+    if Path(src).suffix == ".keras":
+        import_keras()  # Keras on torch unless KERAS_BACKEND says otherwise, before anything imports it
     loaded = load_checkpoint(src, model=model, img_size=img_size, **config)
     origin = loaded.metadata.get("source", "vitlab")
     if target == "vitlab":
