@@ -26,6 +26,25 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return overrides
 
 
+def refuse_owned(sets: dict[str, Any], owned: dict[str, str]) -> None:
+    """Refuse a ``--set`` of a field the command line owns (``{field: the option that sets it}``, e.g.
+    ``out_dir`` is ``--out DIR``): it would be dropped, so it is never taken silently."""
+    for key in sets:
+        if key in owned:
+            raise ConfigError(f"--set {key}=...: {key} is set by {owned[key]}, not by --set; use {owned[key]}")
+
+
+def merge_fields(options: dict[str, Any], key: str, extra: dict[str, Any], what: str) -> None:
+    """``options[key]`` (a mapping of ``what`` fields, e.g. a config file's ``model_overrides``) updated with
+    ``extra`` (from ``--set``); a ``options[key]`` that is not a mapping is refused naming ``key``."""
+    base = options.get(key, {})
+    if not extra:
+        return
+    if not isinstance(base, dict):
+        raise ConfigError(f"{key} must be a mapping of {what} fields, got {base!r:.40}: e.g. {{}}")
+    options[key] = {**base, **extra}
+
+
 def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True) -> None:
     """The options that mean the same in every command: ``--out`` (what it writes; ``out`` says
     what), ``--overwrite``, ``--device``, ``--threads``, ``--quiet``."""

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from . import add_common, apply_threads, parse_overrides, read_config_file
+from . import add_common, apply_threads, merge_fields, parse_overrides, read_config_file, refuse_owned
 
 METHODS = ("mae", "dino")
 IMAGE_SETS = ("train", "all")
@@ -49,6 +49,7 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
     from ..ssl import PretrainConfig
 
     given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
+    refuse_owned(parse_overrides(args.set), PretrainConfig.CLI_OWNED)
     sets, mae_sets, model_sets = split_sets(parse_overrides(args.set), set(field_names(PretrainConfig)))
     given.update(sets, method=args.method, out_dir=args.out, overwrite=args.overwrite)
     mae_sets.update({k: getattr(args, k) for k in MAE_FLAGS if getattr(args, k) is not None})
@@ -62,14 +63,13 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
     else:
         base = {}
     merged = {**base, **given}
-    mae = merged.get("mae", {})
-    return PretrainConfig.from_dict(
-        {
-            **merged,
-            "mae": {**mae, **mae_sets} if isinstance(mae, dict) else mae,
-            "model_overrides": {**merged.get("model_overrides", {}), **model_sets},
-        }
-    )
+    merge_fields(merged, "mae", mae_sets, "MAEConfig")
+    merge_fields(merged, "model_overrides", model_sets, "model config")
+    config = PretrainConfig.from_dict(merged)
+    if args.resume:  # what the resume applies on purpose (--set lr=...), see RunConfig.RESUME_SETTABLE
+        said = {name for name in FIELDS if getattr(args, name) is not None} | set(parse_overrides(args.set))
+        config.resume_sets = frozenset(said & set(config.RESUME_SETTABLE))
+    return config
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,16 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from . import add_common, add_data_options, apply_threads, data_options, parse_overrides, read_config_file
+from . import (
+    add_common,
+    add_data_options,
+    apply_threads,
+    data_options,
+    merge_fields,
+    parse_overrides,
+    read_config_file,
+    refuse_owned,
+)
 
 RECIPE_NAMES = ("default", "plain", "small-data", "finetune")
 
@@ -43,17 +52,17 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     from ..engine import TrainConfig
     from ..engine.config import field_names
 
-    options = task_options(args, FIELDS)
+    options = task_options(args, FIELDS, TrainConfig.CLI_OWNED)
     own = set(field_names(TrainConfig))
     sets = parse_overrides(args.set)
     augment_sets = {k.removeprefix("augment."): options.pop(k) for k in sets if k.startswith("augment.")}
     data_sets = {k.removeprefix("data."): options.pop(k) for k in sets if k.startswith("data.")}
     model_sets = {k: options.pop(k) for k in sets if k not in own and not k.startswith(("augment.", "data."))}
-    options["model_overrides"] = {**options.get("model_overrides", {}), **model_sets}
-    options["augment_overrides"] = {**options.get("augment_overrides", {}), **augment_sets}
+    merge_fields(options, "model_overrides", model_sets, "model config")
+    merge_fields(options, "augment_overrides", augment_sets, "augment")
     data = options.get("data") or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"data must be a mapping of data options, got {data!r}: e.g. --set data.image_size=224")
+        raise ConfigError(f"data must be a mapping of data options, got {data!r:.40}: e.g. --set data.image_size=224")
     options["data"] = {**data, **data_sets, **data_options(args)}
     if args.init is not None and args.model is None and "model" not in options:
         options["model"] = "init"
@@ -62,19 +71,32 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     if args.no_amp:
         options["amp"] = False
     if args.resume or args.config:
-        return TrainConfig.from_dict(options)
-    return TrainConfig.from_recipe(args.recipe, **options)
+        config = TrainConfig.from_dict(options)
+    else:
+        config = TrainConfig.from_recipe(args.recipe, **options)
+    return on_purpose(config, args, FIELDS)
+
+
+def on_purpose(config: Any, args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
+    """``config`` with ``resume_sets``: on ``--resume``, the fields of ``config.RESUME_SETTABLE`` that an
+    option or ``--set`` gives, which the resumed run applies (``--resume --set lr=1e-4``) instead of refusing."""
+    if args.resume:
+        given = {name for name in fields if getattr(args, name, None) is not None} | set(parse_overrides(args.set))
+        config.resume_sets = frozenset(given & set(config.RESUME_SETTABLE))
+    return config
 
 
 DENSE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "device", "head", "compile")
 
 
-def task_options(args: argparse.Namespace, fields: tuple[str, ...]) -> dict[str, Any]:
+def task_options(args: argparse.Namespace, fields: tuple[str, ...], owned: dict[str, str]) -> dict[str, Any]:
     """A task's flat options: the run's saved config (``--resume``) or ``--config FILE``, then the
-    options given (``fields``), then ``--set``, then the run-folder flags."""
+    options given (``fields``), then ``--set``, then the run-folder flags. A ``--set`` of a field the
+    command line owns (``owned``: ``out_dir`` is ``--out``) is refused."""
     from ..runs import RunDir
     from ..runs.layout import CONFIG
 
+    refuse_owned(parse_overrides(args.set), owned)
     if args.resume and args.out is None:
         raise ConfigError("--resume needs the run folder: --out DIR")
     base = (
@@ -105,9 +127,10 @@ def is_main() -> bool:
 def run_dense(args: argparse.Namespace) -> int:
     """``--task segment|detect``: train a dense head (see ``vitlab.dense``). ``--set KEY=VALUE`` sets a
     DenseTrainConfig field (e.g. ``count``, ``image_size``) or a DenseConfig field (e.g. ``patch_size``)."""
-    from ..dense import dense_train_config, train_dense
+    from ..dense import DenseTrainConfig, dense_train_config, train_dense
 
-    config = dense_train_config({**task_options(args, DENSE_FIELDS), "task": args.task})
+    options = task_options(args, DENSE_FIELDS, DenseTrainConfig.CLI_OWNED)
+    config = on_purpose(dense_train_config({**options, "task": args.task}), args, DENSE_FIELDS)
     reporter = reporter_for(args)
     result = train_dense(config, reporter=reporter)
     if is_main():
@@ -133,11 +156,12 @@ def run_promptable(args: argparse.Namespace) -> int:
     """``--task promptable``: SAM-style promptable segmentation (see ``vitlab.prompt``). ``--set KEY=VALUE``
     sets a PromptableTrainConfig field (e.g. ``count``, ``box_prob``) or a PromptableConfig field."""
     from ..errors import ConfigError
-    from ..prompt import promptable_train_config, train_promptable
+    from ..prompt import PromptableTrainConfig, promptable_train_config, train_promptable
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: promptable segmentation has its own mask decoder")
-    config = promptable_train_config(task_options(args, PROMPTABLE_FIELDS))
+    options = task_options(args, PROMPTABLE_FIELDS, PromptableTrainConfig.CLI_OWNED)
+    config = on_purpose(promptable_train_config(options), args, PROMPTABLE_FIELDS)
     reporter = reporter_for(args)
     result = train_promptable(config, reporter=reporter)
     if is_main():
@@ -159,11 +183,13 @@ def run_clip(args: argparse.Namespace) -> int:
     CLIPTrainConfig field (e.g. ``count``, ``image_size``) or a CLIPConfig field (e.g. ``embed_dim``,
     ``vision={"depth": 2}``)."""
     from ..errors import ConfigError
-    from ..multimodal import clip_train_config, train_clip
+    from ..multimodal import CLIPTrainConfig, clip_train_config, train_clip
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: a CLIP model has none")
-    config = clip_train_config(task_options(args, CLIP_FIELDS))
+    config = on_purpose(
+        clip_train_config(task_options(args, CLIP_FIELDS, CLIPTrainConfig.CLI_OWNED)), args, CLIP_FIELDS
+    )
     reporter = reporter_for(args)
     result = train_clip(config, reporter=reporter)
     if is_main():

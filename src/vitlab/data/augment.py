@@ -25,9 +25,20 @@ from torchvision.ops import roi_align
 from torchvision.transforms import v2
 
 from ..errors import ConfigError, DataError
+from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, shown
 
 AUTO_AUGMENTS = ("randaugment", "trivialaugment")
 PRESETS = ("none", "light", "strong")
+AUGMENT_RANGES = {
+    "resized_crop": "is the smallest area fraction in [0, 1] (0 = off; timm's usual is 0.08)",
+    "crop_padding": "must be an integer in [0, 4096] (pixels of padding; 0 = off)",
+    "color_jitter": "is a strength in [0, 1] (factors in [1 - s, 1 + s]; timm's usual is 0.4)",
+    "auto": f"must be one of {AUTO_AUGMENTS} or null",
+    "erasing": "is a probability in [0, 1]",
+    "mix_prob": "is a probability in [0, 1]",
+    "switch_prob": "is a probability in [0, 1]",
+}
+"""What a message says of a field's values where its range needs a word more than the check's own."""
 
 
 @dataclass
@@ -65,28 +76,35 @@ class AugmentConfig:
     mix_prob: float = 1.0
     switch_prob: float = 0.5
 
+    @staticmethod
+    def checks() -> dict[str, Check]:
+        """Each field's type and range (see :mod:`vitlab.models.config`)."""
+        unit = Float(0.0, 1.0)
+        return {
+            "resized_crop": unit,
+            "crop_padding": Int(0, 4096),
+            "hflip": Bool(),
+            "color_jitter": unit,
+            "auto": Maybe(OneOf(AUTO_AUGMENTS)),
+            "auto_ops": Int(0, 64),
+            "auto_magnitude": Int(0, 30),
+            "auto_group": Int(1, 2**20),
+            "erasing": unit,
+            "mixup_alpha": Float(0.0, 1e3),
+            "cutmix_alpha": Float(0.0, 1e3),
+            "mix_prob": unit,
+            "switch_prob": unit,
+        }
+
     def __post_init__(self) -> None:
-        if not 0.0 <= self.resized_crop <= 1.0:
-            raise ConfigError(
-                f"resized_crop is the smallest area fraction in [0, 1] (0 = off), got {self.resized_crop}: "
-                f"timm's usual is 0.08"
-            )
-        if self.crop_padding < 0:
-            raise ValueError(f"crop_padding must be >= 0, got {self.crop_padding}")
-        if not 0.0 <= self.color_jitter <= 1.0:
-            raise ConfigError(
-                f"color_jitter is a strength in [0, 1] (factors in [1 - s, 1 + s]), got {self.color_jitter}: "
-                f"timm's usual is 0.4"
-            )
-        if self.auto is not None and self.auto not in AUTO_AUGMENTS:
-            raise ValueError(f"auto must be one of {AUTO_AUGMENTS} or None, got {self.auto!r}")
-        if self.auto_group < 1:
-            raise ValueError(f"auto_group must be >= 1, got {self.auto_group}")
-        if self.mixup_alpha < 0 or self.cutmix_alpha < 0:
-            raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0, got {self.mixup_alpha}, {self.cutmix_alpha}")
-        for name in ("erasing", "mix_prob", "switch_prob"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} is a probability in [0, 1], got {getattr(self, name)}")
+        for name, check in self.checks().items():
+            value = getattr(self, name)
+            try:
+                setattr(self, name, check(name, value))
+            except ConfigError:
+                raise ConfigError(
+                    f"{name} {AUGMENT_RANGES.get(name, 'must be ' + check.describe())}, got {shown(value)}"
+                ) from None
 
     @property
     def mixing(self) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from .shapes import SHAPE_CLASSES, _texture, shape_mask
+from .shapes import SHAPE_CLASSES, _texture, check_generated, shape_mask
 
 COLOURS: dict[str, tuple[float, float, float]] = {
     "red": (0.9, 0.1, 0.1),
@@ -338,6 +338,7 @@ def generate_captioned_shapes(
             f"count={count}, image_size={image_size}, plain={plain}: need count >= 1, "
             f"image_size >= 16 and plain in [0, 1]"
         )
+    check_generated("captioned shapes", count, image_size)
     rng = np.random.default_rng(seed)
     images = np.empty((count, image_size, image_size, 3), np.float32)
     objects = np.zeros((count, image_size, image_size), np.int64)

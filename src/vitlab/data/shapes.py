@@ -25,6 +25,34 @@ import torch.nn.functional as F
 SHAPE_CLASSES = ("circle", "square", "triangle", "bar")
 SHAPES_COUNT = 5000
 """The default number of generated ``shapes`` images (split 70/15/15): generated, so plentiful."""
+GENERATED_DATA_LIMIT = 8 * 2**30
+"""The most memory (bytes) a generated dataset (``shapes``, captioned shapes) may take while it is made: 8 GiB.
+Estimated from ``count`` and ``image_size`` before anything is allocated (:func:`check_generated`); a library
+user with more memory may raise it (``vitlab.data.shapes.GENERATED_DATA_LIMIT = ...``)."""
+PEAK_BYTES_PER_PIXEL = {"shapes": 68, "captioned shapes": 52}
+"""Bytes per pixel at the peak of generating and splitting: RGB float32 twice (NumPy, then channels first),
+int64 masks (and instance ids), and the split copies of them all."""
+
+
+def generated_bytes(what: str, count: int, image_size: int) -> int:
+    """The peak memory of generating ``count`` ``what`` images (see :data:`PEAK_BYTES_PER_PIXEL`) of
+    ``image_size x image_size``."""
+    return count * image_size * image_size * PEAK_BYTES_PER_PIXEL[what]
+
+
+def check_generated(what: str, count: int, image_size: int, limit: int | None = None) -> None:
+    """Refuse, in one line naming the figure and the limit, a generated dataset whose estimated memory
+    (:func:`generated_bytes`) is over ``limit`` (default :data:`GENERATED_DATA_LIMIT`)."""
+    from ..errors import ConfigError
+
+    limit = GENERATED_DATA_LIMIT if limit is None else limit
+    need = generated_bytes(what, count, image_size)
+    if need > limit:
+        raise ConfigError(
+            f"{count:,} generated {what} images of {image_size}x{image_size} pixels need about "
+            f"{need / 2**30:,.1f} GiB of memory, over the limit of {limit / 2**30:,.1f} GiB for generated data "
+            f"(vitlab.data.shapes.GENERATED_DATA_LIMIT): lower count or image_size"
+        )
 
 
 @dataclass
@@ -156,6 +184,7 @@ def generate_shapes(
     """
     if count < 1 or image_size < 16:
         raise ValueError(f"count={count}, image_size={image_size}: need count >= 1 and image_size >= 16")
+    check_generated("shapes", count, image_size)
     rng = np.random.default_rng(seed)
     images = np.empty((count, image_size, image_size, 3), np.float32)
     masks = np.zeros((count, image_size, image_size), np.int64)

@@ -21,11 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops import box_convert
 
-from ..data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
+from ..data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv
 from ..errors import ConfigError, DataError
-from ..models.config import MAX_SIDE, Check, Int, Maybe, OneOf, reject_unknown
+from ..models.config import MAX_SIDE, Check, Fields, Int, Maybe, OneOf, reject_unknown, shown
 from ..models.dense import HEADS, DenseConfig, DenseModel
 from ..runs import DataConfig, RunDir, read_json
 from ..runs.layout import CONFIG, EVALUATION
@@ -66,13 +66,16 @@ class DenseTrainConfig(RunConfig):
             "dataset": OneOf(DENSE_DATASETS),
             "count": Int(7, 10_000_000),
             "image_size": Int(1, MAX_SIDE),
+            "model": Fields(tuple(f.name for f in fields(DenseConfig) if f.name not in DERIVED), "dense model"),
         }
 
+    # ``vitlab train --task segment|detect`` names the task.
+    CLI_OWNED = {**RunConfig.CLI_OWNED, "task": "--task segment|detect"}
+
     def __post_init__(self) -> None:
-        if not isinstance(self.model, dict):
-            raise ConfigError(f"model must be a mapping of DenseConfig fields, got {self.model!r}")
-        reject_unknown(self.model, set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense model")
         super().__post_init__()
+        if self.dataset == "shapes":
+            check_generated("shapes", self.count, self.image_size)
         self.head = self.head or HEADS[self.task][0]
         if self.head not in HEADS[self.task]:
             raise ConfigError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
@@ -280,7 +283,12 @@ def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
     """A :class:`DenseTrainConfig` from flat options: its own fields, and the rest as model overrides
     (e.g. ``{"task": "segment", "head": "decoder", "epochs": 5, "patch_size": 4}``); a ``model``
     mapping among them (a run's ``config.json``) is flattened first."""
-    options = {**{k: v for k, v in options.items() if k != "model"}, **options.get("model", {})}
+    model = options.get("model", {})
+    if not isinstance(model, dict):
+        raise ConfigError(
+            f"model must be a mapping of DenseConfig fields, got {shown(model)}: e.g. {{'patch_size': 4}}"
+        )
+    options = {**{k: v for k, v in options.items() if k != "model"}, **model}
     own = {f.name for f in fields(DenseTrainConfig)} - {"model"}
     reject_unknown(options, own | set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense")
     return DenseTrainConfig(

@@ -7,12 +7,13 @@ folder's ``config.json`` holds, and ``from_dict(json.load(...))`` makes the same
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
-from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, check_fields, reject_unknown
+from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, shown
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")
@@ -60,10 +61,21 @@ class RunConfig:
 
     # Fields a resumed run may change: they do not affect the weights.
     RESUME_FREE = ("resume", "overwrite", "device", "eval_every", "out_dir", "compile")
+    # Fields a resume may change on purpose (``--resume --set lr=1e-4``, listed in ``resume_sets``): the
+    # optimizer and its schedule continue from the recorded state at the new value.
+    RESUME_SETTABLE = ("lr", "min_lr", "weight_decay")
+    # Fields the command line owns (``--out``, ``--resume``, ``--overwrite``): ``--set`` of one is refused.
+    CLI_OWNED = {"out_dir": "--out DIR", "resume": "--resume", "overwrite": "--overwrite"}
+    # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
+    resume_sets = frozenset[str]()
 
     def checks(self) -> dict[str, Check]:
         """``{field: allowed values}``; a task's config adds its own."""
         return {
+            "dataset": Text("a dataset name"),
+            "data_dir": Maybe(Text("a folder or file", path=True)),
+            "out_dir": Maybe(RunFolder()),
+            "device": Text(DEVICE_HELP),
             "seed": Int(0, 2**63 - 1),
             "epochs": Int(1, 100_000),
             "batch_size": Int(1, 2**20),
@@ -87,8 +99,6 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks())
-        if not isinstance(self.device, str) or not self.device:
-            raise ConfigError(f"device must be one of {DEVICE_HELP}, got {self.device!r}")
         if self.resume and self.out_dir is None:
             raise ConfigError("resume needs the run folder to resume from: set out_dir (--out DIR)")
         if self.resume and self.overwrite:
@@ -109,6 +119,25 @@ class RunConfig:
         """The config with fields ``d``; unknown keys are refused, naming the known ones."""
         reject_unknown(d, field_names(cls), cls.__name__)
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class RunFolder(Check):
+    """A run folder's path (a string or ``os.PathLike``, stored as its string); an empty or blank name (an
+    unset shell variable) is refused as :func:`~vitlab.runs.rundir.check_out` refuses it."""
+
+    def describe(self) -> str:
+        return "a folder path (--out DIR)"
+
+    def __call__(self, name: str, value: Any) -> str:
+        from ..runs.rundir import check_out
+
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        check_out(value)
+        return value
 
 
 def field_names(cls: type) -> list[str]:

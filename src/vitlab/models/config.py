@@ -20,6 +20,7 @@ terabytes), estimated from the config before anything is allocated.
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, TypeVar
@@ -178,6 +179,95 @@ class Pair(Check):
             except ConfigError:
                 pass
         raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+
+
+@dataclass(frozen=True)
+class Text(Check):
+    """A non-empty string of at most ``max_len`` characters; ``what`` says what it names (a model, a path)."""
+
+    what: str = "text"
+    max_len: int = 4096
+    path: bool = False  # a file system path: an ``os.PathLike`` is taken too, stored as its string
+
+    def describe(self) -> str:
+        return f"a non-empty string ({self.what})"
+
+    def __call__(self, name: str, value: Any) -> str:
+        if self.path and isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str) or not value.strip() or len(value) > self.max_len:
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Fields(Check):
+    """A mapping of ``what``'s fields (e.g. ``DenseConfig``): its keys among ``known`` (an unknown key is
+    refused naming the known ones), each value checked by ``values`` (the ``checks`` of the config the fields
+    go to) where it names one; how the values relate is the config's to check when it is made. ``nested``
+    names the keys whose value is itself a mapping of fields (``{"vision": Fields(...)}``)."""
+
+    known: tuple[str, ...]
+    what: str
+    nested: tuple[tuple[str, Check], ...] = ()
+    open: bool = False  # any string key (the fields are not known yet)
+    values: Any = None  # {key: Check}: each value given checked now
+    prefix: bool = False  # a value's message names it ``NAME.KEY`` (a nested mapping), else ``KEY``
+
+    def describe(self) -> str:
+        return f"a mapping of {self.what} fields"
+
+    def __call__(self, name: str, value: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            example = f": e.g. {{{self.known[0]!r}: ...}}" if self.known else ""
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}{example}")
+        if self.open:
+            keys = sorted(repr(k) for k in value if not isinstance(k, str))
+            if keys:
+                raise ConfigError(f"{name} must be {self.describe()} (by name), got the key(s) {', '.join(keys)}")
+        else:
+            unknown = sorted(str(k) for k in value if k not in self.known)
+            if unknown:
+                raise ConfigError(f"{name}: unknown {self.what} option(s) {unknown}; known: {sorted(self.known)}")
+        checked = dict(value)
+        for key, check in self.nested:  # named as the field is set: ``vision.depth``
+            if key in checked and not _is_config(checked[key]):
+                checked[key] = check(key, checked[key])
+        for key, check in (self.values or {}).items():
+            if key in checked:
+                checked[key] = check(f"{name}.{key}" if self.prefix else key, checked[key])
+        return checked
+
+
+def _is_config(value: Any) -> bool:
+    """A config dataclass instance (already checked when it was made), not a mapping to check."""
+    return hasattr(value, "__dataclass_fields__")
+
+
+@dataclass(frozen=True)
+class Options(Check):
+    """A config dataclass ``cls`` (e.g. ``DataOptions``) or a mapping of its fields, made into ``cls`` so that
+    each value meets ``cls``'s own checks; a message names the field ``NAME.FIELD``."""
+
+    cls: type
+    what: str
+    null_ok: bool = False  # None stays None (the caller's defaults)
+
+    def describe(self) -> str:
+        return f"{'null or ' if self.null_ok else ''}a mapping of {self.what} fields"
+
+    def __call__(self, name: str, value: Any) -> Any:
+        if isinstance(value, self.cls) or (value is None and self.null_ok):
+            return value
+        known = tuple(f.name for f in fields(self.cls))
+        checked = Fields(known, self.what)(name, value)
+        try:
+            return self.cls(**checked)
+        except ConfigError as err:
+            text = str(err)
+            if text.startswith(f"{name}.") or not any(text.startswith(k) for k in known):
+                raise
+            raise ConfigError(f"{name}.{text}") from None
 
 
 def as_pair(value: int | tuple[int, int]) -> tuple[int, int]:

@@ -41,6 +41,8 @@ def describe_model(name: str) -> str:
 
 def get_config(name: str, **overrides: Any) -> Any:
     """The config registered under ``name`` with ``overrides`` applied (a fresh copy)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"model must be a registered model name (a string), got {name!r:.40}: see `vitlab models`")
     if name not in _REGISTRY:
         close = [n for n in _REGISTRY if name.split("-")[0] in n] or list_models()
         raise ConfigError(f"unknown model {name!r}; registered models include: {', '.join(close)}")

@@ -32,18 +32,21 @@ from ..data.captions import (
     parse_caption,
     tokenize,
 )
-from ..data.shapes import SHAPE_CLASSES
+from ..data.shapes import SHAPE_CLASSES, check_generated
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv
 from ..errors import ConfigError
 from ..models import create_model, get_config
 from ..models.clip import CLIPConfig, CLIPModel
-from ..models.config import MAX_SIDE, Check, Float, Int, OneOf, reject_unknown
+from ..models.config import MAX_SIDE, Check, Fields, Float, Int, OneOf, Text, shown
+from ..models.vit import ViTConfig
 from ..runs import DataConfig, RunDir
 from .contrastive import clip_loss, retrieval_metrics
 from .zeroshot import TEMPLATES, classify, embed_images, embed_texts
 
 CLIP_DATASETS = ("shapes",)
+VISION_FIELDS = Fields(tuple(f.name for f in fields(ViTConfig)), "vision", values=ViTConfig.checks, prefix=True)
+"""``model_overrides["vision"]``: fields of the image tower's ViTConfig, each in its range."""
 # CLIPConfig fields a run sets from its data, never from ``model_overrides``
 DERIVED = ("mean", "std")
 
@@ -81,13 +84,18 @@ class CLIPTrainConfig(RunConfig):
             "image_size": Int(16, MAX_SIDE),
             "plain": Float(0.0, 1.0),
             "negatives": Int(0, 16),
+            "model": Text("a registered CLIP model name, e.g. clip-shapes"),
+            "model_overrides": Fields(
+                tuple(f.name for f in fields(CLIPConfig) if f.name not in DERIVED),
+                "CLIP model",
+                nested=(("vision", VISION_FIELDS),),
+                values={k: v for k, v in CLIPConfig.checks.items() if k not in DERIVED},
+            ),
         }
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model_overrides, dict):
-            raise ConfigError(f"model_overrides must be a mapping of CLIPConfig fields, got {self.model_overrides!r}")
-        reject_unknown(self.model_overrides, {f.name for f in fields(CLIPConfig)} - set(DERIVED), "CLIP model")
         super().__post_init__()
+        check_generated("captioned shapes", self.count, self.image_size)
 
 
 @dataclass
@@ -238,7 +246,11 @@ def clip_train_config(options: dict[str, Any]) -> CLIPTrainConfig:
     ``{"epochs": 5, "embed_dim": 32, "vision": {"depth": 2}}``); ``model_overrides`` among them (a run's
     ``config.json``) is merged first."""
     own = {f.name for f in fields(CLIPTrainConfig)}
-    overrides = {**options.get("model_overrides", {}), **{k: v for k, v in options.items() if k not in own}}
+    given = {k: v for k, v in options.items() if k not in own}
+    base = options.get("model_overrides", {})
+    if given and not isinstance(base, dict):
+        raise ConfigError(f"model_overrides must be a mapping of CLIPConfig fields, got {shown(base)}")
+    overrides = {**base, **given} if given else base
     return CLIPTrainConfig(
         **{k: v for k, v in options.items() if k in own and k != "model_overrides"}, model_overrides=overrides
     )

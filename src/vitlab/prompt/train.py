@@ -20,11 +20,11 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, load_dense_dataset
+from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv
 from ..errors import ConfigError, DataError
-from ..models.config import MAX_SIDE, Check, Float, Int, OneOf, reject_unknown
+from ..models.config import MAX_SIDE, Check, Fields, Float, Int, OneOf, reject_unknown, shown
 from ..models.promptable import PromptableConfig, PromptableModel, box_prompt
 from ..runs import DataConfig, RunDir
 from .losses import mask_iou, promptable_loss
@@ -65,13 +65,14 @@ class PromptableTrainConfig(RunConfig):
             "prompts_per_image": Int(1, 1024),
             "box_prob": Float(0.0, 1.0),
             "box_jitter": Float(0.0, 1.0),
+            "model": Fields(
+                tuple(f.name for f in fields(PromptableConfig) if f.name not in DERIVED), "promptable model"
+            ),
         }
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, dict):
-            raise ConfigError(f"model must be a mapping of PromptableConfig fields, got {self.model!r}")
-        reject_unknown(self.model, set(f.name for f in fields(PromptableConfig)) - set(DERIVED), "promptable model")
         super().__post_init__()
+        check_generated("shapes", self.count, self.image_size)
 
 
 @dataclass
@@ -258,7 +259,12 @@ def promptable_train_config(options: dict[str, Any]) -> PromptableTrainConfig:
     """A :class:`PromptableTrainConfig` from flat options: its own fields, and the rest as model
     overrides (e.g. ``{"epochs": 5, "patch_size": 4}``); a ``model`` mapping among them (a run's
     ``config.json``) is flattened first."""
-    options = {**{k: v for k, v in options.items() if k != "model"}, **options.get("model", {})}
+    model = options.get("model", {})
+    if not isinstance(model, dict):
+        raise ConfigError(
+            f"model must be a mapping of PromptableConfig fields, got {shown(model)}: e.g. {{'patch_size': 4}}"
+        )
+    options = {**{k: v for k, v in options.items() if k != "model"}, **model}
     own = {f.name for f in fields(PromptableTrainConfig)} - {"model"}
     reject_unknown(options, own | set(f.name for f in fields(PromptableConfig)) - set(DERIVED), KIND)
     return PromptableTrainConfig(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,10 +26,11 @@ from torch import nn
 
 from ..data import DataSplits, load_dataset, normalize
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
+from ..engine.classify import ModelFields
 from ..engine.distributed import DistEnv, all_reduce_sum
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, as_pair, reject_unknown
+from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
 from ..models.vit import VisionTransformer
 from ..runs import DataConfig, RunDir
 from ..runs.layout import LAST, METRICS, SUMMARY
@@ -86,16 +87,15 @@ class PretrainConfig(RunConfig):
             "teacher_temp_epochs": Int(0, 100_000),
             "teacher_momentum": Float(0.0, 1.0),
             "centre_momentum": Float(0.0, 1.0),
+            "model": Text("a registered ViT name (see `vitlab models`)"),
+            "model_overrides": ModelFields(self.model),
+            "mae": Options(MAEConfig, "MAEConfig"),
         }
 
+    # ``vitlab pretrain mae|dino`` names the method.
+    CLI_OWNED = {**RunConfig.CLI_OWNED, "method": "vitlab pretrain mae|dino"}
+
     def __post_init__(self) -> None:
-        if isinstance(self.mae, dict):
-            reject_unknown(self.mae, (f.name for f in fields(MAEConfig)), "MAEConfig")
-            self.mae = MAEConfig(**self.mae)
-        if not isinstance(self.mae, MAEConfig):
-            raise ConfigError(f"mae must be an MAEConfig or a mapping of its fields, got {self.mae!r}")
-        if not isinstance(self.model_overrides, dict):
-            raise ConfigError(f"model_overrides must be a mapping of model fields, got {self.model_overrides!r}")
         super().__post_init__()
         if self.method == "dino" and self.ema_decay is not None:
             raise ConfigError(
