@@ -66,14 +66,17 @@ class DenseTrainConfig(RunConfig):
             "dataset": OneOf(DENSE_DATASETS),
             "count": Int(7, 10_000_000),
             "image_size": Int(1, MAX_SIDE),
-            "model": Fields(tuple(f.name for f in fields(DenseConfig) if f.name not in DERIVED), "dense model"),
+            "model": Fields(
+                tuple(f.name for f in fields(DenseConfig) if f.name not in DERIVED),
+                "dense model",
+                values={k: v for k, v in DenseConfig.checks.items() if k not in DERIVED},
+            ),
         }
 
     # ``vitlab train --task segment|detect`` names the task.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "task": "--task segment|detect"}
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_relations(self) -> None:
         if self.dataset == "shapes":
             check_generated("shapes", self.count, self.image_size)
         self.head = self.head or HEADS[self.task][0]

@@ -149,8 +149,7 @@ class TrainConfig(RunConfig):
     # ``--recipe NAME`` picks the recipe: ``--set recipe=`` would only relabel the run.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "recipe": "--recipe NAME"}
 
-    def __post_init__(self) -> None:
-        super().__post_init__()  # every field's type and range, in order (see checks)
+    def check_relations(self) -> None:
         if self.data is None:
             self.data = DataOptions()
         try:  # the overrides' values, checked now rather than when the data is loaded

@@ -103,12 +103,17 @@ class RunConfig:
             raise ConfigError("resume needs the run folder to resume from: set out_dir (--out DIR)")
         if self.resume and self.overwrite:
             raise ConfigError("resume and overwrite contradict each other: choose one")
+        self.check_relations()
         if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0 and self.time_limit_s is None:
             warnings.warn(
                 f"warmup_epochs={self.warmup_epochs:g} >= epochs={self.epochs}: the whole run is spent "
                 f"warming up the learning rate; lower --set warmup_epochs or raise --epochs",
                 stacklevel=3,
             )
+
+    def check_relations(self) -> None:
+        """A task's checks of how its fields relate (each field's own range is in :meth:`checks`), run
+        when the config is made, after every field is checked and before any warning."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (what ``config.json`` holds)."""

@@ -93,8 +93,7 @@ class CLIPTrainConfig(RunConfig):
             ),
         }
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_relations(self) -> None:
         check_generated("captioned shapes", self.count, self.image_size)
 
 

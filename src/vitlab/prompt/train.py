@@ -66,12 +66,13 @@ class PromptableTrainConfig(RunConfig):
             "box_prob": Float(0.0, 1.0),
             "box_jitter": Float(0.0, 1.0),
             "model": Fields(
-                tuple(f.name for f in fields(PromptableConfig) if f.name not in DERIVED), "promptable model"
+                tuple(f.name for f in fields(PromptableConfig) if f.name not in DERIVED),
+                "promptable model",
+                values={k: v for k, v in PromptableConfig.checks.items() if k not in DERIVED},
             ),
         }
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_relations(self) -> None:
         check_generated("shapes", self.count, self.image_size)
 
 

@@ -95,8 +95,7 @@ class PretrainConfig(RunConfig):
     # ``vitlab pretrain mae|dino`` names the method.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "method": "vitlab pretrain mae|dino"}
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_relations(self) -> None:
         if self.method == "dino" and self.ema_decay is not None:
             raise ConfigError(
                 "DINO's teacher is already a moving average of the student: leave ema_decay unset "
