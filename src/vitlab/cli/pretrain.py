@@ -68,7 +68,7 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
     config = PretrainConfig.from_dict(merged)
     if args.resume:  # what the resume applies on purpose (--set lr=...), see RunConfig.RESUME_SETTABLE
         said = {name for name in FIELDS if getattr(args, name) is not None} | set(parse_overrides(args.set))
-        config.resume_sets = frozenset(said & set(config.RESUME_SETTABLE))
+        config.allow_on_resume(said)
     return config
 
 

@@ -82,7 +82,7 @@ def on_purpose(config: Any, args: argparse.Namespace, fields: tuple[str, ...]) -
     option or ``--set`` gives, which the resumed run applies (``--resume --set lr=1e-4``) instead of refusing."""
     if args.resume:
         given = {name for name in fields if getattr(args, name, None) is not None} | set(parse_overrides(args.set))
-        config.resume_sets = frozenset(given & set(config.RESUME_SETTABLE))
+        config.allow_on_resume(given)
     return config
 
 

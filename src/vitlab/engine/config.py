@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
@@ -60,10 +61,10 @@ class RunConfig:
     compile: bool = False
 
     # Fields a resumed run may change: they do not affect the weights.
-    RESUME_FREE = ("resume", "overwrite", "device", "eval_every", "out_dir", "compile")
-    # Fields a resume may change on purpose (``--resume --set lr=1e-4``, listed in ``resume_sets``): the
+    RESUME_FREE = tuple[str, ...](("resume", "overwrite", "device", "eval_every", "out_dir", "compile"))
+    # Fields a resume may change on purpose (``--resume --set lr=1e-4``, see :meth:`allow_on_resume`): the
     # optimizer and its schedule continue from the recorded state at the new value.
-    RESUME_SETTABLE = ("lr", "min_lr", "weight_decay")
+    RESUME_SETTABLE = ("lr", "min_lr")
     # Fields the command line owns (``--out``, ``--resume``, ``--overwrite``): ``--set`` of one is refused.
     CLI_OWNED = {"out_dir": "--out DIR", "resume": "--resume", "overwrite": "--overwrite"}
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
@@ -110,6 +111,14 @@ class RunConfig:
                 f"warming up the learning rate; lower --set warmup_epochs or raise --epochs",
                 stacklevel=3,
             )
+
+    def allow_on_resume(self, names: Iterable[str]) -> None:
+        """Let this resume change the :data:`RESUME_SETTABLE` fields among ``names`` (the command line gives
+        them on purpose: ``--resume --set lr=1e-4``): the run continues from its recorded state with the new
+        value applied to the optimizer and its schedule, and ``config.json`` records it. Other fields that
+        differ from the recorded run are still refused."""
+        self.resume_sets = frozenset(names) & frozenset(self.RESUME_SETTABLE)
+        self.RESUME_FREE = (*type(self).RESUME_FREE, *sorted(self.resume_sets))
 
     def check_relations(self) -> None:
         """A task's checks of how its fields relate (each field's own range is in :meth:`checks`), run

@@ -115,6 +115,34 @@ def build_scheduler(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, rule)
 
 
+def retune_state(state: dict, lr: float, min_lr: float) -> None:
+    """Set a saved training state (``state.pt``: ``config``, ``optimizer``, ``scheduler``) to continue at peak
+    rate ``lr`` and floor ``min_lr`` instead of the recorded ones, in place: every parameter group's rate
+    (layer-wise scales kept) and the schedule's base rates scaled by ``lr / recorded lr``, the cosine floor
+    ``min_lr / lr``, each group's current rate recomputed at the recorded step. ``state["config"]`` is left
+    as recorded (it says what the run trained with so far)."""
+    recorded = state.get("config") or {}
+    old = recorded.get("lr")
+    optimizer, scheduler = state.get("optimizer"), state.get("scheduler")
+    if not isinstance(old, (int, float)) or old <= 0 or not isinstance(optimizer, dict):
+        return
+    if not isinstance(scheduler, dict):
+        return
+    ratio = lr / old
+    scheduler["base_lrs"] = [b * ratio for b in scheduler.get("base_lrs", [])]
+    rules = scheduler.get("lr_lambdas") or []
+    for rule in rules:
+        if isinstance(rule, dict) and "floor" in rule:
+            rule["floor"] = min_lr / lr if lr else 0.0
+    step, last = scheduler.get("last_epoch", 0), []
+    for i, (group, base) in enumerate(zip(optimizer.get("param_groups", []), scheduler["base_lrs"])):
+        rule = rules[i] if i < len(rules) and isinstance(rules[i], dict) else None
+        factor = WarmupCosine(**rule)(step) if rule is not None else group["lr"] / group.get("initial_lr", group["lr"])
+        group["initial_lr"], group["lr"] = base, base * factor
+        last.append(group["lr"])
+    scheduler["_last_lr"] = last
+
+
 class ModelEma:
     """An exponential moving average of a model's weights (buffers are copied).
 

@@ -121,6 +121,10 @@ class Found:
     unused: bool = False  # a marked run killed before it recorded its config: nothing but its marker and run.json
 
 
+RUN_ONLY = ("resume", "overwrite", "out_dir")
+"""Config fields that say how this process treats the folder, not how the run trains."""
+
+
 def note(message: str) -> None:
     """Say ``message`` on stderr (what vitlab did to a run folder on its own: recovery, repair)."""
     print(f"vitlab: {message}", file=sys.stderr, flush=True)
@@ -291,12 +295,17 @@ class RunDir:
         self._recover()
         if config is not None and (self.path / CONFIG).is_file():
             saved = read_json(self.path / CONFIG, "run config")
-            changed = config_changes(saved if isinstance(saved, dict) else {}, config, free)
+            saved = saved if isinstance(saved, dict) else {}
+            changed = config_changes(saved, config, free)
             if changed:
                 raise RunFolderError(
                     f"resuming {self.path} with different settings: {'; '.join(changed)}; "
                     f"use the run's settings or start a new run"
                 )
+            said = config_changes(saved, config, RUN_ONLY)  # fields the resume changes on purpose (free ones)
+            if said:
+                self.write_json(CONFIG, config)
+                note(f"{self.path}: resumed with {'; '.join(said)}; config.json records it")
         self.resumed = True
 
     def _clear(self, found: Found) -> None:
@@ -570,14 +579,27 @@ class RunDir:
         return (self.path / LAST / STATE).is_file()
 
     def load_state(self) -> dict[str, Any]:
-        """The training state saved by :meth:`save_state`, without unpickling arbitrary objects."""
+        """The training state saved by :meth:`save_state`, without unpickling arbitrary objects, set to
+        continue at the learning rate (and floor) ``config.json`` now records where a resume changed it on
+        purpose (``--resume --set lr=...``; see :func:`~vitlab.engine.optim.retune_state`). ``state["config"]``
+        stays what the run trained with, so a ``config.json`` edited by hand is still refused by the engine."""
         path = self.path / LAST / STATE
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises many types for a damaged file
             raise CheckpointError(
                 f"{path} cannot be read ({type(err).__name__}): the run cannot resume; start again with --overwrite"
             ) from err
+        recorded = state.get("config") if isinstance(state, dict) else None
+        now = read_json(self.path / CONFIG, "run config") if (self.path / CONFIG).is_file() else None
+        if isinstance(recorded, dict) and isinstance(now, dict):
+            lr, min_lr = now.get("lr"), now.get("min_lr")
+            wanted = (lr, min_lr) != (recorded.get("lr"), recorded.get("min_lr"))
+            if wanted and isinstance(lr, (int, float)) and isinstance(min_lr, (int, float)) and lr > 0:
+                from ..engine.optim import retune_state
+
+                retune_state(state, float(lr), float(min_lr))
+        return state
 
 
 def state_bytes(state: dict[str, Any]) -> bytes:
