@@ -31,6 +31,7 @@ import hashlib
 import json
 import pickle
 import struct
+import warnings
 import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -58,7 +59,7 @@ from ..models.registry import create_model as build_registered
 from ..ops.patches import _pair
 from .files import atomic_write
 from .hub import hub_checkpoint, is_hub_id
-from .layout import BEST, LAST, WEIGHTS
+from .layout import BEST, LAST, SUMMARY, WEIGHTS
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
 KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable", "clip")
@@ -332,7 +333,12 @@ def _json_value(meta: dict[str, str], key: str, path: Path) -> Any:
 
 def resolve_source(source: str | Path) -> Path:
     """The file (or Hugging Face folder) to read for ``source``: a file; a checkpoint folder; a run
-    folder's ``best/`` else ``last/`` checkpoint; a folder with ``config.json`` and weights (Hugging Face)."""
+    folder's ``best/`` else ``last/`` checkpoint; a folder with ``config.json`` and weights (Hugging Face).
+
+    A run folder falls back to ``last/`` only where that is the run's own answer: a run whose
+    ``summary.json`` says its test ran on ``best/`` while ``best/`` is missing is refused, naming what is
+    missing and the way out; a run without a summary (it did not finish) is read from ``last/`` with a
+    warning saying so."""
     path = Path(source)
     if not path.exists():
         raise CheckpointError(
@@ -342,14 +348,42 @@ def resolve_source(source: str | Path) -> Path:
         return path
     if _is_hf_folder(path):
         return path
-    for candidate in (path / WEIGHTS, path / BEST / WEIGHTS, path / LAST / WEIGHTS):
+    for candidate in (path / WEIGHTS, path / BEST / WEIGHTS):
         if candidate.is_file():
             return candidate
+    last = path / LAST / WEIGHTS
+    if last.is_file():
+        _check_fallback(path)
+        return last
     raise CheckpointError(
         f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
         f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
         f"model.safetensors)"
     )
+
+
+def _check_fallback(run: Path) -> None:
+    """Whether ``run/last/`` may stand for the run, which has no ``best/`` (see :func:`resolve_source`)."""
+    summary_path = run / SUMMARY
+    if not summary_path.is_file():
+        warnings.warn(
+            f"{run} has no {SUMMARY} (the run did not finish) and no {BEST}/: reading {LAST}/{WEIGHTS}, the last "
+            f"epoch's weights",
+            stacklevel=3,
+        )
+        return
+    try:
+        with open(summary_path, "rb") as f:
+            summary = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        summary = None
+    test_on = summary.get("test_on") if isinstance(summary, dict) else None
+    if isinstance(test_on, str) and f"{BEST}/" in test_on:
+        epoch = summary.get("best_epoch") if isinstance(summary, dict) else None
+        raise CheckpointError(
+            f"{run}: {SUMMARY} says the test ran on {BEST}/ (epoch {epoch}), but {BEST}/{WEIGHTS} is missing: "
+            f"resume the run (--resume) to write it again, or pass {run / LAST} to read the last epoch's weights"
+        )
 
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
