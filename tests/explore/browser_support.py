@@ -1,7 +1,9 @@
-"""What the explorer's browser tests share: Debian's Chromium driven by Playwright, the app served by uvicorn
-in a thread, a page at desktop or phone size that collects its JavaScript errors, and small helpers.
+"""What the explorer's browser tests share: Debian's Chromium driven by Playwright, a page at desktop or phone
+size that collects its JavaScript errors, and small helpers. The fixtures (the browser, the app served by
+uvicorn in a thread, a shared page) are in conftest.py.
 
-Imported by the browser test modules (``from browser_support import ...``); pytest finds the fixtures there.
+Imported by the browser test modules (``from browser_support import ...``), which this skips where Playwright
+or Chromium is missing.
 """
 
 import os
@@ -9,8 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from vitlab.explore import serve_in_background
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
 expect = sync_api.expect
@@ -37,29 +37,6 @@ SCREENS = {"desktop": {"width": 1400, "height": 1000}, "phone": {"width": 390, "
 START = "#tokens?ref=digits:0&reader=image"
 
 
-@pytest.fixture(scope="module")
-def server(app):
-    """The app served by uvicorn on a free loopback port, in a thread."""
-    with serve_in_background(app) as url:
-        yield url + "/"
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("VITLAB_EXPLORE_SCREENSHOTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
-
-
 def new_page(browser, url: str, screen: str = "desktop", scale: float = 1):
     """A fresh page of the explorer at ``url`` (the hash names the page and its settings), collecting
     JavaScript errors in ``page.errors``."""
@@ -71,13 +48,6 @@ def new_page(browser, url: str, screen: str = "desktop", scale: float = 1):
     page.goto(url)
     page.wait_for_selector("body[data-ready=true]")
     return page
-
-
-@pytest.fixture(scope="module")
-def browser_page(browser, server):
-    page = new_page(browser, server + START)
-    yield page
-    page.close()
 
 
 def open_page(page, name: str) -> None:

@@ -5,6 +5,7 @@ All are tiny (a few dozen images, one to three epochs, one CPU thread), written 
 trainers and report writer, so the explorer is tested against the files those commands write.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
-from vitlab.explore import ExploreConfig, create_app
+from vitlab.explore import ExploreConfig, create_app, serve_in_background
 from vitlab.prompt import PromptableTrainConfig, train_promptable
 from vitlab.tasks import train
 
@@ -125,3 +126,44 @@ def cnn_client(cnn_root: Path) -> TestClient:
     """The explorer on the CNN-only runs folder, as the page talks to it."""
     app = create_app(ExploreConfig(checkpoints=[cnn_root / "cnn"], runs=[cnn_root]))
     return TestClient(app, base_url="http://127.0.0.1", headers={"origin": "http://127.0.0.1"})
+
+
+# -- the browser tests' fixtures (their helpers are in browser_support.py) ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(app):
+    """The app served by uvicorn on a free loopback port, in a thread."""
+    with serve_in_background(app) as url:
+        yield url + "/"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: $VITLAB_EXPLORE_SCREENSHOTS (docs/screenshots refreshes the README's), else a
+    temporary folder."""
+    folder = os.environ.get("VITLAB_EXPLORE_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright (skipped where either is missing)."""
+    from browser_support import CHROMIUM, CHROMIUM_FLAGS, sync_api
+
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(browser, server):
+    """One page shared by a module's tests, started on the digits and the tokens of the image itself."""
+    from browser_support import START, new_page
+
+    page = new_page(browser, server + START)
+    yield page
+    page.close()

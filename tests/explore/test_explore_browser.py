@@ -19,17 +19,13 @@ from browser_support import (
     PAGES,
     SCREENS,
     SHAPES_SIDE,
-    browser,  # noqa: F401 - a fixture
-    browser_page,  # noqa: F401 - a fixture
     canvas_pixels,
     expect,
     highlight,
     new_page,
     open_page,
     read_the_image_itself,
-    server,  # noqa: F401 - a fixture
     settle,
-    shots,  # noqa: F401 - a fixture
 )
 from PIL import Image
 
@@ -352,19 +348,27 @@ def test_a_drawn_digit_is_read_and_shown_as_the_model_sees_it(browser, server):
     for y in range(15, 100, 5):  # a vertical stroke: a "1"
         page.mouse.move(box["x"] + 56, box["y"] + y)
     page.mouse.up()
-    expect(page.locator("#picker-current")).to_have_text(re.compile(r"^your drawing \(112×112"))
+    expect(page.locator("#picker-current")).to_have_text(re.compile(r"^your drawing \(112×112, greyscale"))
     page.wait_for_function("() => location.hash.includes('ref=upload')")
     settle(page, "#page-attention")
     expect(page.locator("#seen-steps")).to_contain_text("resized from 112×112 to 8×8")
+    assert "colour to grey" not in page.text_content("#seen-steps")  # the pad's drawing is grey already
     page.check("#attn-invert")  # black ink on white: far off
     settle(page, "#page-attention")
     expect(page.locator("#seen-warning")).to_be_visible()
     expect(page.locator("#seen-warning")).to_contain_text("far from the images the model was trained on")
+    expect(page.locator("#seen-warning")).to_contain_text("untick 'invert the image'")  # not "try" it: it is on
+    assert "try 'invert the image'" not in page.text_content("#seen-warning")
     assert page.errors == []
     page.close()
 
 
 def test_the_view_is_kept_in_the_url(browser, server):
+    exact = new_page(browser, server + "#attention?ref=digits:7&t=0.3")
+    settle(exact, "#page-attention")
+    assert exact.text_content("#attn-temperature-value") == "0.3"  # not the slider's nearest step, 0.302
+    assert exact.text_content("#attn-scale").endswith("temperature 0.3") and "t=0.3&" in exact.url + "&"
+    exact.close()
     page = new_page(browser, server + "#attention?ref=digits:7&query=5&head=1.2&t=0.501")
     settle(page, "#page-attention")
     assert page.text_content("#attn-query-caption").startswith("query: patch 5")

@@ -24,8 +24,17 @@ def test_serves_loopback_by_default_and_prints_the_address(runs_root, monkeypatc
     assert served["host"] == "127.0.0.1" and served["port"] == 8123
     out, err = capsys.readouterr()
     assert "http://127.0.0.1:8123/  " in out and "digits-vit" in out and "token" not in out + err
-    paths = {route.path for route in served["app"].routes}
-    assert {"/", "/api/tokens", "/api/attention", "/api/runs/{name}"} <= paths
+    paths = route_paths(served["app"].routes)
+    assert {"/", "/api/tokens", "/api/attention", "/api/forward", "/api/train", "/api/runs/{name}"} <= paths
+
+
+def route_paths(routes) -> set[str]:
+    """Every path the app serves, the routers it includes looked into (FastAPI keeps them as entries)."""
+    found: set[str] = set()
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        found |= route_paths(inner.routes) if inner is not None else {getattr(route, "path", "")}
+    return found
 
 
 def test_options_become_the_config(runs_root, tmp_path):

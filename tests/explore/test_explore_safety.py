@@ -64,10 +64,15 @@ def test_jpeg_and_greyscale_uploads_are_accepted_and_large_ones_shrunk(client):
     grey = Image.fromarray(np.full((600, 300), 128, dtype=np.uint8))
     answer = upload(client, encoded(grey, "JPEG"), "scan.jpg", "image/jpeg").json()
     assert (answer["channels"], answer["height"], answer["width"]) == (1, 224, 112)
-    photo = Image.fromarray(np.full((1800, 2400, 3), 200, dtype=np.uint8))  # decoded at 1/8 scale
+    colour = np.array([200, 120, 40], dtype=np.uint8)
+    photo = Image.fromarray(np.broadcast_to(colour, (1800, 2400, 3)).copy())  # decoded at 1/8 scale
     answer = upload(client, encoded(photo, "JPEG"), "photo.jpg", "image/jpeg").json()
     assert (answer["channels"], answer["height"], answer["width"]) == (3, 168, 224)
-    np.testing.assert_allclose(decode_array(answer["image"]), 200 / 255, atol=2 / 255)
+    np.testing.assert_allclose(
+        decode_array(answer["image"]), np.broadcast_to((colour / 255)[:, None, None], (3, 168, 224)), atol=3 / 255
+    )
+    grey_rgb = Image.fromarray(np.full((40, 40, 3), 90, dtype=np.uint8))  # a grey picture saved as RGB: read as grey
+    assert upload(client, encoded(grey_rgb, "PNG"), "canvas.png", "image/png").json()["channels"] == 1
 
 
 @pytest.mark.parametrize(

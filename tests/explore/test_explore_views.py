@@ -146,7 +146,8 @@ def test_what_the_model_sees_is_its_normalised_input(client):
     flipped = get(client, "/api/attention", model=0, ref="digits:3", invert="true")["seen"]
     inverse = normalize(1 - digits[3:4], info["normalisation"]["mean"], info["normalisation"]["std"])[0]
     assert np.allclose(decode_array(flipped["input"]), inverse.numpy(), atol=1e-6)
-    assert abs(flipped["mean"]) > OOD_MEAN and "try 'invert the image'" in flipped["out_of_domain"]
+    assert abs(flipped["mean"]) > OOD_MEAN and "untick 'invert the image'" in flipped["out_of_domain"]  # it is on
+    assert "try 'invert the image'" not in flipped["out_of_domain"]
     assert flipped["steps"][0].startswith("inverted")
 
 

@@ -24,6 +24,7 @@ from torch import nn
 from ..data import ImageDataset, normalize
 from ..explain.audit import curve_area, deletion_insertion, randomise_, ranking, spearman
 from ..explain.maps import gradient_map, num_prefix_tokens, occlusion_map, query_attention, rollout_map
+from ..explain.record import attention_weights
 from .arrays import encode_array
 from .images import RequestError, fit_image
 
@@ -98,7 +99,8 @@ def map_set(
     return {method: value.detach() for method, value in maps.items()}
 
 
-def _encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
+def encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Each map encoded with its value range."""
     return {
         method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
         for method, value in maps.items()
@@ -118,8 +120,6 @@ def randomised_view(
 ) -> dict[str, Any]:
     """The maps of the trained model (``trained``, computed once per image) and of ``random`` (the
     :func:`randomised_model`) for the trained model's predicted class, and each pair's rank correlation."""
-    from ..explain.record import attention_weights
-
     target = analysis.logits.argmax(-1)
     patch, grid = entry.map_patch, entry.grid
     weights = attention_weights(random, analysis.inputs)[1] if analysis.weights else []
@@ -131,8 +131,8 @@ def randomised_view(
         "model": entry.index,
         "query": query,
         "target": entry.classes[int(target)],
-        "trained": _encoded(trained),
-        "randomised": _encoded(noise),
+        "trained": encoded(trained),
+        "randomised": encoded(noise),
         "spearman": {m: (None if v != v else v) for m, v in rho.items()},  # NaN (a constant map) as null
         "randomised_prediction": {
             "class": entry.classes[int(random_probs.argmax())],

@@ -1,9 +1,9 @@
 """Training you can watch: a small classification run started from the Runs page, in a background thread.
 
 One run at a time (:class:`Trainer`), on :data:`THREADS` torch thread (the process's setting, restored
-afterwards), so the explorer keeps answering while it trains. It is an ordinary ``vitlab train`` run: :func:`vitlab.tasks.train`
-writes the run folder under the first runs root (checkpoints, ``metrics.jsonl``, ``summary.json``), so
-``vitlab evaluate`` and ``vitlab train --resume`` accept it and the Runs page lists it. A
+afterwards), so the explorer keeps answering while it trains. It is an ordinary ``vitlab train`` run:
+:func:`vitlab.tasks.train` writes the run folder under the first runs root (checkpoints, ``metrics.jsonl``,
+``summary.json``), so ``vitlab evaluate`` and ``vitlab train --resume`` accept it and the Runs page lists it. A
 :class:`WatchReporter` (a :class:`vitlab.engine.Reporter`) hears every step and epoch: it publishes
 them as events (the page reads them as a server-sent event stream), stops the run when it is
 cancelled, and after each epoch reads the checkpoint the engine has just written (``last/``) to take a

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ..limits import deletion_view, map_set, randomised_view, verdicts
+from ..limits import deletion_view, encoded, map_set, randomised_view, verdicts
 from ..views import parse_query, prediction, truth
 from . import Context
 
@@ -30,6 +30,22 @@ def router(ctx: Context) -> APIRouter:
     def judged(model: int, source: str) -> dict[str, Any]:
         entry, data = shelf.get(model), book.split(source)
         return shelf.memo(("verdicts", entry.index, source), lambda: verdicts(entry, data, source))
+
+    @api.get("/api/limits/maps")
+    def maps(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+        entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
+        with shelf.lock:
+            analysis = shelf.analyse(entry, picture)
+            predicted = prediction(entry, analysis.logits)
+            return {
+                "ref": ref,
+                "model": entry.index,
+                "grid": list(entry.grid),
+                "target": predicted["class"],
+                "maps": encoded(trained_maps(entry, analysis, parsed)),
+                "prediction": predicted,
+                "truth": truth(entry, picture, predicted["class"]),
+            }
 
     @api.get("/api/limits/randomised")
     def randomised(model: int, ref: str, query: str = "mean") -> dict[str, Any]:

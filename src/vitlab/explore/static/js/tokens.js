@@ -119,7 +119,7 @@ function readingWords(result) {
 }
 
 function draw(result) {
-  const picture = result.read_by ? result.fitted : view.image.image;
+  const picture = result.read_by ? result.fitted : result.picture;
   view.result = result;
   const [gh, gw] = result.grid;
   const n = result.tokens;
@@ -192,11 +192,12 @@ patch.on(light);
 
 function refresh() {
   if (!view.image) return;
-  const { ref } = view.image;
+  const { ref, image } = view.image;
   const reader = $("tokens-reader").value;
   const params = reader === "" ? { ref, patch: Number($("patch-slider").value) } : { ref, model: Number(reader) };
   run(async () => {
     const result = await getJSON("/api/tokens", params);
+    result.picture = image;             // the image this answer is of, whatever is chosen meanwhile
     if (result.read_by) {   // the fitted image the model reads: its patches, put back in place, are the pixels drawn
       result.fitted = fittedImage(decode(result.matrix), result);
     }
