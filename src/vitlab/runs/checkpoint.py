@@ -189,6 +189,20 @@ class Loaded:
     path: Path
     guessed: dict[str, str] = field(default_factory=dict)
 
+    def check_finite(self, purpose: str) -> None:
+        """Refuse, in one line, a model whose weights hold NaN or infinity: ``purpose`` (e.g. "scoring")
+        would give NaN figures or fail inside an optimizer."""
+        bad = [
+            name
+            for name, tensor in self.model.state_dict().items()
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        ]
+        if bad:
+            raise CheckpointError(
+                f"{self.path} holds non-finite weights (NaN or infinity in {len(bad)} tensor(s), e.g. {bad[0]}): "
+                f"{purpose} needs finite ones; use an earlier checkpoint or train again"
+            )
+
     def splits(
         self,
         dataset: str | None = None,

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset, normalize
+from ..errors import DataError
 from ..runs import checkpoint_data
 
 PROBES = ("linear", "knn")
@@ -48,7 +49,14 @@ def linear_probe(
     weight_decay: float = 1e-4,
     steps: int = 100,
 ) -> float:
-    """Accuracy on ``test`` of a softmax regression fitted on ``train`` features ``(N, D)``."""
+    """Accuracy on ``test`` of a softmax regression fitted on ``train`` features ``(N, D)``; fewer than two
+    training rows, or features that are not finite, are refused in one line (L-BFGS would fail on them)."""
+    if len(train_x) < 2:
+        raise DataError(
+            f"the linear probe standardises its {len(train_x)} training row(s) and needs at least 2: raise --rows"
+        )
+    if not bool(torch.isfinite(train_x).all()) or not bool(torch.isfinite(test_x).all()):
+        raise DataError("the model's features are not finite (NaN or infinity): the linear probe cannot fit them")
     mu, sigma = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
     xtr, xte = (train_x - mu) / sigma, (test_x - mu) / sigma
     linear = nn.Linear(xtr.shape[1], num_classes).to(xtr.device)
@@ -122,6 +130,7 @@ def probe_checkpoint(
 ) -> dict[str, Any]:
     """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = splits.in_memory(split, f"the {method} probe")
     acc = probe_model(

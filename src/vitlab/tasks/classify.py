@@ -293,6 +293,7 @@ def evaluate_checkpoint(
                     else "`vitlab evaluate` scores it with its own metrics"
                 )
             )
+        loaded.check_finite("temperature scaling" if temperature_scale else "scoring")
         splits = loaded.splits(dataset, data_dir, options=options)
         run_at_size(loaded.model, splits.image_shape[1:])
         data = getattr(splits, split)

@@ -8,6 +8,7 @@ model is that library's own eval pipeline; pixels in [0, 1], then ``(x - mean) /
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,21 @@ def image_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
+def output_names(classes: Sequence[str], outputs: int, path: Path | str) -> list[str]:
+    """A name for each of a model's ``outputs``: its checkpoint's class names, and the index of each output
+    the checkpoint does not name (said in a warning; a model with more outputs than names)."""
+    names = list(classes[:outputs]) if outputs else list(classes)
+    if len(names) < outputs:
+        if names:
+            warnings.warn(
+                f"{path} names {len(names)} classes but the model has {outputs} outputs: outputs "
+                f"{len(names)}..{outputs - 1} are shown by their index",
+                stacklevel=3,
+            )
+        names += [str(i) for i in range(len(names), outputs)]
+    return names
+
+
 @torch.no_grad()
 def classify_files(
     loaded: Loaded,
@@ -72,16 +88,17 @@ def classify_files(
     files = image_files(paths)
     device = next(model.parameters()).device
     mean, std = torch.tensor(data.mean, device=device), torch.tensor(data.std, device=device)
-    outputs: int = getattr(model.config, "num_classes", 0)
-    classes = data.classes or [str(i) for i in range(outputs)]
-    k = min(top_k, len(classes))
+    outputs: int = getattr(getattr(model, "config", None), "num_classes", 0)
+    classes = output_names(data.classes, outputs, loaded.path)
     results = []
     for start in range(0, len(files), batch_size):
         chunk = files[start : start + batch_size]
         pixels = torch.stack([preprocess.eval_image(decode_image(f)) for f in chunk])
         images = pixels.to(device).float() / 255
         probs = model(normalize(images, mean, std)).float().softmax(dim=-1)
-        values, indices = probs.topk(k, dim=-1)
+        if len(classes) < probs.shape[-1]:  # a model whose config does not say its outputs
+            classes = output_names(classes, probs.shape[-1], loaded.path)
+        values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
         for f, vals, idx in zip(chunk, values.tolist(), indices.tolist()):
             results.append(Prediction(f, [(classes[i], v) for i, v in zip(idx, vals)]))
     return results
