@@ -16,6 +16,7 @@ gives for every 8-bit file (timm's and torchvision's loaders).
 from __future__ import annotations
 
 import io
+import re
 import struct
 import warnings
 import zlib
@@ -48,12 +49,15 @@ _DECODE_ERRORS = (
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 
 
-def decode_image(source: str | Path | bytes, name: str | None = None, max_pixels: int = MAX_PIXELS) -> Image.Image:
+def decode_image(
+    source: str | Path | bytes, name: str | None = None, max_pixels: int = MAX_PIXELS, normalise: bool = True
+) -> Image.Image:
     """A file (path) or its ``bytes`` -> the decoded PIL image, in a mode that ``convert`` maps correctly.
 
     ``name`` is what errors call the image (default: the path). Raises :class:`DataError` naming it when it
     cannot be read as an image or holds more than ``max_pixels`` pixels (checked from the header, before
-    any pixel is decoded). See the module docstring for the modes normalised.
+    any pixel is decoded). See the module docstring for the modes normalised; ``normalise=False`` returns
+    the mode as decoded (a label mask, whose values are ids, not intensities).
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         label = name or "image bytes"
@@ -74,9 +78,13 @@ def decode_image(source: str | Path | bytes, name: str | None = None, max_pixels
                         f"{max_pixels:,}; shrink the image first"
                     )
                 opened.load()
-                return _normalise_mode(opened)
+                return _normalise_mode(opened) if normalise else opened
     except DataError:
         raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:  # PIL's own check came first
+        found = re.search(r"\((\d+) pixels\)", str(err))
+        pixels = f"{int(found.group(1)):,} pixels" if found else "its pixel count"
+        raise DataError(f"{label}: {pixels} is over the limit of {max_pixels:,}; shrink the image first") from err
     except _DECODE_ERRORS as err:
         raise DataError(f"{label}: unreadable image ({type(err).__name__}: {err}); fix or remove the file") from err
 

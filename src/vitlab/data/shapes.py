@@ -246,12 +246,15 @@ def load_shapes_splits(count: int = SHAPES_COUNT, image_size: int = 64, seed: in
 
 
 def _read_rgb(path: Path, size: int) -> tuple[torch.Tensor, float, float]:
-    """An image file -> ``(3, size, size)`` in [0, 1] and the x, y scale factors applied."""
+    """An image file (through :func:`~vitlab.data.image.decode_image`: 16-bit scaled, a pixel budget checked
+    from the header) -> ``(3, size, size)`` in [0, 1] and the x, y scale factors applied."""
     from PIL import Image
 
-    with Image.open(path) as im:
-        w, h = im.size
-        arr = np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
+    from .image import decode_image
+
+    im = decode_image(path)
+    w, h = im.size
+    arr = np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
     return torch.from_numpy(arr).permute(2, 0, 1), size / w, size / h
 
 
@@ -264,6 +267,8 @@ def load_mask_folder(
     ``class1..classK`` for the largest id found).
     """
     from PIL import Image
+
+    from .image import decode_image
 
     root = Path(data_dir)
     pairs = [
@@ -280,9 +285,9 @@ def load_mask_folder(
     images, masks = [], []
     for img_path, mask_path in pairs:
         images.append(_read_rgb(img_path, image_size)[0])
-        with Image.open(mask_path) as m:
-            mask_image = m.convert("L").resize((image_size, image_size), Image.Resampling.NEAREST)
-            masks.append(np.asarray(mask_image, np.int64))
+        ids = decode_image(mask_path, normalise=False)  # class ids, not intensities: never rescaled
+        mask_image = ids.convert("L").resize((image_size, image_size), Image.Resampling.NEAREST)
+        masks.append(np.asarray(mask_image, np.int64))
     mask = torch.from_numpy(np.stack(masks))
     k = int(mask.max())
     classes = tuple(classes) if classes is not None else tuple(f"class{c}" for c in range(1, k + 1))

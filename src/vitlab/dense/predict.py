@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torchvision.ops import box_convert
 
+from ..data.image import decode_image
 from ..device import resolve_device
 from ..errors import CheckpointError
 from ..models.dense import DenseModel
@@ -125,10 +126,10 @@ def predict_file(
     loaded = dense_checkpoint(checkpoint, device)
     model = cast(DenseModel, loaded.model)  # dense_checkpoint admits only dense kinds
     size = model.config.img_size
-    with Image.open(image) as im:
-        x = torch.from_numpy(
-            np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
-        ).permute(2, 0, 1)[None]
+    im = decode_image(image)  # the one image door: a pixel budget from the header, 16-bit scaled
+    x = torch.from_numpy(
+        np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
+    ).permute(2, 0, 1)[None]
     classes = tuple(loaded.data.classes)
     if model.config.task == "segment":
         pil = overlay(x[0], mask=predict_masks(model, x)[0], classes=classes)

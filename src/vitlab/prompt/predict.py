@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.image import decode_image
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError
 from ..models.promptable import FOREGROUND, PADDING, PromptableModel, box_prompt
@@ -126,12 +127,11 @@ def predict_file(
 ) -> tuple[Path, float]:
     """Segment one image file (prompts in its own pixels) with a ``promptable`` checkpoint; write the
     overlay of the best mask to ``out``; returns the path and the mask's predicted IoU."""
-    from PIL import Image
 
     loaded = promptable_checkpoint(checkpoint, device)
     model = cast(PromptableModel, loaded.model)  # promptable_checkpoint admits only this kind
-    with Image.open(image) as im:
-        x = torch.from_numpy(np.asarray(im.convert("RGB"), np.float32) / 255).permute(2, 0, 1)
+    im = decode_image(image)  # the one image door: a pixel budget from the header, 16-bit scaled
+    x = torch.from_numpy(np.asarray(im.convert("RGB"), np.float32) / 255).permute(2, 0, 1)
     masks, ious = segment(model, x, points, labels, box)
     xy, lab = prompt_tensors(points, labels, None) if points is not None else (None, None)
     pil = overlay_prompt(x, masks[0], xy, lab, box)
