@@ -13,8 +13,35 @@ from . import parse_overrides
 TEXTBOOK_TOTALS = {"vit-seed": "the total the textbook prints for its Keras version of this model"}
 
 
+BUILD_LIMIT_GIB = 4.0
+"""The default of ``--max-gib``: the most memory (GiB, fp32 weights and fixed tables) `vitlab params` builds a
+model in to count it; a larger model is refused before anything is allocated, naming its estimate."""
+
+
+def check_build_size(name: str, overrides: dict, limit_gib: float) -> None:
+    """Refuse, before building, a model whose estimated weights and fixed tables (``approx_params`` of its
+    config, 4 bytes each) are over ``limit_gib`` GiB, naming the estimate and the limit."""
+    from ..errors import ConfigError
+    from ..models import get_config
+
+    if not limit_gib > 0:
+        raise ConfigError(f"--max-gib must be a positive number of GiB, got {limit_gib}")
+    params = getattr(get_config(name, **overrides), "approx_params", None)
+    if params is None:
+        return
+    gib = 4 * params / 2**30
+    if gib > limit_gib:
+        said = ", ".join(f"{k}={v}" for k, v in overrides.items())
+        raise ConfigError(
+            f"{name}{f' with {said}' if said else ''} has about {params:,} parameters (position tables included), "
+            f"{gib:,.1f} GiB at fp32: `vitlab params` builds the model to count it and builds at most "
+            f"{limit_gib:g} GiB (--max-gib); raise --max-gib if this machine has the memory, or lower the sizes"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.set)
+    check_build_size(args.model, overrides, args.max_gib)
     model = create_model(args.model, **overrides)
     rows = parameter_table(model)
     total, trainable = count_params(model, trainable_only=False), count_params(model)
@@ -61,5 +88,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set depth=4 (repeatable)",
+    )
+    p.add_argument(
+        "--max-gib",
+        type=float,
+        default=BUILD_LIMIT_GIB,
+        metavar="GIB",
+        help=f"build no model estimated above this many GiB of weights and tables (default {BUILD_LIMIT_GIB:g})",
     )
     p.set_defaults(func=run)
