@@ -13,8 +13,10 @@ seeded stratified order of *all* images (:func:`stratified_order`): stratified, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -61,6 +63,10 @@ class ImageDataset:
         index = torch.as_tensor(np.asarray(index), dtype=torch.long)
         return ImageDataset(self.images[index], self.labels[index], self.classes)
 
+    def relabeled(self, index_map: np.ndarray, classes: Sequence[str]) -> ImageDataset:
+        """The same images, label ``i`` becoming ``index_map[i]`` of ``classes``."""
+        return ImageDataset(self.images, torch.as_tensor(index_map, dtype=torch.long)[self.labels], list(classes))
+
 
 @dataclass
 class DataSplits:
@@ -91,6 +97,10 @@ class DataSplits:
     split_rule: str = ""
     loader: str = "memory"
     loader_reason: str = ""
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    """``{split: SHA-256}`` of what each split holds (image files: ``Records.fingerprint``, the sorted file
+    names with their class names; tensor datasets: the split's indices and labels), for a checkpoint to
+    record and an evaluation to compare."""
 
     def __post_init__(self) -> None:
         if self.normalization not in NORMALIZATIONS:
@@ -126,6 +136,45 @@ class DataSplits:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         return self.train.image_shape
+
+    def parts(self) -> dict[str, ImageDataset | StreamDataset]:
+        """``{"train", "val", "test"}``: the splits there are."""
+        return {k: v for k, v in (("train", self.train), ("val", self.val), ("test", self.test)) if v is not None}
+
+    def missing_classes(self) -> dict[str, list[str]]:
+        """``{split: the class names it holds no image of}``, for each split that misses one (a class of two
+        images leaves the test split without it)."""
+        classes = list(self.train.classes)
+        missing = {}
+        for part, data in self.parts().items():
+            present = set(torch.as_tensor(data.labels).unique().tolist())
+            names = [name for i, name in enumerate(classes) if i not in present]
+            if names:
+                missing[part] = names
+        return missing
+
+    def identity(self) -> dict[str, dict[str, Any]]:
+        """What a checkpoint records of each split: ``{split: {"images", "fingerprint", "missing_classes"}}``."""
+        missing = self.missing_classes()
+        return {
+            part: {
+                "images": len(data),
+                "fingerprint": self.fingerprints.get(part),
+                "missing_classes": missing.get(part, []),
+            }
+            for part, data in self.parts().items()
+        }
+
+    def relabeled(self, classes: Sequence[str]) -> DataSplits:
+        """These splits with every label mapped by class name into ``classes`` (a model's, holding every class
+        name of these splits, in any order): the labels then index ``classes``."""
+        own = list(self.train.classes)
+        index_map = np.array([list(classes).index(name) for name in own], dtype=np.int64)
+
+        def mapped(data: ImageDataset | StreamDataset | None) -> Any:
+            return None if data is None else data.relabeled(index_map, classes)
+
+        return replace(self, train=mapped(self.train), val=mapped(self.val), test=mapped(self.test))
 
 
 def channel_statistics(images: torch.Tensor, normalization: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -221,6 +270,15 @@ def make_splits(
         rank[stratified_order(labels, seed)] = np.arange(len(labels))
         pool = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
     test = source.test if source.test is not None else (data.subset(parts[2]) if len(parts) > 2 else None)
+    fingerprints = {
+        "train": index_fingerprint(pool, labels[pool]),
+        "val": index_fingerprint(parts[1], labels[parts[1]]),
+    }
+    if source.test is not None:
+        official = source.test.labels.numpy()
+        fingerprints["test"] = index_fingerprint(np.arange(len(official)), official, "official test")
+    elif len(parts) > 2:
+        fingerprints["test"] = index_fingerprint(parts[2], labels[parts[2]])
     return DataSplits(
         name,
         data.subset(pool),
@@ -230,7 +288,16 @@ def make_splits(
         normalization=normalization,
         source=source.origin,
         split_rule=split_rule(source, seed, rows),
+        fingerprints=fingerprints,
     )
+
+
+def index_fingerprint(index: np.ndarray, labels: np.ndarray, what: str = "") -> str:
+    """SHA-256 (hex) of a tensor dataset's split: which images (``index`` into the source) with which labels."""
+    digest = hashlib.sha256(what.encode())
+    digest.update(np.ascontiguousarray(index, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
+    return digest.hexdigest()
 
 
 def split_rule(source: Source, seed: int, rows: int | None) -> str:

@@ -281,6 +281,7 @@ def _load_photos(
         split_rule=rule,
         loader=chosen,
         loader_reason=reason,
+        fingerprints={k: part.fingerprint() for k, part in zip(("train", "val", "test"), parts) if part is not None},
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -142,6 +143,11 @@ class StreamDataset(Dataset):
     def subset(self, index: np.ndarray | Sequence[int] | torch.Tensor) -> StreamDataset:
         """The same stream over ``records.subset(index)``."""
         return self._replace(records=self.records.subset(np.asarray(index)))
+
+    def relabeled(self, index_map: np.ndarray, classes: Sequence[str]) -> StreamDataset:
+        """The same stream, label ``i`` becoming ``index_map[i]`` of ``classes``."""
+        records = replace(self.records, labels=np.asarray(index_map)[self.records.labels], classes=list(classes))
+        return self._replace(records=records)
 
     def augmented(self, train: bool = True, **fields: Any) -> StreamDataset:
         """A copy that augments (``train=True``) or not, with ``hflip``/``scale``/``ratio`` overridden."""
