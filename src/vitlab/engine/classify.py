@@ -431,5 +431,6 @@ class ClassificationTask(Task):
             "data_dir": None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir)),
             "seed": cfg.seed,
             "rows": cfg.rows,
+            "splits": self.splits.identity(),
             **({k: getattr(self.preprocess, k) for k in GEOMETRY} if self.preprocess is not None else {}),
         }

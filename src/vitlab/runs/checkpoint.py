@@ -71,7 +71,9 @@ MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoin
 class DataConfig:
     """What a model needs from its input: images ``(B, in_chans, *image_size)`` in [0, 1], then
     ``(x - mean) / std`` per channel; ``classes`` name the outputs. ``dataset`` / ``data_dir`` /
-    ``seed`` / ``rows`` say where the training data came from (to rebuild its splits). ``crop_pct``,
+    ``seed`` / ``rows`` say where the training data came from (to rebuild its splits); ``splits`` what each
+    split held (``{split: {"images", "fingerprint", "missing_classes"}}``, see
+    :meth:`~vitlab.data.DataSplits.identity`; empty in files written before it). ``crop_pct``,
     ``crop_mode``, ``interpolation``, ``resize_backend`` and ``crop_rounding`` say how a photo is resized
     and cropped to ``image_size`` (:meth:`preprocess`); their defaults are vitlab's first pipeline (a
     bilinear resize of the whole image to the square), which files written without them used."""
@@ -91,6 +93,7 @@ class DataConfig:
     interpolation: str = "bilinear"
     resize_backend: str = "pil"
     crop_rounding: str = "round"
+    splits: dict[str, Any] = field(default_factory=dict)
 
     def preprocess(self) -> Preprocess:
         """How one decoded image becomes this model's input (uint8; normalise with ``mean`` / ``std``)."""
@@ -139,6 +142,7 @@ class DataConfig:
                 "mean": tuple(d.get("mean", ())),
                 "std": tuple(d.get("std", ())),
                 "classes": list(d.get("classes", [])),
+                "splits": d.get("splits") if isinstance(d.get("splits"), dict) else {},
             }
         )
 
@@ -235,7 +239,7 @@ class Loaded:
             splits = load_dataset(name, where, preprocess=preprocess, **common)
             if preprocess.mean is not None and preprocess.std is not None:
                 splits = replace(splits, mean=tuple(preprocess.mean), std=tuple(preprocess.std))
-            return splits
+            return self._identified(splits, same, common["rows"])
         if options.loader == "stream" or options.sets_size:
             raise CheckpointError(
                 f"{name} is a tensor dataset read at its own size; --image-size and the loader are for image files "
@@ -244,6 +248,49 @@ class Loaded:
         splits = load_dataset(name, where, **common)
         if same and data.mean:
             splits = replace(splits, mean=tuple(data.mean), std=tuple(data.std))
+        return self._identified(splits, same, common["rows"])
+
+    def _identified(self, splits: DataSplits, same: bool, rows: int | None) -> DataSplits:
+        """``splits`` checked against what the model was trained on. Class names: the data's must be the
+        model's (a model that names its outputs only by index aside); the same names in another order, or some
+        of them, are mapped by name (said in a warning); a class the model does not know is refused. Splits:
+        a split of the training dataset whose fingerprint differs from the recorded one (files added, removed or
+        relabelled since training) is said in a warning."""
+        model, have = list(self.data.classes), list(splits.train.classes)
+        if model and have != model and model != [str(i) for i in range(len(model))]:
+            unknown = [c for c in have if c not in model]
+            if unknown:
+                raise CheckpointError(
+                    f"{self.path} was trained on the classes {_few(model)}, but {splits.name} has {_few(have)}: "
+                    f"{_few(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the model's; use data of "
+                    f"the model's own classes"
+                )
+            how = (
+                "the model's in another order"
+                if len(have) == len(model)
+                else f"{len(have)} of the model's {len(model)}"
+            )
+            warnings.warn(
+                f"{splits.name}'s classes {_few(have)} are {how}: matched by name, each label read as the model's "
+                f"output of the same name",
+                stacklevel=3,
+            )
+            splits = splits.relabeled(model)
+        recorded = self.data.splits if same else {}
+        changed = [
+            part
+            for part, fingerprint in splits.fingerprints.items()
+            if (part != "train" or rows == self.data.rows)
+            and isinstance(recorded.get(part), dict)
+            and recorded[part].get("fingerprint") not in (None, fingerprint)
+        ]
+        if changed:
+            warnings.warn(
+                f"{splits.name}: the {' and '.join(changed)} split{'s' * (len(changed) > 1)} differ from what "
+                f"{self.path} was trained with (images added, removed or relabelled since): a held-out split may now "
+                f"hold training images, so its figures are not the run's",
+                stacklevel=3,
+            )
         return splits
 
 
@@ -374,6 +421,12 @@ def resolve_source(source: str | Path) -> Path:
         f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
         f"model.safetensors)"
     )
+
+
+def _few(names: Sequence[str], limit: int = 6) -> str:
+    """``(a, b, c)``, or the first ``limit`` names and how many more."""
+    shown = ", ".join(map(str, names[:limit]))
+    return f"({shown}{f', ... {len(names) - limit} more' if len(names) > limit else ''})"
 
 
 def _check_fallback(run: Path) -> None:

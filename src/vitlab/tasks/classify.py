@@ -9,11 +9,13 @@ distillation token when there is a ``teacher``), opens the run folder, and hands
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -149,6 +151,52 @@ def resize_splits(splits: DataSplits, size: int | tuple[int, int]) -> DataSplits
     return replace(splits, train=resized("train"), val=resized("val"), test=test)
 
 
+def warn_missing_classes(splits: DataSplits, only: str | None = None) -> None:
+    """Say on stderr (a warning) which split holds no image of which class: its figures leave that class out
+    (a class of two images cannot reach all three splits). The checkpoint's data config records it too."""
+    for part, names in splits.missing_classes().items():
+        if only in (None, part):
+            warnings.warn(
+                f"{splits.name}: the {part} split holds no image of {len(names)} class(es) "
+                f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}): its figures leave them out"
+                + ("; give every class at least 3 images (one for each split)" if only is None else ""),
+                stacklevel=2,
+            )
+
+
+class Reordered(nn.Module):
+    """A classifier whose outputs are reordered: output ``j`` is ``model``'s output ``index[j]`` (a teacher's
+    classes matched by name to the student's)."""
+
+    def __init__(self, model: nn.Module, index: list[int]) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("index", torch.tensor(index, dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x).index_select(-1, self.index)
+
+
+def teacher_by_name(loaded: Loaded, splits: DataSplits, source: str) -> nn.Module:
+    """The teacher's model, its outputs in the order of the data's classes: the same names in another order
+    are matched by name (said in a warning); other names are refused. A teacher that names its outputs only by
+    index is taken as it is."""
+    names, have = list(loaded.data.classes), list(splits.train.classes)
+    if not names or names == have or names == [str(i) for i in range(len(names))]:
+        return loaded.model
+    if sorted(names) != sorted(have):
+        raise CheckpointError(
+            f"teacher {source} was trained on the classes ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}) "
+            f"but {splits.name} has ({', '.join(have[:6])}{', ...' if len(have) > 6 else ''}): distil from a "
+            f"classifier of this dataset's classes"
+        )
+    warnings.warn(
+        f"teacher {source} names the classes of {splits.name} in another order: its outputs are matched by name",
+        stacklevel=2,
+    )
+    return Reordered(loaded.model, [names.index(name) for name in have])
+
+
 def load_teacher(source: str) -> Loaded:
     """The teacher checkpoint at ``source``. Options such as ``--set num_heads=N`` describe the
     student, so a foreign file that needs them to load is refused with the way to describe it: write
@@ -202,7 +250,7 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
                 f"teacher {config.teacher} has {outputs} outputs but {splits.name} has "
                 f"{splits.num_classes} classes: distil from a classifier of this dataset"
             )
-        teacher = loaded.model
+        teacher = teacher_by_name(loaded, splits, config.teacher)
         distilled = replace(config, model_overrides={**config.model_overrides, "distill_token": True})
         model = build_model(distilled, splits, init_config)
     if config.init is not None:
@@ -227,6 +275,7 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
             reporter.note(f"{splits.name}: {describe_reading(splits, preprocess)}")
     if len(splits.val) == 0:
         raise DataError(f"{splits.name} has an empty validation split: use more images per class")
+    warn_missing_classes(splits)
     seed_everything(config.seed)  # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
@@ -301,6 +350,7 @@ def evaluate_checkpoint(
             raise DataError(
                 f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): use --split val"
             )
+        warn_missing_classes(splits, only=split)
         outputs = getattr(loaded.model.config, "num_classes", len(data.classes))
         if len(data.classes) != outputs:
             raise DataError(
