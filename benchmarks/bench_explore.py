@@ -162,11 +162,20 @@ def interactions(runs: list[str], prompt: str | None, uploaded: str) -> dict[str
                 "image": "false",
             },
         ),
-        "forward: another image": ("/api/forward", lambda i: {"model": 0, "ref": f"digits:{300 + i}", "query": 5}),
+        "forward: another image": (
+            "/api/forward",
+            lambda i: {"model": 0, "ref": f"digits:{(120 + 3 * i) % 260}", "query": 5},
+        ),
     }
     limits = {
-        "attention: layer by layer, new image": ("/api/layers", lambda i: {"model": 0, "ref": f"digits:{250 + i}"}),
-        "limits: maps of a new image": ("/api/limits/maps", lambda i: {"model": 0, "ref": f"digits:{150 + i}"}),
+        "attention: layer by layer, new image": (
+            "/api/layers",
+            lambda i: {"model": 0, "ref": f"digits:{(130 + 3 * i) % 260}"},
+        ),
+        "limits: maps of a new image": (
+            "/api/limits/maps",
+            lambda i: {"model": 0, "ref": f"digits:{(140 + 3 * i) % 260}"},
+        ),
         "limits: random weights' maps, new image": (
             "/api/limits/randomised",
             lambda i: {"model": 0, "ref": f"digits:{100 + i}"},

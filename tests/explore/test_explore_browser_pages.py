@@ -168,7 +168,7 @@ def train_server(runs_root, tmp_path):
         yield url + "/", root
 
 
-def test_a_training_started_on_the_runs_page_streams_and_ends_as_a_run_folder(browser, train_server, capsys):
+def test_a_training_started_on_the_runs_page_streams_and_ends_as_a_run_folder(browser, train_server, shots, capsys):
     url, root = train_server
     page = new_page(browser, url + "#runs")
     page.wait_for_selector("#train-form")
@@ -180,6 +180,8 @@ def test_a_training_started_on_the_runs_page_streams_and_ends_as_a_run_folder(br
     expect(page.locator("#train-status")).to_have_text(re.compile("^done: 2 epochs in"))
     assert page.get_attribute("#train-epoch", "max") == "2"
     assert page.locator("#train-legend button.series").count() >= 3  # running loss, per-epoch loss and accuracy
+    settle(page, "#train-snapshot")
+    page.locator("#train-panel").screenshot(path=shots / "training-desktop.png")
     page.locator("#train-epoch").fill("0")
     settle(page, "#train-snapshot")
     expect(page.locator("#train-facts")).to_contain_text("0: the seeded weights before any step")

@@ -73,6 +73,7 @@ from .training import Trainer
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
 MIN_TOKEN = 16  # characters of a token given by the caller
 PAGES = (pages, tokens, attention, forward, limits, mechanics, cost, runs, train, segment)
+FIRST_SOURCES = ("fashion-mnist",)  # the Tokens page starts on the texts' images when they are found
 
 
 @dataclass
@@ -117,10 +118,13 @@ class ExploreConfig:
 
 def create_app(config: ExploreConfig | None = None) -> FastAPI:
     """The explorer for ``config``. Checkpoints are loaded (and warmed up) now, so a bad one fails
-    here; the first sample source is loaded too, so the first page opens quickly."""
+    here; the first pages' sample sources are loaded too (the texts' Fashion-MNIST where it is found,
+    and the first available), so the first page opens quickly."""
     config = config or ExploreConfig()
     book = ImageBook(config.data_dir, config.upload_limit, config.max_side, config.max_pixels)
-    book.split(next(s["name"] for s in book.sources() if s["available"]))  # the first page's samples, ready
+    available = [s["name"] for s in book.sources() if s["available"]]
+    for source in dict.fromkeys([*(name for name in FIRST_SOURCES if name in available), available[0]]):
+        book.split(source)  # the first pages' samples, ready
     shelf = ModelShelf(config.checkpoints)
     run_shelf = RunShelf(config.runs)
     # watched trainings are written into the first root that holds runs (not one that is a run itself)

@@ -8,7 +8,7 @@ how fast each map's patches destroy the prediction.
   ``--audit`` sanity check of Adebayo et al. 2018), beside the trained model's, with their Spearman rank
   correlation (:func:`vitlab.explain.audit.spearman`). A map that barely changes shows the image, not
   the model.
-- :func:`deletion_view`: deletion curves (:func:`vitlab.explain.audit.deletion_insertion`): the
+- :func:`deletion_view`: deletion curves (as :func:`vitlab.explain.audit.deletion_insertion` draws them): the
   probability of the predicted class as the patches are set to the mean image, most important first
   by each map (attention, rollout, gradient, occlusion), and by random orders; the area under each.
 """
@@ -22,8 +22,15 @@ import torch
 from torch import nn
 
 from ..data import ImageDataset, normalize
-from ..explain.audit import curve_area, deletion_insertion, randomise_, ranking, spearman
-from ..explain.maps import gradient_map, num_prefix_tokens, occlusion_map, query_attention, rollout_map
+from ..explain.audit import curve_area, randomise_, ranking, spearman, step_counts
+from ..explain.maps import (
+    gradient_map,
+    masked_probs,
+    num_prefix_tokens,
+    occlusion_map,
+    query_attention,
+    rollout_map,
+)
 from ..explain.record import attention_weights
 from .arrays import encode_array
 from .images import RequestError, fit_image
@@ -141,21 +148,32 @@ def randomised_view(
     }
 
 
+def deletion_curves(
+    model: nn.Module, inputs: torch.Tensor, orders: torch.Tensor, target: torch.Tensor, patch: int
+) -> torch.Tensor:
+    """The deletion half of :func:`vitlab.explain.audit.deletion_insertion` for one input ``(1, C, H, W)`` and
+    many patch orders ``(M, N)``, in one batch: ``(M, N + 1)``, point ``s`` the class-``target`` probability with
+    the first ``s`` patches of the order set to the mean image (:func:`~vitlab.explain.maps.masked_probs`)."""
+    m, n = orders.shape
+    counts = step_counts(n)
+    rank = torch.empty_like(orders).scatter_(1, orders, torch.arange(n).expand(m, n))
+    keep = rank[:, None, :] >= counts[None, :, None]  # (M, S + 1, N): not among the first s
+    copies = inputs.expand(m, *inputs.shape[1:])
+    return masked_probs(model, copies, keep, target.expand(m), patch)
+
+
 def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Deletion curves ``(S + 1)`` of the predicted class for every map of ``maps`` and for the mean of
     :data:`RANDOM_ORDERS` seeded random orders, with the area under each (lower: the map found the
     evidence sooner)."""
     target = analysis.logits.argmax(-1)
     n = next(iter(maps.values())).numel()
-    orders = {method: ranking(value[None]) for method, value in maps.items()}
     generator = torch.Generator().manual_seed(RANDOM_SEED)
-    shuffles = torch.stack([torch.randperm(n, generator=generator) for _ in range(RANDOM_ORDERS)])
-    curves = {}
-    for method, order in orders.items():
-        curves[method] = deletion_insertion(entry.model, analysis.inputs, order, target, entry.map_patch)[0][0]
-    inputs = analysis.inputs.expand(RANDOM_ORDERS, *analysis.inputs.shape[1:])
-    random = deletion_insertion(entry.model, inputs, shuffles, target.expand(RANDOM_ORDERS), entry.map_patch)[0]
-    curves["random"] = random.mean(0)
+    shuffles = [torch.randperm(n, generator=generator) for _ in range(RANDOM_ORDERS)]
+    orders = torch.cat([*(ranking(value[None]) for value in maps.values()), torch.stack(shuffles)])  # (M + R, N)
+    deleted = deletion_curves(entry.model, analysis.inputs, orders, target, entry.map_patch)
+    curves = dict(zip(maps, deleted[: len(maps)]))
+    curves["random"] = deleted[len(maps) :].mean(0)
     return {
         "model": entry.index,
         "target": entry.classes[int(target)],

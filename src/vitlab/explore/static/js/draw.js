@@ -277,6 +277,10 @@ export function facts(list, pairs) {
 // The scale {lo, hi, map} of a heatmap as a colour bar: a gradient strip and its values at both ends and
 // the middle, in `element` (which states the range in data-lo and data-hi, and as text for screen readers).
 export function colourBar(element, scale, label, format = measure) {
+  const same = element.dataset.lo === String(scale.lo) && element.dataset.hi === String(scale.hi) &&
+    element.dataset.map === scale.map && element.dataset.label === label && element.firstChild;
+  if (same) return;                   // unchanged: nothing to redraw
+  element.dataset.label = label;
   element.replaceChildren();
   element.dataset.lo = scale.lo;
   element.dataset.hi = scale.hi;

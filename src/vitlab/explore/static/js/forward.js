@@ -31,58 +31,68 @@ function keyName(k) {
   return `patch ${p} (row ${Math.floor(p / gw)}, column ${p % gw})`;
 }
 
+// The figure kept for `slot` (made once, redrawn in place on every answer: no new elements, no new layout).
+const slots = new Map();
+function figureFor(slot, className, width, height) {
+  if (!slots.has(slot)) {
+    const figure = document.createElement("figure");
+    figure.className = className;
+    const caption = document.createElement("figcaption");
+    const canvas = makeCanvas(width, height);
+    canvas.classList.add("fluid");
+    figure.append(caption, canvas);
+    slots.set(slot, { figure, caption, canvas });
+  }
+  return slots.get(slot);
+}
+
 // A vector as one row of coloured cells on `scale`, captioned with its name and range.
-function strip(title, encoded, scale, words) {
+function strip(slot, title, encoded, scale, words) {
   const values = vector(encoded);
-  const figure = document.createElement("figure");
-  figure.className = "strip heatmap";
-  const caption = document.createElement("figcaption");
+  const { figure, caption, canvas } = figureFor(slot, "strip heatmap", 352, 22);
   caption.textContent = `${title} (${values.length}): ${signed(encoded.range[0])} … ${signed(encoded.range[1])}`;
-  const canvas = makeCanvas(352, 22);
-  canvas.classList.add("fluid");
   const s = surface(canvas);
   paintHeat(s, values, 1, values.length, scale, { box: { x: 0, y: 0, w: s.w, h: s.h } });
   describe(canvas, `${words || title}: ${values.length} values from ${signed(encoded.range[0])} to ` +
     `${signed(encoded.range[1])}`);
-  figure.append(caption, canvas);
   return figure;
 }
 
 // A matrix (rows x cols) on `scale`, captioned; rows are keys when `keyed` (linked to the key under the pointer).
-function matrixFigure(title, encoded, scale, { keyed = false, words = title } = {}) {
+function matrixFigure(slot, title, encoded, scale, { keyed = false, words = title } = {}) {
   const m = decode(encoded);
   const [rows, cols] = m.shape;
-  const figure = document.createElement("figure");
-  figure.className = "matrix heatmap";
-  const caption = document.createElement("figcaption");
-  caption.textContent = `${title} (${rows} × ${cols})`;
   const height = Math.max(60, Math.min(240, rows * 10)), width = Math.max(60, Math.min(352, cols * 12));
-  const canvas = makeCanvas(width, height);
-  canvas.classList.add("fluid");
+  const kept = figureFor(`${slot}:${rows}x${cols}`, "matrix heatmap", width, height);
+  const { figure, caption, canvas } = kept;
+  caption.textContent = `${title} (${rows} × ${cols})`;
   const s = surface(canvas);
   canvas.box = { x: 0, y: 0, w: s.w, h: s.h };
   paintHeat(s, m.data, rows, cols, scale, { box: canvas.box });
-  figure.append(caption, canvas);
   if (keyed) {
     canvas.rows = rows;
     state.matrices.push(canvas);
-    cursor(canvas, { label: `${words}, one row per key`, describe: (k) => `row ${k}: ${keyName(k)}`,
-      onMove: key.set }).layout(rows, 1, (x, y) => (y < 0 || y >= s.h ? -1 : Math.floor((y / s.h) * rows)));
+    kept.cursor = kept.cursor || cursor(canvas, { label: `${words}, one row per key`,
+      describe: (k) => `row ${k}: ${keyName(k)}`, onMove: key.set });
+    kept.cursor.layout(rows, 1, (x, y) => (y < 0 || y >= s.h ? -1 : Math.floor((y / s.h) * rows)));
   } else {
     describe(canvas, `${words}: ${rows} × ${cols} values from ${signed(encoded.range[0])} to ${signed(encoded.range[1])}`);
   }
   return figure;
 }
 
+// Row `id` holding `figures` and, last, a colour bar of `scale`; its elements are replaced only when they change.
 function row(id, figures, scale, label) {
   const box = $(id);
-  box.replaceChildren(...figures);
-  if (scale) {
-    const bar = document.createElement("div");
-    bar.className = "colourbar";
-    colourBar(bar, scale, label, signed);
-    box.append(bar);
+  if (!box.scaleBar) {
+    box.scaleBar = document.createElement("div");
+    box.scaleBar.className = "colourbar";
   }
+  const wanted = scale ? [...figures, box.scaleBar] : figures;
+  if (wanted.length !== box.children.length || wanted.some((node, i) => box.children[i] !== node)) {
+    box.replaceChildren(...wanted);
+  }
+  if (scale) colourBar(box.scaleBar, scale, label, signed);
 }
 
 function drawEmbedding(r) {
@@ -93,20 +103,20 @@ function drawEmbedding(r) {
   const figures = [];
   if (e.normalised) {
     const x = reach(e.normalised.range);
-    figures.push(strip("the patch's pixels, normalised: x", e.normalised, { ...scale, lo: -x, hi: x },
+    figures.push(strip("x", "the patch's pixels, normalised: x", e.normalised, { ...scale, lo: -x, hi: x },
       "the patch's normalised pixels x"));
     const w = reach(e.weight.range);
     const transposed = transpose(e.weight);
-    figures.push(matrixFigure("the projection Wᵀ: P²C inputs × D outputs", transposed, { lo: -w, hi: w, map: "diverging" },
+    figures.push(matrixFigure("W", "the projection Wᵀ: P²C inputs × D outputs", transposed, { lo: -w, hi: w, map: "diverging" },
       { words: "the projection's weights" }));
   }
   if (e.embedded) {
-    figures.push(strip("embedding e = W x + b", e.embedded, dscale));
+    figures.push(strip("e", "embedding e = W x + b", e.embedded, dscale));
     const position = state.models[state.model].pos_embed;
-    figures.push(strip(`position p (${position})`, e.position, dscale));
-    figures.push(strip("the token e + p", e.positioned, dscale));
+    figures.push(strip("p", `position p (${position})`, e.position, dscale));
+    figures.push(strip("e+p", "the token e + p", e.positioned, dscale));
   }
-  e.prefix.forEach((token, i) => figures.push(strip(i === 0 && state.models[state.model].class_token
+  e.prefix.forEach((token, i) => figures.push(strip(`prefix ${i}`, i === 0 && state.models[state.model].class_token
     ? "the class token, prepended (learned, not projected)" : `prefix token ${i}, prepended`, token, dscale)));
   row("fwd-embedding", figures, dscale, "value in a D-wide vector (the strips e, p and e + p share it)");
 }
@@ -128,14 +138,14 @@ function drawBlock(r) {
   $("fwd-block-title").textContent = `2. Into ${name}, head ${r.head} (d_k = ${r.head_dim})`;
   const d = reach(r.block_input.range, r.normed.range);
   const dscale = { lo: -d, hi: d, map: "diverging" };
-  row("fwd-block-in", [strip(`the token entering ${name}: x`, r.block_input, dscale),
-    strip("LayerNorm(x), what attention reads", r.normed, dscale)], dscale, "value (x and LayerNorm(x) share it)");
+  row("fwd-block-in", [strip("x_l", `the token entering ${name}: x`, r.block_input, dscale),
+    strip("ln", "LayerNorm(x), what attention reads", r.normed, dscale)], dscale, "value (x and LayerNorm(x) share it)");
   const k = reach(r.q.range, r.k.range, r.v.range);
   const kscale = { lo: -k, hi: k, map: "diverging" };
   state.matrices = [];
-  row("fwd-keys", [strip(`its query q (head ${r.head})`, r.q, kscale),
-    matrixFigure("every key K", r.k, kscale, { keyed: true, words: "the keys K" }),
-    matrixFigure("every value V", r.v, kscale, { keyed: true, words: "the values V" })], kscale,
+  row("fwd-keys", [strip("q", `its query q (head ${r.head})`, r.q, kscale),
+    matrixFigure("K", "every key K", r.k, kscale, { keyed: true, words: "the keys K" }),
+    matrixFigure("V", "every value V", r.v, kscale, { keyed: true, words: "the values V" })], kscale,
   "value in q, K and V (one scale)");
 }
 
@@ -158,10 +168,14 @@ function drawScores(r) {
   $("fwd-weights-caption").textContent = `weights softmax(scores / T)${at}; they sum to 1`;
   $("fwd-scale").textContent = `Scores: ${r.scale}. ${r.temperature === 1 ? "" : `Weights at T = ${r.temperature} ` +
     "(the head's own softmax divided by T; the model is re-run with it)."}`;
+}
+
+function drawNumbers(r) {
+  const scores = vector(r.scores), weights = vector(r.weights), trained = vector(r.model_weights);
   numbersTable($("fwd-table"), `block ${r.layer}, head ${r.head}, query ${keyName(r.token)}`,
     ["key", "score", r.temperature === 1 ? "weight" : `weight at T = ${r.temperature}`, "weight as trained"],
-    scores.map((s, k) => [keyName(k), Number.isFinite(s) ? signed(s) : "masked", prob(weights[k]),
-      prob(vector(r.model_weights)[k])]));
+    Array.from(scores, (s, k) => [keyName(k), Number.isFinite(s) ? signed(s) : "masked", prob(weights[k]),
+      prob(trained[k])]));
 }
 
 function drawOut(r) {
@@ -169,12 +183,12 @@ function drawOut(r) {
   const dscale = { lo: -d, hi: d, map: "diverging" };
   const h = reach(r.head_output.range);
   const gone = r.knockout === "head" ? " (knocked out: 0)" : "";
-  const figures = [strip(`Σ wᵢvᵢ, head ${r.head}${gone}`, r.head_output, { lo: -h, hi: h, map: "diverging" },
+  const figures = [strip("wv", `Σ wᵢvᵢ, head ${r.head}${gone}`, r.head_output, { lo: -h, hi: h, map: "diverging" },
     `the head's output, the weights times the values`)];
-  figures.push(strip(`attention output: every head, projected${r.knockout === "layer" ? " (knocked out: 0)" : ""}`,
+  figures.push(strip("attn", `attention output: every head, projected${r.knockout === "layer" ? " (knocked out: 0)" : ""}`,
     r.attention_output, dscale));
-  if (r.residual) figures.push(strip("x + attention (the residual stream)", r.residual, dscale));
-  figures.push(strip(`${r.layer + 1 < state.models[state.model].depth ? "block output, into the next block"
+  if (r.residual) figures.push(strip("res", "x + attention (the residual stream)", r.residual, dscale));
+  figures.push(strip("out", `${r.layer + 1 < state.models[state.model].depth ? "block output, into the next block"
     : "block output, into the final norm and the head"}`, r.block_output, dscale));
   row("fwd-block-out", figures, dscale, "value in a D-wide vector (the last three share it)");
 }
@@ -240,9 +254,9 @@ function draw(r) {
   drawPrediction(r);
   drawEmbedding(r);
   drawBlock(r);
-  drawScores(r);
+  drawNumbers(r);
   drawOut(r);
-  light(key.get());
+  light(key.get());          // draws the scores and the weights, the key under the pointer lit
   announce(`${keyName(r.token)}, block ${r.layer}, head ${r.head}: predicted ${r.prediction.class} with ` +
     `probability ${prob(r.prediction.confidence)}`);
 }
