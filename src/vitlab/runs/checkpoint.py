@@ -257,7 +257,7 @@ class Loaded:
         a split of the training dataset whose fingerprint differs from the recorded one (files added, removed or
         relabelled since training) is said in a warning."""
         model, have = list(self.data.classes), list(splits.train.classes)
-        if model and have != model and model != [str(i) for i in range(len(model))]:
+        if model and have != model and not placeholder_names(model):
             unknown = [c for c in have if c not in model]
             if unknown:
                 raise CheckpointError(
@@ -420,6 +420,14 @@ def resolve_source(source: str | Path) -> Path:
         f"no checkpoint in folder {path}: expected {WEIGHTS}, best/{WEIGHTS} or last/{WEIGHTS} "
         f"(a run written by `vitlab train --out`), or a Hugging Face folder (config.json and "
         f"model.safetensors)"
+    )
+
+
+def placeholder_names(names: Sequence[str]) -> bool:
+    """Whether class ``names`` only number the outputs (``0, 1, ...``; Hugging Face's ``LABEL_0, ...``): a
+    model named so does not say which class is which, so its outputs are taken by index."""
+    return any(
+        list(names) == [pattern.format(i) for i in range(len(names))] for pattern in ("{}", "LABEL_{}", "class_{}")
     )
 
 

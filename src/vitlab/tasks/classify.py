@@ -29,6 +29,7 @@ from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, ConfigError, DataError
 from ..models.registry import get_config
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
+from ..runs.checkpoint import placeholder_names
 from ..runs.layout import EVALUATION
 
 SPLITS = ("test", "val", "train")
@@ -182,7 +183,7 @@ def teacher_by_name(loaded: Loaded, splits: DataSplits, source: str) -> nn.Modul
     are matched by name (said in a warning); other names are refused. A teacher that names its outputs only by
     index is taken as it is."""
     names, have = list(loaded.data.classes), list(splits.train.classes)
-    if not names or names == have or names == [str(i) for i in range(len(names))]:
+    if not names or names == have or placeholder_names(names):
         return loaded.model
     if sorted(names) != sorted(have):
         raise CheckpointError(
