@@ -103,47 +103,89 @@ def _segment(args: argparse.Namespace, out: Path, compare_heads: Any, heads_tabl
     return 0
 
 
+CONFIG_OPTIONS = (
+    "dataset",
+    "data_dir",
+    "rows",
+    "patches",
+    "augment",
+    "seeds",
+    "epochs",
+    "recipe",
+    "vit",
+    "cnn",
+    "cnns",
+    "normalization",
+    "device",
+    "attention",
+    "pretrain",
+    "distill",
+    "position",
+    "stem",
+    "pool",
+    "block",
+    "norm",
+    "mask",
+    "stride",
+    "lr",
+    "warmup",
+    "pretrain_epochs",
+    "pretrain_images",
+    "layer_decay",
+    "distill_kind",
+    "distill_temperature",
+)  # the options that are CompareConfig fields
+FLAGS = ("pad", "robustness", "permute")  # CompareConfig switches given as flags
+
+PITFALLS = "pitfalls"  # the preset that is a set of grids (vitlab.experiments.pitfalls), not one CompareConfig
+# Options --preset pitfalls takes; it fixes every other one itself.
+PITFALLS_OPTIONS = ("dataset", "data_dir", "seeds", "device")
+
+
+def run_pitfalls(args: argparse.Namespace, executor: Any) -> int:
+    """``--preset pitfalls``: every pitfall's grid, run together; the verdict table on stdout."""
+    from ..errors import ConfigError
+    from ..experiments.pitfalls import SEEDS, run_pitfalls, verdict_table
+
+    fixed = [
+        f"--{name.replace('_', '-')}"
+        for name, value in vars(args).items()
+        if name in (*CONFIG_OPTIONS, *FLAGS) and name not in PITFALLS_OPTIONS and value not in (None, False, [])
+    ]
+    if fixed or args.config or args.set:
+        raise ConfigError(
+            f"--preset pitfalls sets its own grids; it takes --seeds, --dataset, --data-dir, --device and how "
+            f"to run (--jobs, --threads, --executor, --out), not {', '.join(fixed or ['--config/--set'])}"
+        )
+    set_threads(args.threads)
+    name = args.name or PITFALLS
+    result = run_pitfalls(
+        args.out or Path("runs") / name,
+        seeds=SEEDS if args.seeds is None else args.seeds,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        device=args.device or "auto",
+        executor=executor,
+        progress=None if args.quiet else _Progress(),
+        overwrite=args.overwrite,
+    )
+    print("\n".join(verdict_table(result.verdicts)))
+    print(
+        f"\n{sum(len(s.records) for s in result.studies)} run records in {result.seconds:.1f}s "
+        f"({result.cpu_seconds:.1f}s CPU); report: {result.files['report']}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.threads, args.address)
     if args.task == "segment":
         return run_segment(args)
-    given = {
-        k: getattr(args, k)
-        for k in (
-            "dataset",
-            "data_dir",
-            "rows",
-            "patches",
-            "augment",
-            "seeds",
-            "epochs",
-            "recipe",
-            "vit",
-            "cnn",
-            "cnns",
-            "normalization",
-            "device",
-            "attention",
-            "pretrain",
-            "distill",
-            "position",
-            "stem",
-            "pool",
-            "block",
-            "norm",
-            "mask",
-            "stride",
-            "lr",
-            "warmup",
-            "pretrain_epochs",
-            "pretrain_images",
-            "layer_decay",
-            "distill_kind",
-            "distill_temperature",
-        )
-        if getattr(args, k) is not None
-    }
-    for flag in ("pad", "robustness", "permute"):
+    if args.preset == PITFALLS:
+        return run_pitfalls(args, executor)
+    given = {k: getattr(args, k) for k in CONFIG_OPTIONS if getattr(args, k) is not None}
+    for flag in FLAGS:
         if getattr(args, flag):
             given[flag] = True
     name = args.name or args.preset or "compare"
@@ -205,9 +247,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head", type=_names, help="with --task segment: heads to compare, default linear,decoder")
     p.add_argument(
         "--preset",
-        choices=list(STUDY_PRESETS),
+        choices=[*STUDY_PRESETS, PITFALLS],
         help="start from a named study (other options override its settings): textbook = the textbook "
-        "page's Fashion-MNIST study with its published numbers and verdicts; the study is named after it",
+        "page's Fashion-MNIST study with its published numbers and verdicts; pitfalls = every pitfall and "
+        "claim of the texts measured, one small grid each, with a verdict decided by the seed spread (it takes "
+        "--seeds, --dataset and how to run, nothing else); the study is named after it",
     )
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")

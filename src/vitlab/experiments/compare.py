@@ -68,7 +68,7 @@ import io
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from pathlib import Path
@@ -864,7 +864,7 @@ def record_run(
 
 
 # Held-out images the permutation probe shuffles.
-PERMUTE_IMAGES = 2_000
+PERMUTE_IMAGES = 1_000
 
 
 def eval_mode_train_accuracy(model: nn.Module, splits: DataSplits) -> float:
@@ -1126,25 +1126,42 @@ def run_task(task: Task) -> TaskResult:
 def execute(
     config: CompareConfig, plan: Plan, executor: Executor, progress: ProgressFn | None = None
 ) -> tuple[dict[str, RunOutcome], float]:
-    """Run the plan's groups (:func:`run_groups`) as tasks on ``executor``, the most training rows
-    first (the whole pool counting as most) so that no worker idles while a long run finishes last;
-    return every run's outcome in plan order and the CPU seconds the tasks took. ``progress`` hears
-    of each run as its task finishes."""
-    tasks = sorted(
-        (Task(config, runs) for runs in run_groups(config, plan)),
+    """Run the plan's groups (:func:`run_groups`) as tasks on ``executor`` (see :func:`execute_many`);
+    return every run's outcome in plan order and the CPU seconds the tasks took."""
+    (outcomes,), cpu_seconds = execute_many([(config, plan)], executor, progress)
+    return outcomes, cpu_seconds
+
+
+def execute_many(
+    studies: Sequence[tuple[CompareConfig, Plan]], executor: Executor, progress: ProgressFn | None = None
+) -> tuple[list[dict[str, RunOutcome]], float]:
+    """Run several studies' groups (:func:`run_groups`, each with its own config) as one list of tasks on
+    ``executor``, the most training (rows times epochs; the whole pool counting as most) first so that no
+    worker idles while a long run finishes last; return each study's outcomes in plan order and the CPU
+    seconds the tasks took. ``progress`` hears of each run as its task finishes, counted over all studies."""
+    tagged = [
+        (index, Task(config, runs)) for index, (config, plan) in enumerate(studies) for runs in run_groups(config, plan)
+    ]
+    tagged.sort(
         reverse=True,
-        key=lambda task: sum(math.inf if run.train["rows"] is None else run.train["rows"] for run in task.runs),
+        key=lambda item: (
+            item[1].config.epochs
+            * sum(math.inf if run.train["rows"] is None else run.train["rows"] for run in item[1].runs)
+        ),
     )
-    by_key = {run.key: run for run in plan.runs}
-    found: dict[str, RunOutcome] = {}
-    cpu_seconds = 0.0
-    for _, result in executor.map(run_task, tasks):
+    by_key = [{run.key: run for run in plan.runs} for _, plan in studies]
+    total = sum(len(plan.runs) for _, plan in studies)
+    found: list[dict[str, RunOutcome]] = [{} for _ in studies]
+    cpu_seconds, done = 0.0, 0
+    for position, result in executor.map(run_task, [task for _, task in tagged]):
+        study = tagged[position][0]
         cpu_seconds += result.cpu_seconds
         for key, outcome in result.outcomes.items():
-            found[key] = outcome
+            found[study][key] = outcome
+            done += 1
             if progress is not None:
-                progress(len(found), len(plan.runs), by_key[key], outcome.record)
-    return {run.key: found[run.key] for run in plan.runs}, cpu_seconds
+                progress(done, total, by_key[study][key], outcome.record)
+    return [{run.key: found[i][run.key] for run in plan.runs} for i, (_, plan) in enumerate(studies)], cpu_seconds
 
 
 def study_device(device: str) -> torch.device:
