@@ -8,7 +8,7 @@ crisp canvases at any pixel ratio, no sideways scrolling at 390 px and an access
 
 Screenshots of every page at desktop and phone widths are saved in $VITLAB_EXPLORE_SCREENSHOTS
 (default: a pytest temporary folder); `VITLAB_EXPLORE_SCREENSHOTS=docs/screenshots` refreshes the
-README's."""
+README's Segment pages (`python docs/screenshots/take.py` takes the others, on better-trained models)."""
 
 import io
 import re

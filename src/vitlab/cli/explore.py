@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explore",
-        help="open the interactive explorer (tokens, attention, mechanics, segment, cost, runs) in your browser",
+        help="open the interactive explorer (tokens, attention, forward pass, limits, mechanics, segment, cost, "
+        "runs and training you can watch) in your browser",
     )
     p.add_argument(
         "--checkpoint",

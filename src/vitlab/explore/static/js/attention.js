@@ -88,6 +88,12 @@ export function drawPrediction(box, prediction, truth) {
   }
   box.dataset.correct = truth && truth.correct !== null ? String(truth.correct) : "";
   box.append(top, judged);
+  if (truth && truth.correct !== null && state.model !== null) {   // a wrong answer looks like a right one
+    const more = document.createElement("a");
+    more.href = `#limits?lmodel=${state.model}`;
+    more.textContent = "its most confident mistakes";
+    box.append(more);
+  }
   for (const entry of prediction.top) {
     const bar = document.createElement("div");
     bar.className = "bar";
