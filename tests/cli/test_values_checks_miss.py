@@ -70,3 +70,11 @@ def test_a_linear_probe_on_one_row_is_one_line(tmp_path, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "needs at least 2" in lines[0], lines
     assert main(["evaluate", str(model), "--linear-probe", "--rows", "20", "--device", "cpu"]) == 0
+
+
+@pytest.mark.parametrize("top_k", ["0", "-3"])
+def test_top_k_below_one_is_one_line(tmp_path, image, top_k, capsys):
+    model = checkpoint(tmp_path / "m.safetensors")
+    assert main(["predict", str(model), str(image), "--top-k", top_k, "--device", "cpu"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--top-k must be at least 1, got {top_k}" in lines[0], lines

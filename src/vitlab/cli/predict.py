@@ -72,8 +72,11 @@ def run_clip(args: argparse.Namespace, loaded) -> int:  # loaded: vitlab.runs.Lo
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..tasks import classify_files
 
+    if args.top_k < 1:  # every kind that ranks classes (a classifier, CLIP's zero-shot labels)
+        raise ConfigError(f"--top-k must be at least 1, got {args.top_k}")
     loaded = load_source(args, "predict")
     if loaded.kind in ("segmenter", "detector"):
         return run_dense(args)
