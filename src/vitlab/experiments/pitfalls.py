@@ -636,7 +636,8 @@ def part_words(verdict: Verdict, part: Part) -> str:
 def verdict_table(found: Sequence[Verdict]) -> list[str]:
     """Markdown lines: claim, source, what is measured, each condition's measurement and verdict, the verdict."""
     body = []
-    for v in found:
+    for i, v in enumerate(found):
+        same = i > 0 and found[i - 1].key == v.key and found[i - 1].claim == v.claim
         measured = (
             "<br>".join(
                 f"{p.condition}: {part_words(v, p)} ({p.verdict})" if len(v.parts) > 1 else f"{part_words(v, p)}"
@@ -644,7 +645,8 @@ def verdict_table(found: Sequence[Verdict]) -> list[str]:
             )
             or "no pair of runs measured it"
         )
-        body.append([v.claim, v.source, v.measured, measured, f"**{v.verdict}**"])
+        claim, source = ("(the same claim)", "") if same else (v.claim, v.source)
+        body.append([claim, source, v.measured, measured, f"**{v.verdict}**"])
     return markdown_table(
         ["Claim", "Texts", "Measured", "vitlab (mean ± 2 SE of seed-paired differences)", "Verdict"], body
     )
@@ -719,7 +721,13 @@ def render_pitfalls(result: PitfallsResult) -> str:
         "## The grids",
         "",
     ]
+    shown: dict[tuple[str, ...], str] = {}
     for study in result.studies:
+        keys = tuple(sorted(study.records))
+        if keys in shown:
+            lines += [f"### {study.pitfall}: the runs of {shown[keys]} above", ""]
+            continue
+        shown[keys] = study.pitfall
         lines += study_lines(study)
     return "\n".join(lines)
 

@@ -13,6 +13,9 @@ Testing:
 
 - ``audit``: deletion / insertion areas against a random and the occlusion order, cascading weight
   randomisation and permuted-label sanity checks, a verdict per method (:func:`audit`).
+- ``probes``: what the model does when its input moves (patches shuffled, with and without its positions;
+  shifted; occluded; at other sides) and what its attention does by depth (mean attention distance,
+  entropy, weight on the class token, rollout distance; a CNN's receptive field) (:func:`run_probes`).
 - ``synthetic``: a task whose label is decided by one known patch.
 - ``report``: an example explained to files, per-head attention examples, checkpoint entry points.
 """
@@ -29,8 +32,9 @@ from .maps import (
     rollout_map,
     rollout_matrix,
 )
+from .probes import PROBES, attention_diagnostics, permutation_probe, receptive_fields, run_probes
 from .record import AttentionRecorder, attention_weights, record_attention
-from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example
+from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example, probe_checkpoint
 from .synthetic import key_patch_splits
 from .textbook import position_similarity, textbook_figures
 
@@ -39,6 +43,8 @@ __all__ = [
     "AuditResult",
     "METHODS",
     "MethodAudit",
+    "PROBES",
+    "attention_diagnostics",
     "attention_examples",
     "attention_weights",
     "audit",
@@ -52,11 +58,15 @@ __all__ = [
     "head_statistics",
     "key_patch_splits",
     "occlusion_map",
+    "permutation_probe",
     "position_similarity",
+    "probe_checkpoint",
     "query_attention",
+    "receptive_fields",
     "record_attention",
     "rollout_map",
     "rollout_matrix",
+    "run_probes",
     "textbook_figures",
     "write_audit",
 ]
