@@ -14,6 +14,7 @@ from dataclasses import fields
 
 import pytest
 
+from vitlab.checks import Bool, Fields, Float, Int, Maybe, OneOf, Options, Pair, Seq, Text
 from vitlab.cli.main import main
 from vitlab.data import AugmentConfig
 from vitlab.data.options import DataOptions
@@ -23,7 +24,6 @@ from vitlab.engine.classify import AugmentChoice, ModelFields
 from vitlab.engine.config import RunFolder
 from vitlab.models import get_config
 from vitlab.models.clip import CLIPConfig
-from vitlab.models.config import Bool, Fields, Float, Int, Maybe, OneOf, Options, Pair, Seq, Text
 from vitlab.models.dense import DenseConfig
 from vitlab.models.promptable import PromptableConfig
 from vitlab.multimodal import CLIPTrainConfig

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if base or sets:
         from dataclasses import fields
 
-        from ..models.config import reject_unknown
+        from ..checks import reject_unknown
 
         reject_unknown({**base, **sets}, [f.name for f in fields(CompareConfig)], "CompareConfig")
         given = {**base, **given, **sets}

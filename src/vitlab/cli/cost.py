@@ -8,7 +8,7 @@ import argparse
 import itertools
 import json
 
-from ..models.config import check_options
+from ..checks import check_options
 from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, cost_figure, cost_table, interactions
 
 PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)  # --plot without --image: these, at patch 16

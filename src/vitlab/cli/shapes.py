@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..checks import Int, check_options
 from ..errors import ConfigError
-from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH, Int, check_options
+from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH
 from ..models.summary import SHAPE_LAYOUT, qk_variance, qk_variance_figure, softmax_peak, trace_shapes
 from .cost import print_table
 

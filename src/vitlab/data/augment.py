@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torchvision.ops import roi_align
 from torchvision.transforms import v2
 
+from ..checks import Bool, Check, Float, Int, Maybe, OneOf, shown
 from ..errors import ConfigError, DataError
-from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, shown
 
 AUTO_AUGMENTS = ("randaugment", "trivialaugment")
 PRESETS = ("none", "light", "strong")

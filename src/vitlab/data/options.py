@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from ..checks import Check, Float, Int, Maybe, OneOf, Pair, Seq, check_fields, reject_unknown
 from ..errors import ConfigError
-from ..models.config import Check, Float, Int, Maybe, OneOf, Pair, Seq, check_fields, reject_unknown
 from .preprocess import CROP_MODES, INTERPOLATIONS, MAX_CROP_PCT, Preprocess
 
 LOADERS = ("auto", "memory", "stream")

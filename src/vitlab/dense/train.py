@@ -21,11 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops import box_convert
 
+from ..checks import Check, Fields, Int, Maybe, OneOf, reject_unknown, shown
 from ..data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv
 from ..errors import ConfigError, DataError
-from ..models.config import MAX_SIDE, Check, Fields, Int, Maybe, OneOf, reject_unknown, shown
+from ..models.config import MAX_SIDE
 from ..models.dense import HEADS, DenseConfig, DenseModel
 from ..runs import DataConfig, RunDir, read_json
 from ..runs.layout import CONFIG, EVALUATION

@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
 from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset, normalize
 from ..data.augment import PRESETS
 from ..data.options import DataOptions
 from ..data.stream import StreamDataset
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
 from ..models.registry import build_from_config, get_config, list_models
 from .config import RunConfig
 from .distributed import all_reduce_sum

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
+from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, shown
 from ..errors import ConfigError
-from ..models.config import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, shown
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")

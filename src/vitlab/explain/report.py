@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..checks import Float, Int, Maybe
 from ..data import DataSplits, ImageDataset, normalize
 from ..engine import TrainConfig
 from ..errors import CheckpointError, ConfigError
-from ..models.config import Float, Int, Maybe
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.layout import CONFIG
 from .audit import AuditResult, audit, write_audit

@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
+from ..checks import reject_unknown
 from ..errors import ConfigError
-from ..models.config import reject_unknown
 from ..models.vit import ViTConfig
 
 StateDict = dict[str, torch.Tensor]

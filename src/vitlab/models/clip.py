@@ -26,24 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import Check, Float, Int, OneOf, Seq, check_fields
 from ..data.captions import CONTEXT_LENGTH, VOCAB
 from ..errors import ConfigError
 from ..layers.block import Block
-from .config import (
-    MAX_DEPTH,
-    MAX_HEADS,
-    MAX_TOKENS,
-    MAX_WIDTH,
-    Check,
-    Float,
-    Int,
-    ModelConfig,
-    OneOf,
-    Seq,
-    check_fields,
-    check_params,
-    transformer_block_params,
-)
+from .config import MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, ModelConfig, check_params, transformer_block_params
 from .vit import VisionTransformer, ViTConfig, init_linears
 
 TEXT_POOLS = ("eos", "mean")

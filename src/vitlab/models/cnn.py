@@ -29,23 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import (
-    MAX_CHANS,
-    MAX_CLASSES,
-    MAX_DEPTH,
-    MAX_SIDE,
-    MAX_WIDTH,
-    RATE,
-    Check,
-    Int,
-    ModelConfig,
-    OneOf,
-    Pair,
-    Seq,
-    as_pair,
-    check_fields,
-    check_params,
-)
+from ..checks import Check, Int, OneOf, Pair, Seq, as_pair, check_fields
+from .config import MAX_CHANS, MAX_CLASSES, MAX_DEPTH, MAX_SIDE, MAX_WIDTH, RATE, ModelConfig, check_params
 
 NORMS = ("batch", "none")
 

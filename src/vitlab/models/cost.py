@@ -31,23 +31,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from ..checks import Bool, Check, Float, Int, Maybe, check_fields
 from ..errors import ConfigError
 from ..ops.attention import sparse_blocks
 from ..ops.patches import check_divisible, num_tokens
 from ..ops.windows import fit_window, padded_grid
-from .config import (
-    MAX_CHANS,
-    MAX_DEPTH,
-    MAX_HEADS,
-    MAX_TOKENS,
-    MAX_WIDTH,
-    Bool,
-    Check,
-    Float,
-    Int,
-    Maybe,
-    check_fields,
-)
+from .config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH
 
 BYTES_FP32 = 4
 MAX_PRICED = 2**20  # image and patch sides, windows, batch: pricing allocates nothing, but stays finite

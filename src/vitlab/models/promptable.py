@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..checks import Check, Float, Int, Seq, check_fields
 from ..errors import CheckpointError, ConfigError
 from ..layers.mlp import MLP
 from .config import (
@@ -45,12 +46,7 @@ from .config import (
     MAX_SIDE,
     MAX_TOKENS,
     MAX_WIDTH,
-    Check,
-    Float,
-    Int,
     ModelConfig,
-    Seq,
-    check_fields,
     check_params,
     transformer_block_params,
 )

@@ -21,6 +21,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from ..checks import as_pair
 from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
 from ..layers.block import Block
@@ -29,7 +30,6 @@ from ..layers.patch_embed import PatchEmbedding
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..ops.patches import patchify
 from .cnn import ConvNormAct, SimpleCNN, Stage
-from .config import as_pair
 from .vit import VisionTransformer, ViTConfig
 
 Group = tuple[str, str, list[nn.Parameter]]

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..checks import Bool, Check, Float, Int, Pair, Seq, as_pair, check_fields
 from ..errors import ConfigError
 from ..layers.block import Block
 from ..layers.patch_embed import PatchEmbedding
@@ -37,15 +38,7 @@ from .config import (
     MAX_SIDE,
     MAX_WIDTH,
     RATE,
-    Bool,
-    Check,
-    Float,
-    Int,
     ModelConfig,
-    Pair,
-    Seq,
-    as_pair,
-    check_fields,
     check_params,
     transformer_block_params,
 )

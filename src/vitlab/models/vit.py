@@ -18,6 +18,7 @@ from typing import Any, ClassVar, cast
 import torch
 from torch import nn
 
+from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Pair, as_pair, check_fields
 from ..errors import ConfigError
 from ..layers.attention import ATTENTION_KINDS, Rope
 from ..layers.block import Block, PostNormBlock
@@ -38,16 +39,7 @@ from .config import (
     MAX_TOKENS,
     MAX_WIDTH,
     RATE,
-    Bool,
-    Check,
-    Float,
-    Int,
-    Maybe,
     ModelConfig,
-    OneOf,
-    Pair,
-    as_pair,
-    check_fields,
     check_params,
     transformer_block_params,
 )

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import Check, Fields, Float, Int, OneOf, Text, shown
 from ..data.captions import (
     CaptionedShapes,
     CaptionSplits,
@@ -38,7 +39,7 @@ from ..engine.distributed import DistEnv
 from ..errors import ConfigError
 from ..models import create_model, get_config
 from ..models.clip import CLIPConfig, CLIPModel
-from ..models.config import MAX_SIDE, Check, Fields, Float, Int, OneOf, Text, shown
+from ..models.config import MAX_SIDE
 from ..models.vit import ViTConfig
 from ..runs import DataConfig, RunDir
 from .contrastive import clip_loss, retrieval_metrics

@@ -20,11 +20,12 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from ..checks import Check, Fields, Float, Int, OneOf, reject_unknown, shown
 from ..data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.distributed import DistEnv
 from ..errors import ConfigError, DataError
-from ..models.config import MAX_SIDE, Check, Fields, Float, Int, OneOf, reject_unknown, shown
+from ..models.config import MAX_SIDE
 from ..models.promptable import PromptableConfig, PromptableModel, box_prompt
 from ..runs import DataConfig, RunDir
 from .losses import mask_iou, promptable_loss

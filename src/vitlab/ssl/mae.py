@@ -18,20 +18,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ..checks import Bool, Check, Float, Int, check_fields
 from ..errors import ConfigError
 from ..layers.block import Block
-from ..models.config import (
-    MAX_DEPTH,
-    MAX_HEADS,
-    MAX_WIDTH,
-    Bool,
-    Check,
-    Float,
-    Int,
-    check_fields,
-    check_params,
-    transformer_block_params,
-)
+from ..models.config import MAX_DEPTH, MAX_HEADS, MAX_WIDTH, check_params, transformer_block_params
 from ..models.vit import VisionTransformer
 from ..ops.patches import patchify
 from ..ops.positions import sincos_2d

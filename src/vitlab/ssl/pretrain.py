@@ -24,13 +24,14 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from ..checks import Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
 from ..data import DataSplits, load_dataset, normalize
 from ..engine import Reporter, RunConfig, Task, fit, seed_everything
 from ..engine.classify import ModelFields
 from ..engine.distributed import DistEnv, all_reduce_sum
 from ..errors import ConfigError
 from ..models import create_model
-from ..models.config import MAX_CLASSES, MAX_SIDE, Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
+from ..models.config import MAX_CLASSES, MAX_SIDE
 from ..models.vit import VisionTransformer
 from ..runs import DataConfig, RunDir
 from ..runs.layout import LAST, METRICS, SUMMARY

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ...checks import Check, Float, Int, Maybe, OneOf, Seq, check_fields, reject_unknown
 from ...errors import ConfigError
 from ..config import (
     MAX_CLASSES,
@@ -22,15 +23,7 @@ from ..config import (
     MAX_SIDE,
     MAX_TOKENS,
     MAX_WIDTH,
-    Check,
-    Float,
-    Int,
-    Maybe,
-    OneOf,
-    Seq,
-    check_fields,
     check_params,
-    reject_unknown,
     transformer_block_params,
 )
 from ..registry import create_model
