@@ -393,11 +393,9 @@ function refresh(withMaps = true) {
     invert: options.invert && 1, aspect: options.keep_aspect && 1 });
   run(() => getJSON("/api/attention", { ...params, temperature: t }), (result) => {
     draw(result);
-    if (withMaps) {
+    if (withMaps) {   // the maps and the layers are the model's at temperature 1: a new temperature keeps them
       runMaps(() => getJSON("/api/maps", params), drawMaps);
       if (result.attention) runLayers(() => getJSON("/api/layers", params), drawLayerPanel);
-    } else if (state.maps) {
-      drawMaps(state.maps);
     }
   });
 }
