@@ -7,7 +7,8 @@ peak memory and data wait.
 
 Photos are generated once by ``benchmarks/photos.py`` (JPEG quality 90, width and height each drawn from
 224-320 px, 10 classes) under ``--cache`` (default ``~/.cache/vitlab-bench/photos-N``) and read once before
-measuring, so every peer reads them from the page cache.
+each measurement, so every peer reads them from the page cache (the development machine pages out file
+pages unread for about a minute, so once at the start is not enough).
 
 ``loader``: images/s out of each loader, with the same work per image: decode (PIL), RandomResizedCrop
 (scale 0.08-1, ratio 3/4-4/3, torchvision's rule) to 224 x 224 with PIL's bilinear filter, horizontal flip
@@ -30,15 +31,21 @@ Each peer starts its loader, discards ``--warmup`` batches (worker start, first 
 ``--batches`` batches (default: what vitlab delivers in ``--seconds``, found by one untimed calibration
 pass, the same count for every peer and round). ``--rounds`` rounds, the peers' order rotating each
 round. Reported: images/s per round with min / median / max, each round's paired ratio vitlab / peer and
-their median (the headline), and CPU milliseconds per image in this process and in the workers (the whole
-pass, warm-up included).
+their median (the headline), and the CPU milliseconds per image this process and the workers spent in the
+timed part (the workers' ``/proc/PID/stat``: a producer-bound loader's workers never idle, so this is their
+cost per image whatever the machine's load; ``cpu_cost_ratio`` is the peer's total over vitlab's, what the
+speed ratio would be on an otherwise idle CPU-bound machine).
+
+``stages``: each stage's CPU milliseconds per image, one after another in this process with one thread:
+where a worker's and the main process's time goes.
 
 ``train``: ``vitlab train --dataset folder --data-dir DIR --image-size 224 --loader stream --model
 vit-tiny-patch16-224 --set time_limit_s=T --epochs 1 --batch-size 32 --quiet --device cpu`` as a
 subprocess on ``--train-images`` photos (default 2,000 and 16,000), its process tree (the run and its
-DataLoader workers) sampled every 0.2 s from /proc: the peak of the summed PSS (``smaps_rollup``; shared
-pages counted once) and of the summed RSS; the ratio of the largest folder's peak to the smallest's (goal
-<= 1.1); and from the run's ``metrics.jsonl`` the fraction of the epoch the step waited for data
+DataLoader workers) sampled from /proc: the summed RSS every 0.2 s (``status``), the summed PSS
+(``smaps_rollup``: shared pages counted once; slow to read, so taken at each new high of the summed RSS, at
+most once a second), each process's own peak RSS (``VmHWM``); the ratio of the largest folder's peak to the
+smallest's (goal <= 1.1); and from the run's ``metrics.jsonl`` the fraction of the epoch the step waited for data
 (``data_wait``, goal < 5%) and its images/s.
 
 Prints one JSON object (progress on stderr).
@@ -221,30 +228,40 @@ def decode_only(paths: list[str], args: argparse.Namespace, how: str) -> Callabl
 # --- timing ---------------------------------------------------------------------------------------------
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds() -> tuple[float, float]:
-    """(this process, reaped children) user + system CPU seconds."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+    """(this process, its live child processes: the loader's workers) user + system CPU seconds."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    workers = 0.0
+    for pid in process_tree(os.getpid())[1:]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            workers += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return me.ru_utime + me.ru_stime, workers
 
 
 def measure(run: Callable[[int], Iterator[int]], seed: int, warmup: int, batches: int | None, seconds: float) -> dict:
     """Start ``run(seed)``, skip ``warmup`` batches, then time ``batches`` batches (None: as many as fit in
-    ``seconds``). Images/s of the timed part; CPU ms per image over the whole pass (workers reaped at the end)."""
-    cpu0 = cpu_seconds()
+    ``seconds``). Images/s of the timed part, and the CPU seconds this process and the loader's workers
+    spent during it per image delivered."""
     started = time.perf_counter()
     stream = run(seed)
-    seen = 0
     for _ in range(warmup):
-        seen += next(stream)
+        next(stream)
+    cpu0 = cpu_seconds()
     t0 = time.perf_counter()
     images = count = 0
     while (count < batches) if batches is not None else (time.perf_counter() - t0 < seconds):
         images += next(stream)
         count += 1
     elapsed = time.perf_counter() - t0
-    stream.close()  # type: ignore[attr-defined]
     cpu1 = cpu_seconds()
-    total = seen + images
+    stream.close()  # type: ignore[attr-defined]
     return {
         "images_per_s": images / elapsed,
         "batches": count,
@@ -252,8 +269,8 @@ def measure(run: Callable[[int], Iterator[int]], seed: int, warmup: int, batches
         "seconds": elapsed,
         "startup_s": t0 - started,
         "cpu_ms_per_image": {
-            "main": 1000 * (cpu1[0] - cpu0[0]) / total,
-            "workers": 1000 * (cpu1[1] - cpu0[1]) / total,
+            "main": 1000 * (cpu1[0] - cpu0[0]) / images,
+            "workers": 1000 * (cpu1[1] - cpu0[1]) / images,
         },
     }
 
@@ -292,6 +309,7 @@ def bench_loader(args: argparse.Namespace) -> dict:
     epoch_batches = len(paths) * 9 // 10 // args.batch_size  # vitlab's train split may hold back 10%
     batches = args.batches
     if batches is None:
+        warm_page_cache(paths)
         calibration = measure(peers[names[0]], 10_000, args.warmup, None, args.seconds)
         batches = max(5, min(epoch_batches - args.warmup, calibration["batches"]))
         log(f"loader: {names[0]} calibration {calibration['images_per_s']:.0f} images/s -> {batches} batches")
@@ -299,6 +317,7 @@ def bench_loader(args: argparse.Namespace) -> dict:
     for r in range(args.rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
+            warm_page_cache(paths)  # again: this machine pages out files unread for a minute
             m = measure(peers[name], r, args.warmup, batches, args.seconds)
             rounds[name].append(m)
             log(f"loader: round {r + 1}/{args.rounds} {name}: {m['images_per_s']:.1f} images/s")
@@ -331,6 +350,10 @@ def bench_loader(args: argparse.Namespace) -> dict:
                 paired = [a / b for a, b in zip(rates["vitlab"], rates[peer])]
                 ratios[peer] = {"median": round(statistics.median(paired), 3), "rounds": [round(x, 3) for x in paired]}
         result["vitlab_over"] = ratios
+        cost = {name: sum(part.values()) for name, part in result["cpu_ms_per_image"].items()}
+        result["cpu_cost_ratio"] = {  # peer's CPU ms per image / vitlab's: > 1 where vitlab needs less CPU
+            peer: round(cost[peer] / cost["vitlab"], 3) for peer in names if peer != "vitlab"
+        }
         if "timm" in ratios:
             result["vs_timm"] = ratios["timm"]["median"]
         if "timm-prefetch" in ratios:
@@ -366,14 +389,15 @@ WHAT_EACH_DID = {
 
 
 def per_image_ms(fn: Callable[[int], object], n: int, repeats: int = 3) -> float:
-    """Best of ``repeats`` of the mean milliseconds of ``fn(i)`` over ``i < n``."""
+    """Best of ``repeats`` of the mean CPU milliseconds of ``fn(i)`` over ``i < n`` (this process's CPU time,
+    so other processes' load does not count)."""
     fn(0)
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(n):
             fn(i)
-        best = min(best, (time.perf_counter() - start) / n)
+        best = min(best, (time.process_time() - start) / n)
     return round(1000 * best, 3)
 
 
@@ -463,19 +487,74 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def memory_kib(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of ``pid`` in KiB from ``/proc/PID/smaps_rollup`` (0, 0 when it is gone)."""
-    rss = pss = 0
+def status_kib(pid: int) -> dict[str, int]:
+    """``VmRSS``, ``VmHWM`` (the kernel's peak RSS) of ``pid`` in KiB from ``/proc/PID/status`` (cheap)."""
+    out = {"VmRSS": 0, "VmHWM": 0}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in out:
+                    out[key] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+def pss_kib(pid: int) -> int:
+    """PSS of ``pid`` in KiB from ``/proc/PID/smaps_rollup`` (walks its page tables: ~0.1-0.3 s for a 2 GB
+    process, so read only at new highs of the summed RSS)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
     except OSError:
         pass
-    return rss, pss
+    return 0
+
+
+class TreeMemory:
+    """Peak memory of a process tree, sampled: the summed RSS of the tree every ``interval`` s (the tree
+    re-listed every second), its summed PSS whenever the summed RSS reaches a new high (at most once a
+    second), and each process's own peak RSS (``VmHWM``) as last seen."""
+
+    def __init__(self, root: int, interval: float = 0.2) -> None:
+        self.root, self.interval = root, interval
+        self.tree: list[int] = [root]
+        self.peak_rss = self.peak_pss = self.pss_rss = self.samples = self.most = 0
+        self.hwm: dict[int, int] = {}
+        self.listed = self.pss_at = 0.0
+
+    def sample(self) -> None:
+        now = time.perf_counter()
+        if now - self.listed >= 1.0:
+            self.tree, self.listed = process_tree(self.root), now
+            self.most = max(self.most, len(self.tree))
+        status = {pid: status_kib(pid) for pid in self.tree}
+        for pid, s in status.items():
+            self.hwm[pid] = max(self.hwm.get(pid, 0), s["VmHWM"])
+        rss = sum(s["VmRSS"] for s in status.values())
+        self.samples += 1
+        if rss > self.peak_rss:
+            self.peak_rss = rss
+            if now - self.pss_at >= 1.0:
+                pss = sum(pss_kib(pid) for pid in self.tree)
+                self.pss_at = now
+                if pss > self.peak_pss:
+                    self.peak_pss, self.pss_rss = pss, rss
+
+    def record(self) -> dict:
+        workers = [kib for pid, kib in self.hwm.items() if pid != self.root]
+        return {
+            "peak_pss_mib": round(self.peak_pss / 1024, 1),
+            "peak_rss_sum_mib": round(self.peak_rss / 1024, 1),
+            "peak_rss_main_mib": round(self.hwm.get(self.root, 0) / 1024, 1),
+            "peak_rss_worker_mib": round(max(workers, default=0) / 1024, 1),
+            "processes_seen": len(self.hwm),
+            "most_processes": self.most,
+            "samples": self.samples,
+        }
 
 
 def train_run(root: Path, args: argparse.Namespace) -> dict:
@@ -507,29 +586,19 @@ def train_run(root: Path, args: argparse.Namespace) -> dict:
     ]
     log("train:", " ".join(command))
     started = time.perf_counter()
-    peak_pss = peak_rss = peak_main = most = samples = 0
     with tempfile.TemporaryFile() as stderr:
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        memory = TreeMemory(child.pid)
         while child.poll() is None:
-            tree = process_tree(child.pid)
-            sizes = [memory_kib(pid) for pid in tree]
-            peak_rss = max(peak_rss, sum(s[0] for s in sizes))
-            peak_pss = max(peak_pss, sum(s[1] for s in sizes))
-            peak_main = max(peak_main, sizes[0][0])
-            most = max(most, len(tree))
-            samples += 1
-            time.sleep(0.2)
+            memory.sample()
+            time.sleep(memory.interval)
         stderr.seek(0)
         errors = stderr.read().decode(errors="replace")
     record: dict = {
         "photos": len(jpeg_paths(root)),
         "returncode": child.returncode,
         "wall_s": round(time.perf_counter() - started, 1),
-        "peak_pss_mib": round(peak_pss / 1024, 1),
-        "peak_rss_sum_mib": round(peak_rss / 1024, 1),
-        "peak_rss_main_mib": round(peak_main / 1024, 1),
-        "most_processes": most,
-        "samples": samples,
+        **memory.record(),
         "command": " ".join(command),
     }
     metrics = out / "run" / "metrics.jsonl"
@@ -554,9 +623,10 @@ def train_run(root: Path, args: argparse.Namespace) -> dict:
 
 def bench_train(args: argparse.Namespace) -> dict:
     folders = [photo_folder(args.cache, n) for n in args.train_images]
+    runs = []
     for root in folders:
         warm_page_cache(jpeg_paths(root))
-    runs = [train_run(root, args) for root in folders]
+        runs.append(train_run(root, args))
     result: dict = {"train_seconds": args.train_seconds, "runs": runs}
     if len(runs) > 1 and all(r["returncode"] == 0 for r in runs):
         small, large = runs[0], runs[-1]
@@ -592,7 +662,7 @@ def main() -> None:
     p.add_argument("--images", type=int, default=10_000, help="photos in the loader benchmark's folder")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=8.0, help="timed seconds per measurement (sets --batches)")
+    p.add_argument("--seconds", type=float, default=15.0, help="timed seconds per measurement (sets --batches)")
     p.add_argument("--batches", type=int, help="timed batches per measurement (default: from --seconds)")
     p.add_argument("--warmup", type=int, default=5, help="batches discarded before timing")
     p.add_argument("--rounds", type=int, default=3)
