@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, RunFolderError
 
 
 def shown(value: Any, limit: int = 40) -> str:
@@ -275,3 +275,14 @@ def reject_unknown(given: Iterable[str], known: Iterable[str], what: str) -> Non
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise ConfigError(f"unknown {what} option(s) {unknown}; known: {known}")
+
+
+def run_folder_name(path: str | os.PathLike[str]) -> str:
+    """``path`` as a run folder's name; an empty or blank name (an unset shell variable) is refused."""
+    name = os.fspath(path)
+    if isinstance(name, str) and not name.strip():
+        raise RunFolderError(
+            f"the output folder is {name!r}, an empty name (an unset shell variable?): give --out a folder; "
+            f"vitlab never makes the working directory a run folder"
+        )
+    return str(name)

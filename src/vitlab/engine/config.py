@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, shown
+from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, run_folder_name, shown
 from ..errors import ConfigError
 from .optim import OPTIMIZERS, SCHEDULES
 
@@ -138,20 +138,17 @@ class RunConfig:
 @dataclass(frozen=True)
 class RunFolder(Check):
     """A run folder's path (a string or ``os.PathLike``, stored as its string); an empty or blank name (an
-    unset shell variable) is refused as :func:`~vitlab.runs.rundir.check_out` refuses it."""
+    unset shell variable) is refused (:func:`~vitlab.checks.run_folder_name`)."""
 
     def describe(self) -> str:
         return "a folder path (--out DIR)"
 
     def __call__(self, name: str, value: Any) -> str:
-        from ..runs.rundir import check_out
-
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if not isinstance(value, str):
             raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
-        check_out(value)
-        return value
+        return run_folder_name(value)
 
 
 def field_names(cls: type) -> list[str]:

@@ -37,10 +37,10 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..data import ShardSampler
-from ..errors import DivergenceError
+from ..errors import DivergenceError, RunFolderError
 from .config import RunConfig
 from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
-from .optim import ModelEma, build_optimizer, build_scheduler
+from .optim import ModelEma, build_optimizer, build_scheduler, retune_state
 from .report import Reporter
 
 if TYPE_CHECKING:
@@ -248,9 +248,7 @@ class Engine:
             if config.resume and run_dir.has_state():
                 self._load_state(run_dir.load_state())
             elif config.resume and env.is_main:
-                from ..runs.rundir import note
-
-                note(f"{run_dir.path}: no epoch of the run had finished; it starts from the first")
+                run_dir.note(f"{run_dir.path}: no epoch of the run had finished; it starts from the first")
 
     @property
     def eval_model(self) -> nn.Module:
@@ -418,22 +416,16 @@ class Engine:
         return {"epoch": epoch, "weights": "ema" if self.ema is not None else "model", "task": self.task.run_kind}
 
     def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
-        """Commit the epoch's set as one step (:meth:`RunDir.commit`): ``last/state.pt``, ``last/``,
-        ``best/`` (when ``improved``: the eval model, or ``best``), ``metrics.jsonl`` and ``.csv``; a
-        kill at any point leaves the previous epoch's set or this one."""
-        import json
-
-        from ..runs.files import json_bytes
-        from ..runs.layout import BEST, LAST, STATE, WEIGHTS
-        from ..runs.rundir import history_files, state_bytes
-
+        """Commit the epoch's set as one step (:meth:`RunDir.commit_epoch`): the training state, ``last/``,
+        ``best/`` (when ``improved``: the eval model, or ``best``) and the metrics; a kill at any point
+        leaves the previous epoch's set or this one."""
         run_dir, task = self.run_dir, self.task
         assert run_dir is not None
         data = task.data_config()
         name = getattr(task.deliverable(task.model), "registered_name", None)
         state = {
             "kind": task.run_kind,
-            "config": json.loads(json_bytes(self.config.to_dict())),
+            "config": self.config.to_dict(),
             "epoch": epoch,
             "step": self.step,
             "model": task.model.state_dict(),
@@ -446,28 +438,30 @@ class Engine:
             "best_epoch": self.best_epoch,
             "best_state": self.best_state,
         }
-        files = {f"{LAST}/{STATE}": state_bytes(state)}
-        files[f"{LAST}/{WEIGHTS}"] = run_dir.checkpoint_file(
-            task.deliverable(self.eval_model), task.checkpoint_kind, data, name=name, provenance=self._provenance(epoch)
-        )
+        kind = task.checkpoint_kind
+        checkpoints = {
+            "last": {
+                "model": task.deliverable(self.eval_model),
+                "kind": kind,
+                "data": data,
+                "name": name,
+                "provenance": self._provenance(epoch),
+            }
+        }
         if improved and task.monitor is not None:
-            files[f"{BEST}/{WEIGHTS}"] = run_dir.checkpoint_file(
-                task.deliverable(best if best is not None else self.eval_model),
-                task.checkpoint_kind,
-                data,
-                name=name,
-                provenance={**self._provenance(self.best_epoch), task.monitor: self.best_score},
-            )
-        files.update(history_files(self.history))
-        run_dir.commit(epoch, files)
+            checkpoints["best"] = {
+                "model": task.deliverable(best if best is not None else self.eval_model),
+                "kind": kind,
+                "data": data,
+                "name": name,
+                "provenance": {**self._provenance(self.best_epoch), task.monitor: self.best_score},
+            }
+        run_dir.commit_epoch(epoch, state, checkpoints, self.history)
 
     def _load_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (``last/state.pt``), refusing in one line a state of another kind
         of run or recorded under other settings; on the main process, rewrite the folder's set from it
         when the files do not agree with it (a run an earlier vitlab wrote, or files changed by hand)."""
-        from ..errors import RunFolderError
-        from ..runs.rundir import config_changes, note
-
         assert self.run_dir is not None
         path, task = self.run_dir.path / "last" / "state.pt", self.task
         kind = state.get("kind")
@@ -477,12 +471,15 @@ class Engine:
             )
         recorded = state.get("config")
         if isinstance(recorded, dict):
-            changed = config_changes(recorded, self.config.to_dict(), self.config.RESUME_FREE)
+            changed = self.run_dir.config_changes(recorded, self.config.to_dict(), self.config.RESUME_FREE)
             if changed:
                 raise RunFolderError(
                     f"resuming {self.run_dir.path} with settings other than those it trained with: "
                     f"{'; '.join(changed)} (was config.json edited?); use the run's settings or start a new run"
                 )
+            rates = (self.config.lr, self.config.min_lr)
+            if rates != (recorded.get("lr"), recorded.get("min_lr")):  # --resume --set lr=... on purpose
+                retune_state(state, *rates)
         device = self.env.device
         try:
             self.task.model.load_state_dict(state["model"])
@@ -508,7 +505,7 @@ class Engine:
                 known = self.best_state is not None or self.best_epoch == self.start_epoch
                 best = self._best_model() if task.monitor is not None and self.best_epoch and known else None
                 self._write_checkpoints(self.start_epoch, best is not None, best)
-                note(
+                self.run_dir.note(
                     f"{self.run_dir.path}: its files did not form one consistent set ({'; '.join(problems)}); "
                     f"rewrote last/, best/ and metrics from {path} (epoch {self.start_epoch})"
                 )

@@ -64,6 +64,7 @@ import torch
 from torch import nn
 
 from .. import __version__
+from ..checks import run_folder_name
 from ..errors import CheckpointError, DataError, RunFolderError
 from .checkpoint import DataConfig, checkpoint_bytes, save_checkpoint
 from .files import (
@@ -132,12 +133,7 @@ def note(message: str) -> None:
 
 def check_out(path: str | Path) -> Path:
     """``path`` as a run folder's path; an empty or blank name (an unset shell variable) is refused."""
-    if isinstance(path, str) and not path.strip():
-        raise RunFolderError(
-            f"the output folder is {path!r}, an empty name (an unset shell variable?): give --out a folder; "
-            f"vitlab never makes the working directory a run folder"
-        )
-    return Path(path)
+    return Path(run_folder_name(path))
 
 
 class RunDir:
@@ -579,10 +575,8 @@ class RunDir:
         return (self.path / LAST / STATE).is_file()
 
     def load_state(self) -> dict[str, Any]:
-        """The training state saved by :meth:`save_state`, without unpickling arbitrary objects, set to
-        continue at the learning rate (and floor) ``config.json`` now records where a resume changed it on
-        purpose (``--resume --set lr=...``; see :func:`~vitlab.engine.optim.retune_state`). ``state["config"]``
-        stays what the run trained with, so a ``config.json`` edited by hand is still refused by the engine."""
+        """The training state saved by :meth:`save_state`, without unpickling arbitrary objects;
+        ``state["config"]`` is what the run trained with (the engine compares it with the config now)."""
         path = self.path / LAST / STATE
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -590,16 +584,34 @@ class RunDir:
             raise CheckpointError(
                 f"{path} cannot be read ({type(err).__name__}): the run cannot resume; start again with --overwrite"
             ) from err
-        recorded = state.get("config") if isinstance(state, dict) else None
-        now = read_json(self.path / CONFIG, "run config") if (self.path / CONFIG).is_file() else None
-        if isinstance(recorded, dict) and isinstance(now, dict):
-            lr, min_lr = now.get("lr"), now.get("min_lr")
-            wanted = (lr, min_lr) != (recorded.get("lr"), recorded.get("min_lr"))
-            if wanted and isinstance(lr, (int, float)) and isinstance(min_lr, (int, float)) and lr > 0:
-                from ..engine.optim import retune_state
-
-                retune_state(state, float(lr), float(min_lr))
         return state
+
+    def commit_epoch(
+        self,
+        epoch: int,
+        state: dict[str, Any],
+        checkpoints: dict[str, dict[str, Any]],
+        history: Sequence[dict[str, Any]],
+    ) -> None:
+        """One epoch's files as one step (:meth:`commit`): ``state`` as ``last/state.pt`` (its ``config`` as
+        JSON reads it back), each of ``checkpoints`` (``{"last" | "best": the arguments of
+        :meth:`checkpoint_file`}``) as that folder's weights, and the history as ``metrics.jsonl``/``.csv``."""
+        state = {**state, "config": json.loads(json_bytes(state["config"]))}
+        files = {f"{LAST}/{STATE}": state_bytes(state)}
+        for which, spec in checkpoints.items():
+            files[f"{which}/{WEIGHTS}"] = self.checkpoint_file(**spec)
+        files.update(history_files(history))
+        self.commit(epoch, files)
+
+    @staticmethod
+    def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterable[str] = ()) -> list[str]:
+        """:func:`config_changes`: what a resume would change of the recorded run."""
+        return config_changes(recorded, given, free)
+
+    @staticmethod
+    def note(message: str) -> None:
+        """:func:`note`: what vitlab did to a run folder on its own."""
+        note(message)
 
 
 def state_bytes(state: dict[str, Any]) -> bytes:
