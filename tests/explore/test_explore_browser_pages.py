@@ -196,7 +196,11 @@ def test_a_training_started_on_the_runs_page_streams_and_ends_as_a_run_folder(br
     page.fill("#train-name", "long")
     page.fill("#train-epochs", "60")
     page.click("#train-start")
-    page.wait_for_function("() => Number(document.getElementById('train-epoch').max) >= 1", timeout=120_000)
+    page.wait_for_function(  # the new run's first epoch (the panel shows the new run as soon as it starts)
+        "() => document.getElementById('train-panel').dataset.job === 'running'"
+        " && Number(document.getElementById('train-epoch').max) >= 1",
+        timeout=120_000,
+    )
     page.click("#train-cancel")
     page.wait_for_selector("#train-panel[data-job=cancelled]", timeout=120_000)
     expect(page.locator("#train-status")).to_contain_text("--resume")
