@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import numpy as np
 import torch
 from PIL import Image
 from torchvision.transforms import InterpolationMode
@@ -297,10 +296,8 @@ class Preprocess:
 
 
 def _pixels(image: Image.Image) -> torch.Tensor:
-    """PIL image -> uint8 ``(C, H, W)``."""
-    array = np.array(image, dtype=np.uint8, copy=True)
-    tensor = torch.from_numpy(array)
-    return tensor[None] if tensor.ndim == 2 else tensor.permute(2, 0, 1).contiguous()
+    """PIL image -> uint8 ``(C, H, W)`` (a view of the pixels in PIL's layout; ``torch.stack`` copies it once)."""
+    return F.pil_to_tensor(image)
 
 
 def _keep_ratio(image_hw: tuple[int, int], target: tuple[int, int], longest: float) -> list[int]:

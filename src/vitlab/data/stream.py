@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 from ..errors import DataError, VitlabError
 from .records import Records
@@ -73,7 +73,8 @@ def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor
     """``(images uint8 (B', C, H, W), labels int64 (B',), [(name, reason) of the unreadable ones])``."""
     good = [s for s in samples if s[0] is not None]
     bad = [(s[2], s[3]) for s in samples if s[0] is None]
-    images = torch.stack([s[0] for s in good]) if good else torch.empty(0, dtype=torch.uint8)
+    # default_collate stacks straight into shared memory in a worker: the batch crosses to the main process once
+    images = default_collate([s[0] for s in good]) if good else torch.empty(0, dtype=torch.uint8)
     labels = torch.tensor([s[1] for s in good], dtype=torch.int64)
     return images, labels, bad
 

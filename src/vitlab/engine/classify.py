@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
-from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset, normalize
+from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
 from ..data.augment import PRESETS
 from ..data.options import DataOptions
 from ..data.stream import StreamDataset
@@ -364,12 +364,12 @@ class ClassificationTask(Task):
     def step(
         self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
-        images, labels = batch
+        images, labels = batch  # this batch's own tensor (indexing and the uint8 conversion copy)
         images, labels = as_pixels(images, self.env.device), labels.to(self.env.device)
         targets = labels
         if self.augment is not None:
             images, targets = self.augment(images, labels)
-        inputs = normalize(images, self.mean_t, self.std_t)
+        inputs = images.sub_(self.mean_t.view(1, -1, 1, 1)).div_(self.std_t.view(1, -1, 1, 1))  # normalize(), in place
         outputs = net(inputs)
         cfg = self.config
         if self.teacher is None:
