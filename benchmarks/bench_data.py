@@ -17,7 +17,7 @@ with p 0.5, and normalisation with ImageNet's mean/std, ``--workers`` DataLoader
 
 - ``vitlab``: ``StreamDataset(read_records("folder", DIR)["train"], Preprocess(224, bilinear), train=True)``
   ``.batches(order, B, seed=..., workers=W)``: uint8 batches from the workers, then the engine's own
-  ``as_pixels`` + ``normalize`` in this process (as ``vitlab train`` on CPU does).
+  ``as_pixels`` + ``normalize_`` in this process (as ``vitlab train`` on CPU does).
 - ``timm``: ``create_loader(create_dataset("", root=DIR), is_training=True, use_prefetcher=False, ...)``:
   timm's transforms (``RandomResizedCropAndInterpolation``, ``RandomHorizontalFlip``, ``ToTensor``,
   ``Normalize``) in the workers, float batches out; ``color_jitter=None``, no auto-augment, no erasing.
@@ -111,7 +111,7 @@ def warm_page_cache(paths: list[str]) -> int:
 
 
 def vitlab_stream(root: Path, args: argparse.Namespace) -> Callable[[int], Iterator[int]]:
-    from vitlab.data import normalize
+    from vitlab.data.augment import normalize_
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.records import read_records
     from vitlab.data.stream import StreamDataset
@@ -128,7 +128,7 @@ def vitlab_stream(root: Path, args: argparse.Namespace) -> Callable[[int], Itera
         batches = dataset.batches(order, args.batch_size, seed=seed, workers=args.workers, pin_memory=False)
         try:
             for images, labels in batches:
-                inputs = normalize(as_pixels(images, device), mean, std)
+                inputs = normalize_(as_pixels(images, device), mean, std)
                 assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
                 yield len(labels)
         finally:
@@ -372,7 +372,7 @@ WHAT_EACH_DID = {
     "vitlab": "StreamDataset(records, Preprocess(image_size=224, interpolation), train=True, scale=(0.08, 1), "
     "ratio=(3/4, 4/3), hflip=True).batches(random order, B, seed, workers=W): workers decode (PIL), "
     "random-resized-crop + resize (torchvision functional on PIL) + flip, uint8 batch; main process: "
-    "engine.classify.as_pixels (float / 255) + data.normalize (ImageNet mean/std)",
+    "engine.classify.as_pixels (float / 255) + data.augment.normalize_ in place (ImageNet mean/std)",
     "timm": "create_dataset('', root) + create_loader(input_size=(3, 224, 224), is_training=True, no_aug=False, "
     "scale=(0.08, 1), ratio=(3/4, 4/3), hflip=0.5, vflip=0, color_jitter=None, auto_augment=None, re_prob=0, "
     "interpolation, ImageNet mean/std, num_workers=W, use_prefetcher=False, persistent_workers=False): "
@@ -408,7 +408,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
     from timm.data import create_transform
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
-    from vitlab.data import normalize
+    from vitlab.data.augment import normalize_
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.records import read_records
     from vitlab.data.stream import StreamDataset, sample_seeds
@@ -448,7 +448,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
     }
     main = {
         "vitlab sample_seeds (batch sampler)": per_image_ms(lambda i: sample_seeds(0, range(i * b, i * b + b)), 20) / b,
-        "vitlab as_pixels + normalize": per_image_ms(lambda i: normalize(as_pixels(batch, cpu), mean, std), 10) / b,
+        "vitlab as_pixels + normalize_": per_image_ms(lambda i: normalize_(as_pixels(batch, cpu), mean, std), 10) / b,
         "timm PrefetchLoader float().sub_().div_()": per_image_ms(
             lambda i: batch.to(torch.float32).sub_(mean255).div_(std255), 10
         )

@@ -319,6 +319,17 @@ def normalize(
     return (images - mean_t) / std_t
 
 
+def normalize_(
+    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
+) -> torch.Tensor:
+    """:func:`normalize` in place on ``images`` (a batch's own float tensor, e.g. fresh from uint8): the
+    same numbers without two more batch-sized tensors. Returns ``images``."""
+    shape = (1, -1, 1, 1)
+    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
+    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
+    return images.sub_(mean_t).div_(std_t)
+
+
 @dataclass
 class Normalize:
     """Callable form of :func:`normalize`, e.g. ``Normalize(splits.mean, splits.std)(images)``."""

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
 from ..data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
-from ..data.augment import PRESETS
+from ..data.augment import PRESETS, normalize_
 from ..data.options import DataOptions
 from ..data.stream import StreamDataset
 from ..errors import ConfigError
@@ -369,7 +369,7 @@ class ClassificationTask(Task):
         targets = labels
         if self.augment is not None:
             images, targets = self.augment(images, labels)
-        inputs = images.sub_(self.mean_t.view(1, -1, 1, 1)).div_(self.std_t.view(1, -1, 1, 1))  # normalize(), in place
+        inputs = normalize_(images, self.mean_t, self.std_t)
         outputs = net(inputs)
         cfg = self.config
         if self.teacher is None:
