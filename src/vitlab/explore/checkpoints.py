@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..data import normalize
+from ..data.preprocess import Preprocess
 from ..errors import CheckpointError, VitlabError
 from ..explain.maps import applicable_methods, gradient_map, num_prefix_tokens
 from ..explain.record import attention_weights
@@ -44,6 +45,7 @@ class LoadedModel:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     dataset: str | None
+    preprocess: Preprocess | None = None  # how its own library reads a photo (None: vitlab's squash)
 
     @property
     def config(self) -> Any:
@@ -132,6 +134,7 @@ def load_model(path: str | Path, index: int) -> LoadedModel:
         tuple(loaded.data.mean or (0.0,) * chans),
         tuple(loaded.data.std or (1.0,) * chans),
         loaded.data.dataset,
+        loaded.data.preprocess(),
     )
 
 
@@ -226,7 +229,7 @@ class ModelShelf:
             if key in self._analyses:
                 self._analyses.move_to_end(key)
                 return self._analyses[key]
-            image = fit_image(picture.image, entry.channels, entry.image_size)
+            image = fit_image(picture.image, entry.channels, entry.image_size, entry.preprocess)
             inputs = normalize(image, entry.mean, entry.std)
             if "attention" in applicable_methods(entry.model):
                 logits, weights = attention_weights(entry.model, inputs)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
+from ..data.preprocess import Preprocess
 from ..data.registry import DATASETS, locate_dataset
 from ..errors import DataError
 
@@ -127,9 +128,17 @@ def unreadable(err: Exception) -> RequestError:
     )
 
 
-def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torch.Tensor:
+def fit_image(
+    image: torch.Tensor, channels: int, size: tuple[int, int], preprocess: Preprocess | None = None
+) -> torch.Tensor:
     """``image (1, C, H, W)`` with ``channels`` channels (grey repeated, or RGB by luma) and
-    resized (bilinear, antialiased) to ``size``; returned unchanged when it already fits."""
+    resized (bilinear, antialiased) to ``size``; returned unchanged when it already fits. A model that
+    records another resize or crop (a timm or Hugging Face model's ``preprocess``) reads the picture
+    through it, as its own library would read the photo."""
+    if preprocess is not None and not _plain(preprocess) and image.shape[1] in (1, 3):
+        pixels = (image[0] * 255).round().clamp(0, 255).to(torch.uint8)
+        picture = Image.fromarray(pixels[0].numpy() if pixels.shape[0] == 1 else pixels.permute(1, 2, 0).numpy())
+        return (preprocess.eval_image(picture).float() / 255)[None].contiguous()
     if image.shape[1] != channels:
         if channels == 3 and image.shape[1] == 1:
             image = image.expand(-1, 3, -1, -1)
@@ -143,6 +152,11 @@ def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torc
     if tuple(image.shape[-2:]) != tuple(size):
         image = F.interpolate(image, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
     return image.clamp(0, 1).contiguous()
+
+
+def _plain(preprocess: Preprocess) -> bool:
+    """vitlab's own reading: the whole picture squashed to the square (what :func:`fit_image` does itself)."""
+    return preprocess.crop_mode == "squash" and preprocess.crop_pct == 1.0 and preprocess.interpolation == "bilinear"
 
 
 def needs_files(name: str) -> bool:
