@@ -132,6 +132,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     trainer = Trainer(root, book, on_done=lambda path: shelf.add(path).index)
     ctx = Context(config, book, shelf, run_shelf, PromptShelf(run_shelf, book), trainer)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.context = ctx  # what it serves (images, models, runs), for callers that measure it
     app.add_middleware(
         Guard,
         names=host_names(config.host, config.allowed_hosts),

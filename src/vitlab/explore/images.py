@@ -7,7 +7,8 @@ An image is named by a reference string: ``"digits:12"`` is image 12 of the digi
 Uploads are decoded by Pillow from memory, only as PNG or JPEG, after a byte limit and a pixel
 budget (the size the header declares, checked before any pixel is decoded), at most
 :data:`DECODE_SLOTS` at a time; anything else is refused with :class:`RequestError`. Decoded
-uploads live in memory (a bounded number of them); nothing is written to disk.
+uploads live in memory (a bounded number of them); nothing is written to disk. A sample split is loaded once
+however many requests ask for it at once, and kept under a byte cap (:class:`~vitlab.explore.cache.LoadOnce`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
 from ..data.preprocess import Preprocess
 from ..data.registry import DATASETS, locate_dataset
 from ..errors import DataError
+from .cache import LoadOnce, LoadTimeoutError
 
 UPLOAD_FORMATS = ("PNG", "JPEG")
 UPLOAD_LIMIT = 8 * 2**20  # bytes of one uploaded file
@@ -38,7 +40,9 @@ DECODE_SLOTS = 2  # uploads decoded at the same time
 DECODE_WAIT = 3.0  # seconds an upload waits for a decode slot before 503
 MAX_SIDE = 224  # uploads are shrunk (aspect kept) to at most this side
 KEEP_UPLOADS = 32  # decoded uploads kept in memory, oldest dropped first
-KEEP_DATASETS = 2  # sample splits kept in memory
+SAMPLE_CACHE_BYTES = 256 * 2**20  # bytes of sample splits kept in memory (two CIFAR test splits), LRU
+LOAD_SLOTS = 2  # sample splits loaded at the same time (one load per source, however many ask)
+LOAD_WAIT = 60.0  # seconds a request waits for a sample split's load before 503
 GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601 weights: RGB -> grey
 
@@ -189,6 +193,11 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
     return None, reason
 
 
+def split_bytes(data: ImageDataset) -> int:
+    """Bytes a sample split holds in memory: its images and labels."""
+    return data.images.nbytes + data.labels.nbytes
+
+
 class ImageBook:
     """Resolves image references to images: samples of the registered datasets and uploads.
 
@@ -207,7 +216,7 @@ class ImageBook:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.upload_limit, self.max_side, self.max_pixels = upload_limit, max_side, max_pixels
         self._decoding = threading.BoundedSemaphore(DECODE_SLOTS)
-        self._splits: OrderedDict[str, ImageDataset] = OrderedDict()
+        self.splits: LoadOnce[ImageDataset] = LoadOnce(SAMPLE_CACHE_BYTES, split_bytes, LOAD_SLOTS, LOAD_WAIT)
         self._uploads: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -231,13 +240,17 @@ class ImageBook:
         return out
 
     def split(self, name: str) -> ImageDataset:
-        """The sample split of dataset ``name``: its test split, else its validation split."""
+        """The sample split of dataset ``name``: its test split, else its validation split. Loaded once
+        however many requests ask at once, and kept while the kept splits stay under
+        :data:`SAMPLE_CACHE_BYTES` (the least recently used dropped first)."""
         if name not in list_datasets():
             raise RequestError(f"unknown sample source {name!r}: choose one of {list_datasets()} or upload a file", 404)
-        with self._lock:
-            if name in self._splits:
-                self._splits.move_to_end(name)
-                return self._splits[name]
+        try:
+            return self.splits.get(name, lambda: self._load_split(name))
+        except LoadTimeoutError as err:
+            raise RequestError(f"the samples of {name} are still loading ({err}): try again in a moment", 503) from err
+
+    def _load_split(self, name: str) -> ImageDataset:
         folder, reason = locate_source(name, self.data_dir)
         if reason is not None:
             raise RequestError(reason, 404)
@@ -248,10 +261,6 @@ class ImageBook:
         data = splits.test if splits.test is not None else splits.val
         if not isinstance(data, ImageDataset):
             raise RequestError(f"{name} is read as a stream of files: the explorer shows images held in memory")
-        with self._lock:
-            self._splits[name] = data
-            while len(self._splits) > KEEP_DATASETS:
-                self._splits.popitem(last=False)
         return data
 
     def samples(self, name: str, start: int = 0, count: int = 24) -> dict[str, Any]:
