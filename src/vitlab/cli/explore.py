@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..explore import create_app
-    from ..explore.serve import SERVER_OPTIONS
+    from ..explore.serve import server_options
 
     config = explore_config(args)
     app = create_app(config)
@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
             f"needs the token in the address above; whoever has it can read the checkpoints and runs given",
             file=sys.stderr,
         )
-    options: dict[str, Any] = dict(SERVER_OPTIONS)  # uvicorn's keyword arguments, each of its own type
+    # uvicorn's keyword arguments, each of its own type; the HTTP protocol holds the read timeouts and
+    # connection limits (SECURITY.md)
+    options: dict[str, Any] = server_options()
     uvicorn.run(app, host=args.host, port=args.port, **options)
     return 0
 
