@@ -12,6 +12,8 @@ as the uninterrupted run (the design resumes at an epoch boundary with every gen
 """
 
 import json
+import multiprocessing
+import multiprocessing.context
 import os
 import random
 import signal
@@ -77,29 +79,43 @@ def resume_args(task: str, out: Path) -> list[str]:
     return [*TASKS[task][1], "--resume", *COMMON, "--out", str(out)]
 
 
+def _child(args: list[str], kill_at: int | None) -> None:
+    """A killed copy's life: ``main(args)`` under a :class:`Trace`, exiting with its status."""
+    code = 70
+    try:
+        Trace(kill_at).install(pytest.MonkeyPatch())
+        code = main(args)
+    finally:
+        os._exit(code)
+
+
+def _clean_forks() -> multiprocessing.context.BaseContext:
+    """Copies forked from a clean server process that has imported torch and vitlab once: a fork of this
+    pytest process would inherit what earlier tests started (autograd refuses to run in a fork of a
+    process whose autograd threads have started)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "vitlab.cli.main", __name__])
+    return context
+
+
 def forked(args: list[str], kill_at: int | None = None, kill_after: float | None = None) -> int:
-    """Run ``main(args)`` in a forked copy of this process, killed at durable step ``kill_at`` or by
-    SIGKILL ``kill_after`` seconds after its run folder is marked; returns its exit status."""
-    pid = os.fork()
-    if pid == 0:  # the child never returns into pytest
-        code = 70
-        try:
-            mp = pytest.MonkeyPatch()
-            Trace(kill_at).install(mp)
-            code = main(args)
-        finally:
-            os._exit(code)
+    """Run ``main(args)`` in a forked copy, killed at durable step ``kill_at`` or by SIGKILL ``kill_after``
+    seconds after its run folder is marked; returns its exit status (137 for a SIGKILL, as a shell says)."""
+    process = _clean_forks().Process(target=_child, args=(args, kill_at))
+    process.start()
     if kill_after is not None:
         marker = Path(args[args.index("--out") + 1]) / MARKER
-        while not marker.exists() and os.waitpid(pid, os.WNOHANG) == (0, 0):
+        while not marker.exists() and process.is_alive():
             time.sleep(0.005)
         time.sleep(kill_after)
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    process.join()
+    code = process.exitcode
+    assert code is not None
+    return code if code >= 0 else 128 - code
 
 
 def records(folder: Path) -> list[dict]:
