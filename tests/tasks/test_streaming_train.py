@@ -180,3 +180,15 @@ def test_a_run_records_its_data_folder_resolved(tmp_path, photos, monkeypatch):
     from vitlab.tasks import evaluate_checkpoint
 
     assert evaluate_checkpoint(tmp_path / "run")["accuracy"] == result.test["acc"]
+
+
+def test_explain_and_evaluate_read_a_folder_run_at_another_size(tmp_path, photos, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "24", "--epochs", "1"]
+    argv += ["--batch-size", "8", "--device", "cpu", "--out", str(out), "--set", "depth=1", "--set", "embed_dim=32"]
+    assert main([*argv, "--set", "num_heads=2", "--set", "patch_size=8"]) == 0
+    explained = tmp_path / "explained"
+    assert main(["explain", str(out), "--image-size", "32", "--device", "cpu", "--out", str(explained)]) == 0
+    assert json.loads((explained / "explain.json").read_text())["grid"] == [4, 4]  # 32 px in patches of 8
+    assert main(["evaluate", str(out), "--image-size", "32", "--split", "val", "--device", "cpu"]) == 0
+    assert "folder val (6 images)" in capsys.readouterr().out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import add_source_options, load_source
+from . import add_data_options, add_source_options, load_source, source_data_options
 
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
 PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.probes.PROBES
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             device=args.device,
             overwrite=args.overwrite,
+            options=source_data_options(args),
         )
         print(Path(probed["files"][1]).read_text(), end="")
         print("wrote " + ", ".join(probed["files"]))
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         patch_size=args.patch_size,
         device=args.device,
         overwrite=args.overwrite,
+        options=source_data_options(args),
     )
     if args.audit:
         result = audit_checkpoint(
@@ -176,5 +178,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="explain", help="output folder (default: ./explain)")
     p.add_argument("--overwrite", action="store_true", help="replace the explanation already in --out")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
+    add_data_options(p)
     add_source_options(p)
     p.set_defaults(func=run)

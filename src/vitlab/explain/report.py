@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,11 @@ from torch import nn
 
 from ..checks import Float, Int, Maybe
 from ..data import DataSplits, ImageDataset, normalize
+from ..data.options import DataOptions
 from ..engine import TrainConfig
 from ..errors import CheckpointError, ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
+from ..runs.checkpoint import run_at_size
 from ..runs.layout import CONFIG
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
@@ -241,11 +244,12 @@ def explain_checkpoint(
     textbook: bool = False,
     device: str = "auto",
     overwrite: bool = False,
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
     """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`); with ``textbook``, also
     :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
     check_explain_options(index=index, patch_size=patch_size)
-    ckpt, splits = explainable_data(path, dataset, data_dir, device)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
     with RunDir(out_dir).open("explain", overwrite=overwrite):
         report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
         if textbook:
@@ -269,6 +273,7 @@ def audit_checkpoint(
     steps: int | None = None,
     device: str = "auto",
     overwrite: bool = False,
+    options: DataOptions | None = None,
 ) -> AuditResult:
     """:func:`~vitlab.explain.audit.audit` a checkpoint and :func:`write_audit` the result to ``out_dir``.
 
@@ -278,7 +283,7 @@ def audit_checkpoint(
     check_explain_options(
         patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs, threshold=threshold, steps=steps, seed=seed
     )
-    ckpt, splits = explainable_data(path, dataset, data_dir, device)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
     if is_encoder(ckpt.model):
         raise ConfigError(
             f"the audit scores maps by the predicted class's probability, and {ckpt.path} is an encoder without a "
@@ -342,12 +347,23 @@ def check_encoder_methods(methods: Sequence[str]) -> list[str]:
 
 
 def explainable_data(
-    path: str | Path | Loaded, dataset: str | None, data_dir: str | Path | None, device: str
+    path: str | Path | Loaded,
+    dataset: str | None,
+    data_dir: str | Path | None,
+    device: str,
+    options: DataOptions | None = None,
 ) -> tuple[Loaded, DataSplits]:
-    """:func:`~vitlab.runs.checkpoint_data`, refusing a kind explain does not read before its data is loaded."""
+    """:func:`~vitlab.runs.checkpoint_data`, refusing a kind explain does not read before its data is loaded;
+    ``options`` (``--image-size``, ``--set data.FIELD``) change how image files are read, the model run at
+    that size. The images explained are held in memory (``--loader memory`` unless a loader is set)."""
     ckpt = path if isinstance(path, Loaded) else load_checkpoint(path, device)
     check_explainable(ckpt)
-    return checkpoint_data(ckpt, dataset, data_dir, device)
+    options = options or DataOptions()
+    if options.loader == "auto":
+        options = replace(options, loader="memory")
+    ckpt, splits = checkpoint_data(ckpt, dataset, data_dir, device, options=options)
+    run_at_size(ckpt.model, splits.image_shape[1:])
+    return ckpt, splits
 
 
 def check_explainable(ckpt: Loaded) -> None:
@@ -373,12 +389,13 @@ def probe_checkpoint(
     seed: int = 0,
     device: str = "auto",
     overwrite: bool = False,
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
     """Run ``probes`` (:data:`~vitlab.explain.probes.PROBES`) on the first ``samples`` images of ``split`` and
     write ``probes.json``, ``probes.md`` and (with ``attention``) ``attention_depth.png`` into ``out_dir``;
     return the JSON's content."""
     check_explain_options(patch_size=patch_size, samples=samples, seed=seed)
-    ckpt, splits = explainable_data(path, dataset, data_dir, device)
+    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
     data = _split(splits, split)
     model = ckpt.model.eval()
     device_of = next(model.parameters()).device

@@ -801,12 +801,26 @@ def checkpoint_data(
     data_dir: str | Path | None = None,
     device: str | torch.device = "auto",
     rows: int | None = None,
+    options: DataOptions | None = None,
 ) -> tuple[Loaded, DataSplits]:
     """The checkpoint's model (eval mode, on ``device``; ``auto``: CUDA when present) and the splits
-    of its dataset (or of ``dataset``), normalised with the training run's statistics. A model
-    already loaded (:class:`Loaded`, e.g. with config fields its file does not record) is used as it is."""
+    of its dataset (or of ``dataset``), normalised with the training run's statistics and read as
+    :meth:`Loaded.splits` says with ``options``. A model already loaded (:class:`Loaded`, e.g. with config
+    fields its file does not record) is used as it is."""
     loaded = source if isinstance(source, Loaded) else load_checkpoint(source, device)
-    return loaded, loaded.splits(dataset, data_dir, rows)
+    return loaded, loaded.splits(dataset, data_dir, rows, options=options)
+
+
+def run_at_size(model: nn.Module, size: tuple[int, int]) -> None:
+    """Run ``model`` at image ``size`` when it differs from its own (``--image-size``): learned positions
+    resampled, as timm's ``set_input_size``; a model that cannot is refused in one line."""
+    own = getattr(getattr(model, "config", None), "img_size", size)
+    if tuple(own) == tuple(size):
+        return
+    set_image_size = getattr(model, "set_image_size", None)
+    if set_image_size is None:
+        raise ConfigError(f"{type(model).__name__} runs at {tuple(own)} only; drop --image-size {size[0]}")
+    set_image_size(tuple(size))
 
 
 def pretrained_cfg(model: nn.Module, data: DataConfig) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from ..engine.evaluate import evaluate_model
 from ..errors import CheckpointError, ConfigError, DataError
 from ..models.registry import get_config
 from ..runs import Loaded, RunDir, load_checkpoint, load_matching_weights
-from ..runs.checkpoint import placeholder_names
+from ..runs.checkpoint import placeholder_names, run_at_size
 from ..runs.layout import EVALUATION
 
 SPLITS = ("test", "val", "train")
@@ -100,18 +100,6 @@ def describe_reading(splits: DataSplits, preprocess: Preprocess) -> str:
         f"{loader} ({reason}); {height}x{width}, {preprocess.crop_mode} crop_pct {preprocess.crop_pct:g}, "
         f"{preprocess.interpolation}"
     )
-
-
-def run_at_size(model: nn.Module, size: tuple[int, int]) -> None:
-    """Run ``model`` at image ``size`` when it differs from its own (``--image-size``): learned positions
-    resampled, as timm's ``set_input_size``; a model that cannot is refused in one line."""
-    own = getattr(getattr(model, "config", None), "img_size", size)
-    if tuple(own) == tuple(size):
-        return
-    set_image_size = getattr(model, "set_image_size", None)
-    if set_image_size is None:
-        raise ConfigError(f"{type(model).__name__} runs at {tuple(own)} only; drop --image-size {size[0]}")
-    set_image_size(tuple(size))
 
 
 def model_input_size(config: TrainConfig) -> tuple[int, int]:
