@@ -1103,7 +1103,10 @@ def train_reading_lines(aggregates: Sequence[Aggregate]) -> list[str]:
         "augmentation on) while the weights still change from batch to batch. That is what Keras's `fit` "
         "reports as `accuracy`, so the page's column and vitlab's are the same reading. *Eval mode* scores the "
         "weights vitlab keeps (those of the best validation epoch) on the training rows afterwards, in eval "
-        f"mode, without augmentation (at most {TRAIN_EVAL_ROWS:,} of them).",
+        f"mode, without augmentation (at most {TRAIN_EVAL_ROWS:,} of them). Here the two readings differ by at "
+        f"most {max(abs(known(a.mean, 'final_train_acc') - known(a.mean, 'train_eval_acc')) for a in pairs):.4f} "
+        "(means over seeds), so a page figure far from vitlab's is not a matter of reading; `benchmarks/RESULTS.md` "
+        "trains the page's Keras model beside vit-seed to find what it is.",
         "",
         *markdown_table(
             [
