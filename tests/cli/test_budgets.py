@@ -78,3 +78,11 @@ def test_params_builds_what_the_limit_allows(capsys):
     assert "builds at most 0.001 GiB (--max-gib)" in capsys.readouterr().err
     assert main(["params", "vit-seed", "--max-gib", "0"]) == 2
     assert "--max-gib must be a positive number" in capsys.readouterr().err
+
+
+def test_a_study_of_ten_million_seeds_is_refused_before_planning(tmp_path, capsys):
+    out = tmp_path / "never-written"
+    assert main(["compare", "--seeds", "10000000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "10,000,000 seeds" in err and "limit of 100,000" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

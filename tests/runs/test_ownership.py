@@ -138,11 +138,7 @@ def test_overwriting_a_vitlab_run_keeps_the_users_files_in_it(tmp_path, capsys, 
 def empty_outs():
     for writer in WRITERS:
         for out in ("", " ", "\t\n"):
-            marks = []
-            if (writer, out) == ("compare", ""):  # it runs a study into ./runs/compare instead
-                reason = "cli/compare.py reads --out '' as unset (`args.out or runs/NAME`)"
-                marks = [pytest.mark.slow, pytest.mark.xfail(strict=True, reason=reason)]
-            yield pytest.param(writer, out, marks=marks, id=f"{writer}-{out!r}")
+            yield pytest.param(writer, out, id=f"{writer}-{out!r}")
 
 
 @pytest.mark.parametrize("writer, out", list(empty_outs()))

@@ -192,3 +192,11 @@ def test_explain_and_evaluate_read_a_folder_run_at_another_size(tmp_path, photos
     assert json.loads((explained / "explain.json").read_text())["grid"] == [4, 4]  # 32 px in patches of 8
     assert main(["evaluate", str(out), "--image-size", "32", "--split", "val", "--device", "cpu"]) == 0
     assert "folder val (6 images)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compare_reads_at_the_image_size_given(tmp_path):
+    out = tmp_path / "study"
+    argv = ["compare", "--image-size", "12", "--rows", "60", "--epochs", "1", "--patches", "4", "--augment", "none"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "results.json").read_text())["data"]["image_shape"] == [1, 12, 12]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..checks import run_folder_name
 from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_compare, usable_cores
 from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
 from ..experiments.executors import EXECUTORS, set_threads
@@ -106,6 +107,7 @@ def _segment(args: argparse.Namespace, out: Path, compare_heads: Any, heads_tabl
 CONFIG_OPTIONS = (
     "dataset",
     "data_dir",
+    "image_size",
     "rows",
     "patches",
     "augment",
@@ -179,6 +181,8 @@ def run_pitfalls(args: argparse.Namespace, executor: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        run_folder_name(args.out)  # --out '' (an unset shell variable) is refused, never read as unset
     executor = make_executor(args.executor, args.jobs, args.threads, args.address)
     if args.task == "segment":
         return run_segment(args)
@@ -255,6 +259,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset", help="dataset name (see `vitlab data`); default digits")
     p.add_argument("--data-dir", help="folder holding the dataset's files")
+    p.add_argument(
+        "--image-size",
+        type=int,
+        help="the side images are read at: image files (folder, manifest, wds, hf; default 32) or a tensor dataset "
+        "resized (default: its own size)",
+    )
     p.add_argument("--rows", type=_rows, help="training-set sizes, comma-separated; 'full' = the whole pool")
     p.add_argument(
         "--patches", type=_ints, help="ViT patch sizes, comma-separated (each must divide the image, unless --pad)"

@@ -79,6 +79,8 @@ from torch import nn
 
 from ..data import NORMALIZATIONS, DataSplits, ImageDataset, load_dataset
 from ..data.augment import PRESETS, normalize
+from ..data.preprocess import Preprocess
+from ..data.records import SOURCES as PHOTO_SOURCES
 from ..errors import ConfigError, DivergenceError
 from ..explain import attention_examples
 from ..explain.probes import permutation_probe
@@ -95,6 +97,7 @@ from ..models import (
 )
 from ..models.vit import BIASED_KINDS, STEM_REDUCTION
 from ..ops.patches import divisibility_error
+from ..tasks.classify import resize_splits
 from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
 from .files import open_study, write_file
@@ -148,6 +151,10 @@ CNN_CHOICES: dict[str, tuple[str, dict[str, Any]] | None] = {"matched": None, "t
 STUDY_PRESETS: dict[str, dict[str, Any]] = {"textbook": PRESET}
 
 
+MAX_RUNS = 100_000
+"""The most runs one study plans (checked before anything is planned or allocated)."""
+
+
 @dataclass
 class CompareConfig:
     """One ViT-versus-CNN study.
@@ -185,6 +192,7 @@ class CompareConfig:
     name: str = "compare"
     dataset: str = "digits"
     data_dir: str | None = None
+    image_size: int | None = None
     rows: list[int | None] = field(default_factory=lambda: [300, None])
     patches: list[int] | None = None
     pad: bool = False
@@ -298,8 +306,20 @@ class CompareConfig:
             raise ConfigError(f"pretrain_images must be one of {IMAGE_SETS}, got {self.pretrain_images!r}")
         if self.distill_kind not in DISTILL_KINDS:
             raise ConfigError(f"distill_kind must be one of {DISTILL_KINDS}, got {self.distill_kind!r}")
+        if self.image_size is not None and (
+            isinstance(self.image_size, bool)
+            or not isinstance(self.image_size, int)
+            or not 1 <= self.image_size <= 8192
+        ):
+            raise ConfigError(f"image_size must be null or an integer in [1, 8192], got {self.image_size!r}")
         if self.seeds < 1 or self.epochs < 1:
             raise ConfigError(f"seeds and epochs must be >= 1, got seeds={self.seeds}, epochs={self.epochs}")
+        cells = math.prod(len(v) for v in vars(self).values() if isinstance(v, (tuple, list)) and v)
+        if self.seeds > MAX_RUNS or 2 * cells * self.seeds > MAX_RUNS:  # a ViT and a CNN per cell and seed
+            raise ConfigError(
+                f"this study plans up to {2 * cells * self.seeds:,} runs ({cells:,} cells x {self.seeds:,} seeds x 2 "
+                f"models), above the limit of {MAX_RUNS:,}: use fewer --seeds or axis values, or split the study"
+            )
         if self.recipe not in RECIPES:
             raise ConfigError(f"unknown recipe {self.recipe!r}: choose one of {list(RECIPES)}")
         if not 0 < self.param_tolerance < 1:
@@ -791,8 +811,15 @@ ProgressFn = Callable[[int, int, RunPlan, RunRecord], None]
 
 def load_splits(config: CompareConfig, seed: int, rows: int | None) -> DataSplits:
     """The study's data for ``seed`` and ``rows`` (``normalization="unit"``: mean 0 and std 1, so the
-    models see the pixels as loaded, in [0, 1])."""
-    return load_dataset(config.dataset, config.data_dir, seed=seed, rows=rows, normalization=config.normalization)
+    models see the pixels as loaded, in [0, 1]). Image files are read at ``image_size`` (default 32) into
+    memory; a tensor dataset is resized to it when it is set."""
+    common: dict[str, Any] = {"seed": seed, "rows": rows, "normalization": config.normalization}
+    if config.dataset in PHOTO_SOURCES:
+        side = config.image_size or 32
+        preprocess = Preprocess(image_size=(side, side))
+        return load_dataset(config.dataset, config.data_dir, preprocess=preprocess, loader="memory", **common)
+    splits = load_dataset(config.dataset, config.data_dir, **common)
+    return splits if config.image_size is None else resize_splits(splits, config.image_size)
 
 
 def record_run(
