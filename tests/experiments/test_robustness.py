@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vitlab.data import ImageDataset
-from vitlab.experiments.robustness import (
+from vitlab.explain.robustness import (
     Probes,
     centre_crop,
     drops_tokens,

@@ -8,7 +8,8 @@ import pytest
 
 from vitlab.experiments import CLAIMS, PUBLISHED, claim_verdicts
 from vitlab.experiments.report import Aggregate, textbook_table, verdict_table
-from vitlab.experiments.textbook import judge, published_difference
+from vitlab.experiments.textbook import published_difference
+from vitlab.reporting import judge
 
 
 def test_published_differences_follow_the_pages_table():

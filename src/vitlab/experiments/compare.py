@@ -45,7 +45,7 @@ reason in :attr:`Plan.skipped` and the report (:func:`skip_reason`); a study who
 is skipped is refused before any training.
 
 With ``robustness`` every run's model is also scored with patches masked and centre-cropped after its
-training (:mod:`~vitlab.experiments.robustness`), in the run's own task.
+training (:mod:`~vitlab.explain.robustness`), in the run's own task.
 
 A run is identified by what it trains, so when two patch sizes give the ViT the same parameter count
 (as patches 2 and 4 do for ``vit-digits``) the matched CNN is trained once per (seed, rows, augment)
@@ -84,6 +84,7 @@ from ..data.records import SOURCES as PHOTO_SOURCES
 from ..errors import ConfigError, DivergenceError
 from ..explain import attention_examples
 from ..explain.probes import permutation_probe
+from ..explain.robustness import Probes, robustness
 from ..models import (
     TokenMergingViT,
     VisionTransformer,
@@ -102,7 +103,6 @@ from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
 from .files import open_study, write_file
 from .report import TRAIN_EVAL_ROWS, skipped_summary, write_report
-from .robustness import Probes, robustness
 from .textbook import PRESET, TEXTBOOK_CNN
 from .training import (
     DISTILL_KINDS,
@@ -178,7 +178,7 @@ class CompareConfig:
     ``train`` pool only) and ``layer_decay`` set the pretraining and fine-tuning; ``distill_kind``
     (``soft`` / ``hard``), ``distill_temperature`` and ``distill_alpha`` the distillation.
     ``robustness``: score every trained model with a share ``mask_fractions`` of its patches masked
-    and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.experiments.robustness`).
+    and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.explain.robustness`).
     ``block`` / ``norm`` / ``mask`` / ``stride``: the pitfall switches to study; ``lr`` / ``warmup``: the
     ViT's learning rates and warmup epochs (``None``: the recipe's). ``permute``: score every trained model
     with its patches shuffled (:func:`~vitlab.explain.probes.permutation_probe` on up to
@@ -721,7 +721,7 @@ class RunRecord:
     reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
     ``robustness`` (with ``CompareConfig.robustness``): per patch grid, the accuracies of
-    :func:`~vitlab.experiments.robustness.robustness` on the test split (validation without one).
+    :func:`~vitlab.explain.robustness.robustness` on the test split (validation without one).
     """
 
     key: str

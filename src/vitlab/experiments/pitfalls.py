@@ -17,7 +17,7 @@ A claim is tested on seed-paired differences: the ViT with the switch against th
 split, batch order and initial draw), or the ViT against the CNN of the same cell. With ``n`` seeds, mean
 ``d`` and ``band`` = two standard errors, each condition's part is *reproduced* when ``s d > band`` for
 the claim's sign ``s``, *not reproduced* when ``s d < -band``, *inconclusive* in between
-(:func:`~vitlab.experiments.textbook.judge`). Over a claim's conditions: *reproduced* when every part is,
+(:func:`~vitlab.reporting.judge`). Over a claim's conditions: *reproduced* when every part is,
 *holds only when ...* (the conditions where it is) when some are, *not reproduced* when none is and some
 go the other way, else *inconclusive*. A point claim (the page's test accuracy) is reproduced when the
 page's number lies within the band around vitlab's mean; a count (tokens of overlapping windows) is
@@ -42,6 +42,7 @@ from .. import __version__
 from ..data.registry import locate_dataset
 from ..errors import ConfigError, DataError
 from ..models import VisionTransformer, create_model
+from ..reporting import judge, markdown_table
 from ..runs.layout import REPORT, RESULTS
 from .compare import (
     CompareConfig,
@@ -55,8 +56,8 @@ from .compare import (
 from .executors import Executor, LocalExecutor
 from .figures import VARIANTS, augment_words, variant_words
 from .files import open_study, write_file
-from .report import aggregate, execution_words, markdown_table, results_table
-from .textbook import difference, judge
+from .report import aggregate, execution_words, results_table
+from .textbook import difference
 
 SEEDS = 3
 NAME = "pitfalls"

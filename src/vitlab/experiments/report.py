@@ -9,7 +9,7 @@ Definitions used throughout:
 - **spread** = the sample standard deviation (n - 1) of those per-seed differences; unknown with one
   seed. A lead is "larger than the spread" when ``|lead| > spread``, else "within the spread".
 - **robustness** (with ``CompareConfig.robustness``): accuracy with a share of the patches masked and
-  with centre crops (see :mod:`~vitlab.experiments.robustness`), averaged over seeds like the rest.
+  with centre crops (see :mod:`~vitlab.explain.robustness`), averaged over seeds like the rest.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .. import __version__
 from ..data import AugmentConfig
 from ..models import ViTConfig, get_config
 from ..models.cost import cost_table
+from ..reporting import markdown_table
 from ..runs.layout import REPORT, RESULTS
 from .figures import (
     CNN_WORDS,
@@ -507,15 +508,6 @@ def _fmt(mean: float | None, std: float | None, digits: int = 4) -> str:
 
 def _rows_text(axes: dict[str, Any], train_rows: int) -> str:
     return f"{train_rows:,}" + (" (full)" if axes.get("rows", 0) is None else "")
-
-
-def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    """A Markdown table's lines: the header, the rule, one line per row of cells."""
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(" --- " for _ in header) + "|",
-        *("| " + " | ".join(row) + " |" for row in body),
-    ]
 
 
 def results_table(aggregates: Sequence[Aggregate]) -> list[str]:

@@ -17,10 +17,11 @@ every part is, not reproduced when any part is, else inconclusive.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..reporting import judge
 
 if TYPE_CHECKING:
     from .compare import Cell, RunRecord
@@ -122,17 +123,6 @@ def published_difference(metric: str, rows: int) -> float:
     if metric == "gap":
         return (vit["final_train_acc"] - vit["best_val_acc"]) - (cnn["final_train_acc"] - cnn["best_val_acc"])
     return difference(metric, vit[metric], cnn[metric])
-
-
-def judge(differences: Sequence[float], sign: int) -> tuple[float, float | None, str]:
-    """Mean, 2-standard-error band (``None`` with one value) and verdict of paired ``differences``
-    for a claim that expects their ``sign``."""
-    mean = statistics.fmean(differences)
-    if len(differences) < 2:
-        return mean, None, "inconclusive"
-    band = 2 * statistics.stdev(differences) / math.sqrt(len(differences))
-    verdict = "reproduced" if sign * mean > band else "not reproduced" if sign * mean < -band else "inconclusive"
-    return mean, band, verdict
 
 
 def claim_verdicts(cells: Sequence[Cell], records: dict[str, RunRecord]) -> list[Verdict]:

@@ -14,7 +14,7 @@ whose predicted class does not change, **accuracy** is against the labels.
 - ``shift`` (:func:`shift_probe`): each image translated right and down by ``k`` pixels, the uncovered
   border set to 0 in the normalised input (the training mean).
 - ``occlude`` (:func:`occlusion_probe`): a share of the patches removed -- tokens dropped (a ViT that can
-  run on a subset) and pixels zeroed -- by :func:`~vitlab.experiments.robustness.robustness`.
+  run on a subset) and pixels zeroed -- by :func:`~vitlab.explain.robustness.robustness`.
 - ``resolution`` (:func:`resolution_probe`): the images resized (bilinear) to other sides that the patch
   divides; a ViT's learned positions are resampled to the new grid (bicubic), sinusoidal ones recomputed.
 - ``attention`` (:func:`attention_diagnostics`): per layer and head, over the patch queries, the **mean
@@ -193,10 +193,10 @@ def shift_probe(
 def occlusion_probe(
     model: nn.Module, images: torch.Tensor, labels: torch.Tensor, patch: int, shares: Sequence[float] = (0.25, 0.5)
 ) -> dict[str, Any]:
-    """Accuracy with a share of the ``patch``-pixel patches removed (:func:`~vitlab.experiments.robustness.
+    """Accuracy with a share of the ``patch``-pixel patches removed (:func:`~vitlab.explain.robustness.
     robustness` on normalised images: tokens dropped where the model can, pixels zeroed always)."""
     from ..data import ImageDataset
-    from ..experiments.robustness import Probes, robustness
+    from .robustness import Probes, robustness
 
     channels = images.shape[1]
     data = ImageDataset(images.cpu(), labels.cpu(), [str(i) for i in range(int(labels.max()) + 1)])
@@ -320,7 +320,7 @@ def depth_trend(per_layer: Sequence[Sequence[float]]) -> str:
     words, each step judged on the per-image differences by two standard errors: ``rises at every layer``,
     ``rises from the first layer to the last, not at every layer``, the same for ``falls``, or ``does not
     change from the first layer to the last beyond two standard errors``."""
-    from ..experiments.textbook import judge
+    from ..reporting import judge
 
     if len(per_layer) < 2:
         return "one layer: no trend with depth"
@@ -421,7 +421,7 @@ def _f(value: float | None, digits: int = 4) -> str:
 def probes_markdown(result: dict[str, Any], title: str) -> str:
     """The probes of :func:`run_probes` (``result``) as Markdown: one table per probe, the attention
     diagnostics by layer (means over heads) and head, and a sentence on the trend with depth."""
-    from ..experiments.report import markdown_table
+    from ..reporting import markdown_table
 
     lines = [
         f"# {title}",
@@ -498,7 +498,7 @@ def probes_markdown(result: dict[str, Any], title: str) -> str:
 
 def attention_lines(diag: dict[str, Any]) -> list[str]:
     """Markdown lines for :func:`attention_diagnostics` (or a convnet's receptive fields)."""
-    from ..experiments.report import markdown_table
+    from ..reporting import markdown_table
 
     if "receptive_fields" in diag:
         return [

@@ -36,6 +36,9 @@ _TIMM_KINDS = {
     "attention": ("full",),
     "patch_embed": ("conv", "linear"),
     "rel_pos": ("none",),
+    "block_norm": ("layernorm",),
+    "causal": (False,),
+    "patch_stride": (None,),
 }  # what timm_kwargs can build
 TIMM_LAYERNORM_EPS = 1e-6
 

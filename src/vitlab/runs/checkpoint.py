@@ -753,11 +753,9 @@ def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: 
 
 
 def _load_keras(path: Path) -> Loaded:
-    from ..errors import require
-    from ..interop.keras import from_keras
+    from ..interop.keras import from_keras, import_keras
 
-    require("keras", "dev", "reading a .keras file")
-    import keras
+    keras = import_keras()  # Keras on torch unless KERAS_BACKEND names another
 
     net = from_keras(keras.saving.load_model(path, compile=False))
     chans = net.config.in_chans

@@ -29,9 +29,9 @@ from torch import nn
 
 from ..data import ImageDataset
 from ..data.augment import normalize
+from ..engine.evaluate import predict_logits
 from ..errors import ConfigError
 from ..models import VisionTransformer
-from .training import predict_logits
 
 MASK_SEED = 0  # every model loses the same patches
 BATCH = 256
