@@ -26,3 +26,19 @@ def test_a_recorded_crop_is_the_models_own_reading():
 def test_vitlabs_own_squash_keeps_the_explorers_resize():
     image = picture()
     assert torch.equal(fit_image(image, 3, (32, 32), Preprocess(image_size=(32, 32))), fit_image(image, 3, (32, 32)))
+
+
+def test_a_model_with_more_outputs_than_class_names_names_each_output(tmp_path):
+    import warnings
+
+    import vitlab
+    from vitlab.explore.checkpoints import load_model
+    from vitlab.runs import DataConfig, save_checkpoint
+
+    model = vitlab.create_model("vit-digits", num_classes=12, depth=1, embed_dim=16, num_heads=2)
+    data = DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)])
+    save_checkpoint(model, tmp_path / "model.safetensors", "classifier", data)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        entry = load_model(tmp_path / "model.safetensors", 0)
+    assert entry.classes == [str(i) for i in range(12)]

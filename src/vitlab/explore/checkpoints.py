@@ -26,6 +26,7 @@ from ..explain.record import attention_weights
 from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..runs import load_checkpoint
+from ..tasks.predict import output_names
 from .forward import forward_unsupported
 from .images import LabeledImage, RequestError, fit_image
 
@@ -124,7 +125,7 @@ def load_model(path: str | Path, index: int) -> LoadedModel:
         raise CheckpointError(f"--checkpoint {path} is a {loaded.kind} checkpoint: the explorer shows classifiers")
     cfg: Any = loaded.model.config
     chans = cfg.in_chans
-    classes = loaded.data.classes or [str(k) for k in range(cfg.num_classes)]
+    classes = output_names(loaded.data.classes, getattr(cfg, "num_classes", 0), path)  # one name per output
     return LoadedModel(
         index,
         Path(path),
