@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
+from .split import stratified_order, stratified_split
 
 if TYPE_CHECKING:
     from .stream import StreamDataset
@@ -185,46 +186,6 @@ def channel_statistics(images: torch.Tensor, normalization: str) -> tuple[tuple[
         tuple(images.mean(dim=(0, 2, 3)).tolist()),
         tuple(images.std(dim=(0, 2, 3)).nan_to_num(0.0).clamp_min(1e-6).tolist()),
     )
-
-
-def _class_permutations(labels: np.ndarray, seed: int) -> list[np.ndarray]:
-    """Each class's indices shuffled by one generator seeded with ``seed``, classes in sorted order."""
-    rng = np.random.default_rng(seed)
-    return [rng.permutation(np.flatnonzero(labels == cls)) for cls in np.unique(labels)]
-
-
-def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
-    """Split indices ``0..N-1`` into ``len(fractions)`` sorted parts keeping class proportions; seeded.
-
-    Each class is shuffled and cut at the rounded cumulative fractions. A later part that gets no
-    image of a class then takes one from the first part while the first keeps at least one, so every
-    part holds every class that has at least ``len(fractions)`` images.
-    """
-    parts: list[list[int]] = [[] for _ in fractions]
-    bounds = np.cumsum(fractions) / np.sum(fractions)
-    for idx in _class_permutations(labels, seed):
-        sizes = np.diff(np.r_[0, np.round(bounds * len(idx)).astype(int)])
-        for i in range(1, len(sizes)):
-            if sizes[i] == 0 and fractions[i] > 0 and sizes[0] > 1:
-                sizes[0], sizes[i] = sizes[0] - 1, 1
-        cuts = np.cumsum(sizes)
-        for i, (lo, hi) in enumerate(zip(np.r_[0, cuts[:-1]], cuts, strict=True)):
-            parts[i].extend(idx[lo:hi].tolist())
-    return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
-
-
-def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
-    """A seeded order of all indices whose every prefix keeps the class proportions.
-
-    Each class is shuffled (the same shuffle as :func:`stratified_split` with the same seed), its
-    ``k``-th member gets the key ``(k + 0.5) / class_size``, and indices are sorted by key, so
-    ``stratified_order(labels, seed)[:n]`` is a stratified subset of size ``n`` and smaller subsets
-    are nested in larger ones.
-    """
-    keys = np.empty(len(labels))
-    for idx in _class_permutations(labels, seed):
-        keys[idx] = (np.arange(len(idx)) + 0.5) / len(idx)
-    return np.argsort(keys, kind="stable")
 
 
 @dataclass

@@ -51,8 +51,8 @@ import numpy as np
 from PIL import Image
 
 from ..errors import DataError, require
-from .dataset import stratified_order, stratified_split
 from .image import decode_image
+from .split import stratified_order, stratified_split
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 """The files a folder or manifest dataset reads (case-insensitive)."""

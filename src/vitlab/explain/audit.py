@@ -291,9 +291,7 @@ def _mean(values: torch.Tensor) -> float | None:
 
 def permuted_labels(splits: DataSplits, seed: int) -> DataSplits:
     """``splits`` with the training labels shuffled (seeded), the validation split kept; no test."""
-    from .report import in_memory
-
-    train = in_memory(splits.train, "train")
+    train = splits.in_memory("train", "the audit's label-permutation test")
     g = torch.Generator().manual_seed(seed)
     labels = train.labels[torch.randperm(len(train), generator=g)]
     return DataSplits(

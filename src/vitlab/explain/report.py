@@ -59,18 +59,7 @@ def _split(splits: DataSplits, split: str) -> ImageDataset:
             f"split {split!r} is not available for {splits.name}: choose one of "
             f"{[s for s in SPLITS if getattr(splits, s) is not None]}"
         )
-    return in_memory(data, split)
-
-
-def in_memory(data: Any, what: str) -> ImageDataset:
-    """``data`` when its images are held in memory (an :class:`ImageDataset`); a streamed split is refused
-    in one line (explanations index and batch images freely)."""
-    if not isinstance(data, ImageDataset):
-        raise ConfigError(
-            f"the {what} split is streamed from image files; explanations read a split held in memory: "
-            f"load the dataset with loader=memory (a smaller --rows if it does not fit)"
-        )
-    return data
+    return splits.in_memory(split, "explanations")
 
 
 def _summary(grid_map: torch.Tensor) -> dict[str, Any]:
@@ -168,7 +157,7 @@ def attention_examples(
     """
     model.eval()
     device = next(model.parameters()).device
-    data = in_memory(splits.val, "val")
+    data = splits.in_memory("val", "explanations")
     inputs = normalize(data.images.to(device), splits.mean, splits.std)
     confidence, prediction = torch.cat([model(chunk).float().softmax(-1) for chunk in inputs.split(512)]).max(-1)
     correct = prediction == data.labels.to(device)
