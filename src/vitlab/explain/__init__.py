@@ -28,6 +28,7 @@ from .maps import (
     head_attention,
     head_statistics,
     occlusion_map,
+    position_similarity,
     query_attention,
     rollout_map,
     rollout_matrix,
@@ -36,7 +37,7 @@ from .probes import PROBES, attention_diagnostics, permutation_probe, receptive_
 from .record import AttentionRecorder, attention_weights, record_attention
 from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example, probe_checkpoint
 from .synthetic import key_patch_splits
-from .textbook import position_similarity, textbook_figures
+from .textbook import textbook_figures
 
 __all__ = [
     "AttentionRecorder",

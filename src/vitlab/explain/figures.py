@@ -146,7 +146,7 @@ def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int
     """For each named position table ``(gh*gw, D)``: the cosine similarity of every position with
     every other, as a grid of small grids (panel ``(r, c)`` shows position ``(r, c)``'s similarity
     to all positions). Size: ``3.2 * len(tables)`` by 3.6 inches."""
-    from .textbook import position_similarity
+    from .maps import position_similarity
 
     gh, gw = grid
     fig = Figure(figsize=(3.2 * len(tables), 3.6))

@@ -298,3 +298,10 @@ def head_attention(
     prefix = num_prefix_tokens(model)
     rows = query_rows(torch.stack(weights, 1), query, prefix)
     return to_grid(rows, prefix, grid), head_statistics(rows)
+
+
+def position_similarity(table: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of every pair of position vectors: ``(N, D) -> (N, N)``."""
+    unit = table.detach().float().reshape(-1, table.shape[-1])
+    unit = unit / unit.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return unit @ unit.T

@@ -24,13 +24,6 @@ from ..ops.positions import sincos_1d, sincos_2d
 TOKEN_KINDS = ("random", "local", "repeated")
 
 
-def position_similarity(table: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of every pair of position vectors: ``(N, D) -> (N, N)``."""
-    unit = table.detach().float().reshape(-1, table.shape[-1])
-    unit = unit / unit.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return unit @ unit.T
-
-
 def model_positions(model: nn.Module) -> torch.Tensor:
     """The absolute position table ``(gh*gw, D)`` a ViT adds to its patch tokens."""
     table = getattr(getattr(model, "pos_embed", None), "table", None)
