@@ -19,11 +19,11 @@ from vitlab.explain.figures import (
     plot_position_similarity,
     plot_temperature_sweep,
 )
+from vitlab.explain.maps import position_similarity
 from vitlab.explain.report import attention_examples
 from vitlab.explain.textbook import (
     TOKEN_KINDS,
     make_tokens,
-    position_similarity,
     self_attention,
     temperature_sweep,
     textbook_figures,
