@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from vitlab.data import ImageDataset, list_datasets, load_dataset, locate_dataset, make_splits, stratified_order
-from vitlab.data.dataset import Source, stratified_split
+from vitlab.data.dataset import Source
+from vitlab.data.split import stratified_split
 from vitlab.data.synthetic import make_synthetic
 from vitlab.errors import DataError
 

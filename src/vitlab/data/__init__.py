@@ -10,7 +10,7 @@ fields. :class:`BatchAugment` augments whole batches; :func:`normalize` standard
 """
 
 from .augment import AugmentConfig, BatchAugment, Normalize, normalize
-from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits, stratified_order, stratified_split
+from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits
 from .fetch import download
 from .image import decode_image, read_image
 from .loader import BatchLoader, ShardSampler
@@ -18,6 +18,7 @@ from .options import DataOptions
 from .preprocess import Preprocess
 from .records import Records, read_records, split_records
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
+from .split import stratified_order, stratified_split
 from .stream import StreamDataset
 
 __all__ = [

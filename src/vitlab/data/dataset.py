@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from .split import stratified_order, stratified_split
+from .split import held_out_parts, stratified_order
 
 if TYPE_CHECKING:
     from .stream import StreamDataset
@@ -211,16 +211,7 @@ def make_splits(
     """
     data, held = source.data, source.held_out
     labels = data.labels.numpy()
-    parts = stratified_split(labels, (1 - sum(held), *held), seed)
-    names = ["training", "validation", "test"][: len(parts)]
-    empty = [n for n, p in zip(names, parts, strict=True) if not len(p)]
-    if empty:
-        counts = np.bincount(labels, minlength=len(data.classes))
-        raise DataError(
-            f"{name}: {len(data)} images ({counts.min()} in the smallest class) leave the "
-            f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
-            f"(one each for {', '.join(names)})"
-        )
+    parts = held_out_parts(labels, held, seed, name, len(data.classes))
     pool = parts[0]
     if rows is not None:
         if not 1 <= rows <= len(pool):

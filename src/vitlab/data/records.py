@@ -52,7 +52,7 @@ from PIL import Image
 
 from ..errors import DataError, require
 from .image import decode_image
-from .split import stratified_order, stratified_split
+from .split import held_out_parts, stratified_order
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 """The files a folder or manifest dataset reads (case-insensitive)."""
@@ -815,16 +815,7 @@ def split_records(
         rule = f"val: the official validation split ({len(val)} images)"
     else:
         held = held_out if test is None else held_out[:1]
-        parts = stratified_split(labels, (1 - sum(held), *held), seed)
-        names = ["training", "validation", "test"][: len(parts)]
-        empty = [n for n, p in zip(names, parts, strict=True) if not len(p)]
-        if empty:
-            counts = np.bincount(labels, minlength=len(train.classes))
-            raise DataError(
-                f"{name}: {len(train)} images ({counts.min()} in the smallest class) leave the "
-                f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
-                f"(one each for {', '.join(names)})"
-            )
+        parts = held_out_parts(labels, held, seed, name, len(train.classes))
         percent = " and ".join(f"{round(100 * f)}%" for f in held)
         rule = f"{'val' if len(held) == 1 else 'val and test'}: stratified random {percent} of {what} (seed {seed})"
         val = train.subset(parts[1])

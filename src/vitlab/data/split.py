@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DataError
+
 
 def _class_permutations(labels: np.ndarray, seed: int) -> list[np.ndarray]:
     """Each class's indices shuffled by one generator seeded with ``seed``, classes in sorted order."""
@@ -45,3 +47,21 @@ def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
     for idx in _class_permutations(labels, seed):
         keys[idx] = (np.arange(len(idx)) + 0.5) / len(idx)
     return np.argsort(keys, kind="stable")
+
+
+def held_out_parts(
+    labels: np.ndarray, held_out: tuple[float, ...], seed: int, name: str, num_classes: int
+) -> list[np.ndarray]:
+    """:func:`stratified_split` into the training pool and the ``held_out`` fractions; a part left empty is
+    refused, saying how many images each class needs."""
+    parts = stratified_split(labels, (1 - sum(held_out), *held_out), seed)
+    names = ["training", "validation", "test"][: len(parts)]
+    empty = [n for n, p in zip(names, parts, strict=True) if not len(p)]
+    if empty:
+        counts = np.bincount(labels, minlength=num_classes)
+        raise DataError(
+            f"{name}: {len(labels)} images ({counts.min()} in the smallest class) leave the "
+            f"{' and '.join(empty)} split empty; give every class at least {len(parts)} images "
+            f"(one each for {', '.join(names)})"
+        )
+    return parts
