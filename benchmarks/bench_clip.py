@@ -8,7 +8,7 @@ The run trains :class:`CLIPTrainConfig`'s and the registered ``clip-shapes`` mod
 ``--epochs`` epochs (no time limit: the same work on any machine). The test split (15% of ``count``
 generated scenes, never trained on) gives the figures, with the weights of the validated epoch of best
 image->text recall@1; retrieval runs between the held-out images and their distinct captions (see
-:func:`vitlab.multimodal.evaluate_clip`). ``cpu_s`` is the process's CPU time for the whole run (data,
+:func:`vitlab.tasks.clip.evaluate_clip`). ``cpu_s`` is the process's CPU time for the whole run (data,
 training, validation, test), ``wall_s`` its wall time, ``load`` the 1-minute load average at the end
 (CPU time stretches a little on a busy machine).
 
@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from vitlab.multimodal import CLIPTrainConfig, train_clip
+from vitlab.tasks.clip import CLIPTrainConfig, train_clip
 
 
 def main() -> None:

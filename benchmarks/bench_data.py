@@ -115,7 +115,7 @@ def vitlab_stream(root: Path, args: argparse.Namespace) -> Callable[[int], Itera
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.records import read_records
     from vitlab.data.stream import StreamDataset
-    from vitlab.engine.classify import as_pixels
+    from vitlab.tasks.classify.task import as_pixels
 
     records = read_records("folder", root)["train"]
     preprocess = Preprocess(image_size=(224, 224), interpolation=args.interpolation)
@@ -412,7 +412,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.records import read_records
     from vitlab.data.stream import StreamDataset, sample_seeds
-    from vitlab.engine.classify import as_pixels
+    from vitlab.tasks.classify.task import as_pixels
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

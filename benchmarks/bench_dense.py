@@ -20,7 +20,7 @@ import platform
 import torch
 
 from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
-from vitlab.dense import DenseTrainConfig, train_dense
+from vitlab.tasks.dense import DenseTrainConfig, train_dense
 
 
 def main() -> None:

@@ -38,11 +38,11 @@ import torch
 from PIL import Image
 
 from vitlab import __version__
-from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.prompt import PromptableTrainConfig, train_promptable
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
+from vitlab.tasks.promptable import PromptableTrainConfig, train_promptable
 
 CHROMIUM_FLAGS = [
     "--no-sandbox",

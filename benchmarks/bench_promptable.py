@@ -23,7 +23,7 @@ import time
 import torch
 
 from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
-from vitlab.prompt import promptable_train_config, train_promptable
+from vitlab.tasks.promptable import promptable_train_config, train_promptable
 
 EPOCHS = 16  # about 10 CPU minutes on one thread of a 2020s x86 core
 

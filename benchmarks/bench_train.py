@@ -31,9 +31,9 @@ from torch import nn
 
 import vitlab
 from vitlab.data import load_dataset
-from vitlab.engine import TrainConfig
 from vitlab.models import register_builder, register_model
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mnist-t10k"
 

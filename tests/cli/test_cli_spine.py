@@ -16,11 +16,11 @@ from safetensors.torch import load_file
 from vitlab import _version
 from vitlab.cli.main import build_parser, main
 from vitlab.cli.train import build_config
-from vitlab.engine import ClassificationTask
 from vitlab.errors import CheckpointError
 from vitlab.interop import timm_kwargs
 from vitlab.models import create_model
 from vitlab.runs import RunDir, load_checkpoint, load_matching_weights
+from vitlab.tasks.classify import ClassificationTask
 
 TINY = [
     "--rows",

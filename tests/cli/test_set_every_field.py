@@ -18,18 +18,18 @@ from vitlab.checks import Bool, Fields, Float, Int, Maybe, OneOf, Options, Pair,
 from vitlab.cli.main import main
 from vitlab.data import AugmentConfig
 from vitlab.data.options import DataOptions
-from vitlab.dense import DenseTrainConfig
-from vitlab.engine import TrainConfig
-from vitlab.engine.classify import AugmentChoice, ModelFields
 from vitlab.engine.config import RunFolder
 from vitlab.models import get_config
 from vitlab.models.clip import CLIPConfig
 from vitlab.models.dense import DenseConfig
 from vitlab.models.promptable import PromptableConfig
-from vitlab.multimodal import CLIPTrainConfig
-from vitlab.prompt import PromptableTrainConfig
-from vitlab.ssl import PretrainConfig
-from vitlab.ssl.mae import MAEConfig
+from vitlab.tasks.classify import TrainConfig
+from vitlab.tasks.classify.task import AugmentChoice, ModelFields
+from vitlab.tasks.clip import CLIPTrainConfig
+from vitlab.tasks.dense import DenseTrainConfig
+from vitlab.tasks.promptable import PromptableTrainConfig
+from vitlab.tasks.ssl import PretrainConfig
+from vitlab.tasks.ssl.mae import MAEConfig
 
 UNKNOWN = {"no_such_field": 1}
 
@@ -125,10 +125,10 @@ def nothing_trains(monkeypatch):
 
     for module, name in (
         ("vitlab.tasks", "train"),
-        ("vitlab.dense", "train_dense"),
-        ("vitlab.prompt", "train_promptable"),
-        ("vitlab.multimodal", "train_clip"),
-        ("vitlab.ssl", "pretrain"),
+        ("vitlab.tasks.dense", "train_dense"),
+        ("vitlab.tasks.promptable", "train_promptable"),
+        ("vitlab.tasks.clip", "train_clip"),
+        ("vitlab.tasks.ssl", "pretrain"),
     ):
         monkeypatch.setattr(f"{module}.{name}", trained)
 

@@ -6,9 +6,9 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.data import AugmentConfig, load_dataset
-from vitlab.engine import TrainConfig
-from vitlab.engine.classify import resolve_augment
 from vitlab.errors import ConfigError
+from vitlab.tasks.classify import TrainConfig
+from vitlab.tasks.classify.task import resolve_augment
 
 
 @pytest.fixture(scope="module")

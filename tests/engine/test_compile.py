@@ -9,10 +9,10 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.engine import TrainConfig
 from vitlab.models import create_model
 from vitlab.runs import DataConfig, save_checkpoint
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2}
 

@@ -8,10 +8,11 @@ import torch
 import torch.multiprocessing as mp
 
 from vitlab.data import load_dataset
-from vitlab.engine import TrainConfig, build_model, seed_everything
+from vitlab.engine import seed_everything
 from vitlab.engine.distributed import all_reduce_sum, resolve_device, setup
 from vitlab.errors import ConfigError
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig, build_model
 
 CONFIG = dict(
     model="vit-digits",

@@ -10,10 +10,11 @@ from safetensors.torch import load_file
 
 from vitlab.cli.main import main
 from vitlab.data import AugmentConfig, load_dataset
-from vitlab.engine import RECIPES, ClassificationTask, Reporter, TrainConfig, distillation_loss
+from vitlab.engine import Reporter
 from vitlab.errors import ConfigError, DivergenceError, RunFolderError
 from vitlab.runs import RunDir, load_checkpoint
 from vitlab.tasks import evaluate_checkpoint, train
+from vitlab.tasks.classify import RECIPES, ClassificationTask, TrainConfig, distillation_loss
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2}
 

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from vitlab.data import DataSplits, load_dataset
-from vitlab.engine import TrainConfig
 from vitlab.explain.synthetic import key_patch_splits
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
 
 KEY_PATCH = 5
 SMALL_VIT = {"embed_dim": 32, "depth": 2, "num_heads": 2}

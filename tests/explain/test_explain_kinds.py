@@ -10,7 +10,7 @@ from vitlab.models import PromptableConfig, PromptableModel, create_model
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, save_checkpoint
 from vitlab.runs.checkpoint import KINDS
-from vitlab.ssl.pretrain import PretrainConfig, pretrain
+from vitlab.tasks.ssl.pretrain import PretrainConfig, pretrain
 
 pytestmark = pytest.mark.filterwarnings("ignore:warmup_epochs")
 TINY = {"embed_dim": 16, "depth": 2, "num_heads": 2}

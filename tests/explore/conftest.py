@@ -12,11 +12,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from vitlab.engine import TrainConfig
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.prompt import PromptableTrainConfig, train_promptable
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
+from vitlab.tasks.promptable import PromptableTrainConfig, train_promptable
 
 # The smallest promptable model that still answers masks of some size after three epochs on 84 images.
 TINY_PROMPTABLE = {

@@ -1,5 +1,5 @@
 """The Mechanics page's 1-D position dot products and synthetic local attention against NumPy, and the
-Segment page's endpoints against direct calls of `vitlab.prompt.segment`, with the promises SECURITY.md
+Segment page's endpoints against direct calls of `vitlab.tasks.promptable.segment`, with the promises SECURITY.md
 makes for them: runs by name only, checkpoints inside the runs root and under the size cap, prompts
 checked, one-line errors."""
 
@@ -18,7 +18,7 @@ from vitlab.data import load_dataset
 from vitlab.data.shapes import generate_shapes
 from vitlab.explore import ExploreConfig, create_app, decode_array
 from vitlab.explore.prompts import HELD_OUT, MAX_POINTS
-from vitlab.prompt import promptable_checkpoint, segment
+from vitlab.tasks.promptable import promptable_checkpoint, segment
 
 
 def get(client, path, **params):

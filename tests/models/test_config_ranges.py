@@ -148,7 +148,7 @@ def test_every_field_has_a_check(cls):
 
 
 def test_the_mae_config_checks_its_fields_too():
-    from vitlab.ssl.mae import MAEConfig
+    from vitlab.tasks.ssl.mae import MAEConfig
 
     assert {f.name for f in fields(MAEConfig)} == set(MAEConfig.checks)
     for name, check in MAEConfig.checks.items():

@@ -254,7 +254,7 @@ def test_old_dense_checkpoint_loads(tmp_path):
     )
     old_save_weights(
         model,
-        tmp_path / "model.safetensors",  # vitlab.dense.predict.save_dense
+        tmp_path / "model.safetensors",  # vitlab.tasks.dense.predict.save_dense
         {"dense_config": model.config.to_dict(), "classes": ["a", "b"], "epoch": 1},
     )
     loaded = load_checkpoint(tmp_path)

@@ -17,7 +17,7 @@ from vitlab.data.preprocess import Preprocess
 from vitlab.errors import CheckpointError
 from vitlab.models import create_model
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
-from vitlab.tasks.classify import Reordered, teacher_by_name
+from vitlab.tasks.classify.train import Reordered, teacher_by_name
 
 SIDE = 8
 

@@ -12,8 +12,9 @@ import torch.multiprocessing as mp
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.engine import Reporter, TrainConfig
+from vitlab.engine import Reporter
 from vitlab.tasks import train
+from vitlab.tasks.classify import TrainConfig
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2, "patch_size": 8}
 

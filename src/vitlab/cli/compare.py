@@ -68,8 +68,8 @@ class _Progress:
 
 
 def run_segment(args: argparse.Namespace) -> int:
-    """``--task segment``: dense heads side by side by patch size (``vitlab.dense.compare``)."""
-    from ..dense.compare import compare_heads, heads_table
+    """``--task segment``: dense heads side by side by patch size (``vitlab.tasks.dense.compare``)."""
+    from ..tasks.dense.compare import compare_heads, heads_table
 
     set_threads(args.threads)
     progress = (

@@ -21,8 +21,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_info(args: argparse.Namespace) -> int:
     from ..data.options import DataOptions
-    from ..engine import TrainConfig
-    from ..tasks.classify import PHOTO_SOURCES, describe_reading, load_splits
+    from ..tasks.classify import TrainConfig
+    from ..tasks.classify.train import PHOTO_SOURCES, describe_reading, load_splits
 
     options = {k: v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
     unknown = sorted(set(parse_overrides(args.set)) - set(options))

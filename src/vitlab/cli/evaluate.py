@@ -12,7 +12,7 @@ SPLITS = ("test", "val", "train")
 def run_dense(args: argparse.Namespace) -> int:
     """A ``segmenter`` / ``detector`` checkpoint (``vitlab train --task segment|detect``): pixel
     accuracy and mean IoU, or COCO mAP."""
-    from ..dense import evaluate_dense_checkpoint
+    from ..tasks.dense import evaluate_dense_checkpoint
 
     report = evaluate_dense_checkpoint(
         args.checkpoint,
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if loaded.kind in ("segmenter", "detector"):
         return run_dense(args)
     if args.linear_probe or args.knn:
-        from ..ssl import probe_checkpoint
+        from ..tasks.ssl import probe_checkpoint
 
         for method, wanted in (("linear", args.linear_probe), ("knn", args.knn)):
             if wanted:

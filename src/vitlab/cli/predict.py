@@ -14,7 +14,7 @@ from . import add_data_options, add_source_options, load_source, source_data_opt
 
 def run_dense(args: argparse.Namespace) -> int:
     """A ``segmenter`` / ``detector`` checkpoint: its masks or boxes drawn over the image."""
-    from ..dense import predict_file
+    from ..tasks.dense import predict_file
 
     if len(args.images) != 1:
         raise ValueError(f"a dense model draws on one image at a time, got {len(args.images)}")
@@ -37,7 +37,7 @@ def coordinates(text: str, n: int, option: str) -> list[float]:
 
 def run_promptable(args: argparse.Namespace) -> int:
     """A ``promptable`` checkpoint: the best mask for ``--point`` (repeatable) and / or ``--box`` over the image."""
-    from ..prompt import predict_file
+    from ..tasks.promptable import predict_file
 
     if len(args.images) != 1:
         raise ValueError(f"a promptable model segments one image at a time, got {len(args.images)}")
@@ -56,8 +56,8 @@ def run_clip(args: argparse.Namespace, loaded) -> int:  # loaded: vitlab.runs.Lo
     """A ``clip`` checkpoint: each image's zero-shot class probabilities and, with ``--captions``, which
     caption fits."""
     from ..data import read_image
-    from ..multimodal import classify, rank_captions
-    from ..tasks.predict import image_files
+    from ..tasks.classify.predict import image_files
+    from ..tasks.clip import classify, rank_captions
 
     size = loaded.data.image_size[0]
     classes = loaded.data.classes

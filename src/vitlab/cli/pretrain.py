@@ -46,7 +46,7 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
     from ..errors import ConfigError
     from ..runs import RunDir
     from ..runs.layout import CONFIG
-    from ..ssl import PretrainConfig
+    from ..tasks.ssl import PretrainConfig
 
     given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
     refuse_owned(parse_overrides(args.set), PretrainConfig.CLI_OWNED)
@@ -74,7 +74,7 @@ def build_config(args: argparse.Namespace):  # -> PretrainConfig
 
 def run(args: argparse.Namespace) -> int:
     from ..engine import TqdmReporter
-    from ..ssl import pretrain
+    from ..tasks.ssl import pretrain
 
     config = build_config(args)
     apply_threads(args.threads)

@@ -49,8 +49,8 @@ def build_config(args: argparse.Namespace):  # -> TrainConfig
     augmentation field as ``augment.KEY`` (e.g. ``augment.color_jitter=0.4``), a data field as
     ``data.KEY`` (e.g. ``data.crop_pct=0.9``), a model config field otherwise. ``--init`` without
     ``--model`` trains the init checkpoint's own architecture."""
-    from ..engine import TrainConfig
     from ..engine.config import field_names
+    from ..tasks.classify import TrainConfig
 
     options = task_options(args, FIELDS, TrainConfig.CLI_OWNED)
     own = set(field_names(TrainConfig))
@@ -125,9 +125,9 @@ def is_main() -> bool:
 
 
 def run_dense(args: argparse.Namespace) -> int:
-    """``--task segment|detect``: train a dense head (see ``vitlab.dense``). ``--set KEY=VALUE`` sets a
+    """``--task segment|detect``: train a dense head (see ``vitlab.tasks.dense``). ``--set KEY=VALUE`` sets a
     DenseTrainConfig field (e.g. ``count``, ``image_size``) or a DenseConfig field (e.g. ``patch_size``)."""
-    from ..dense import DenseTrainConfig, dense_train_config, train_dense
+    from ..tasks.dense import DenseTrainConfig, dense_train_config, train_dense
 
     options = task_options(args, DENSE_FIELDS, DenseTrainConfig.CLI_OWNED)
     config = on_purpose(dense_train_config({**options, "task": args.task}), args, DENSE_FIELDS)
@@ -153,10 +153,10 @@ PROMPTABLE_FIELDS = ("dataset", "data_dir", "rows", "epochs", "batch_size", "lr"
 
 
 def run_promptable(args: argparse.Namespace) -> int:
-    """``--task promptable``: SAM-style promptable segmentation (see ``vitlab.prompt``). ``--set KEY=VALUE``
+    """``--task promptable``: SAM-style promptable segmentation (see ``vitlab.tasks.promptable``). ``--set KEY=VALUE``
     sets a PromptableTrainConfig field (e.g. ``count``, ``box_prob``) or a PromptableConfig field."""
     from ..errors import ConfigError
-    from ..prompt import PromptableTrainConfig, promptable_train_config, train_promptable
+    from ..tasks.promptable import PromptableTrainConfig, promptable_train_config, train_promptable
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: promptable segmentation has its own mask decoder")
@@ -179,11 +179,11 @@ CLIP_FIELDS = ("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "
 
 
 def run_clip(args: argparse.Namespace) -> int:
-    """``--task clip``: a small CLIP on captioned shapes (see ``vitlab.multimodal``). ``--set KEY=VALUE`` sets a
+    """``--task clip``: a small CLIP on captioned shapes (see ``vitlab.tasks.clip``). ``--set KEY=VALUE`` sets a
     CLIPTrainConfig field (e.g. ``count``, ``image_size``) or a CLIPConfig field (e.g. ``embed_dim``,
     ``vision={"depth": 2}``)."""
     from ..errors import ConfigError
-    from ..multimodal import CLIPTrainConfig, clip_train_config, train_clip
+    from ..tasks.clip import CLIPTrainConfig, clip_train_config, train_clip
 
     if args.head is not None:
         raise ConfigError("--head picks a dense head: a CLIP model has none")

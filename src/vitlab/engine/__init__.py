@@ -2,7 +2,6 @@
 
 - ``loop``: :func:`fit`, :class:`Task` (what differs between trainings), seeding, divergence check.
 - ``config``: :class:`RunConfig`, the fields every run shares, each with its range.
-- ``classify``: :class:`ClassificationTask` (and DeiT distillation), :class:`TrainConfig`, :data:`RECIPES`.
 - ``optim``: weight-decay groups, layer-wise decay, warmup + cosine schedule, weight EMA.
 - ``distributed``: torchrun environment, gloo / nccl process groups, all-reduce.
 - ``metrics``: accuracy, NLL, ECE, reliability, confusion, temperature fitting.
@@ -10,7 +9,6 @@
 - ``measure``: timing and peak memory; ``report``: progress reporters (silent base, tqdm bar).
 """
 
-from .classify import DISTILL_KINDS, RECIPES, ClassificationTask, TrainConfig, build_model, distillation_loss
 from .config import RunConfig
 from .evaluate import classification_report, evaluate_model, predict_logits
 from .loop import FitResult, Task, epoch_seed, fit, seed_everything
@@ -19,23 +17,17 @@ from .optim import ModelEma, build_optimizer, build_scheduler, layer_decay_group
 from .report import Reporter, TqdmReporter
 
 __all__ = [
-    "DISTILL_KINDS",
-    "RECIPES",
-    "ClassificationTask",
     "FitResult",
     "ModelEma",
     "Reporter",
     "RunConfig",
     "Task",
     "TqdmReporter",
-    "TrainConfig",
     "accuracy",
-    "build_model",
     "build_optimizer",
     "build_scheduler",
     "classification_report",
     "confusion_matrix",
-    "distillation_loss",
     "ece",
     "epoch_seed",
     "evaluate_model",

@@ -18,7 +18,7 @@ convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_C
   token merging (:func:`tome_schedule`) -- no retraining, so accuracy, speed and memory say what
   merging costs and saves.
 - ``pretrain``: ``none`` (from scratch), ``mae`` or ``dino``: the ViT is pretrained without labels
-  (:func:`vitlab.ssl.pretrain`, once per seed and ViT shape) and fine-tuned from it with layer-wise
+  (:func:`vitlab.tasks.ssl.pretrain`, once per seed and ViT shape) and fine-tuned from it with layer-wise
   learning-rate decay on the cell's labelled rows.
 - ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's
   own size-matched CNN (trained first, same rows and seed) as its teacher.
@@ -98,7 +98,7 @@ from ..models import (
 )
 from ..models.vit import BIASED_KINDS, STEM_REDUCTION
 from ..ops.patches import divisibility_error
-from ..tasks.classify import resize_splits
+from ..tasks.classify.train import resize_splits
 from .executors import Executor, LocalExecutor
 from .figures import CNN_WORDS, RECIPE_AUGMENT, VARIANTS, variant_words
 from .files import open_study, write_file

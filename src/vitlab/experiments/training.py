@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..data import DataSplits
-from ..engine import DISTILL_KINDS, RECIPES, TrainConfig
 from ..engine.evaluate import classification_report, predict_logits
 from ..engine.measure import forward_costs
-from ..ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
 from ..tasks import TrainResult, train
+from ..tasks.classify import DISTILL_KINDS, RECIPES, TrainConfig
+from ..tasks.ssl.pretrain import IMAGE_SETS, METHODS, PretrainConfig, pretrain
 
 __all__ = [
     "DISTILL_KINDS",
@@ -35,6 +35,6 @@ def train_run(config: TrainConfig, splits: DataSplits) -> TrainResult:
 
 
 def pretrain_run(**fields: Any) -> None:
-    """Pretrain one encoder without labels: :class:`~vitlab.ssl.pretrain.PretrainConfig` ``fields``,
+    """Pretrain one encoder without labels: :class:`~vitlab.tasks.ssl.pretrain.PretrainConfig` ``fields``,
     written to ``fields["out_dir"]`` (``pretrain`` seeds from ``fields["seed"]``)."""
     pretrain(PretrainConfig(**fields))

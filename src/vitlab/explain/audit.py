@@ -33,8 +33,9 @@ from scipy.stats import rankdata
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
-from ..engine import ClassificationTask, TrainConfig, build_model, fit, predict_logits
+from ..engine import fit, predict_logits
 from ..runs import atomic_write, write_json
+from ..tasks.classify import ClassificationTask, TrainConfig, build_model
 from .maps import applicable_methods, compute_maps, head_attention, masked_probs, patch_layout
 
 CASES = ("confident correct", "unsure correct", "confident wrong", "unsure wrong")

@@ -29,11 +29,11 @@ from torch import nn
 from ..checks import Float, Int, Maybe
 from ..data import DataSplits, ImageDataset, normalize
 from ..data.options import DataOptions
-from ..engine import TrainConfig
 from ..errors import CheckpointError, ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.checkpoint import run_at_size
 from ..runs.layout import CONFIG
+from ..tasks.classify import TrainConfig
 from .audit import AuditResult, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
 from .maps import (

@@ -26,7 +26,7 @@ from ..explain.record import attention_weights
 from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..runs import load_checkpoint
-from ..tasks.predict import output_names
+from ..tasks.classify.predict import output_names
 from .forward import forward_unsupported
 from .images import LabeledImage, RequestError, fit_image
 

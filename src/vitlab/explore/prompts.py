@@ -4,7 +4,7 @@ held-out images to prompt, and one prompt's candidate masks.
 A run is addressed by its name in the runs listing (:class:`~vitlab.explore.runs.RunShelf`), never by
 path; its checkpoint (``best/`` else ``last/``) is read through :func:`~vitlab.explore.runs.run_file`,
 so a file whose real path leaves the runs root, is not a regular file or is over the size cap is
-refused, and loaded by :func:`vitlab.prompt.promptable_checkpoint` (any other kind is refused).
+refused, and loaded by :func:`vitlab.tasks.promptable.promptable_checkpoint` (any other kind is refused).
 
 Held-out images are :data:`HELD_OUT` ``shapes`` images generated with the seed after the run's data
 seed: the run's data never drew them. They come with their objects' masks, so an answer says, beside
@@ -31,10 +31,10 @@ import torch
 from ..data.shapes import DenseDataset, generate_shapes
 from ..errors import VitlabError
 from ..models.promptable import PromptableModel
-from ..prompt import promptable_checkpoint, segment
-from ..prompt.losses import mask_iou
 from ..runs import DataConfig
 from ..runs.layout import BEST, LAST, SUMMARY, WEIGHTS
+from ..tasks.promptable import promptable_checkpoint, segment
+from ..tasks.promptable.losses import mask_iou
 from .arrays import encode_array
 from .images import ImageBook, RequestError, fit_image
 from .runs import Run, RunShelf, as_object, read_json, run_file, run_task
@@ -169,10 +169,10 @@ def prompted_object(prompt: Prompt, instances: torch.Tensor) -> int:
 def segment_view(
     entry: PromptRun, image: torch.Tensor, prompt: Prompt, objects: Objects | None = None
 ) -> dict[str, Any]:
-    """The candidate masks of ``prompt`` on ``image (1, C, H, W)`` in [0, 1] by :func:`vitlab.prompt.segment`:
+    """The candidate masks of ``prompt`` on ``image (1, C, H, W)`` in [0, 1] by :func:`vitlab.tasks.promptable.segment`:
     ``masks (K, H, W)`` (1 inside), their predicted IoU, best first, and their areas; with the image's
     ``objects``, the object prompted (:func:`prompted_object`), its class and area, and each candidate's
-    actual IoU with it (:func:`vitlab.prompt.losses.mask_iou`, as training scores it)."""
+    actual IoU with it (:func:`vitlab.tasks.promptable.losses.mask_iou`, as training scores it)."""
     _, _, h, w = image.shape
     rgb = fit_image(image, 3, (h, w))[0]
     masks, iou = segment(entry.model, rgb, prompt.points or None, prompt.labels or None, prompt.box)

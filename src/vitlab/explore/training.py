@@ -29,13 +29,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import load_dataset, normalize
-from ..engine import Reporter, TrainConfig, seed_everything
+from ..engine import Reporter, seed_everything
 from ..errors import VitlabError
 from ..explain.maps import head_statistics, num_prefix_tokens, query_rows, to_grid
 from ..explain.record import attention_weights
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 from ..runs import load_checkpoint
 from ..runs.layout import LAST, WEIGHTS
+from ..tasks.classify import TrainConfig
 from .arrays import encode_array
 from .images import ImageBook, LabeledImage, RequestError, fit_image
 

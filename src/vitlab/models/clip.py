@@ -13,7 +13,7 @@ The text tower is bidirectional (no causal mask): a caption is a whole sentence 
 caption is padded to ``context_length`` with ``<pad>``, which attention reads like any token, so a
 caption's embedding depends on the caption alone, never on its batch. The image tower is any vitlab
 :class:`~vitlab.models.vit.ViTConfig` with ``num_classes=0``, so a timm (or open_clip-style timm) ViT's
-weights load into it (:func:`vitlab.multimodal.load_image_tower`).
+weights load into it (:func:`vitlab.tasks.clip.load_image_tower`).
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ class DETRHead(nn.Module):
     queries): first every image token proposes a class and a box, refined from a box of side
     ``anchor_size`` centred on its cell. The proposals are returned as ``"proposals"`` (same keys as
     the output) for a one-to-many loss that teaches several tokens per object (see
-    :class:`~vitlab.dense.losses.DetectionLoss`), so neighbouring tokens propose near-identical boxes;
+    :class:`~vitlab.tasks.dense.losses.DetectionLoss`), so neighbouring tokens propose near-identical boxes;
     class-agnostic NMS at IoU ``query_nms`` keeps one of each, and the ``num_queries`` best-scored
     distinct proposals become the queries: content the token, anchor its (detached) box. The decoder's
     one-to-one set loss (Hungarian matching, no-object class) then decides among queries that differ,

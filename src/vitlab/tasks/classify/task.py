@@ -1,0 +1,436 @@
+"""Supervised classification, the engine's standard task, and DeiT distillation on top of it.
+
+:class:`TrainConfig` extends :class:`~vitlab.engine.config.RunConfig` with the model, augmentation,
+label smoothing, and the fine-tuning (``init``, ``layer_decay``) and distillation (``teacher``,
+``distill``) settings; :data:`RECIPES` name whole settings. :class:`ClassificationTask` computes
+cross-entropy on augmented, normalised batches; given a teacher module it trains a ViT with a
+distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teacher)``, where ``D`` is
+``T^2 KL(softmax(teacher / T) || softmax(student / T))`` (``soft``) or ``CE(dist, argmax teacher)``
+(``hard``). Loading ``init`` and ``teacher`` checkpoints is the caller's (:func:`vitlab.tasks.train`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
+from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
+from ...data.augment import PRESETS, normalize_
+from ...data.options import DataOptions
+from ...data.stream import StreamDataset
+from ...engine.config import RunConfig
+from ...engine.distributed import all_reduce_sum
+from ...engine.evaluate import dataset_logits
+from ...engine.loop import Task, epoch_seed
+from ...engine.metrics import calibration_bins, ece_from_bins
+from ...engine.optim import build_optimizer, layer_decay_groups
+from ...errors import ConfigError
+from ...models import create_model
+from ...models.registry import build_from_config, get_config, list_models
+
+DISTILL_KINDS = ("soft", "hard")
+GEOMETRY = ("crop_pct", "crop_mode", "interpolation", "resize_backend", "crop_rounding")
+"""The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
+
+# Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
+# AdamW (weight decay 0.05), 3 warmup epochs then cosine, label smoothing 0.1, clipping at 1, random
+# erasing 0.25 (the "light" preset's 1-pixel shifts of 8x8 digits slow a patch-2 ViT badly).
+RECIPES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "plain": {
+        "optimizer": "adam",
+        "lr": 1e-3,
+        "batch_size": 64,
+        "schedule": "constant",
+        "warmup_epochs": 0.0,
+        "weight_decay": 0.0,
+        "augment": "none",
+        "label_smoothing": 0.0,
+        "clip_grad": None,
+        "ema_decay": None,
+    },
+    # vit-seed-small-data (shifted patches + locality self-attention) at 4,000 MNIST rows, 15 epochs:
+    # best val 0.9735 / 0.971 / 0.968 over seeds 0-2 (plain vit-seed: ~0.89). See models/__init__.py.
+    "small-data": {
+        "model": "vit-seed-small-data",
+        "optimizer": "adamw",
+        "lr": 3e-3,
+        "batch_size": 32,
+        "schedule": "cosine",
+        "warmup_epochs": 2.0,
+        "weight_decay": 0.05,
+        "label_smoothing": 0.1,
+        "clip_grad": 1.0,
+        "augment": AugmentConfig(crop_padding=1),
+        "ema_decay": None,
+    },
+    # Fine-tuning a pretrained ViT on a folder of photos (timm's and DeiT's practice, scaled to a small
+    # batch): the new head re-initialised, layer-wise decay 0.75, a tenth of the scratch rate with one
+    # warmup epoch, drop-path 0.1, RandomResizedCrop + flip on the decoded photos, label smoothing, and the
+    # model's own preprocessing and mean/std (DataOptions left at None).
+    "finetune": {
+        "optimizer": "adamw",
+        "lr": 3e-4,
+        "min_lr": 1e-6,
+        "batch_size": 32,
+        "epochs": 10,
+        "schedule": "cosine",
+        "warmup_epochs": 1.0,
+        "weight_decay": 0.05,
+        "layer_decay": 0.75,
+        "label_smoothing": 0.1,
+        "clip_grad": 1.0,
+        "augment": AugmentConfig(resized_crop=0.08, hflip=True),
+        "model_overrides": {"drop_path_rate": 0.1},
+        "ema_decay": None,
+    },
+}
+
+
+@dataclass
+class TrainConfig(RunConfig):
+    """A classification run. ``TrainConfig()`` is the ``default`` recipe; :meth:`from_recipe` builds
+    another (``recipe`` records which).
+
+    ``augment`` is an :class:`~vitlab.data.AugmentConfig` or a preset name (sized to the images;
+    flips only where the dataset allows them); ``augment_overrides`` replace single fields of it
+    (``vitlab train --set augment.color_jitter=0.4``). ``model_overrides`` replace model config fields;
+    ``num_classes``, ``in_chans`` and ``img_size`` follow the data unless overridden.
+    ``normalization``: ``standardize`` (the training mean/std) or ``unit`` (pixels in [0, 1], the
+    textbook's). Fine-tuning: ``init`` is any checkpoint whose matching weights start the model;
+    ``layer_decay`` scales block ``i``'s rate by ``layer_decay ** (depth - i)``. Distillation:
+    ``teacher`` a checkpoint, ``distill`` ``soft`` | ``hard``, weight ``distill_alpha``, temperature
+    ``distill_temperature``. ``data`` (:class:`~vitlab.data.options.DataOptions`) says how the images
+    are read: size, crop, filter, mean/std, in memory or streamed.
+    """
+
+    model: str = "vit-digits"
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    label_smoothing: float = 0.1
+    augment: str | AugmentConfig = field(default_factory=lambda: AugmentConfig(erasing=0.25))
+    augment_overrides: dict[str, Any] = field(default_factory=dict)
+    normalization: str = "standardize"
+    recipe: str = "default"
+    init: str | None = None
+    layer_decay: float | None = None
+    teacher: str | None = None
+    distill: str | None = None
+    distill_alpha: float = 0.5
+    distill_temperature: float = 4.0
+    data: DataOptions = field(default_factory=DataOptions)
+
+    def checks(self) -> dict[str, Check]:
+        source = Maybe(Text("a checkpoint: a run folder, a model file or a hub id", path=True))
+        return {
+            **super().checks(),
+            "model": Text("a registered model name (see `vitlab models`), or 'init'"),
+            "model_overrides": ModelFields(self.model),
+            "label_smoothing": Float(0.0, 1.0, high_open=True),
+            "augment": AugmentChoice(),
+            "augment_overrides": Fields(tuple(f.name for f in fields(AugmentConfig)), "augment"),
+            "normalization": OneOf(("standardize", "unit")),
+            "recipe": OneOf(tuple(RECIPES)),
+            "init": source,
+            "layer_decay": Maybe(Float(0.0, 1.0, low_open=True)),
+            "teacher": source,
+            "distill": Maybe(OneOf(DISTILL_KINDS)),
+            "distill_alpha": Float(0.0, 1.0),
+            "distill_temperature": Float(0.0, 100.0, low_open=True),
+            "data": Options(DataOptions, "data", null_ok=True),
+        }
+
+    # ``--recipe NAME`` picks the recipe: ``--set recipe=`` would only relabel the run.
+    CLI_OWNED = {**RunConfig.CLI_OWNED, "recipe": "--recipe NAME"}
+
+    def check_relations(self) -> None:
+        if self.data is None:
+            self.data = DataOptions()
+        try:  # the overrides' values, checked now rather than when the data is loaded
+            if isinstance(self.augment, AugmentConfig):
+                replace(self.augment, **self.augment_overrides)
+            else:
+                AugmentConfig.preset(self.augment, **self.augment_overrides)
+        except ConfigError as error:
+            raise ConfigError(f"augment.{error}") from None
+        if (self.teacher is None) != (self.distill is None):
+            raise ConfigError(
+                "distillation needs both a teacher checkpoint and a kind: --teacher CKPT --distill soft|hard"
+            )
+
+    @classmethod
+    def from_recipe(cls, recipe: str = "default", **overrides: Any) -> TrainConfig:
+        """The named recipe's settings, then ``overrides`` (any TrainConfig field)."""
+        if recipe not in RECIPES:
+            raise ConfigError(f"unknown recipe {recipe!r}: choose one of {list(RECIPES)}")
+        base = RECIPES[recipe]
+        merged = {k: {**base[k], **overrides[k]} for k in ("model_overrides",) if k in base and k in overrides}
+        return cls(**{**base, **overrides, **merged, "recipe": recipe})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if isinstance(self.augment, AugmentConfig):
+            d["augment"] = asdict(self.augment)
+        d["data"] = self.data.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class AugmentChoice(Check):
+    """An augmentation preset's name (:data:`~vitlab.data.augment.PRESETS`), an :class:`AugmentConfig`, or a
+    mapping of its fields."""
+
+    def describe(self) -> str:
+        return f"a preset {PRESETS} or a mapping of augment fields"
+
+    def __call__(self, name: str, value: Any) -> str | AugmentConfig:
+        if isinstance(value, str):
+            if value not in PRESETS:
+                raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+            return value
+        return Options(AugmentConfig, "augment")(name, value)
+
+
+@dataclass(frozen=True)
+class ModelFields(Check):
+    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
+    each value in its field's range (how fields relate is checked when the model is built for the data)."""
+
+    model: Any
+
+    def describe(self) -> str:
+        return "a mapping of model config fields"
+
+    def __call__(self, name: str, value: Any) -> dict[str, Any]:
+        registered = self.model in list_models() if isinstance(self.model, str) else False
+        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
+            return Fields((), "model config", open=True)(name, value)
+        config = get_config(self.model)
+        known = tuple(f.name for f in fields(config))
+        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
+
+
+INIT_MODEL = "init"
+"""``model="init"``: the architecture of the ``init`` checkpoint (``vitlab train --init SOURCE`` without
+``--model``), reshaped for the data like any other."""
+
+
+def build_model(config: TrainConfig, splits: DataSplits, init_config: Any = None) -> nn.Module:
+    """``create_model(config.model)`` shaped for the data (classes, channels, image size), then
+    ``config.model_overrides``; ``model="init"`` builds ``init_config`` (the init checkpoint's model config)."""
+    chans, height, width = splits.image_shape
+    overrides = {
+        "num_classes": splits.num_classes,
+        "in_chans": chans,
+        "img_size": (height, width),
+        **config.model_overrides,
+    }
+    if overrides["num_classes"] < 1:
+        raise ConfigError(f"num_classes={overrides['num_classes']}: a classifier needs at least one class")
+    if overrides["num_classes"] < splits.num_classes:
+        raise ConfigError(
+            f"num_classes={overrides['num_classes']} but {splits.name} has {splits.num_classes} "
+            f"classes: drop the override or set num_classes={splits.num_classes}"
+        )
+    if config.model == INIT_MODEL:
+        if init_config is None:
+            raise ConfigError("model 'init' is the architecture of the --init checkpoint: pass --init SOURCE")
+        return build_from_config(type(init_config).__name__, {**init_config.to_dict(), **overrides})
+    return create_model(config.model, **overrides)
+
+
+def resolve_augment(
+    augment: str | AugmentConfig, splits: DataSplits, overrides: dict[str, Any] | None = None
+) -> AugmentConfig:
+    """A preset name sized to the images (and flipping only where ``splits.hflip_ok``), or the config;
+    then ``overrides`` (single fields)."""
+    if isinstance(augment, AugmentConfig):
+        return replace(augment, **(overrides or {}))
+    return AugmentConfig.preset(
+        augment, image_size=min(splits.image_shape[1:]), hflip_ok=splits.hflip_ok, **(overrides or {})
+    )
+
+
+def distillation_loss(
+    student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft", temperature: float = 1.0
+) -> torch.Tensor:
+    """The distillation term for student and teacher logits ``(B, K)`` (teacher not differentiated)."""
+    teacher, student = teacher.detach().float(), student.float()
+    if kind == "hard":
+        return F.cross_entropy(student, teacher.argmax(dim=1))
+    if kind != "soft":
+        raise ConfigError(f"unknown distillation {kind!r}: choose one of {DISTILL_KINDS}")
+    t = temperature
+    kl = F.kl_div(
+        F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean", log_target=True
+    )
+    return kl * t * t
+
+
+def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
+    """An in-memory split moved to ``device``; a streamed split as it is (its batches travel as uint8)."""
+    if not isinstance(data, ImageDataset):
+        return data
+    return ImageDataset(data.images.to(device), data.labels.to(device), data.classes)
+
+
+def as_pixels(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A batch on ``device`` as float pixels in [0, 1]: a streamed uint8 batch is scaled there, after the
+    copy (a quarter of the bytes of float32)."""
+    images = images.to(device, non_blocking=True)
+    return images.float().div_(255) if images.dtype == torch.uint8 else images
+
+
+class ClassificationTask(Task):
+    """Cross-entropy on ``splits`` (augmented, normalised); validation loss, accuracy and ECE; test
+    of the model chosen by validation. With a ``teacher`` (a classifier module, frozen) the model
+    must carry a distillation token (``distill_token=True``) and learns by DeiT's loss.
+
+    The splits are in memory (float batches by indexing, augmented on the device) or streamed (uint8
+    batches from ``DataLoader`` workers that decode and random-resize-crop and flip each photo; the rest
+    of the augmentation runs batched on the device). ``preprocess`` is recorded in the checkpoints."""
+
+    run_kind = "classify"
+    monitor = "val_acc"
+
+    def __init__(
+        self,
+        model: nn.Module,
+        splits: DataSplits,
+        config: TrainConfig,
+        teacher: nn.Module | None = None,
+        preprocess: Any = None,
+    ) -> None:
+        self.model, self.splits, self.config, self.teacher = model, splits, config, teacher
+        self.preprocess = preprocess
+        if teacher is not None and not getattr(getattr(model, "config", None), "distill_token", False):
+            raise ConfigError(
+                "distillation trains a ViT with a distillation token: build it with "
+                "distill_token=True (vitlab train --teacher does)"
+            )
+        self.checkpoint_kind = "distilled-classifier" if teacher is not None else "classifier"
+        augment = resolve_augment(config.augment, splits, config.augment_overrides)
+        self.train_data = splits.train
+        if isinstance(splits.train, StreamDataset):
+            if augment.resized_crop > 0:  # the workers crop (and flip) each photo at full size
+                self.train_data = splits.train.augmented(True, scale=(augment.resized_crop, 1.0), hflip=augment.hflip)
+                augment = replace(augment, resized_crop=0.0, hflip=False)
+            else:  # read as for evaluation; flips and the rest batched on the device
+                self.train_data = splits.train.augmented(False)
+        self.augment_config = augment
+        self.augment: BatchAugment | None = None
+        self.epoch_seed = 0
+        self.mean, self.std = tuple(splits.mean), tuple(splits.std)
+
+    def prepare(self, env: Any, amp: bool) -> None:
+        super().prepare(env, amp)
+        device = env.device
+        self.train_set = _on(self.train_data, device)
+        self.val_set = _on(self.splits.val, device)
+        self.test_set = _on(self.splits.test, device) if self.splits.test is not None else None
+        self.mean_t = torch.tensor(self.mean, device=device)
+        self.std_t = torch.tensor(self.std, device=device)
+        if self.teacher is not None:
+            self.teacher = self.teacher.to(device).eval().requires_grad_(False)
+
+    def train_size(self) -> int:
+        return len(self.splits.train)
+
+    def start_epoch(self, epoch: int, seed: int) -> None:
+        # the workers' crops follow (run seed, epoch, image), never the rank: DDP sees what one process would
+        self.epoch_seed = epoch_seed(self.config.seed, epoch, 0)
+        self.augment = (
+            BatchAugment(self.augment_config, self.splits.num_classes, generator_seed=seed)
+            if self.augment_config != AugmentConfig()
+            else None
+        )
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        data = self.train_set
+        index = index.to(data.images.device)
+        return data.images[index], data.labels[index]
+
+    def batches(self, index: torch.Tensor, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if not isinstance(self.train_set, StreamDataset):
+            return super().batches(index, batch_size)
+        return self.train_set.batches(index, batch_size, seed=self.epoch_seed)
+
+    def step(
+        self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+        images, labels = batch  # this batch's own tensor (indexing and the uint8 conversion copy)
+        images, labels = as_pixels(images, self.env.device), labels.to(self.env.device)
+        targets = labels
+        if self.augment is not None:
+            images, targets = self.augment(images, labels)
+        inputs = normalize_(images, self.mean_t, self.std_t)
+        outputs = net(inputs)
+        cfg = self.config
+        if self.teacher is None:
+            logits = outputs
+            loss = F.cross_entropy(logits.float(), targets, label_smoothing=cfg.label_smoothing)
+        else:
+            with torch.no_grad():
+                teacher_logits = self.teacher(inputs).float()
+            cls, dist = (o.float() for o in outputs)
+            loss = (1 - cfg.distill_alpha) * F.cross_entropy(
+                cls, targets, label_smoothing=cfg.label_smoothing
+            ) + cfg.distill_alpha * distillation_loss(
+                dist, teacher_logits, cfg.distill or "soft", cfg.distill_temperature
+            )
+            logits = (cls + dist) / 2
+        correct = (logits.detach().argmax(dim=1) == labels).sum()
+        return loss, {"loss": loss.detach() * len(labels), "acc": correct}, len(labels)
+
+    def parameters_to_optimise(self, config: RunConfig) -> torch.optim.Optimizer:
+        cfg = self.config
+        if cfg.layer_decay is None:
+            return build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
+        groups = [
+            {**g, "lr": cfg.lr * g["lr_scale"]}
+            for g in layer_decay_groups(self.model, cfg.weight_decay, cfg.layer_decay)
+        ]
+        return build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay, groups=groups)
+
+    def scores(self, model: nn.Module, data: ImageDataset) -> dict[str, float]:
+        """Loss (NLL), accuracy and ECE of ``model`` on ``data``; each rank scores every
+        ``world_size``-th image and the sums are all-reduced."""
+        rank, world = self.env.rank, self.env.world_size
+        index = torch.arange(rank, len(data), world)
+        logits, labels = dataset_logits(model, data, self.mean, self.std, amp=self.amp, index=index)
+        logits, labels = logits.to(self.env.device), labels.to(self.env.device)
+        loss = F.cross_entropy(logits, labels, reduction="sum").double().reshape(1)
+        sums = all_reduce_sum(torch.cat([loss, calibration_bins(logits.softmax(dim=1), labels).flatten()]))
+        bins = sums[1:].reshape(3, -1)
+        n = bins[0].sum().item()
+        return {"loss": sums[0].item() / n, "acc": bins[2].sum().item() / n, "ece": ece_from_bins(bins)}
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        return {f"val_{k}": v for k, v in self.scores(model, self.val_set).items()}
+
+    def test(self, model: nn.Module) -> dict[str, float] | None:
+        return None if self.test_set is None else self.scores(model, self.test_set)
+
+    def data_config(self) -> dict[str, Any]:
+        chans, height, width = self.splits.image_shape
+        cfg = self.config
+        return {
+            "image_size": [height, width],
+            "in_chans": chans,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "classes": list(self.splits.train.classes),
+            "normalization": getattr(self.splits, "normalization", cfg.normalization),
+            "dataset": self.splits.name,
+            "data_dir": None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir)),
+            "seed": cfg.seed,
+            "rows": cfg.rows,
+            "splits": self.splits.identity(),
+            **({k: getattr(self.preprocess, k) for k in GEOMETRY} if self.preprocess is not None else {}),
+        }

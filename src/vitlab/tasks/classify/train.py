@@ -1,0 +1,378 @@
+"""A classification run in one call: ``train(TrainConfig) -> TrainResult``, and ``evaluate_checkpoint``.
+
+``train`` loads the data, builds the model (starting from ``init``'s matching weights, with a
+distillation token when there is a ``teacher``), opens the run folder, and hands a
+:class:`~vitlab.tasks.classify.task.ClassificationTask` to the one training loop,
+:func:`~vitlab.engine.fit`. Checkpoints of any source (:func:`vitlab.runs.load_checkpoint`) serve as
+``init`` and ``teacher``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...data import DataSplits, ImageDataset, load_dataset
+from ...data.options import DataOptions
+from ...data.preprocess import Preprocess
+from ...data.records import SOURCES as PHOTO_SOURCES
+from ...engine import Reporter, fit, seed_everything
+from ...engine.evaluate import evaluate_model
+from ...errors import CheckpointError, ConfigError, DataError
+from ...models.registry import get_config
+from ...runs import Loaded, RunDir, load_checkpoint, load_matching_weights
+from ...runs.checkpoint import placeholder_names, run_at_size
+from ...runs.layout import EVALUATION
+from .task import INIT_MODEL, ClassificationTask, TrainConfig, build_model
+
+SPLITS = ("test", "val", "train")
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns. ``model`` is the one chosen by validation (best epoch; the EMA
+    when ``ema_decay`` is set), unwrapped, in eval mode; ``test`` (``loss``, ``acc``, ``ece``) is
+    measured on it (None without a test split). ``seconds`` sums the epochs' wall time."""
+
+    config: TrainConfig
+    model: nn.Module
+    history: list[dict[str, Any]]
+    best_val_acc: float
+    best_epoch: int
+    train_acc: float
+    test: dict[str, float] | None
+    seconds: float
+    params: int
+    checkpoints: dict[str, Path]
+    skipped: list[str] = field(default_factory=list)
+
+
+def load_splits(
+    config: TrainConfig, recorded: Preprocess | None = None, progress: Callable[[int], None] | None = None
+) -> tuple[DataSplits, Preprocess | None]:
+    """The dataset ``config`` names, split with its seed and row budget, and the preprocessing its files
+    are read with (None for a tensor dataset).
+
+    Image files are read with ``recorded`` (the preprocessing of the model a run starts from: a timm or
+    Hugging Face model's own size, crop, filter and mean/std) or else at the model's own input size, then
+    every field ``config.data`` sets. ``progress(n)`` hears how many files were indexed so far.
+    """
+    opts = config.data
+    common: dict[str, Any] = {"seed": config.seed, "rows": config.rows, "normalization": config.normalization}
+    if config.dataset not in PHOTO_SOURCES:
+        if opts.loader == "stream":
+            raise ConfigError(
+                f"{config.dataset} is a tensor dataset held in memory; data.loader=stream reads image files "
+                f"(--dataset {'|'.join(PHOTO_SOURCES)})"
+            )
+        splits = load_dataset(config.dataset, config.data_dir, **common)
+        if opts.image_size is not None:
+            splits = resize_splits(splits, opts.image_size)
+        return with_statistics(splits, opts.mean, opts.std), None
+    base = recorded or Preprocess(image_size=model_input_size(config))
+    preprocess = opts.preprocess(base)
+    splits = load_dataset(
+        config.dataset,
+        config.data_dir,
+        **common,
+        preprocess=preprocess,
+        loader=opts.loader,
+        workers=opts.workers,
+        max_bad=opts.max_bad_images,
+        progress=progress,
+    )
+    return with_statistics(splits, preprocess.mean, preprocess.std), preprocess
+
+
+def describe_reading(splits: DataSplits, preprocess: Preprocess) -> str:
+    """One line: how the images are read (loader and why, size, crop, filter)."""
+    height, width = preprocess.image_size
+    loader = getattr(splits, "loader", "memory")
+    reason = getattr(splits, "loader_reason", "")
+    return (
+        f"{loader} ({reason}); {height}x{width}, {preprocess.crop_mode} crop_pct {preprocess.crop_pct:g}, "
+        f"{preprocess.interpolation}"
+    )
+
+
+def model_input_size(config: TrainConfig) -> tuple[int, int]:
+    """The input size ``config.model`` is registered with (224 for ``vit-tiny-patch16-224``), or 224."""
+    if config.model == INIT_MODEL:
+        return (224, 224)
+    size = getattr(get_config(config.model, **config.model_overrides), "img_size", None)
+    if size is None:
+        return (224, 224)
+    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+
+
+def with_statistics(splits: DataSplits, mean: tuple[float, ...] | None, std: tuple[float, ...] | None) -> DataSplits:
+    """``splits`` normalised with ``mean``/``std`` when given (a model's own, or the user's), else as loaded."""
+    if mean is None or std is None:
+        return splits
+    channels = splits.image_shape[0]
+    if len(mean) != channels or len(std) != channels:
+        raise ConfigError(
+            f"mean/std have {len(mean)} values but {splits.name} images have {channels} channels: "
+            f"set --set data.mean=[...] --set data.std=[...] with {channels} values each"
+        )
+    return replace(splits, mean=tuple(mean), std=tuple(std))
+
+
+def resize_splits(splits: DataSplits, size: int | tuple[int, int]) -> DataSplits:
+    """In-memory ``splits`` resized to ``size`` (bilinear, antialiased), e.g. 28x28 Fashion-MNIST at 32."""
+    target = (size, size) if isinstance(size, int) else tuple(size)
+
+    def resized(part: str) -> ImageDataset:
+        data = splits.in_memory(part, "resizing")
+        if tuple(data.images.shape[2:]) == target:
+            return data
+        images = F.interpolate(data.images, size=target, mode="bilinear", antialias=True, align_corners=False)
+        return ImageDataset(images.clamp_(0, 1), data.labels, data.classes)
+
+    test = None if splits.test is None else resized("test")
+    return replace(splits, train=resized("train"), val=resized("val"), test=test)
+
+
+def warn_missing_classes(splits: DataSplits, only: str | None = None) -> None:
+    """Say on stderr (a warning) which split holds no image of which class: its figures leave that class out
+    (a class of two images cannot reach all three splits). The checkpoint's data config records it too."""
+    for part, names in splits.missing_classes().items():
+        if only in (None, part):
+            warnings.warn(
+                f"{splits.name}: the {part} split holds no image of {len(names)} class(es) "
+                f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}): its figures leave them out"
+                + ("; give every class at least 3 images (one for each split)" if only is None else ""),
+                stacklevel=2,
+            )
+
+
+class Reordered(nn.Module):
+    """A classifier whose outputs are reordered: output ``j`` is ``model``'s output ``index[j]`` (a teacher's
+    classes matched by name to the student's)."""
+
+    def __init__(self, model: nn.Module, index: list[int]) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("index", torch.tensor(index, dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x).index_select(-1, self.index)
+
+
+def teacher_by_name(loaded: Loaded, splits: DataSplits, source: str) -> nn.Module:
+    """The teacher's model, its outputs in the order of the data's classes: the same names in another order
+    are matched by name (said in a warning); other names are refused. A teacher that names its outputs only by
+    index is taken as it is."""
+    names, have = list(loaded.data.classes), list(splits.train.classes)
+    if not names or names == have or placeholder_names(names):
+        return loaded.model
+    if sorted(names) != sorted(have):
+        raise CheckpointError(
+            f"teacher {source} was trained on the classes ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}) "
+            f"but {splits.name} has ({', '.join(have[:6])}{', ...' if len(have) > 6 else ''}): distil from a "
+            f"classifier of this dataset's classes"
+        )
+    warnings.warn(
+        f"teacher {source} names the classes of {splits.name} in another order: its outputs are matched by name",
+        stacklevel=2,
+    )
+    return Reordered(loaded.model, [names.index(name) for name in have])
+
+
+def load_teacher(source: str) -> Loaded:
+    """The teacher checkpoint at ``source``. Options such as ``--set num_heads=N`` describe the
+    student, so a foreign file that needs them to load is refused with the way to describe it: write
+    it as a vitlab checkpoint with ``vitlab convert`` first."""
+    try:
+        return load_checkpoint(source)
+    except CheckpointError as error:
+        if not isinstance(error.__cause__, ConfigError):  # not a missing setting: the file itself is at fault
+            raise
+        raise ConfigError(
+            f"teacher {source}: {error.__cause__}; here --set and --model describe the student, so write the "
+            f"teacher as a vitlab checkpoint first: vitlab convert {source} teacher.safetensors --num-heads N "
+            f"(or --model NAME, --set FIELD=VALUE), then --teacher teacher.safetensors"
+        ) from None
+
+
+def load_init(config: TrainConfig) -> Loaded:
+    """The ``init`` checkpoint; a foreign file that does not record its number of heads is read with the
+    run's (``--set num_heads=N``, else the named model's), as :func:`load_matching_weights` reads it."""
+    assert config.init is not None
+    heads = config.model_overrides.get("num_heads")
+    if heads is None and config.model != INIT_MODEL:
+        heads = getattr(get_config(config.model), "num_heads", None)
+    try:
+        return load_checkpoint(config.init)
+    except CheckpointError as error:
+        if not isinstance(heads, int) or not isinstance(error.__cause__, ConfigError):
+            raise
+        return load_checkpoint(config.init, num_heads=heads)
+
+
+def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, nn.Module | None]:
+    """The model to train (from ``init`` when given; with a distillation token when distilling) and
+    the frozen teacher (or None)."""
+    teacher = None
+    init_config = None
+    if config.model == INIT_MODEL and config.init is not None:
+        init_config = load_init(config).model.config
+    if config.teacher is None:
+        model = build_model(config, splits, init_config)
+    else:
+        loaded = load_teacher(config.teacher)
+        if loaded.kind not in ("classifier", "distilled-classifier"):
+            raise CheckpointError(
+                f"teacher {config.teacher} is a {loaded.kind} checkpoint, not a classifier: train "
+                f"one with `vitlab train` first"
+            )
+        outputs = getattr(loaded.model.config, "num_classes", None)
+        if outputs != splits.num_classes:
+            raise CheckpointError(
+                f"teacher {config.teacher} has {outputs} outputs but {splits.name} has "
+                f"{splits.num_classes} classes: distil from a classifier of this dataset"
+            )
+        teacher = teacher_by_name(loaded, splits, config.teacher)
+        distilled = replace(config, model_overrides={**config.model_overrides, "distill_token": True})
+        model = build_model(distilled, splits, init_config)
+    if config.init is not None:
+        load_matching_weights(model, config.init, img_size=splits.image_shape[1:])
+    return model, teacher
+
+
+def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None) -> TrainResult:
+    """Train ``config.model`` on ``splits`` (default: the dataset ``config`` names, image files read with
+    the ``init`` model's own preprocessing); with ``config.out_dir``, write the run folder (see
+    :class:`vitlab.runs.RunDir`). The reporter hears how the data is read before training starts."""
+    reporter = reporter or Reporter()
+    preprocess = None
+    if splits is None:
+        recorded = None
+        if config.init is not None and config.dataset in PHOTO_SOURCES:
+            recorded = load_init(config).data.preprocess()
+        splits, preprocess = load_splits(
+            config, recorded, lambda n: reporter.note(f"{config.dataset}: {n:,} image files indexed")
+        )
+        if preprocess is not None:
+            reporter.note(f"{splits.name}: {describe_reading(splits, preprocess)}")
+    if len(splits.val) == 0:
+        raise DataError(f"{splits.name} has an empty validation split: use more images per class")
+    warn_missing_classes(splits)
+    seed_everything(config.seed)  # the initial weights follow the run's seed
+    model, teacher = build_student(config, splits)
+    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
+    fitted = fit(ClassificationTask(model, splits, config, teacher, preprocess), config, run_dir, reporter)
+    history = fitted.history
+    result = TrainResult(
+        config=config,
+        model=fitted.model,
+        history=history,
+        best_val_acc=fitted.best_score if fitted.best_score is not None else float("nan"),
+        best_epoch=fitted.best_epoch,
+        train_acc=history[-1]["train_acc"] if history else float("nan"),
+        test=fitted.test,
+        seconds=fitted.seconds,
+        params=fitted.params,
+        checkpoints=fitted.checkpoints,
+    )
+    bad: dict[str, str] = getattr(splits.train, "bad", {})  # shared by a streamed dataset's splits
+    result.skipped = sorted(bad)
+    if bad:
+        reporter.note(f"{splits.name}: {splits.train.bad_report()}")  # type: ignore[union-attr]
+    if run_dir is not None and fitted.checkpoints:
+        summary = {
+            k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds", "params")
+        }
+        summary |= {"skipped_images": {"count": len(bad), "first": result.skipped[:20]}} if bad else {}
+        run_dir.write_summary({**summary, "test_on": "the checkpoint chosen by validation (best/)"})
+    return result
+
+
+def evaluate_checkpoint(
+    source: str | Path | Loaded,
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    split: str = "test",
+    temperature_scale: bool = False,
+    out_dir: str | Path | None = None,
+    overwrite: bool = False,
+    device: str = "cpu",
+    options: DataOptions | None = None,
+) -> dict[str, Any]:
+    """Evaluate a classifier checkpoint (any source) on a split of its dataset (or of ``dataset``).
+
+    The splits are the training run's (name, data_dir, seed, rows recorded in the checkpoint),
+    normalised with its statistics. With ``out_dir``, writes ``metrics.json``, ``reliability.png``
+    and ``confusion.png`` there (a run folder of kind ``evaluate``). A model already loaded
+    (:class:`~vitlab.runs.Loaded`) is used as it is, on its own device.
+    """
+    from ...device import resolve_device
+    from ...engine.figures import plot_confusion, plot_reliability
+
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
+    loaded = source if isinstance(source, Loaded) else load_checkpoint(source, resolve_device(device))
+    run_dir = RunDir(out_dir).open("evaluate", overwrite=overwrite) if out_dir is not None else None
+    try:
+        if loaded.kind not in ("classifier", "distilled-classifier"):
+            raise CheckpointError(
+                f"{loaded.path} is a {loaded.kind} checkpoint, not a classifier: "
+                + (
+                    "evaluate it with --task probe"
+                    if loaded.kind == "encoder"
+                    else "`vitlab evaluate` scores it with its own metrics"
+                )
+            )
+        loaded.check_finite("temperature scaling" if temperature_scale else "scoring")
+        splits = loaded.splits(dataset, data_dir, options=options)
+        run_at_size(loaded.model, splits.image_shape[1:])
+        data = getattr(splits, split)
+        if data is None:
+            raise DataError(
+                f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): use --split val"
+            )
+        warn_missing_classes(splits, only=split)
+        outputs = getattr(loaded.model.config, "num_classes", len(data.classes))
+        if len(data.classes) != outputs:
+            raise DataError(
+                f"{loaded.path} has {outputs} outputs but {splits.name} has "
+                f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)"
+            )
+        report = evaluate_model(
+            loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
+        )
+        name = loaded.name or type(loaded.model).__name__
+        report = {
+            "checkpoint": str(loaded.path),
+            "model": name,
+            "dataset": splits.name,
+            "split": split,
+            **({"guessed": loaded.guessed} if loaded.guessed else {}),
+            **report,
+        }
+        if run_dir is not None:
+            run_dir.write_json(EVALUATION, report)
+            title = f"{name} on {splits.name} {split}"
+            plot_reliability(
+                report["reliability"],
+                run_dir.figure_path("reliability.png"),
+                report.get("calibrated", {}).get("reliability"),
+                title=title,
+            )
+            plot_confusion(report["confusion"], data.classes, run_dir.figure_path("confusion.png"), title=title)
+        return report
+    except BaseException:
+        if run_dir is not None:
+            run_dir.discard_if_unused()
+        raise
+    finally:
+        if run_dir is not None:
+            run_dir.close()

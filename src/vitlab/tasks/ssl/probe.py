@@ -1,0 +1,149 @@
+"""Frozen-feature evaluation: a linear probe and a k-nearest-neighbour classifier.
+
+Features are the backbone's pooled pre-logits ``(N, D)``: ``forward_head(forward_features(x),
+pre_logits=True)`` (a distilled ViT's distillation token is left out of the pooling). The probe
+is a softmax regression on standardised features, fitted full-batch by L-BFGS with an L2 penalty;
+kNN votes among the ``k`` most cosine-similar training
+features with weights ``exp(similarity / T)`` (DINO's protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...data import ImageDataset, normalize
+from ...errors import DataError
+from ...runs import checkpoint_data
+
+PROBES = ("linear", "knn")
+
+
+@torch.no_grad()
+def extract_features(
+    model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float], batch_size: int = 512
+) -> torch.Tensor:
+    """Pooled features ``(N, D)`` float32 for ``images (N, C, H, W)`` in [0, 1]; ``model`` in eval mode."""
+    model.eval()
+    device = next(model.parameters()).device
+    mean_t, std_t = torch.tensor(mean, device=device), torch.tensor(std, device=device)
+    backbone: Any = model
+    chunks = []
+    for chunk in images.split(batch_size):
+        tokens = backbone.forward_features(normalize(chunk.to(device), mean_t, std_t))
+        chunks.append(backbone.forward_head(tokens, pre_logits=True).float())
+    return torch.cat(chunks)
+
+
+def linear_probe(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    weight_decay: float = 1e-4,
+    steps: int = 100,
+) -> float:
+    """Accuracy on ``test`` of a softmax regression fitted on ``train`` features ``(N, D)``; fewer than two
+    training rows, or features that are not finite, are refused in one line (L-BFGS would fail on them)."""
+    if len(train_x) < 2:
+        raise DataError(
+            f"the linear probe standardises its {len(train_x)} training row(s) and needs at least 2: raise --rows"
+        )
+    if not bool(torch.isfinite(train_x).all()) or not bool(torch.isfinite(test_x).all()):
+        raise DataError("the model's features are not finite (NaN or infinity): the linear probe cannot fit them")
+    mu, sigma = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
+    xtr, xte = (train_x - mu) / sigma, (test_x - mu) / sigma
+    linear = nn.Linear(xtr.shape[1], num_classes).to(xtr.device)
+    optimizer = torch.optim.LBFGS(linear.parameters(), lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(linear(xtr), train_y) + weight_decay * linear.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        optimizer.step(closure)
+    with torch.no_grad():
+        return (linear(xte).argmax(1) == test_y).float().mean().item()
+
+
+@torch.no_grad()
+def knn_accuracy(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    k: int = 20,
+    temperature: float = 0.07,
+) -> float:
+    """Accuracy of weighted cosine kNN (``k`` neighbours, weights ``exp(sim / T)``)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    k = min(k, len(train_x))
+    bank = F.normalize(train_x, dim=1)
+    correct = 0
+    for chunk, labels in zip(F.normalize(test_x, dim=1).split(1024), test_y.split(1024)):
+        sim, idx = (chunk @ bank.T).topk(k, dim=1)
+        votes = torch.zeros(len(chunk), num_classes, device=chunk.device)
+        votes.scatter_add_(1, train_y[idx], (sim / temperature).exp())
+        correct += (votes.argmax(1) == labels).sum().item()
+    return correct / len(test_x)
+
+
+def probe_model(
+    model: nn.Module,
+    train: ImageDataset,
+    test: ImageDataset,
+    mean: Sequence[float],
+    std: Sequence[float],
+    method: str = "linear",
+    k: int = 20,
+) -> float:
+    """Frozen-feature accuracy of ``model`` on ``test`` by ``method`` (``linear`` | ``knn``) fitted on ``train``."""
+    if method not in PROBES:
+        raise ValueError(f"unknown probe {method!r}: choose one of {PROBES}")
+    xtr, xte = extract_features(model, train.images, mean, std), extract_features(model, test.images, mean, std)
+    ytr, yte = train.labels.to(xtr.device), test.labels.to(xte.device)
+    if method == "linear":
+        return linear_probe(xtr, ytr, xte, yte, len(train.classes))
+    return knn_accuracy(xtr, ytr, xte, yte, len(train.classes), k)
+
+
+def probe_checkpoint(
+    path: str | Path,
+    method: str = "linear",
+    *,
+    dataset: str | None = None,
+    data_dir: str | Path | None = None,
+    split: str = "test",
+    rows: int | None = None,
+    k: int = 20,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    ckpt.check_finite(f"the {method} probe")
+    name = splits.name
+    data = splits.in_memory(split, f"the {method} probe")
+    acc = probe_model(
+        ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits.mean, splits.std, method, k
+    )
+    return {
+        "checkpoint": str(ckpt.path),
+        "model": ckpt.name,
+        "dataset": name,
+        "split": split,
+        "probe": method,
+        "k": k if method == "knn" else None,
+        "train_rows": len(splits.train),
+        "n": len(data),
+        "accuracy": acc,
+    }
