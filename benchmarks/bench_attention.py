@@ -65,7 +65,7 @@ from vitlab.engine.measure import best_seconds, peak_memory
 from vitlab.interop import from_timm
 from vitlab.layers import Block
 from vitlab.models import VisionTransformer, ViTConfig, apply_tome, create_model, front_loaded
-from vitlab.models.cost import Workload, attention_cost, flops
+from vitlab.analysis.cost import Workload, attention_cost, flops
 
 BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank", "sparse")
 SECTIONS = ("blocks", "tome", "mnist", "swin")

@@ -7,7 +7,7 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
-from vitlab.models.cost import conv_pairs
+from vitlab.analysis.cost import conv_pairs
 
 
 def table_rows(out: str) -> list[list[str]]:

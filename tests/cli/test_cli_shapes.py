@@ -7,7 +7,7 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
-from vitlab.models.summary import qk_variance, softmax_peak
+from vitlab.analysis.qk import qk_variance, softmax_peak
 
 
 def shapes_printed(out: str) -> dict[str, tuple]:

@@ -13,7 +13,7 @@ from vitlab.explain.record import attention_weights as record_weights
 from vitlab.explore import decode_array, encode_array
 from vitlab.explore.runs import Table, rank_table
 from vitlab.layers.attention import MultiHeadSelfAttention
-from vitlab.models.cost import ATTENTION_COSTS, Workload, attention_cost, flops
+from vitlab.analysis.cost import ATTENTION_COSTS, Workload, attention_cost, flops
 from vitlab.ops.patches import num_tokens, patchify
 from vitlab.ops.positions import sincos_2d
 from vitlab.runs import load_checkpoint

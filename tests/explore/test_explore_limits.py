@@ -12,8 +12,8 @@ from vitlab.explain.audit import curve_area, deletion_insertion, ranking
 from vitlab.explain.maps import gradient_map, occlusion_map
 from vitlab.explore import decode_array
 from vitlab.explore.images import ImageBook, decode_upload
-from vitlab.models.cost import TEXTBOOK_PAIRS, cost_table, interactions
-from vitlab.models.summary import qk_variance
+from vitlab.analysis.cost import TEXTBOOK_PAIRS, cost_table, interactions
+from vitlab.analysis.qk import qk_variance
 from vitlab.runs import load_checkpoint
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")

@@ -24,7 +24,7 @@ from vitlab.models import (
     list_models,
 )
 from vitlab.models.config import MAX_PARAMS
-from vitlab.models.cost import Workload
+from vitlab.analysis.cost import Workload
 from vitlab.models.dense.model import DenseConfig
 from vitlab.ops.patches import num_tokens, pad_to_multiple, patchify, unpatchify
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..models import describe_model, list_models
+from ..models import describe_models
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in list_models(args.filter):
-        print(f"{name:28s} {describe_model(name)}")
+    for line in describe_models(args.filter):
+        print(line)
     return 0
 
 

@@ -28,7 +28,7 @@ import torch
 from .. import __version__
 from ..data import AugmentConfig
 from ..models import ViTConfig, get_config
-from ..models.cost import cost_table
+from ..analysis.cost import cost_table
 from ..reporting import markdown_table
 from ..runs.layout import REPORT, RESULTS
 from .figures import (

@@ -8,8 +8,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from ..models.cost import TEXTBOOK_PAIRS, cost_table, interactions
-from ..models.summary import qk_variance, softmax_peak
+from ..analysis.cost import TEXTBOOK_PAIRS, cost_table, interactions
+from ..analysis.qk import qk_variance, softmax_peak
 from .images import RequestError
 
 QK_DIMS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # head widths d_k measured
@@ -21,9 +21,9 @@ MAX_KEYS = 1024
 @lru_cache(maxsize=8)
 def qk_scale_view(keys: int = 64) -> dict[str, Any]:
     """For every ``d_k`` of :data:`QK_DIMS`: the variance of ``q.k`` for standard-normal ``q, k`` before and
-    after dividing by ``sqrt(d_k)`` (:func:`vitlab.models.summary.qk_variance`, theory ``d_k`` and 1), and the
+    after dividing by ``sqrt(d_k)`` (:func:`vitlab.analysis.qk.qk_variance`, theory ``d_k`` and 1), and the
     largest softmax weight of one query over ``keys`` keys with raw and with scaled scores
-    (:func:`~vitlab.models.summary.softmax_peak`; ``1 / keys`` would be uniform)."""
+    (:func:`~vitlab.analysis.qk.softmax_peak`; ``1 / keys`` would be uniform)."""
     if isinstance(keys, bool) or not 2 <= keys <= MAX_KEYS:
         raise RequestError(f"keys must lie in [2, {MAX_KEYS}], got {keys}")
     variances = [qk_variance(d, QK_SAMPLES) for d in QK_DIMS]
@@ -42,7 +42,7 @@ def qk_scale_view(keys: int = 64) -> dict[str, Any]:
 
 
 def textbook_cost_view() -> dict[str, Any]:
-    """The texts' token-cost table (:func:`vitlab.models.cost.cost_table` over their (image, patch) pairs:
+    """The texts' token-cost table (:func:`vitlab.analysis.cost.cost_table` over their (image, patch) pairs:
     tokens, attention entries ``N^2`` and their ratio to the first row) and, for each pair, the token pairs
     one layer mixes: a 3x3 convolution's (exact, borders cut, and ``9N``) against attention's ``N^2``."""
     rows = cost_table(TEXTBOOK_PAIRS)

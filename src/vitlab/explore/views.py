@@ -8,7 +8,7 @@
   aspect on request), and what it then sees: resized, normalised, and how far from its training data.
 - :func:`softmax_view`, :func:`mixing_view`, :func:`position_view`, :func:`position_dots_view`,
   :func:`local_attention_view`: the textbook's mechanics.
-- :func:`cost_view`: every attention kind in :data:`~vitlab.models.cost.ATTENTION_COSTS` against
+- :func:`cost_view`: every attention kind in :data:`~vitlab.analysis.cost.ATTENTION_COSTS` against
   resolution.
 """
 
@@ -32,7 +32,7 @@ from ..explain.maps import (
 )
 from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
-from ..models.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
+from ..analysis.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..ops.attention import attention_weights
 from ..ops.patches import num_tokens, patchify
 from ..ops.positions import sincos_1d, sincos_2d

@@ -11,7 +11,7 @@ and every token attends to them (Longformer / BigBird's global tokens). On a ``g
 ``stride = gw`` is the token's column and ``local = gw`` its row neighbourhood: any two patches are
 two hops apart. With ``local ~ stride ~ sqrt(N)`` a token has ``~ 3 sqrt(N)`` keys, so the pattern
 holds ``P ~ 3 N^1.5`` pairs instead of ``N^2``, of which the blocked kernel forms ``~ 4 N^1.5`` scores
-(:func:`vitlab.models.cost.sparse_attention`).
+(:func:`vitlab.analysis.cost.sparse_attention`).
 
 Both paths compute ``softmax(Q K^T / sqrt(d) + M) V`` with ``M = 0`` on allowed pairs and ``-inf``
 elsewhere. The fast path is the blocked kernel :func:`~vitlab.ops.attention.sparse_attention`: the band as

@@ -1,7 +1,15 @@
 """Models (ViT, CNN baseline) and the registry of named configurations."""
 
 from .distilled import distilled_from
-from .registry import create_model, describe_model, get_config, list_models, register_builder, register_model
+from .registry import (
+    create_model,
+    describe_model,
+    describe_models,
+    get_config,
+    list_models,
+    register_builder,
+    register_model,
+)
 from .vit import VisionTransformer, ViTConfig
 
 register_builder(ViTConfig, VisionTransformer)
@@ -71,6 +79,7 @@ for _size, (_dim, _heads) in {"tiny": (192, 3), "small": (384, 6), "base": (768,
 __all__ = [
     "create_model",
     "describe_model",
+    "describe_models",
     "distilled_from",
     "get_config",
     "list_models",

@@ -39,6 +39,11 @@ def describe_model(name: str) -> str:
     return _REGISTRY[name][1]
 
 
+def describe_models(pattern: str = "") -> list[str]:
+    """One line per registered name containing ``pattern``, sorted: the name, then its description."""
+    return [f"{name:28s} {describe_model(name)}" for name in list_models(pattern)]
+
+
 def get_config(name: str, **overrides: Any) -> Any:
     """The config registered under ``name`` with ``overrides`` applied (a fresh copy)."""
     if not isinstance(name, str) or not name:

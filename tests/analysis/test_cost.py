@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
+from vitlab.analysis.cost import TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from vitlab.models import VisionTransformer, ViTConfig
-from vitlab.models.cost import TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 
 
 @settings(max_examples=50, deadline=None)

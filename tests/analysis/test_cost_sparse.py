@@ -8,10 +8,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import vitlab.layers.sparse_attention as sparse_module
+from vitlab.analysis.cost import Workload, attention_cost, flops
 from vitlab.cli.main import main
 from vitlab.layers import SparseAttention
 from vitlab.models import VisionTransformer, ViTConfig
-from vitlab.models.cost import Workload, attention_cost, flops
 
 
 @pytest.mark.parametrize(

@@ -33,10 +33,10 @@ from typing import Any, ClassVar
 
 from ..checks import Bool, Check, Float, Int, Maybe, check_fields
 from ..errors import ConfigError
+from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH
 from ..ops.attention import sparse_blocks
 from ..ops.patches import check_divisible, num_tokens
 from ..ops.windows import fit_window, padded_grid
-from .config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH
 
 BYTES_FP32 = 4
 MAX_PRICED = 2**20  # image and patch sides, windows, batch: pricing allocates nothing, but stays finite
@@ -254,7 +254,7 @@ ATTENTION_COSTS: dict[str, Callable[[Workload], AttentionCost]] = {
 def attention_cost(work: Workload, attention: str = "full") -> AttentionCost:
     """Cost of one layer's token mixing under the named kind of attention."""
     if attention not in ATTENTION_COSTS:
-        raise ValueError(f"unknown attention {attention!r}; choose one of {', '.join(ATTENTION_COSTS)}")
+        raise ConfigError(f"unknown attention {attention!r}; choose one of {', '.join(ATTENTION_COSTS)}")
     return ATTENTION_COSTS[attention](work)
 
 
@@ -305,7 +305,7 @@ def cost_table(
     (``dim``, ``depth``, ``heads``, ``mlp_ratio``, ``batch``, ``class_token``, ``in_chans``, and the
     attention options ``window_size``, ``lowrank_k``, ``num_latents``, ``sparse_local``, ``sparse_stride``)."""
     if not pairs:
-        raise ValueError("no (image, patch) pairs to price: pass at least one, e.g. ((224, 16),)")
+        raise ConfigError("no (image, patch) pairs to price: pass at least one, e.g. ((224, 16),)")
     works = [Workload(image=image, patch=patch, **sizes) for image, patch in pairs]
     mixes = [attention_cost(work, attention) for work in works]
     return [
@@ -356,7 +356,7 @@ def cost_figure(
     from matplotlib.figure import Figure
 
     if len(images) < 2:
-        raise ValueError(f"a plot against resolution needs at least two image sides, got {list(images)}")
+        raise ConfigError(f"a plot against resolution needs at least two image sides, got {list(images)}")
     fig = Figure(figsize=(10, 4), constrained_layout=True)
     axes = fig.subplots(1, 2)
     for kind in kinds:

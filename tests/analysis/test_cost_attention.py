@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from vitlab.analysis.cost import ATTENTION_COSTS, Workload, attention_cost, flops
 from vitlab.cli.main import main
 from vitlab.layers import window_attention
 from vitlab.models import VisionTransformer, ViTConfig
-from vitlab.models.cost import ATTENTION_COSTS, Workload, attention_cost, flops
 from vitlab.ops.attention import scaled_dot_product_attention
 from vitlab.ops.windows import window_layout
 
