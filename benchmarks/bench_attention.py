@@ -60,12 +60,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vitlab.analysis.cost import Workload, attention_cost, flops
 from vitlab.data.idx import read_idx_pair
 from vitlab.engine.measure import best_seconds, peak_memory
 from vitlab.interop import from_timm
 from vitlab.layers import Block
 from vitlab.models import VisionTransformer, ViTConfig, apply_tome, create_model, front_loaded
-from vitlab.analysis.cost import Workload, attention_cost, flops
 
 BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank", "sparse")
 SECTIONS = ("blocks", "tome", "mnist", "swin")

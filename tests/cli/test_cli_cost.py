@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from vitlab.analysis.cost import conv_pairs
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
-from vitlab.analysis.cost import conv_pairs
 
 
 def table_rows(out: str) -> list[list[str]]:

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from vitlab.analysis.qk import qk_variance, softmax_peak
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
-from vitlab.analysis.qk import qk_variance, softmax_peak
 
 
 def shapes_printed(out: str) -> dict[str, tuple]:

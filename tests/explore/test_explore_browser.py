@@ -29,8 +29,8 @@ from browser_support import (
 )
 from PIL import Image
 
-from vitlab.explore import ExploreConfig, create_app, serve_in_background
 from vitlab.analysis.cost import ATTENTION_COSTS
+from vitlab.explore import ExploreConfig, create_app, serve_in_background
 
 pytestmark = pytest.mark.slow  # a real browser: outside the fast subset
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+from vitlab.analysis.cost import TEXTBOOK_PAIRS, cost_table, interactions
+from vitlab.analysis.qk import qk_variance
 from vitlab.data import load_dataset, normalize
 from vitlab.explain.audit import curve_area, deletion_insertion, ranking
 from vitlab.explain.maps import gradient_map, occlusion_map
 from vitlab.explore import decode_array
 from vitlab.explore.images import ImageBook, decode_upload
-from vitlab.analysis.cost import TEXTBOOK_PAIRS, cost_table, interactions
-from vitlab.analysis.qk import qk_variance
 from vitlab.runs import load_checkpoint
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")

@@ -9,6 +9,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vitlab.analysis.cost import Workload
 from vitlab.checks import Bool, Float, Int, Maybe, OneOf, Pair, Seq
 from vitlab.errors import ConfigError
 from vitlab.interop import model_from_state
@@ -24,7 +25,6 @@ from vitlab.models import (
     list_models,
 )
 from vitlab.models.config import MAX_PARAMS
-from vitlab.analysis.cost import Workload
 from vitlab.models.dense.model import DenseConfig
 from vitlab.ops.patches import num_tokens, pad_to_multiple, patchify, unpatchify
 

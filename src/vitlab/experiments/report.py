@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from .. import __version__
+from ..analysis.cost import cost_table
 from ..data import AugmentConfig
 from ..models import ViTConfig, get_config
-from ..analysis.cost import cost_table
 from ..reporting import markdown_table
 from ..runs.layout import REPORT, RESULTS
 from .figures import (

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.nn.functional as F
 
+from ..analysis.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..data import normalize
 from ..explain.maps import (
     gradient_map,
@@ -32,7 +33,6 @@ from ..explain.maps import (
 )
 from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
-from ..analysis.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
 from ..ops.attention import attention_weights
 from ..ops.patches import num_tokens, patchify
 from ..ops.positions import sincos_1d, sincos_2d
