@@ -118,7 +118,7 @@ class AugmentConfig:
         (2 ops, magnitude 9), random erasing 0.25, MixUp 0.8 / CutMix 1.0 (DeiT's recipe).
         ``overrides`` replace single fields."""
         if name not in PRESETS:
-            raise ValueError(f"unknown augmentation preset {name!r}; choose one of {PRESETS}")
+            raise ConfigError(f"unknown augmentation preset {name!r}; choose one of {PRESETS}")
         config = cls()
         if name in ("light", "strong"):
             config = replace(config, crop_padding=max(1, image_size // 8), hflip=hflip_ok)
@@ -149,7 +149,7 @@ class BatchAugment:
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if images.ndim != 4 or labels.shape != images.shape[:1]:
-            raise ValueError(
+            raise DataError(
                 f"expected images (B, C, H, W) and labels (B,), got {tuple(images.shape)} and {tuple(labels.shape)}"
             )
         c = self.config
@@ -309,7 +309,7 @@ def normalize(
 ) -> torch.Tensor:
     """``(images - mean) / std`` per channel; images ``(B, C, H, W)``, mean and std of length C."""
     if images.ndim != 4 or len(mean) != images.shape[1] or len(std) != images.shape[1]:
-        raise ValueError(
+        raise DataError(
             f"need images (B, C, H, W) and C means and stds; got images {tuple(images.shape)}, "
             f"{len(mean)} means, {len(std)} stds"
         )

@@ -42,11 +42,11 @@ class ImageDataset:
 
     def __post_init__(self) -> None:
         if self.images.ndim != 4:
-            raise ValueError(f"images must be (N, C, H, W), got shape {tuple(self.images.shape)}")
+            raise DataError(f"images must be (N, C, H, W), got shape {tuple(self.images.shape)}")
         if len(self.images) != len(self.labels):
-            raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels")
+            raise DataError(f"{len(self.images)} images but {len(self.labels)} labels")
         if len(self.labels) and (int(self.labels.min()) < 0 or int(self.labels.max()) >= len(self.classes)):
-            raise ValueError(
+            raise DataError(
                 f"labels must lie in [0, {len(self.classes) - 1}] for {len(self.classes)} classes, "
                 f"found {int(self.labels.min())}..{int(self.labels.max())}"
             )

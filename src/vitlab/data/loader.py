@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
+from ..errors import ConfigError, DataError
 from .dataset import ImageDataset
 
 
@@ -35,11 +36,11 @@ class ShardSampler:
         world_size: int = 1,
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+            raise ConfigError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
         if n == 0:
-            raise ValueError("cannot batch an empty dataset")
+            raise DataError("cannot batch an empty dataset")
         self.n = n
         self.batch_size = batch_size
         self.shuffle = shuffle

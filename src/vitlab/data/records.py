@@ -191,9 +191,9 @@ class Records:
         self.refs = np.asarray(self.refs, dtype=np.int64)
         self.labels = np.asarray(self.labels, dtype=np.int64)
         if self.refs.shape != self.labels.shape or self.labels.ndim != 1:
-            raise ValueError(f"{self.refs.shape} references but {self.labels.shape} labels")
+            raise DataError(f"{self.refs.shape} references but {self.labels.shape} labels")
         if len(self.labels) and (self.labels.min() < 0 or self.labels.max() >= len(self.classes)):
-            raise ValueError(f"labels must lie in [0, {len(self.classes) - 1}] for {len(self.classes)} classes")
+            raise DataError(f"labels must lie in [0, {len(self.classes) - 1}] for {len(self.classes)} classes")
 
     def __len__(self) -> int:
         return len(self.labels)

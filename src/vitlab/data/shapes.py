@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError, DataError
+
 SHAPE_CLASSES = ("circle", "square", "triangle", "bar")
 SHAPES_COUNT = 5000
 """The default number of generated ``shapes`` images (split 70/15/15): generated, so plentiful."""
@@ -43,8 +45,6 @@ def generated_bytes(what: str, count: int, image_size: int) -> int:
 def check_generated(what: str, count: int, image_size: int, limit: int | None = None) -> None:
     """Refuse, in one line naming the figure and the limit, a generated dataset whose estimated memory
     (:func:`generated_bytes`) is over ``limit`` (default :data:`GENERATED_DATA_LIMIT`)."""
-    from ..errors import ConfigError
-
     limit = GENERATED_DATA_LIMIT if limit is None else limit
     need = generated_bytes(what, count, image_size)
     if need > limit:
@@ -70,11 +70,11 @@ class DenseDataset:
     def __post_init__(self) -> None:
         n = len(self.images)
         if self.masks is not None and self.masks.shape != (n, *self.images.shape[-2:]):
-            raise ValueError(f"masks {tuple(self.masks.shape)} do not match images {tuple(self.images.shape)}")
+            raise DataError(f"masks {tuple(self.masks.shape)} do not match images {tuple(self.images.shape)}")
         if self.instances is not None and self.instances.shape != (n, *self.images.shape[-2:]):
-            raise ValueError(f"instances {tuple(self.instances.shape)} do not match images {tuple(self.images.shape)}")
+            raise DataError(f"instances {tuple(self.instances.shape)} do not match images {tuple(self.images.shape)}")
         if len(self.boxes) != n or len(self.labels) != n:
-            raise ValueError(f"{n} images but {len(self.boxes)} box sets and {len(self.labels)} label sets")
+            raise DataError(f"{n} images but {len(self.boxes)} box sets and {len(self.labels)} label sets")
 
     def __len__(self) -> int:
         return len(self.images)
@@ -183,7 +183,7 @@ def generate_shapes(
     pixels are its instance (``instances``: ``k + 1`` for the object of box ``k``).
     """
     if count < 1 or image_size < 16:
-        raise ValueError(f"count={count}, image_size={image_size}: need count >= 1 and image_size >= 16")
+        raise ConfigError(f"count={count}, image_size={image_size}: need count >= 1 and image_size >= 16")
     check_generated("shapes", count, image_size)
     rng = np.random.default_rng(seed)
     images = np.empty((count, image_size, image_size, 3), np.float32)
@@ -236,7 +236,7 @@ def _split(name: str, data: DenseDataset, seed: int) -> DenseSplits:
     order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
     a, b = int(0.7 * len(data)), int(0.85 * len(data))
     if a == 0 or b == a or b == len(data):
-        raise ValueError(f"{len(data)} images are too few to split 70/15/15: use at least 7")
+        raise DataError(f"{len(data)} images are too few to split 70/15/15: use at least 7")
     return DenseSplits(name, data.subset(order[:a]), data.subset(order[a:b]), data.subset(order[b:]))
 
 
@@ -278,7 +278,7 @@ def load_mask_folder(
     ]
     missing = [str(m) for _, m in pairs if not m.is_file()]
     if not pairs or missing:
-        raise ValueError(
+        raise DataError(
             f"{root} needs images/NAME.png and masks/NAME.png pairs; "
             f"{'no images found' if not pairs else f'missing masks: {missing[:3]}'}"
         )
@@ -292,7 +292,7 @@ def load_mask_folder(
     k = int(mask.max())
     classes = tuple(classes) if classes is not None else tuple(f"class{c}" for c in range(1, k + 1))
     if k > len(classes):
-        raise ValueError(f"masks hold class id {k} but only {len(classes)} classes are named: name them all")
+        raise DataError(f"masks hold class id {k} but only {len(classes)} classes are named: name them all")
     found = [_boxes_from_mask(m.numpy(), len(classes)) for m in mask]
     data = DenseDataset(
         torch.stack(images),
@@ -313,7 +313,7 @@ def load_coco_boxes(
     path = Path(annotations)
     coco = json.loads(path.read_text())
     if not {"images", "annotations", "categories"} <= set(coco):
-        raise ValueError(f"{path} is not COCO-style: it needs 'images', 'annotations' and 'categories'")
+        raise DataError(f"{path} is not COCO-style: it needs 'images', 'annotations' and 'categories'")
     root = Path(image_dir) if image_dir is not None else path.parent
     cats = sorted(coco["categories"], key=lambda c: c["id"])
     index = {c["id"]: i for i, c in enumerate(cats)}
@@ -349,17 +349,17 @@ def load_dense_dataset(
         splits = load_shapes_splits(count, image_size, seed)
     elif name in ("mask-folder", "coco"):
         if data_dir is None:
-            raise ValueError(f"dataset {name!r} reads files: pass data_dir (--data-dir)")
+            raise ConfigError(f"dataset {name!r} reads files: pass data_dir (--data-dir)")
         splits = (
             load_mask_folder(data_dir, image_size, seed=seed)
             if name == "mask-folder"
             else load_coco_boxes(data_dir, image_size=image_size, seed=seed)
         )
     else:
-        raise ValueError(f"unknown dense dataset {name!r}; choose one of {DENSE_DATASETS}")
+        raise ConfigError(f"unknown dense dataset {name!r}; choose one of {DENSE_DATASETS}")
     if rows is not None:
         if not 1 <= rows <= len(splits.train):
-            raise ValueError(f"rows={rows} but the training split has {len(splits.train)} images")
+            raise ConfigError(f"rows={rows} but the training split has {len(splits.train)} images")
         splits.train = splits.train.subset(list(range(rows)))
     return splits
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from ..errors import DataError, VitlabError
+from ..errors import ConfigError, DataError, VitlabError
 from .records import Records
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class StreamDataset(Dataset):
         workers = self.workers if workers is None else workers
         max_bad = self.max_bad if max_bad is None else max_bad
         if batch_size < 1 or workers < 0 or max_bad < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"need batch_size >= 1, workers >= 0, max_bad >= 0; got {batch_size}, {workers}, {max_bad}"
             )
         order = np.asarray(index.numpy() if isinstance(index, torch.Tensor) else index, dtype=np.int64).reshape(-1)

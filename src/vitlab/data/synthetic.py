@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import ConfigError
 from .dataset import ImageDataset, Source
 
 CLASSES = ["square", "disc", "triangle", "plus", "cross", "ring", "frame", "h-stripes", "v-stripes", "checker"]
@@ -19,7 +20,7 @@ def make_synthetic(
 ) -> ImageDataset:
     """``num_images`` balanced images ``(N, channels, image_size, image_size)`` float32 in [0, 1]."""
     if num_images < 1 or image_size < 4 or channels not in (1, 3):
-        raise ValueError(
+        raise ConfigError(
             f"need num_images >= 1, image_size >= 4 and channels 1 or 3; got {num_images}, {image_size}, {channels}"
         )
     g = torch.Generator().manual_seed(seed)

@@ -13,6 +13,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
+
 
 def accuracy(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of rows whose arg-max in ``scores (N, K)`` equals ``labels (N,)``."""
@@ -30,7 +32,7 @@ def calibration_bins(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 15
     ``probs (N, K)`` are class probabilities; the confidence of a row is its maximum.
     """
     if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+        raise ConfigError(f"n_bins must be >= 1, got {n_bins}")
     confidence, predicted = probs.float().max(dim=1)
     index = (torch.ceil(confidence * n_bins).long() - 1).clamp(0, n_bins - 1)
     sums = torch.zeros(3, n_bins, dtype=torch.float64, device=probs.device)

@@ -83,7 +83,7 @@ def build_optimizer(
         return torch.optim.Adam(groups, lr=lr, fused=fused)
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
-    raise ValueError(f"unknown optimizer {name!r}: choose one of {OPTIMIZERS}")
+    raise ConfigError(f"unknown optimizer {name!r}: choose one of {OPTIMIZERS}")
 
 
 class WarmupCosine:
@@ -110,7 +110,7 @@ def build_scheduler(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A per-step schedule: ``cosine`` (to ``min_lr``) or ``constant``, after linear warmup."""
     if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}: choose one of {SCHEDULES}")
+        raise ConfigError(f"unknown schedule {schedule!r}: choose one of {SCHEDULES}")
     rule = WarmupCosine(total_steps, warmup_steps, min_lr / lr if lr else 0.0, cosine=schedule == "cosine")
     return torch.optim.lr_scheduler.LambdaLR(optimizer, rule)
 
@@ -152,7 +152,7 @@ class ModelEma:
 
     def __init__(self, model: nn.Module, decay: float) -> None:
         if not 0.0 < decay < 1.0:
-            raise ValueError(f"ema decay must lie in (0, 1), got {decay}: try 0.999, or None to turn EMA off")
+            raise ConfigError(f"ema decay must lie in (0, 1), got {decay}: try 0.999, or None to turn EMA off")
         self.module = copy.deepcopy(model).eval().requires_grad_(False)
         self.decay = decay
         self.updates = 0

@@ -61,7 +61,7 @@ def causal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
 def off_diagonal_mask(n: int, device: torch.device | None = None) -> torch.Tensor:
     """``(N, N)`` bool mask, ``True`` off the diagonal: the keys a token may attend to under LSA."""
     if n < 2:
-        raise ValueError(
+        raise ConfigError(
             f"locality self-attention masks each token's own key, so it needs at least 2 "
             f"tokens, got {n}: use a larger image or attention='full'"
         )

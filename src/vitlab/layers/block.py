@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from .attention import ATTENTION_KINDS, MultiHeadSelfAttention, Rope
 from .drop import DropPath, LayerScale
 from .efficient_attention import LatentAttention, LinearAttention, LowRankAttention
@@ -56,19 +57,19 @@ def build_attention(
         return LatentAttention(dim, num_heads, num_latents=num_latents, **common)
     if kind == "window":
         if grid is None:
-            raise ValueError("windowed attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
+            raise ConfigError("windowed attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
         return WindowAttention(dim, num_heads, grid=grid, window_size=window_size, shift=shift, **common)
     if kind == "sparse":
         if grid is None:
-            raise ValueError("sparse attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
+            raise ConfigError("sparse attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
         return SparseAttention(
             dim, num_heads, grid=grid, local=sparse_local, stride=sparse_stride, global_tokens=global_tokens, **common
         )
     if kind == "lowrank":
         if num_tokens is None:
-            raise ValueError("low-rank attention needs the sequence length: pass num_tokens (a model passes its own)")
+            raise ConfigError("low-rank attention needs the sequence length: pass num_tokens (a model passes its own)")
         return LowRankAttention(dim, num_heads, num_tokens=num_tokens, rank=lowrank_k, **common)
-    raise ValueError(f"unknown attention kind {kind!r}: choose one of {ATTENTION_KINDS}")
+    raise ConfigError(f"unknown attention kind {kind!r}: choose one of {ATTENTION_KINDS}")
 
 
 class Block(nn.Module):

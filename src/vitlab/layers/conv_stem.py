@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
+
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     """TensorFlow's "same" padding of one axis: ``(before, after)``, so the output has ``ceil(size / stride)``
@@ -84,7 +86,7 @@ class ConvStem(nn.Module):
     def __init__(self, in_chans: int, embed_dim: int, convs: int) -> None:
         super().__init__()
         if convs < 1:
-            raise ValueError(f"a convolutional stem needs at least one stride-2 convolution, got {convs}")
+            raise ConfigError(f"a convolutional stem needs at least one stride-2 convolution, got {convs}")
         widths = conv_stem_widths(embed_dim, convs)
         self.layers = nn.ModuleList(ConvNormAct(c_in, c_out) for c_in, c_out in zip([in_chans, *widths], widths))
         self.reduction, self.out_chans = 2**convs, widths[-1]

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError, DataError
 from ..ops.attention import merge_heads, scaled_dot_product_attention, split_heads
 from .attention import MultiHeadSelfAttention, Rope
 
@@ -72,7 +73,7 @@ class LinearAttention(MultiHeadSelfAttention):
         fused: bool = True,
     ) -> None:
         if attn_drop:
-            raise ValueError(
+            raise ConfigError(
                 f"linear attention forms no attention weights to drop, got attn_drop={attn_drop}: "
                 f"set attn_drop=0 (use proj_drop or drop_path to regularise)"
             )
@@ -133,7 +134,7 @@ class LowRankAttention(MultiHeadSelfAttention):
             kind="lowrank",
         )
         if num_tokens < 1 or rank < 1:
-            raise ValueError(f"low-rank attention needs num_tokens >= 1 and rank >= 1, got {num_tokens} and {rank}")
+            raise ConfigError(f"low-rank attention needs num_tokens >= 1 and rank >= 1, got {num_tokens} and {rank}")
         self.num_tokens, self.rank = num_tokens, rank
         self.key_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens**0.5)
         self.value_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens**0.5)
@@ -147,7 +148,7 @@ class LowRankAttention(MultiHeadSelfAttention):
         queries: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if x.shape[1] != self.num_tokens:
-            raise ValueError(
+            raise DataError(
                 f"low-rank attention was built for {self.num_tokens} tokens and got {x.shape[1]}: its "
                 f"projections are (k, N); build the model for this image size (no dynamic sizes)"
             )
@@ -198,7 +199,7 @@ class LatentAttention(MultiHeadSelfAttention):
             kind="latent",
         )
         if num_latents < 1:
-            raise ValueError(f"num_latents must be >= 1, got {num_latents}")
+            raise ConfigError(f"num_latents must be >= 1, got {num_latents}")
         self.latents = nn.Parameter(torch.zeros(num_latents, dim))
         nn.init.trunc_normal_(self.latents, std=0.02)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from .conv_stem import ConvStem, ResNetStem
 from .patch_embed import PatchTokenizer
 
@@ -50,9 +51,9 @@ class HybridEmbedding(PatchTokenizer):
         elif stem == "resnet_stem":
             backbone = ResNetStem(in_chans)
         else:
-            raise ValueError(f"unknown stem {stem!r}: choose one of {STEMS}")
+            raise ConfigError(f"unknown stem {stem!r}: choose one of {STEMS}")
         if backbone.reduction > patch_size or patch_size % backbone.reduction:
-            raise ValueError(
+            raise ConfigError(
                 f"{stem} reduces the image by {backbone.reduction}, which does not divide patch_size {patch_size}: "
                 f"use a patch size that is a multiple of {backbone.reduction}"
             )

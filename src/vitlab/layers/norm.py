@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import ConfigError
+
 NORM_KINDS = ("layernorm", "batchnorm")
 
 
@@ -32,4 +34,4 @@ def build_norm(kind: str, dim: int, eps: float = 1e-6) -> nn.Module:
         return nn.LayerNorm(dim, eps=eps)
     if kind == "batchnorm":
         return TokenBatchNorm(dim, eps=eps)
-    raise ValueError(f"block norm must be one of {NORM_KINDS}, got {kind!r}")
+    raise ConfigError(f"block norm must be one of {NORM_KINDS}, got {kind!r}")

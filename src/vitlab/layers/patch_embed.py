@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import CheckpointError, ConfigError, DataError
 from ..ops.patches import check_divisible, overlapping_patches, pad_to_multiple, patchify, strided_grid
 
 
@@ -32,7 +33,7 @@ def linear_weight_to_conv(weight: torch.Tensor, patch_size: int, in_chans: int) 
     """``(D, P*P*C)`` linear weight -> ``(D, C, P, P)`` convolution kernel (inverse of the above)."""
     d = weight.shape[0]
     if weight.shape[1] != patch_size * patch_size * in_chans:
-        raise ValueError(
+        raise CheckpointError(
             f"linear weight has {weight.shape[1]} inputs, expected "
             f"P*P*C = {patch_size}*{patch_size}*{in_chans} = {patch_size**2 * in_chans}"
         )
@@ -61,7 +62,7 @@ class PatchTokenizer(nn.Module):
     def check_images(self, images: torch.Tensor) -> None:
         """A clear error for anything but a batch ``(B, C, H, W)`` with the model's channel count."""
         if images.ndim != 4 or images.shape[1] != self.in_chans:
-            raise ValueError(
+            raise DataError(
                 f"expected images (B, {self.in_chans}, H, W), got shape {tuple(images.shape)}: "
                 + (
                     f"convert them to the model's channel count or build the model with in_chans={images.shape[1]}"
@@ -96,9 +97,9 @@ class PatchEmbedding(PatchTokenizer):
     ) -> None:
         super().__init__(patch_size, in_chans, embed_dim, pad, stride)
         if method not in ("conv", "linear"):
-            raise ValueError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
+            raise ConfigError(f"patch embedding method must be 'conv' or 'linear', got {method!r}")
         if pad and self.stride != patch_size:
-            raise ValueError(f"pad=True tiles the image in whole patches, so it cannot take stride {stride}")
+            raise ConfigError(f"pad=True tiles the image in whole patches, so it cannot take stride {stride}")
         self.method = method
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=self.stride, bias=bias)
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.positions import resample_grid, rotary_2d_angles, sincos_1d, sincos_2d
 
 POSITION_KINDS = ("learned", "sincos1d", "sincos2d", "rowcol", "rope", "none")
@@ -151,4 +152,4 @@ def build_position(kind: str, grid: tuple[int, int], dim: int) -> Position:
         return RowColumnPosition(grid, dim)
     if kind in ("rope", "none"):
         return NoPosition(grid)
-    raise ValueError(f"unknown position embedding {kind!r}; choose one of {', '.join(POSITION_KINDS)}")
+    raise ConfigError(f"unknown position embedding {kind!r}; choose one of {', '.join(POSITION_KINDS)}")

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.patches import patchify
 from .patch_embed import PatchTokenizer
 
@@ -60,7 +61,7 @@ class ShiftedPatchTokenization(PatchTokenizer):
         super().__init__(patch_size, in_chans, embed_dim, pad)
         shift = patch_size // 2 if shift is None else shift
         if not 0 < shift < patch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"shift {shift} must be between 1 and patch_size - 1 = {patch_size - 1}: "
                 f"leave it None for half a patch ({patch_size // 2})"
             )

@@ -83,7 +83,7 @@ class SparseAttention(MultiHeadSelfAttention):
         )
         for name, value, low in (("local", local, 0), ("stride", stride, 1), ("global_tokens", global_tokens, 0)):
             if value is not None and value < low:
-                raise ValueError(f"sparse attention's {name} must be >= {low}, got {value}")
+                raise ConfigError(f"sparse attention's {name} must be >= {low}, got {value}")
         self.grid = (grid[0], grid[1])
         self.local = grid[1] if local is None else local
         self.stride = grid[1] if stride is None else stride

@@ -41,7 +41,7 @@ def bipartite_soft_matching(metric: torch.Tensor, r: int, protected: int = 0) ->
     """
     b, n, _ = metric.shape
     if not 0 < r <= (n - protected) // 2:
-        raise ValueError(f"can merge 1 .. {(n - protected) // 2} of {n - protected} tokens per block, got r={r}")
+        raise ConfigError(f"can merge 1 .. {(n - protected) // 2} of {n - protected} tokens per block, got r={r}")
     with torch.no_grad():
         metric = metric[:, protected:]
         metric = metric / metric.norm(dim=-1, keepdim=True)

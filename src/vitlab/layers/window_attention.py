@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.attention import scaled_dot_product_attention
 from ..ops.patches import _pair
 from ..ops.windows import fit_window, relative_position_index, window_layout
@@ -97,7 +98,7 @@ class WindowAttention(MultiHeadSelfAttention):
         gh, gw = self.grid if grid is None else grid
         n = x.shape[1]
         if gh * gw != n:
-            raise ValueError(
+            raise ConfigError(
                 f"windowed attention got {n} tokens for a {gh}x{gw} grid: pass the grid the "
                 f"tokens lie on (prefix tokens such as a class token have none: pool by the mean)"
             )

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import Check, Int, OneOf, Pair, Seq, as_pair, check_fields
+from ..errors import ConfigError, DataError
 from .config import MAX_CHANS, MAX_CLASSES, MAX_DEPTH, MAX_SIDE, MAX_WIDTH, RATE, ModelConfig, check_params
 
 NORMS = ("batch", "none")
@@ -170,7 +171,7 @@ class SimpleCNN(nn.Module):
     def forward_features(self, images: torch.Tensor) -> torch.Tensor:
         """Images ``(B, C, H, W)`` -> feature map ``(B, widths[-1], h, w)``."""
         if images.ndim != 4 or images.shape[1] != self.config.in_chans:
-            raise ValueError(
+            raise DataError(
                 f"expected images (B, {self.config.in_chans}, H, W), got shape "
                 f"{tuple(images.shape)}: convert them or build the model with the right in_chans"
             )
@@ -231,7 +232,7 @@ def cnn_for_budget(
     smallest = config_at(0.0)
     if params <= smallest[1]:
         if params < smallest[1]:
-            raise ValueError(
+            raise ConfigError(
                 f"a budget of {params:,} parameters is below the smallest {stages}-stage CNN "
                 f"({smallest[1]:,}, all widths 1): raise the budget or use fewer stages"
             )

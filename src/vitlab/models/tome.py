@@ -76,7 +76,7 @@ def front_loaded(r: int, depth: int) -> list[int]:
     (background), and tokens removed early save work in every later block, so at the same total
     it is faster than a constant ``r`` and, on the benchmark's MNIST ViT, more faithful too."""
     if r < 0 or depth < 1:
-        raise ValueError(f"need r >= 0 and depth >= 1, got r={r}, depth={depth}")
+        raise ConfigError(f"need r >= 0 and depth >= 1, got r={r}, depth={depth}")
     return [round(2 * r * (depth - i) / (depth + 1)) for i in range(depth)]
 
 

@@ -12,6 +12,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
+
 
 def attention_weights(
     q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
@@ -86,7 +88,7 @@ def sparse_pattern(
     (class token, registers) attend to every token and every token attends to them.
     """
     if global_tokens > num_tokens:
-        raise ValueError(f"{global_tokens} global tokens among only {num_tokens} tokens: use at most {num_tokens}")
+        raise ConfigError(f"{global_tokens} global tokens among only {num_tokens} tokens: use at most {num_tokens}")
     index = torch.arange(num_tokens - global_tokens, device=device)
     offset = index[:, None] - index[None, :]
     patches = (offset.abs() <= local) | (offset.remainder(stride) == 0)

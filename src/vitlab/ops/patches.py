@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 
 Array = torch.Tensor | np.ndarray
 
@@ -27,7 +27,7 @@ Array = torch.Tensor | np.ndarray
 def _pair(value: int | tuple[int, int], name: str) -> tuple[int, int]:
     pair = (value, value) if isinstance(value, int) else tuple(value)
     if len(pair) != 2 or any(int(v) != v or v < 1 for v in pair):
-        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
+        raise ConfigError(f"{name} must be a positive int or a pair of them, got {value!r}")
     return int(pair[0]), int(pair[1])
 
 
@@ -110,7 +110,7 @@ def patchify(images: Array, patch_size: int, pad: bool = False) -> Array:
     """
     if images.ndim != 4:
         layout = "(B, C, H, W)" if isinstance(images, torch.Tensor) else "(B, H, W, C)"
-        raise ValueError(
+        raise DataError(
             f"patchify expects a batch of images {layout}, got shape "
             f"{tuple(images.shape)}; add a batch axis with images[None]"
         )
@@ -145,11 +145,11 @@ def unpatchify(tokens: Array, patch_size: int, grid: int | tuple[int, int]) -> A
     gh, gw = _pair(grid, "grid")
     b, n, d = tokens.shape
     if n != gh * gw:
-        raise ValueError(
+        raise ConfigError(
             f"{n} tokens do not fill a {gh}x{gw} grid ({gh * gw} tokens); pass the grid the tokens came from"
         )
     if d % (patch_size * patch_size):
-        raise ValueError(
+        raise ConfigError(
             f"token width {d} is not a multiple of P*P = {patch_size**2}: "
             f"is patch_size={patch_size} the one used to patchify?"
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..errors import CheckpointError, ConfigError
+
 
 def sincos_1d(
     positions: torch.Tensor | int, dim: int, temperature: float = 10000.0, dtype: torch.dtype = torch.float32
@@ -19,7 +21,7 @@ def sincos_1d(
     returned as ``dtype``.
     """
     if dim % 2:
-        raise ValueError(f"a sinusoidal table needs an even width, got dim={dim}")
+        raise ConfigError(f"a sinusoidal table needs an even width, got dim={dim}")
     if isinstance(positions, int):
         positions = torch.arange(positions, dtype=torch.float64)
     omega = temperature ** (-torch.arange(dim // 2, dtype=torch.float64) / (dim // 2))
@@ -35,7 +37,7 @@ def sincos_2d(
     The first half of the width encodes the row, the second half the column.
     """
     if dim % 4:
-        raise ValueError(f"a 2-D sinusoidal table needs a width divisible by 4, got dim={dim}")
+        raise ConfigError(f"a 2-D sinusoidal table needs a width divisible by 4, got dim={dim}")
     gh, gw = grid
     rows = sincos_1d(gh, dim // 2, temperature, dtype)  # (gh, D/2)
     cols = sincos_1d(gw, dim // 2, temperature, dtype)  # (gw, D/2)
@@ -52,7 +54,7 @@ def rotary_2d_angles(
     index; inside each half, dims ``j`` and ``j + half/2`` form a rotated pair.
     """
     if head_dim % 4:
-        raise ValueError(f"2-D rotary embedding needs a head width divisible by 4, got {head_dim}")
+        raise ConfigError(f"2-D rotary embedding needs a head width divisible by 4, got {head_dim}")
     gh, gw = grid
     quarter = head_dim // 4
     omega = temperature ** (-torch.arange(quarter, dtype=torch.float64) / quarter)
@@ -96,7 +98,7 @@ def resample_grid(
     """
     gh, gw = old_grid
     if table.shape[-2] != gh * gw:
-        raise ValueError(f"position table has {table.shape[-2]} rows, not {gh}x{gw} = {gh * gw}")
+        raise CheckpointError(f"position table has {table.shape[-2]} rows, not {gh}x{gw} = {gh * gw}")
     if tuple(new_grid) == (gh, gw):
         return table
     dim = table.shape[-1]

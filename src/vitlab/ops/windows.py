@@ -23,6 +23,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
+
 Pair = tuple[int, int]
 
 
@@ -39,7 +41,7 @@ def window_partition(x: torch.Tensor, window: Pair) -> torch.Tensor:
     b, h, w, c = x.shape
     mh, mw = window
     if h % mh or w % mw:
-        raise ValueError(
+        raise ConfigError(
             f"a {h}x{w} grid does not split into {mh}x{mw} windows: pad it to "
             f"{-(-h // mh) * mh}x{-(-w // mw) * mw} first"
         )

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...errors import ConfigError
 from ...layers.mlp import MLP
 from ...ops.attention import merge_heads, scaled_dot_product_attention, split_heads, with_weights
 
@@ -36,7 +37,7 @@ def sine_pos_2d(h: int, w: int, dim: int) -> torch.Tensor:
     """The fixed 2-D sine embedding of an ``h x w`` grid (cell centres), ``(1, h * w, dim)``;
     ``dim`` a multiple of 4: half for y, half for x."""
     if dim % 4:
-        raise ValueError(f"the 2-D sine embedding needs a width divisible by 4, got {dim}")
+        raise ConfigError(f"the 2-D sine embedding needs a width divisible by 4, got {dim}")
     ys, xs = torch.meshgrid((torch.arange(h) + 0.5) / h, (torch.arange(w) + 0.5) / w, indexing="ij")
     return sine_embed(torch.stack([ys.flatten(), xs.flatten()], -1), dim // 2)[None]
 
@@ -48,7 +49,7 @@ class CrossAttention(nn.Module):
     def __init__(self, dim: int, num_heads: int = 4, qkv_bias: bool = True) -> None:
         super().__init__()
         if dim % num_heads:
-            raise ValueError(f"decoder dim {dim} is not divisible by num_heads {num_heads}: choose a divisor")
+            raise ConfigError(f"decoder dim {dim} is not divisible by num_heads {num_heads}: choose a divisor")
         self.num_heads = num_heads
         self.q = nn.Linear(dim, dim, bias=qkv_bias)
         self.kv = nn.Linear(dim, 2 * dim, bias=qkv_bias)

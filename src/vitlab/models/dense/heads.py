@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops import box_convert, nms
 
+from ...errors import ConfigError
 from ...layers.mlp import MLP
 from .decoder import TransformerDecoder, sine_embed, sine_pos_2d
 
@@ -83,7 +84,7 @@ class ConvDecoder(nn.Module):
         super().__init__()
         stages = int(math.log2(patch_size))
         if 2**stages != patch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"the decoder upsamples by 2 per stage, so patch_size must be a power of 2, "
                 f"got {patch_size}: use patch 4, 8, 16 or the linear head"
             )
@@ -250,7 +251,7 @@ class DETRHead(nn.Module):
     ) -> None:
         super().__init__()
         if queries not in ("learned", "tokens"):
-            raise ValueError(f"DETR queries must be 'learned' or 'tokens', got {queries!r}")
+            raise ConfigError(f"DETR queries must be 'learned' or 'tokens', got {queries!r}")
         self.width, self.queries, self.anchor_size = width, queries, anchor_size
         self.num_queries, self.query_nms = num_queries, query_nms
         self.input_proj = nn.Linear(dim, width)
