@@ -65,7 +65,7 @@ from vitlab.data.idx import read_idx_pair
 from vitlab.engine.measure import best_seconds, peak_memory
 from vitlab.interop import from_timm
 from vitlab.layers import Block
-from vitlab.models import VisionTransformer, ViTConfig, apply_tome, create_model, front_loaded
+from vitlab.models import VisionTransformer, ViTConfig, apply_tome, build_registered, front_loaded
 
 BLOCK_KINDS = ("full-explicit", "full-fused", "window", "linear", "lowrank", "sparse")
 SECTIONS = ("blocks", "tome", "mnist", "swin")
@@ -237,7 +237,7 @@ def tome_schedule(schedule: str, r: int, depth: int) -> int | list[int]:
 
 def bench_tome(args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
-    model = create_model("vit-tiny-patch16-224").eval()
+    model = build_registered("vit-tiny-patch16-224").eval()
     x = torch.randn(args.tome_batch, 3, 224, 224)
     fns = {("none", 0): lambda: model(x)}
     merged = {

@@ -32,7 +32,7 @@ from torch import nn
 import vitlab
 from vitlab.engine.evaluate import eval_batch_size
 from vitlab.engine.measure import best_seconds
-from vitlab.models import SimpleCNN, cnn_for_budget, count_params, create_model
+from vitlab.models import SimpleCNN, build_registered, cnn_for_budget, count_params
 from vitlab.models.cnn import ConvNormAct, Stage
 
 
@@ -79,7 +79,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    config = cnn_for_budget(count_params(create_model("vit-seed")), img_size=28, in_chans=1, num_classes=10)
+    config = cnn_for_budget(count_params(build_registered("vit-seed")), img_size=28, in_chans=1, num_classes=10)
     ours = SimpleCNN(config).to(device)
     plain = plain_twin(ours).to(device)
     images = torch.rand(64, 1, 28, 28, device=device)

@@ -6,7 +6,7 @@ from torch import nn
 
 from vitlab.analysis.params import parameter_table, trainable_position_params
 from vitlab.layers import attention
-from vitlab.models import count_params, create_model, vit
+from vitlab.models import build_registered, count_params, vit
 
 
 def rows_by_name(model):
@@ -15,7 +15,7 @@ def rows_by_name(model):
 
 def test_vit_seed_components_match_arithmetic():
     d, hidden, patch_values, tokens, classes = 64, 128, 7 * 7 * 1, (28 // 7) ** 2, 10
-    rows = rows_by_name(create_model("vit-seed"))
+    rows = rows_by_name(build_registered("vit-seed"))
     attention = 4 * (d * d + d)
     mlp = d * hidden + hidden + hidden * d + d
     assert (rows["patch projection"].size, rows["patch projection"].params) == ("49 -> 64", patch_values * d + d)
@@ -28,11 +28,11 @@ def test_vit_seed_components_match_arithmetic():
     expected = patch_values * d + d + tokens * d + 2 * (attention + mlp + 4 * d) + 2 * d + d * classes + classes
     assert expected == 71_946  # the textbook's Keras model
     assert sum(r.params for r in rows.values()) == expected
-    assert sum(p.numel() for p in create_model("vit-seed").parameters()) == expected
+    assert sum(p.numel() for p in build_registered("vit-seed").parameters()) == expected
 
 
 def test_fixed_positions_remove_exactly_the_table():
-    learned, fixed = create_model("vit-seed"), create_model("vit-seed-sincos")
+    learned, fixed = build_registered("vit-seed"), build_registered("vit-seed-sincos")
     positions = trainable_position_params(learned)
     assert positions == rows_by_name(learned)["position embedding"].params
     assert count_params(learned) - positions == count_params(fixed)
@@ -58,7 +58,7 @@ def test_fixed_positions_remove_exactly_the_table():
     ],
 )
 def test_every_parameter_lands_in_exactly_one_row(overrides):
-    model = create_model("vit-seed", **overrides)
+    model = build_registered("vit-seed", **overrides)
     rows = parameter_table(model)
     assert sum(r.params for r in rows) == sum(p.numel() for p in model.parameters())
     assert "other" not in {r.component for r in rows}
@@ -71,7 +71,7 @@ def test_every_parameter_lands_in_exactly_one_row(overrides):
     + [dict(attention=kind) for kind in getattr(attention, "ATTENTION_KINDS", ("full",))],
 )
 def test_every_patch_embedding_and_attention_kind_is_covered(overrides):
-    model = create_model("vit-seed", **overrides)
+    model = build_registered("vit-seed", **overrides)
     rows = rows_by_name(model)
     assert sum(r.params for r in rows.values()) == sum(p.numel() for p in model.parameters())
     assert "other" not in rows
@@ -86,7 +86,7 @@ def test_every_patch_embedding_and_attention_kind_is_covered(overrides):
 
 def test_row_sizes_follow_the_config():
     rows = rows_by_name(
-        create_model("vit-seed", class_token=True, pool="token", reg_tokens=3, qkv_bias=False, pos_embed="rowcol")
+        build_registered("vit-seed", class_token=True, pool="token", reg_tokens=3, qkv_bias=False, pos_embed="rowcol")
     )
     assert rows["class token"].size == "1 x 64" and rows["class token"].params == 64
     assert rows["register tokens"].size == "3 x 64" and rows["register tokens"].params == 3 * 64
@@ -95,7 +95,7 @@ def test_row_sizes_follow_the_config():
 
 
 def test_frozen_parameters_count_but_are_not_trainable():
-    model = create_model("vit-seed")
+    model = build_registered("vit-seed")
     model.pos_embed.requires_grad_(False)
     row = rows_by_name(model)["position embedding"]
     assert (row.params, row.trainable) == (16 * 64, 0)
@@ -104,7 +104,7 @@ def test_frozen_parameters_count_but_are_not_trainable():
 
 
 def test_cnn_rows_per_stage():
-    model = create_model("cnn-seed", widths=(6, 10), convs_per_stage=2, num_classes=4)
+    model = build_registered("cnn-seed", widths=(6, 10), convs_per_stage=2, num_classes=4)
     rows = rows_by_name(model)
     assert rows["stage 1"].params == 9 * 1 * 6 + 2 * 6 + 9 * 6 * 6 + 2 * 6
     assert rows["stage 2"].params == 9 * 6 * 10 + 2 * 10 + 9 * 10 * 10 + 2 * 10
@@ -115,6 +115,6 @@ def test_cnn_rows_per_stage():
 def test_unknown_models_and_unclaimed_parameters():
     rows = parameter_table(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)))
     assert [(r.component, r.params) for r in rows] == [("0", 16), ("2", 10)]
-    model = create_model("vit-seed")
+    model = build_registered("vit-seed")
     model.extra = nn.Parameter(torch.zeros(5))
     assert rows_by_name(model)["other"].params == 5

@@ -5,7 +5,7 @@ from safetensors.torch import save_file
 
 from vitlab.cli.main import main
 from vitlab.interop import vitlab_to_timm
-from vitlab.models import create_model
+from vitlab.models import build_registered
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_sizes_out_of_range_are_one_line_naming_the_option(argv, named, capsys):
 
 
 def test_convert_refuses_zero_heads(tmp_path, capsys):
-    state = vitlab_to_timm(create_model("vit-seed").state_dict())
+    state = vitlab_to_timm(build_registered("vit-seed").state_dict())
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "timm.safetensors"))
     dst = tmp_path / "vitlab.safetensors"
     assert main(["convert", str(tmp_path / "timm.safetensors"), str(dst), "--num-heads", "0"]) == 2

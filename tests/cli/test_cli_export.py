@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from vitlab.cli.main import main
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ckpt")
-    model = create_model("vit-seed", pool="token", class_token=True, fc_norm=None)
+    model = build_registered("vit-seed", pool="token", class_token=True, fc_norm=None)
     data = DataConfig((28, 28), 1, (0.29,), (0.35,), [f"c{i}" for i in range(10)], dataset="fashion-mnist")
     return save_checkpoint(model, folder / "model.safetensors", "classifier", data, name="vit-seed")
 
@@ -68,7 +68,7 @@ def test_export_timm_writes_weights_and_its_pretrained_cfg(checkpoint, tmp_path)
 
 
 def test_export_refuses_what_hf_cannot_express(tmp_path, capsys):
-    model = create_model("vit-seed")  # mean pooling: Hugging Face's ViT reads the class token only
+    model = build_registered("vit-seed")  # mean pooling: Hugging Face's ViT reads the class token only
     path = save_checkpoint(model, tmp_path / "m.safetensors", "classifier", DataConfig((28, 28), 1, (0.0,), (1.0,)))
     assert main(["export", str(path), "--to", "hf", "--out", str(tmp_path / "hf")]) == 2
     assert "pool" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, save_checkpoint
 
 
@@ -19,7 +19,7 @@ def good(tmp_path_factory):
     folder = tmp_path_factory.mktemp("good")
     data = DataConfig((8, 8), 1, (0.3,), (0.4,), [str(i) for i in range(10)], dataset="digits")
     checkpoint = save_checkpoint(
-        create_model("vit-digits", depth=1, embed_dim=32),
+        build_registered("vit-digits", depth=1, embed_dim=32),
         folder / "model.safetensors",
         "classifier",
         data,

@@ -3,7 +3,7 @@
 import torch
 
 from vitlab.cli.main import main
-from vitlab.models import count_params, create_model
+from vitlab.models import build_registered, count_params
 
 
 def line_with(out: str, start: str) -> str:
@@ -19,10 +19,10 @@ def test_vit_seed_table(capsys):
     assert line_with(out, "position embedding").split()[-1] == f"{16 * d:,}"
     assert line_with(out, "block 1 attention").split()[-1] == f"{4 * (d * d + d):,}"
     assert line_with(out, "block 1 MLP").split()[-1] == f"{d * 128 + 128 + 128 * d + d:,}"
-    total = sum(p.numel() for p in create_model("vit-seed").parameters())
+    total = sum(p.numel() for p in build_registered("vit-seed").parameters())
     assert line_with(out, "total").split()[-1] == f"{total:,}" == "71,946"
     assert line_with(out, "non-trainable").split()[-1] == "0"
-    fixed = count_params(create_model("vit-seed-sincos"))
+    fixed = count_params(build_registered("vit-seed-sincos"))
     assert f"{total:,} - {16 * d:,} = {fixed:,}" in out
     assert "textbook" in out
 
@@ -31,7 +31,7 @@ def test_overrides_change_the_model(capsys):
     assert main(["params", "vit-seed", "--set", "depth=1", "--set", "pos_embed=sincos2d"]) == 0
     out = capsys.readouterr().out
     assert "block 2" not in out and "position embedding" not in out and "note" not in out
-    total = count_params(create_model("vit-seed", depth=1, pos_embed="sincos2d"))
+    total = count_params(build_registered("vit-seed", depth=1, pos_embed="sincos2d"))
     assert line_with(out, "total").split()[-1] == f"{total:,}"
 
 
@@ -39,7 +39,7 @@ def test_cnn_table(capsys):
     assert main(["params", "cnn-seed", "--set", "widths=[8,16]"]) == 0
     out = capsys.readouterr().out
     assert line_with(out, "stage 2").split()[-1] == f"{9 * 8 * 16 + 2 * 16:,}"
-    assert line_with(out, "total").split()[-1] == f"{count_params(create_model('cnn-seed', widths=(8, 16))):,}"
+    assert line_with(out, "total").split()[-1] == f"{count_params(build_registered('cnn-seed', widths=(8, 16))):,}"
 
 
 def test_bad_overrides_name_the_way_out(capsys):

@@ -18,7 +18,7 @@ from vitlab.cli.main import build_parser, main
 from vitlab.cli.train import build_config
 from vitlab.errors import CheckpointError
 from vitlab.interop import timm_kwargs
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import RunDir, load_checkpoint, load_matching_weights
 from vitlab.tasks.classify import ClassificationTask
 
@@ -105,7 +105,7 @@ def test_timm_file_of_a_run_evaluates_to_the_run_and_starts_a_new_one(run, tmp_p
         == 0
     )
     assert json.loads((tmp_path / "tuned" / "config.json").read_text())["init"] == str(out)
-    fresh = create_model("vit-digits", depth=1, embed_dim=32, num_heads=2, img_size=8, in_chans=1)
+    fresh = build_registered("vit-digits", depth=1, embed_dim=32, num_heads=2, img_size=8, in_chans=1)
     assert load_matching_weights(fresh, out) == []  # every weight of the timm file fits
 
     vitlab_model = load_checkpoint(folder).model

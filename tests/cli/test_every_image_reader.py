@@ -15,7 +15,7 @@ from PIL import Image
 
 from vitlab.cli.main import main
 from vitlab.data.shapes import SHAPE_CLASSES
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.models.promptable import PromptableConfig, PromptableModel
 from vitlab.runs import DataConfig, save_checkpoint
@@ -53,7 +53,7 @@ def checkpoints(tmp_path_factory):
     made = {}
     grey = DataConfig((SIDE, SIDE), 1, (0.2,), (0.3,), ["dark", "light"], dataset="folder")
     made["classifier"] = save_checkpoint(
-        create_model("vit-digits", img_size=SIDE, patch_size=4, depth=1, embed_dim=16, num_heads=2, num_classes=2),
+        build_registered("vit-digits", img_size=SIDE, patch_size=4, depth=1, embed_dim=16, num_heads=2, num_classes=2),
         folder / "classifier.safetensors",
         "classifier",
         grey,
@@ -82,7 +82,7 @@ def checkpoints(tmp_path_factory):
         "promptable",
         DataConfig.raw_pixels(SIDE, SHAPE_CLASSES, "shapes"),
     )
-    clip = create_model("clip-shapes")
+    clip = build_registered("clip-shapes")
     made["clip"] = save_checkpoint(
         clip,
         folder / "clip.safetensors",

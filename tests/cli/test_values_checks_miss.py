@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, save_checkpoint
 
 DIGITS = [str(i) for i in range(10)]
@@ -18,7 +18,7 @@ DIGITS = [str(i) for i in range(10)]
 
 def checkpoint(path, classes=DIGITS, poison=False, outputs=10):
     torch.manual_seed(0)
-    model = create_model("vit-digits", depth=1, embed_dim=16, num_heads=2, num_classes=outputs)
+    model = build_registered("vit-digits", depth=1, embed_dim=16, num_heads=2, num_classes=outputs)
     if poison:
         with torch.no_grad():
             model.head.weight[0, 0] = float("nan")

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, save_checkpoint
 from vitlab.tasks import train
 from vitlab.tasks.classify import TrainConfig
@@ -46,7 +46,7 @@ def test_compiled_run_has_the_eager_losses():
 def test_evaluate_and_predict_compile_to_the_same_scores(tmp_path, capsys):
     torch.manual_seed(1)
     data = DataConfig((8, 8), 1, (0.3,), (0.2,), [str(i) for i in range(10)], dataset="digits")
-    path = save_checkpoint(create_model("vit-digits", **TINY), tmp_path / "model.safetensors", "classifier", data)
+    path = save_checkpoint(build_registered("vit-digits", **TINY), tmp_path / "model.safetensors", "classifier", data)
     pixels = np.random.default_rng(0).integers(0, 256, (8, 8), dtype=np.uint8)
     Image.fromarray(pixels, mode="L").save(tmp_path / "digit.png")
     scores = {}

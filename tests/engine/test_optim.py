@@ -3,11 +3,11 @@ import torch
 from torch import nn
 
 from vitlab.engine.optim import ModelEma, WarmupCosine, build_optimizer, build_scheduler, param_groups
-from vitlab.models import create_model
+from vitlab.models import build_registered
 
 
 def test_param_groups_skip_norms_biases_positions_tokens():
-    model = create_model("vit-digits", class_token=True, reg_tokens=2, pool="token", depth=1)
+    model = build_registered("vit-digits", class_token=True, reg_tokens=2, pool="token", depth=1)
     decay, no_decay = param_groups(model, 0.05)
     names = {id(p): n for n, p in model.named_parameters()}
     decay_names = {names[id(p)] for p in decay["params"]}

@@ -13,7 +13,7 @@ from vitlab.experiments import CompareConfig, LocalExecutor, plan_compare, run_c
 from vitlab.experiments.compare import attention_overrides, run_groups, tome_schedule, train_config
 from vitlab.experiments.report import results_numbers
 from vitlab.experiments.training import TrainConfig
-from vitlab.models import count_params, create_model, get_config
+from vitlab.models import build_registered, count_params, get_config
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}
 GREY28 = {"num_classes": 10, "in_chans": 1, "img_size": (28, 28)}
@@ -72,7 +72,7 @@ def test_attention_overrides_fit_the_patch_grid():
     assert attention_overrides("linear", tiny) == {"attention": "linear"}
     assert attention_overrides("full", tiny) == attention_overrides("tome", tiny) == {}
     for kind in ("window", "lowrank", "latent", "linear", "lsa"):
-        create_model("vit-tiny-patch16-224", depth=2, **attention_overrides(kind, tiny))  # a valid model each
+        build_registered("vit-tiny-patch16-224", depth=2, **attention_overrides(kind, tiny))  # a valid model each
     # half the patch tokens merged in all, front-loaded
     assert tome_schedule(196, 12) == [15, 14, 12, 11, 10, 9, 7, 6, 5, 4, 2, 1]
     assert tome_schedule(16, 4) == [3, 2, 2, 1]
@@ -117,8 +117,8 @@ def test_cnn_matches_vit_within_tolerance(vit, shape, patches):
     runs = {r.key: r for r in plan.runs}
     for cell in plan.cells:
         v, c = runs[cell.vit], runs[cell.cnn]
-        assert v.params == count_params(create_model(vit, **shape, patch_size=cell.axes["patch"]))
-        assert c.params == count_params(create_model("cnn-seed", **shape, widths=c.overrides["widths"]))
+        assert v.params == count_params(build_registered(vit, **shape, patch_size=cell.axes["patch"]))
+        assert c.params == count_params(build_registered("cnn-seed", **shape, widths=c.overrides["widths"]))
         assert abs(c.params - v.params) <= 0.15 * v.params
 
 
@@ -142,9 +142,9 @@ def test_pad_makes_the_mini_projects_patches_runnable():
     # only the patches that do not divide 28 pad; 8 and 16 pad 28 to 32: a 4x4 and a 2x2 grid
     assert [vits[p].overrides for p in (4, 7)] == [{"patch_size": 4}, {"patch_size": 7}]
     assert vits[8].overrides == vits[16].overrides | {"patch_size": 8} == {"patch_size": 8, "pad": True}
-    model = create_model("vit-seed", **GREY28, **vits[16].overrides)
+    model = build_registered("vit-seed", **GREY28, **vits[16].overrides)
     assert model.grid_size(28, 28) == (2, 2) and model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
-    assert vits[8].params == count_params(create_model("vit-seed", **GREY28, **vits[8].overrides))
+    assert vits[8].params == count_params(build_registered("vit-seed", **GREY28, **vits[8].overrides))
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_textbook_preset_plans_the_vit_against_both_cnns():
         assert "cnn" not in vit.axes and cnn.axes["cnn"] == cell.axes["cnn"]
         assert vit.train == cnn.train == {"seed": cell.axes["seed"], "rows": cell.axes["rows"], "augment": "none"}
         if cell.axes["cnn"] == "textbook":  # the textbook's size: ~60k parameters, no BatchNorm
-            model = create_model(cnn.model, **GREY28, **cnn.overrides)
+            model = build_registered(cnn.model, **GREY28, **cnn.overrides)
             assert cnn.params == count_params(model) == 60_554
             assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
         else:

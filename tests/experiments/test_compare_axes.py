@@ -11,7 +11,7 @@ from vitlab.errors import ConfigError
 from vitlab.experiments import CompareConfig, plan_compare, run_compare
 from vitlab.experiments.compare import skip_reason, vit_overrides, with_tome
 from vitlab.experiments.figures import variant_words
-from vitlab.models import count_params, create_model
+from vitlab.models import build_registered, count_params
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}
 ONE_CELL = dict(rows=[50], augment=["none"])
@@ -55,7 +55,7 @@ def test_each_axis_enters_the_plan_with_its_overrides(axis, values, expected):
     assert {v: r.overrides for v, r in vits.items()} == {v: {"patch_size": 4, **o} for v, o in expected.items()}
     for value, run in vits.items():
         assert run.key.endswith(f",{axis}={value}")
-        assert run.params == count_params(create_model("vit-digits", **DIGITS, **run.overrides))
+        assert run.params == count_params(build_registered("vit-digits", **DIGITS, **run.overrides))
     # the CNN stands for the shared axes only, and each cell's CNN is matched to that cell's ViT
     runs = {r.key: r for r in plan.runs}
     for cell in plan.cells:
@@ -121,7 +121,7 @@ def test_a_combination_is_skipped_exactly_when_it_cannot_be_built_or_trained():
             continue  # CompareConfig refuses the whole study (see test_compare.test_bad_config)
         reason = skip_reason(config, DIGITS, values)
         try:
-            model = create_model(
+            model = build_registered(
                 "vit-digits",
                 **DIGITS,
                 **vit_overrides(config, DIGITS, values),

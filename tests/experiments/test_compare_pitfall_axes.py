@@ -12,7 +12,7 @@ from vitlab.errors import ConfigError, DivergenceError
 from vitlab.experiments import CompareConfig, plan_compare, run_compare
 from vitlab.experiments.compare import diverged_record, train_config
 from vitlab.experiments.figures import variant_words
-from vitlab.models import count_params, create_model
+from vitlab.models import build_registered, count_params
 
 GREY28 = {"num_classes": 10, "in_chans": 1, "img_size": (28, 28)}
 ONE_CELL = dict(rows=[50], augment=["none"], dataset="fashion-mnist", cnns=["textbook"])
@@ -48,7 +48,7 @@ def test_each_pitfall_axis_enters_the_plan_with_its_overrides(axis, values, expe
     vits = vits_by(plan, axis)
     assert {v: r.overrides for v, r in vits.items()} == {v: {"patch_size": 7, **o} for v, o in expected.items()}
     for run in vits.values():
-        assert run.params == count_params(create_model("vit-seed", **GREY28, **run.overrides))
+        assert run.params == count_params(build_registered("vit-seed", **GREY28, **run.overrides))
     # the fixed textbook CNN is trained once for every value of a ViT-only axis
     assert len([r for r in plan.runs if r.kind == "cnn"]) == 1
 
@@ -84,7 +84,7 @@ def test_combinations_that_cannot_be_built_are_skipped_with_the_reason():
         if ("mask", "causal") in axes and ("attention", "linear") in axes and ("stride", "patch") in axes
     ]
     assert causal_linear and all("causal mask" in r for r in causal_linear)
-    assert all(create_model("vit-seed", **GREY28, **r.overrides) for r in plan.runs if r.kind == "vit")
+    assert all(build_registered("vit-seed", **GREY28, **r.overrides) for r in plan.runs if r.kind == "vit")
 
 
 def test_a_combination_the_model_refuses_is_skipped_in_its_own_words(monkeypatch):
@@ -178,6 +178,6 @@ def test_cli_takes_the_pitfall_flags(tmp_path, capsys):
     assert sorted(r["axes"]["block"] for r in vits) == ["postnorm", "prenorm"]
     assert all(r["axes"]["norm"] == "batchnorm" and r["axes"]["mask"] == "causal" for r in vits)
     # 8x8 digits in 4x4 windows every 2 px: 3 x 3 tokens, the position table 9 x 64
-    tiled = count_params(create_model("vit-digits", num_classes=10, in_chans=1, img_size=8, patch_size=4))
+    tiled = count_params(build_registered("vit-digits", num_classes=10, in_chans=1, img_size=8, patch_size=4))
     assert all(r["params"] == tiled + (9 - 4) * 64 for r in vits)
     assert "post-norm blocks" in (out / "report.md").read_text()

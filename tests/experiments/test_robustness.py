@@ -14,7 +14,7 @@ from vitlab.explain.robustness import (
     robustness,
     zero_patches,
 )
-from vitlab.models import create_model
+from vitlab.models import build_registered
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}
 
@@ -67,7 +67,7 @@ def test_centre_crop_keeps_the_size_and_the_centre():
 
 
 def test_a_vit_drops_the_masked_tokens_before_its_blocks():
-    model = create_model("vit-digits", **DIGITS, patch_size=2, pool="token", class_token=True)
+    model = build_registered("vit-digits", **DIGITS, patch_size=2, pool="token", class_token=True)
     seen = []
     model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[1]))
     data = own_predictions(model, torch.rand(64, 1, 8, 8))
@@ -81,9 +81,9 @@ def test_a_vit_drops_the_masked_tokens_before_its_blocks():
 
 
 def test_models_that_cannot_drop_tokens_are_zeroed_only():
-    cnn = create_model("cnn-digits", **DIGITS)
-    rel = create_model("vit-digits", **DIGITS, patch_size=2, pos_embed="none", rel_pos="per_block")
-    assert not drops_tokens(cnn) and not drops_tokens(rel) and drops_tokens(create_model("vit-digits", **DIGITS))
+    cnn = build_registered("cnn-digits", **DIGITS)
+    rel = build_registered("vit-digits", **DIGITS, patch_size=2, pos_embed="none", rel_pos="per_block")
+    assert not drops_tokens(cnn) and not drops_tokens(rel) and drops_tokens(build_registered("vit-digits", **DIGITS))
     images = torch.rand(16, 1, 8, 8)
     for model in (cnn, rel):
         entries = robustness(model, own_predictions(model, images), [0.0], [1.0], [2, 4], Probes((0.0, 0.5), (0.75,)))

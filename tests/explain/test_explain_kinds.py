@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vitlab.cli.main import main
-from vitlab.models import PromptableConfig, PromptableModel, create_model
+from vitlab.models import PromptableConfig, PromptableModel, build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, save_checkpoint
 from vitlab.runs.checkpoint import KINDS
@@ -42,9 +42,9 @@ def saved(model, kind, data, folder):
 
 # every checkpoint kind -> how to make one (in tmp folder) and whether explain reads it
 MAKERS = {
-    "classifier": (lambda f: saved(create_model("vit-digits", **TINY), "classifier", DIGITS, f), True),
+    "classifier": (lambda f: saved(build_registered("vit-digits", **TINY), "classifier", DIGITS, f), True),
     "distilled-classifier": (
-        lambda f: saved(create_model("vit-digits", **TINY, distill_token=True), "distilled-classifier", DIGITS, f),
+        lambda f: saved(build_registered("vit-digits", **TINY, distill_token=True), "distilled-classifier", DIGITS, f),
         True,
     ),
     "encoder": (lambda f: pretrained("mae", f), True),
@@ -97,7 +97,7 @@ MAKERS = {
         ),
         False,
     ),
-    "clip": (lambda f: saved(create_model("clip-shapes"), "clip", RGB, f), False),
+    "clip": (lambda f: saved(build_registered("clip-shapes"), "clip", RGB, f), False),
 }
 
 

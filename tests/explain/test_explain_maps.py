@@ -25,7 +25,7 @@ from vitlab.explain.maps import (
 )
 from vitlab.explain.record import attention_weights
 from vitlab.explain.synthetic import make_key_patch, patch_patterns
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.vit import VisionTransformer, ViTConfig
 
 
@@ -110,7 +110,7 @@ def test_compute_maps_shapes_and_errors():
     torch.testing.assert_close(maps["rollout"].sum((1, 2)), torch.ones(2))
     with pytest.raises(ValueError, match="unknown map method"):
         compute_maps(model, torch.randn(1, 1, 8, 8), ["saliency"])
-    cnn = create_model("cnn-digits")
+    cnn = build_registered("cnn-digits")
     with pytest.raises(ValueError, match="patch_size"):
         compute_maps(cnn.eval(), torch.randn(1, 1, 8, 8), ["occlusion"])
     assert compute_maps(cnn, torch.randn(1, 1, 8, 8), ["occlusion"], patch_size=4)["occlusion"].shape == (1, 2, 2)

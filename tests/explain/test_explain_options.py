@@ -6,7 +6,7 @@ import pytest
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
 from vitlab.explain.report import check_explain_options
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, RunDir, save_checkpoint
 
 
@@ -52,7 +52,7 @@ def test_cli_refuses_bad_options_with_one_line(argv, tmp_path, capsys):
 
 def test_explain_into_another_runs_folder_is_refused(tmp_path, capsys):
     checkpoint = save_checkpoint(
-        create_model("vit-digits"),
+        build_registered("vit-digits"),
         tmp_path / "m.safetensors",
         "classifier",
         DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits"),

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from vitlab.explain.record import attention_weights, record_attention
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.vit import VisionTransformer, ViTConfig
 
 TINY = dict(img_size=8, patch_size=2, in_chans=1, num_classes=3, embed_dim=16, depth=3, num_heads=2)
@@ -89,5 +89,5 @@ def test_weights_before_a_forward_pass_and_models_without_attention_are_errors()
         with pytest.raises(ValueError, match="run the model forward"):
             recorder.weights
     with pytest.raises(ValueError, match="gradient and occlusion"):
-        with record_attention(create_model("cnn-digits")):
+        with record_attention(build_registered("cnn-digits")):
             pass

@@ -22,7 +22,7 @@ from vitlab.explain.probes import (
     token_centres,
     without_positions,
 )
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.ops.patches import patchify
 
 TINY = {"embed_dim": 16, "depth": 2, "num_heads": 2}
@@ -58,7 +58,7 @@ def test_without_positions_a_vit_cannot_tell_shuffled_patches_and_with_them_it_c
 @pytest.mark.parametrize("positions", [{"pos_embed": "none"}, {"pos_embed": "rope"}, {"rel_pos": "per_block"}])
 def test_removing_every_kind_of_position_leaves_an_invariant_model(positions):
     torch.manual_seed(0)
-    model = create_model("vit-digits", **TINY, **positions).eval()
+    model = build_registered("vit-digits", **TINY, **positions).eval()
     images, labels = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
     rows = permutation_probe(model, images, labels, patch=2)["rows"]
     assert rows[-1]["positions"] == "none" and rows[-1]["max_probability_change"] < 1e-5
@@ -68,7 +68,7 @@ def test_removing_every_kind_of_position_leaves_an_invariant_model(positions):
 
 def test_a_convnet_is_the_control_its_predictions_move(digits_run):
     torch.manual_seed(0)
-    cnn = create_model("cnn-digits").eval()
+    cnn = build_registered("cnn-digits").eval()
     images = torch.randn(64, 1, 8, 8)
     (row,) = permutation_probe(cnn, images, torch.zeros(64, dtype=torch.long), patch=2)["rows"]
     assert row["positions"] == "none (a convnet)" and row["max_probability_change"] > 1e-3
@@ -85,17 +85,17 @@ def test_shift_moves_pixels_right_and_down_and_fills_with_zero():
 def test_resolution_resamples_learned_positions_and_explains_what_cannot_move():
     torch.manual_seed(0)
     images, labels = torch.randn(16, 1, 8, 8), torch.randint(0, 10, (16,))
-    rows = resolution_probe(create_model("vit-digits", **TINY).eval(), images, labels, patch=2, scales=(1.0, 2.0))
+    rows = resolution_probe(build_registered("vit-digits", **TINY).eval(), images, labels, patch=2, scales=(1.0, 2.0))
     assert [r["size"] for r in rows] == [[8, 8], [16, 16]]
     assert rows[0]["agreement"] == 1.0 and "accuracy" in rows[1]
-    biased = create_model("vit-digits", **TINY, pos_embed="none", rel_pos="per_block").eval()
+    biased = build_registered("vit-digits", **TINY, pos_embed="none", rel_pos="per_block").eval()
     (row,) = resolution_probe(biased, images, labels, patch=2, scales=(2.0,))
     assert "bias table" in row["reason"]
 
 
 def test_attention_distance_by_hand():
     # 2x2 grid of 2-pixel patches: centres (0.5, 0.5), (0.5, 2.5), (2.5, 0.5), (2.5, 2.5)
-    model = create_model("vit-digits", **TINY, img_size=4)
+    model = build_registered("vit-digits", **TINY, img_size=4)
     centres = token_centres(model, (4, 4))
     torch.testing.assert_close(
         centres, torch.tensor([[0.5, 0.5], [0.5, 2.5], [2.5, 0.5], [2.5, 2.5]], dtype=torch.float64)
@@ -110,7 +110,7 @@ def test_attention_distance_by_hand():
     with_cls[1:, 0], with_cls[1:, 1] = 0.5, 0.5  # half on the class token, half on patch 0
     assert float(mean_attention_distance(with_cls, distance, 1)) == pytest.approx((0 + 2 + 2 + 2 * math.sqrt(2)) / 4)
     # an overlapping tokenizer's windows sit every stride pixels
-    strided = create_model("vit-seed", patch_stride=4)
+    strided = build_registered("vit-seed", patch_stride=4)
     assert token_centres(strided, (28, 28))[:2].tolist() == [[3.0, 3.0], [3.0, 7.0]]
 
 
@@ -143,14 +143,14 @@ def test_depth_trend_is_decided_by_two_standard_errors():
 
 
 def test_a_convnets_receptive_field_grows_by_depth():
-    fields = receptive_fields(create_model("cnn-seed"))
+    fields = receptive_fields(build_registered("cnn-seed"))
     # conv3 -> 3; pool2 -> 4 (jump 2); conv3 -> 4 + 2 * 2 = 8; pool2 -> 10 (jump 4); conv3 -> 10 + 2 * 4 = 18
     assert [f["rf"] for f in fields] == [3, 4, 8, 10, 18]
     assert [f["jump"] for f in fields] == [1, 2, 2, 4, 4]
 
 
 def test_an_encoder_gets_only_the_attention_probe():
-    encoder = create_model("vit-digits", **TINY, num_classes=0).eval()
+    encoder = build_registered("vit-digits", **TINY, num_classes=0).eval()
     with pytest.raises(ConfigError, match="no classifier head"):
         run_probes(encoder, torch.randn(4, 1, 8, 8), None, ["permute"])
     assert "mean_distance" in run_probes(encoder, torch.randn(4, 1, 8, 8), None, ["attention"])["attention"]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vitlab.cli.main import main
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 
 
@@ -17,7 +17,7 @@ from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 )
 def test_convert_to_timm_and_back_keeps_the_models_own_statistics(chans, mean, std, tmp_path, capsys):
     torch.manual_seed(0)
-    model = create_model("vit-digits", in_chans=chans, depth=1, embed_dim=16, num_heads=2, num_classes=3)
+    model = build_registered("vit-digits", in_chans=chans, depth=1, embed_dim=16, num_heads=2, num_classes=3)
     data = DataConfig((8, 8), chans, mean, std, ["ant", "bee", "cat"], dataset="digits")
     source = save_checkpoint(model, tmp_path / "model.safetensors", "classifier", data, name="vit-digits")
     timm_file, back = tmp_path / "timm.safetensors", tmp_path / "back.safetensors"

@@ -9,7 +9,7 @@ import torch
 
 from vitlab.errors import ConfigError, RunFolderError
 from vitlab.interop import export_hf, export_onnx, export_timm, to_hf_state_dict
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.vit import VisionTransformer, ViTConfig
 from vitlab.runs import DataConfig
 
@@ -31,7 +31,7 @@ def data_for(model, classes=("a", "b", "c", "d", "e")) -> DataConfig:
 def test_onnx_runs_in_onnxruntime_like_torch(name, tmp_path, perturb):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
-    model = perturb(create_model(name)).eval()
+    model = perturb(build_registered(name)).eval()
     cfg = model.config
     path = export_onnx(model, tmp_path / "model.onnx", cfg.img_size, cfg.in_chans)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -100,7 +100,7 @@ def test_hf_refuses_what_its_vit_cannot_express(options, named, tmp_path):
 
 def test_hf_refuses_other_families_and_wrong_class_names(tmp_path):
     with pytest.raises(ConfigError, match="SwinTransformer"):
-        export_hf(create_model("swin-nano-patch2-window7-28"), tmp_path / "hf", [])
+        export_hf(build_registered("swin-nano-patch2-window7-28"), tmp_path / "hf", [])
     with pytest.raises(ConfigError, match="3 class names"):
         export_hf(small_vit(), tmp_path / "hf", ["a", "b", "c"])
 
@@ -116,7 +116,7 @@ def test_hf_state_dict_uses_published_names():
 @pytest.mark.parametrize("name", ["vit-seed", "vit-tiny-patch16-224"])
 def test_timm_folder_loads_with_the_same_logits(name, tmp_path, perturb):
     timm = pytest.importorskip("timm")
-    model = perturb(create_model(name, num_classes=5)).eval()
+    model = perturb(build_registered(name, num_classes=5)).eval()
     cfg = model.config
     folder = export_timm(model, tmp_path / "timm", data_for(model))
     config = json.loads((folder / "config.json").read_text())
@@ -141,7 +141,7 @@ def test_timm_refuses_what_its_config_cannot_hold(tmp_path):
     with pytest.raises(ConfigError, match="norm_eps=1e-12"):
         export_timm(model, tmp_path / "timm", data_for(model))
     with pytest.raises(ConfigError, match="SimpleCNN"):
-        export_timm(create_model("cnn-seed"), tmp_path / "timm", data_for(model))
+        export_timm(build_registered("cnn-seed"), tmp_path / "timm", data_for(model))
 
 
 def test_an_existing_export_is_kept_unless_overwritten(tmp_path):

@@ -6,7 +6,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from vitlab.interop import from_hf, hf_key_scheme, hf_to_vitlab, load_state_dict  # noqa: E402
-from vitlab.models import create_model  # noqa: E402
+from vitlab.models import build_registered  # noqa: E402
 
 # In-memory names of newer transformers releases -> names in published checkpoints.
 ON_DISK = {
@@ -76,7 +76,7 @@ def test_both_key_schemes_map_alike(perturb):
 def test_unmapped_hf_state_dict_is_named():
     published = on_disk(transformers.ViTForImageClassification(hf_config()).state_dict())
     with pytest.raises(ValueError, match=r"missing keys.*unexpected keys.*Hugging Face ViT state dict \(on-disk"):
-        load_state_dict(create_model("vit-seed"), published)
+        load_state_dict(build_registered("vit-seed"), published)
 
 
 def test_approximate_gelu_is_refused():

@@ -8,7 +8,7 @@ from timm.layers import resample_abs_pos_embed  # noqa: E402
 from timm.models.vision_transformer import VisionTransformer as TimmViT  # noqa: E402
 
 from vitlab.interop import from_timm, timm_kwargs, to_timm_state_dict  # noqa: E402
-from vitlab.models import create_model, get_config  # noqa: E402
+from vitlab.models import build_registered, get_config  # noqa: E402
 
 SMALL = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=5)
 VARIANTS = {
@@ -99,4 +99,4 @@ def test_unsupported_options_are_named(options, named):
 
 def test_to_timm_refuses_what_timm_cannot_hold():
     with pytest.raises(ValueError, match="sincos2d"):
-        to_timm_state_dict(create_model("vit-seed-sincos"))
+        to_timm_state_dict(build_registered("vit-seed-sincos"))

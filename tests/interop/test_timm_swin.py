@@ -5,7 +5,7 @@ import torch
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 
 from vitlab.interop import from_timm, from_timm_swin, timm_swin_config, timm_swin_to_vitlab
-from vitlab.models import SwinTransformer, create_model
+from vitlab.models import SwinTransformer, build_registered
 
 TINY = dict(
     img_size=32,
@@ -41,7 +41,7 @@ def test_names_map_onto_vitlab_and_keep_train_mode():
     timm_model = TimmSwin(**TINY).train()
     assert from_timm_swin(timm_model).training
     assert set(timm_swin_to_vitlab(timm_model.state_dict())) == set(
-        create_model("swin-nano-patch2-window4-32", embed_dim=16).state_dict()
+        build_registered("swin-nano-patch2-window4-32", embed_dim=16).state_dict()
     )
 
 

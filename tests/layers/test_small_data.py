@@ -13,7 +13,7 @@ import vitlab.reference as ref
 from vitlab.layers.attention import MultiHeadSelfAttention
 from vitlab.layers.position import Rotary2d
 from vitlab.layers.shifted_patch import ShiftedPatchTokenization, diagonal_shifts
-from vitlab.models import VisionTransformer, ViTConfig, create_model, get_config
+from vitlab.models import VisionTransformer, ViTConfig, build_registered, get_config
 
 SETTINGS = settings(max_examples=15, deadline=None)
 # (row, column) offsets of the five channel blocks: block k holds x(i - a_k, j - b_k).
@@ -185,7 +185,7 @@ def test_lsa_errors_name_the_way_out():
 
 
 def test_default_configs_are_unchanged_by_the_new_options():
-    seed = create_model("vit-seed")
+    seed = build_registered("vit-seed")
     assert get_config("vit-seed").attention == "full" and get_config("vit-seed").patch_embed == "conv"
     assert sum(p.numel() for p in seed.parameters()) == 71_946
     assert seed.state_dict()["patch_embed.proj.weight"].shape == (64, 1, 7, 7)
@@ -193,7 +193,7 @@ def test_default_configs_are_unchanged_by_the_new_options():
 
 
 def test_small_data_model_fits_the_budget_and_trains():
-    model = create_model("vit-seed-small-data")
+    model = build_registered("vit-seed-small-data")
     cfg = model.config
     assert cfg.patch_embed == "spt" and cfg.attention == "lsa"
     assert isinstance(model.patch_embed, ShiftedPatchTokenization)
@@ -236,6 +236,6 @@ def test_config_rejects_unknown_names(field, value):
 def test_temperature_is_not_weight_decayed():
     from vitlab.engine import param_groups
 
-    model = create_model("vit-seed-small-data")
+    model = build_registered("vit-seed-small-data")
     decayed = {id(p) for p in param_groups(model, 0.05)[0]["params"]}
     assert not any(id(block.attn.temperature) in decayed for block in model.blocks)

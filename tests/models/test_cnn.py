@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vitlab.experiments.textbook import TEXTBOOK_CNN
-from vitlab.models import CNNConfig, SimpleCNN, cnn_for_budget, count_params, create_model
+from vitlab.models import CNNConfig, SimpleCNN, build_registered, cnn_for_budget, count_params
 from vitlab.models.cnn import cnn_widths
 
 
@@ -54,7 +54,7 @@ def reference_logits(model: SimpleCNN, images: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("name, side, feature_side", [("cnn-seed", 28, 7), ("cnn-digits", 8, 2)])
 def test_registered_cnns_run_and_pool_between_stages(name, side, feature_side):
-    model = create_model(name).eval()
+    model = build_registered(name).eval()
     images = torch.randn(3, 1, side, side)
     features = model.forward_features(images)
     assert features.shape == (3, model.embed_dim, feature_side, feature_side)
@@ -77,7 +77,7 @@ def test_param_count_matches_arithmetic(convs, norm):
 
 
 def test_buffers_do_not_count_and_frozen_params_are_not_trainable():
-    model = create_model("cnn-seed")
+    model = build_registered("cnn-seed")
     assert any(b.numel() for b in model.buffers())  # BatchNorm running statistics
     total = sum(p.numel() for p in model.parameters())
     model.stages[0].requires_grad_(False)
@@ -88,12 +88,12 @@ def test_buffers_do_not_count_and_frozen_params_are_not_trainable():
 
 @pytest.mark.parametrize("cnn, vit", [("cnn-seed", "vit-seed"), ("cnn-digits", "vit-digits")])
 def test_baselines_are_comparable_in_size(cnn, vit):
-    ratio = count_params(create_model(cnn)) / count_params(create_model(vit))
+    ratio = count_params(build_registered(cnn)) / count_params(build_registered(vit))
     assert 0.85 <= ratio <= 1.15
 
 
 def test_reset_classifier():
-    model = create_model("cnn-digits")
+    model = build_registered("cnn-digits")
     model.reset_classifier(3)
     assert model.num_classes == 3 and model(torch.randn(2, 1, 8, 8)).shape == (2, 3)
     model.reset_classifier(0)
@@ -102,7 +102,7 @@ def test_reset_classifier():
 
 
 def test_overrides_and_dict_round_trip():
-    model = create_model("cnn-seed", widths=(8, 16), dropout=0.1)
+    model = build_registered("cnn-seed", widths=(8, 16), dropout=0.1)
     assert model.config.widths == (8, 16) and model.embed_dim == 16
     assert CNNConfig.from_dict(model.config.to_dict()) == model.config
 
@@ -115,13 +115,13 @@ def test_hidden_layer_params_match_arithmetic(norm):
 
 
 def test_textbook_convnet_has_the_pages_parameter_count():
-    model = create_model(TEXTBOOK_CNN[0], **TEXTBOOK_CNN[1])
+    model = build_registered(TEXTBOOK_CNN[0], **TEXTBOOK_CNN[1])
     assert count_params(model) == 60_554 == conv_stack_params(1, (32, 64, 64), 1, 10, False, hidden=64)
     assert model(torch.randn(2, 1, 28, 28)).shape == (2, 10)
 
 
 def test_reset_classifier_keeps_the_hidden_layer():
-    model = create_model("cnn-seed", widths=(4, 8), hidden=6)
+    model = build_registered("cnn-seed", widths=(4, 8), hidden=6)
     hidden = model.hidden
     model.reset_classifier(3)
     assert model.hidden is hidden and model.head.in_features == 6 == model.embed_dim
@@ -163,7 +163,7 @@ def test_bad_config_raises(bad):
 
 def test_wrong_channels_raise_a_clear_error():
     with pytest.raises(ValueError, match="in_chans"):
-        create_model("cnn-seed")(torch.randn(1, 3, 28, 28))
+        build_registered("cnn-seed")(torch.randn(1, 3, 28, 28))
 
 
 @pytest.mark.parametrize("budget", [5_000, 30_000, 72_000, 250_000, 1_000_000])

@@ -19,8 +19,8 @@ from vitlab.models import (
     SwinConfig,
     VisionTransformer,
     ViTConfig,
+    build_registered,
     count_params,
-    create_model,
     get_config,
     list_models,
 )
@@ -221,12 +221,12 @@ def test_a_model_too_large_to_build_is_refused_before_allocating():
 
 @pytest.mark.parametrize("name", list_models())
 def test_the_estimate_is_the_parameter_count_within_two_percent(name):
-    count = count_params(create_model(name), trainable_only=False)
+    count = count_params(build_registered(name), trainable_only=False)
     assert abs(get_config(name).approx_params - count) <= 0.02 * count
 
 
 def test_a_checkpoint_with_a_config_out_of_range_is_refused():
-    state = create_model("vit-seed").state_dict()
+    state = build_registered("vit-seed").state_dict()
     with pytest.raises(ConfigError, match="num_heads"):
         model_from_state(state, num_heads=0)
     with pytest.raises(ConfigError, match="img_size"):

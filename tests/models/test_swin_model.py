@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from vitlab.layers import Block, PatchMerging, WindowAttention
-from vitlab.models import SwinConfig, SwinTransformer, create_model, get_config
+from vitlab.models import SwinConfig, SwinTransformer, build_registered, get_config
 
 
 @pytest.mark.parametrize(
@@ -16,7 +16,7 @@ from vitlab.models import SwinConfig, SwinTransformer, create_model, get_config
     ],
 )
 def test_small_configs_run_at_their_sizes(name, grids):
-    model = create_model(name).eval()
+    model = build_registered(name).eval()
     cfg = model.config
     assert cfg.stage_grids == grids
     images = torch.randn(2, cfg.in_chans, *cfg.img_size)
@@ -31,7 +31,7 @@ def test_swin_tiny_config():
 
 
 def test_stages_use_the_vit_block_with_windows_shifted_in_odd_blocks():
-    model = create_model("swin-nano-patch2-window7-28")
+    model = build_registered("swin-nano-patch2-window7-28")
     assert isinstance(model.stages[1].downsample, PatchMerging)
     assert isinstance(model.stages[0].downsample, torch.nn.Identity)
     stage0 = model.stages[0].blocks

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 from vitlab.errors import CheckpointError, ConfigError, RunFolderError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, load_checkpoint, load_matching_weights, save_checkpoint
 from vitlab.runs.convert import convert
@@ -39,7 +39,7 @@ def same_outputs(a: torch.nn.Module, b: torch.nn.Module, images: torch.Tensor) -
 
 @pytest.fixture
 def vit_file(tmp_path):
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     return model, save_checkpoint(model, tmp_path / "model.safetensors", "classifier", DATA)
 
 
@@ -52,7 +52,7 @@ def vit_file(tmp_path):
     ],
 )
 def test_checkpoint_rebuilds_model_and_data_config(tmp_path, name, kind, overrides):
-    model = perturbed(create_model(name, **overrides))
+    model = perturbed(build_registered(name, **overrides))
     save_checkpoint(model, tmp_path / "m.safetensors", kind, DATA, provenance={"epoch": 4})
     loaded = load_checkpoint(tmp_path / "m.safetensors")
     assert (loaded.kind, loaded.name, loaded.data, loaded.guessed) == (kind, name, DATA, {})
@@ -61,7 +61,7 @@ def test_checkpoint_rebuilds_model_and_data_config(tmp_path, name, kind, overrid
 
 
 def test_run_folder_reads_best_then_last(tmp_path):
-    first, second = (perturbed(create_model("vit-digits", **TINY)) for _ in range(2))
+    first, second = (perturbed(build_registered("vit-digits", **TINY)) for _ in range(2))
     save_checkpoint(first, tmp_path / "last" / "model.safetensors", "classifier", DATA)
     assert load_checkpoint(tmp_path).path == tmp_path / "last" / "model.safetensors"
     save_checkpoint(second, tmp_path / "best" / "model.safetensors", "classifier", DATA)
@@ -79,7 +79,7 @@ def test_missing_checkpoint_says_what_to_pass(tmp_path):
 
 
 def test_only_safetensors_and_known_kinds_are_written(tmp_path):
-    model = create_model("vit-digits", **TINY)
+    model = build_registered("vit-digits", **TINY)
     with pytest.raises(ConfigError, match=".safetensors"):
         save_checkpoint(model, tmp_path / "m.pth", "classifier", DATA)
     with pytest.raises(ConfigError, match="kind"):
@@ -204,7 +204,7 @@ def old_train_metadata(model: torch.nn.Module, **extra) -> dict:
 
 
 def test_old_train_checkpoint_loads(tmp_path):
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     old_save_weights(model, tmp_path / "model.safetensors", old_train_metadata(model))
     loaded = load_checkpoint(tmp_path)
     assert loaded.kind == "classifier" and loaded.name == "vit-digits"
@@ -213,7 +213,7 @@ def test_old_train_checkpoint_loads(tmp_path):
 
 
 def test_old_distilled_student_loads(tmp_path):
-    student = perturbed(create_model("vit-digits", **TINY, distill_token=True))
+    student = perturbed(build_registered("vit-digits", **TINY, distill_token=True))
     assert {"dist_token", "head_dist.weight"} <= set(student.state_dict())
     meta = old_train_metadata(student, distilled=True)
     del meta["config"]["distill_token"]  # the old student's config was the plain ViT's
@@ -224,7 +224,7 @@ def test_old_distilled_student_loads(tmp_path):
 
 
 def test_old_pretrained_encoder_loads(tmp_path):
-    encoder = perturbed(create_model("vit-digits", **TINY, num_classes=0))
+    encoder = perturbed(build_registered("vit-digits", **TINY, num_classes=0))
     old_save_weights(
         encoder, tmp_path / "model.safetensors", old_train_metadata(encoder, weights="mae-encoder", pretrain="mae")
     )
@@ -234,7 +234,7 @@ def test_old_pretrained_encoder_loads(tmp_path):
 
 
 def test_old_interop_file_loads(tmp_path):
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     # vitlab.interop.save_checkpoint: write_state_dict(state, path, {"vitlab_config": json}) with format "pt"
     save_file(
         {k: v.contiguous() for k, v in model.state_dict().items()},
@@ -267,12 +267,12 @@ def test_old_dense_checkpoint_loads(tmp_path):
 
 def test_matching_weights_leave_a_new_head(tmp_path, vit_file):
     source, path = vit_file
-    target = create_model("vit-digits", **TINY, num_classes=4)
+    target = build_registered("vit-digits", **TINY, num_classes=4)
     left = load_matching_weights(target, path)
     assert left == ["head.bias", "head.weight"]
     assert torch.equal(target.state_dict()["blocks.0.attn.qkv.weight"], source.state_dict()["blocks.0.attn.qkv.weight"])
     with pytest.raises(CheckpointError, match="too few weights"):
-        load_matching_weights(create_model("cnn-digits"), path)
+        load_matching_weights(build_registered("cnn-digits"), path)
 
 
 def test_convert_keeps_everything_a_vitlab_file_records(tmp_path, vit_file):
@@ -332,7 +332,7 @@ def test_the_preprocessing_is_recorded_and_said_as_timm_reads_it(tmp_path):
         (0.4,),
         DATA.classes,
     )
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     save_checkpoint(model, tmp_path / "m.safetensors", "classifier", data)
     loaded = load_checkpoint(tmp_path / "m.safetensors")
     assert loaded.data == data and loaded.data.preprocess() == Preprocess(
@@ -353,7 +353,7 @@ def test_the_preprocessing_is_recorded_and_said_as_timm_reads_it(tmp_path):
 def test_a_timm_file_uses_the_pretrained_cfg_it_carries(tmp_path):
     from vitlab.interop import to_timm_state_dict, write_state_dict
 
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     state = to_timm_state_dict(model)
     cfg = {"input_size": [1, 8, 8], "interpolation": "bicubic", "crop_pct": 0.9, "mean": [0.1], "std": [0.7]}
     write_state_dict(state, tmp_path / "meta.safetensors", {"pretrained_cfg": json.dumps(cfg)})
@@ -386,7 +386,7 @@ def test_a_timm_export_carries_the_recorded_preprocessing_back(tmp_path):
     from vitlab.data.preprocess import Preprocess
     from vitlab.interop import export_timm
 
-    model = perturbed(create_model("vit-digits", **TINY))
+    model = perturbed(build_registered("vit-digits", **TINY))
     data = DATA.with_preprocess(Preprocess((8, 8), 1, 0.875, "center", "bicubic", (0.4,), (0.3,)))
     folder = export_timm(model, tmp_path / "timm", data)
     cfg = json.loads((folder / "config.json").read_text())["pretrained_cfg"]

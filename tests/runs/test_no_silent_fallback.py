@@ -9,14 +9,14 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import CheckpointError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, RunDir, load_checkpoint
 
 
 def write_run(folder, test_on: str) -> None:
     data = DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits")
     with RunDir(folder).open("classify", {}) as run:
-        model = create_model("vit-digits", depth=1, embed_dim=16, num_heads=2)
+        model = build_registered("vit-digits", depth=1, embed_dim=16, num_heads=2)
         blob = run.checkpoint_file(model, "classifier", data, provenance={"epoch": 2})
         run.commit(2, {"best/model.safetensors": blob, "last/model.safetensors": blob})
         run.write_summary({"best_epoch": 2, "test_on": test_on})

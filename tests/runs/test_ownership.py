@@ -15,7 +15,7 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import RunFolderError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, RunDir, save_checkpoint
 from vitlab.runs.layout import MARKER
 
@@ -62,7 +62,7 @@ def one_error_line(err: str) -> str:
 def checkpoint(tmp_path_factory) -> Path:
     """A tiny untrained digits classifier (evaluate and explain need one, not a good one)."""
     data = DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits", seed=0)
-    model = create_model("vit-digits", depth=1, embed_dim=16, num_heads=2)
+    model = build_registered("vit-digits", depth=1, embed_dim=16, num_heads=2)
     return save_checkpoint(model, tmp_path_factory.mktemp("ckpt") / "m.safetensors", "classifier", data)
 
 

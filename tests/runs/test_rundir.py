@@ -8,7 +8,7 @@ import torch
 
 from vitlab import __version__
 from vitlab.errors import CheckpointError, RunFolderError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, RunDir, load_checkpoint
 
 DATA = DataConfig((8, 8), 1, (0.5,), (0.25,), [str(i) for i in range(10)], dataset="digits")
@@ -125,7 +125,7 @@ def test_checkpoints_history_and_permissions(tmp_path):
     old = os.umask(0o022)
     try:
         with RunDir(tmp_path / "r").open("classify", {"epochs": 1}) as run:
-            model = create_model("vit-digits", depth=1, embed_dim=32, num_heads=2).eval()
+            model = build_registered("vit-digits", depth=1, embed_dim=32, num_heads=2).eval()
             path = run.save_checkpoint("best", model, "classifier", DATA.to_dict(), provenance={"epoch": 1})
             run.save_state({"epoch": 1})
             run.write_history([{"epoch": 1, "val_acc": float("nan")}])

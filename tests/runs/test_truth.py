@@ -305,12 +305,12 @@ def test_resume_refuses_a_state_of_another_kind_and_edited_settings_in_one_line(
 
 
 def test_write_summary_never_names_weights_the_folder_does_not_hold(tmp_path):
-    from vitlab.models import create_model
+    from vitlab.models import build_registered
     from vitlab.runs import DataConfig
 
     data = DataConfig((8, 8), 1, (0.0,), (1.0,), [str(i) for i in range(10)], dataset="digits")
     with RunDir(tmp_path).open("classify", {}) as run:
-        model = create_model("vit-digits", depth=1, embed_dim=16, num_heads=2)
+        model = build_registered("vit-digits", depth=1, embed_dim=16, num_heads=2)
         blob = run.checkpoint_file(model, "classifier", data, provenance={"epoch": 2})
         run.commit(2, {"best/model.safetensors": blob, "last/model.safetensors": blob})
         run.write_summary({"best_epoch": 2})

@@ -15,7 +15,7 @@ from vitlab.cli.main import main
 from vitlab.data import load_dataset
 from vitlab.data.preprocess import Preprocess
 from vitlab.errors import CheckpointError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 from vitlab.tasks.classify.train import Reordered, teacher_by_name
 
@@ -36,7 +36,7 @@ def folder(root, counts: dict[str, int]):
 def checkpoint(path, classes, data_dir=None, identity=None):
     """An untrained classifier of ``classes`` recorded as trained on the folder ``data_dir``."""
     torch.manual_seed(0)
-    model = create_model("vit-digits", depth=1, embed_dim=16, num_heads=2, num_classes=len(classes))
+    model = build_registered("vit-digits", depth=1, embed_dim=16, num_heads=2, num_classes=len(classes))
     data = DataConfig(
         (SIDE, SIDE), 1, (0.3,), (0.2,), list(classes), dataset="folder", data_dir=str(data_dir), splits=identity or {}
     )

@@ -24,7 +24,7 @@ from ..layers.hybrid_embed import HybridEmbedding
 from ..layers.patch_embed import PatchEmbedding
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..models.cnn import ConvNormAct, SimpleCNN, Stage, count_params
-from ..models.registry import create_model, get_config
+from ..models.registry import build_registered, get_config
 from ..models.vit import VisionTransformer
 
 # Registered models whose count with fixed positions is the total the textbook prints for them.
@@ -204,7 +204,7 @@ def params_report(name: str, overrides: dict[str, Any], limit_gib: float = BUILD
     table's share and the input stage against a 3x3 convolution. Refuses a model over ``limit_gib`` GiB
     (:func:`check_build_size`) before building it."""
     check_build_size(name, overrides, limit_gib)
-    model = create_model(name, **overrides)
+    model = build_registered(name, **overrides)
     rows = parameter_table(model)
     total, trainable = count_params(model, trainable_only=False), count_params(model)
     width = max(len("non-trainable"), *(len(r.component) for r in rows)) + 2

@@ -90,9 +90,9 @@ from ..models import (
     VisionTransformer,
     ViTConfig,
     apply_tome,
+    build_registered,
     cnn_for_budget,
     count_params,
-    create_model,
     front_loaded,
     get_config,
 )
@@ -598,8 +598,8 @@ def data_shape(splits: DataSplits) -> dict[str, Any]:
 
 
 def model_params(name: str, **overrides: Any) -> int:
-    """Trainable parameters of ``create_model(name, **overrides)``."""
-    return count_params(create_model(name, **overrides))
+    """Trainable parameters of ``build_registered(name, **overrides)``."""
+    return count_params(build_registered(name, **overrides))
 
 
 def _run_key(kind: str, values: dict[str, Any], overrides: dict[str, Any]) -> str:
@@ -952,7 +952,7 @@ def diverged_record(run: RunPlan, splits: DataSplits, seconds: float) -> RunReco
 def build_architecture(run: RunPlan, shape: dict[str, Any]) -> nn.Module:
     """A freshly initialised model of ``run``'s architecture for data of ``shape``: its model and
     overrides, with a distillation token when it has a teacher, merging tokens for ``tome``."""
-    model = create_model(run.model, **shape, **run.overrides, **({"distill_token": True} if run.teacher else {}))
+    model = build_registered(run.model, **shape, **run.overrides, **({"distill_token": True} if run.teacher else {}))
     if run.axes.get("attention") != "tome":
         return model
     return with_tome(cast(VisionTransformer, model), shape["img_size"])  # tome runs are ViTs (see plan_compare)

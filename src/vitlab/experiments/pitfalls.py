@@ -41,7 +41,7 @@ import torch
 from .. import __version__
 from ..data.registry import locate_dataset
 from ..errors import ConfigError, DataError
-from ..models import VisionTransformer, create_model
+from ..models import VisionTransformer, build_registered
 from ..reporting import judge, markdown_table
 from ..runs.layout import REPORT, RESULTS
 from .compare import (
@@ -491,7 +491,7 @@ def count_parts(study: Study, shape: dict[str, Any]) -> list[Part]:
     for run in study.plan.runs:
         if run.kind != "vit" or run.axes.get("seed") != 0:
             continue
-        model = cast(VisionTransformer, create_model(run.model, **shape, **run.overrides).eval())
+        model = cast(VisionTransformer, build_registered(run.model, **shape, **run.overrides).eval())
         with torch.no_grad():
             tokens = model.forward_features(torch.zeros(1, shape["in_chans"], height, width)).shape[1]
         tokens -= model.num_prefix_tokens

@@ -2,7 +2,7 @@
 
 from .distilled import distilled_from
 from .registry import (
-    create_model,
+    build_registered,
     describe_model,
     describe_models,
     get_config,
@@ -77,7 +77,7 @@ for _size, (_dim, _heads) in {"tiny": (192, 3), "small": (384, 6), "base": (768,
     )
 
 __all__ = [
-    "create_model",
+    "build_registered",
     "describe_model",
     "describe_models",
     "distilled_from",

@@ -1,7 +1,7 @@
 """DeiT students (Touvron et al. 2021): a ViT with a distillation token.
 
 A student is a :class:`~vitlab.models.VisionTransformer` built with ``distill_token=True``, e.g.
-``create_model("vit-digits", distill_token=True)``, so a checkpoint rebuilds it from its config alone:
+``build_registered("vit-digits", distill_token=True)``, so a checkpoint rebuilds it from its config alone:
 
     images -> patch tokens + positions -> [class, registers, distillation token, patches] -> blocks -> norm
       -> head      (the usual pooling, the distillation token left out)   cls logits  (B, K)

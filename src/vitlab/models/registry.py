@@ -1,4 +1,4 @@
-"""Named model configurations and ``create_model``.
+"""Named model configurations and ``build_registered``, which builds one by name.
 
 Each entry maps a name to a config dataclass instance (``ViTConfig`` or ``CNNConfig``); the
 config's class decides which model is built.
@@ -61,10 +61,10 @@ def get_config(name: str, **overrides: Any) -> Any:
     return replace(config, **overrides)
 
 
-def create_model(name: str, **overrides: Any) -> nn.Module:
+def build_registered(name: str, **overrides: Any) -> nn.Module:
     """Build the model registered as ``name``, with config fields replaced by ``overrides``.
 
-    >>> model = create_model("vit-seed", num_classes=5)
+    >>> model = build_registered("vit-seed", num_classes=5)
     """
     config = get_config(name, **overrides)
     model: Any = _BUILDERS[type(config)](config)

@@ -54,8 +54,7 @@ from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
 from ..interop.timm_config import timm_fields, timm_label_names
-from ..models.registry import build_from_config, list_models
-from ..models.registry import create_model as build_registered
+from ..models.registry import build_from_config, build_registered, list_models
 from ..ops.patches import _pair
 from .files import atomic_write
 from .hub import hub_checkpoint, is_hub_id
@@ -837,7 +836,7 @@ def pretrained_cfg(model: nn.Module, data: DataConfig) -> dict[str, Any]:
 
 
 def create_model(name: str, checkpoint_path: str | Path | None = None, **overrides: Any) -> nn.Module:
-    """:func:`vitlab.models.create_model` (``name`` with config ``overrides``), then, with
+    """:func:`vitlab.models.build_registered` (``name`` with config ``overrides``), then, with
     ``checkpoint_path``, every weight of that checkpoint (any source :func:`load_checkpoint` reads),
     strictly: a checkpoint that does not fit the model exactly is refused. As timm's ``create_model``.
     The model carries ``pretrained_cfg`` from the checkpoint's data config."""

@@ -5,7 +5,7 @@ import torch
 
 from vitlab.data.captions import tokenize
 from vitlab.errors import ConfigError, DataError
-from vitlab.models import CLIPConfig, CLIPModel, create_model
+from vitlab.models import CLIPConfig, CLIPModel, build_registered
 from vitlab.runs import DataConfig, load_checkpoint, save_checkpoint
 from vitlab.tasks.clip import classify, rank_captions
 
@@ -29,7 +29,7 @@ TINY = {
 
 def tiny(**overrides) -> CLIPModel:
     torch.manual_seed(0)
-    model = create_model("clip-shapes", **{**TINY, **overrides})
+    model = build_registered("clip-shapes", **{**TINY, **overrides})
     assert isinstance(model, CLIPModel)
     return model.eval()
 

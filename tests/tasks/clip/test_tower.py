@@ -5,14 +5,14 @@ import torch
 
 from vitlab.errors import CheckpointError
 from vitlab.interop import timm_kwargs, write_state_dict
-from vitlab.models import CLIPModel, ViTConfig, create_model
+from vitlab.models import CLIPModel, ViTConfig, build_registered
 from vitlab.tasks.clip import load_image_tower
 
 timm = pytest.importorskip("timm")
 
 
 def clip_with(vision: ViTConfig, embed_dim: int = 24) -> CLIPModel:
-    model = create_model(
+    model = build_registered(
         "clip-shapes", vision=vision.to_dict(), text_width=32, text_depth=1, text_heads=2, embed_dim=embed_dim
     )
     assert isinstance(model, CLIPModel)

@@ -110,11 +110,11 @@ def test_cli_train_resume_evaluate_predict(tmp_path, capsys):
 
 
 def test_evaluate_and_predict_refuse_a_classifier(tmp_path):
-    from vitlab.models import create_model
+    from vitlab.models import build_registered
     from vitlab.runs import DataConfig, save_checkpoint
 
     path = save_checkpoint(
-        create_model("vit-digits", depth=1),
+        build_registered("vit-digits", depth=1),
         tmp_path / "cls.safetensors",
         "classifier",
         DataConfig((8, 8), 1, (0.5,), (0.5,)),

@@ -8,7 +8,7 @@ import torch
 
 from vitlab.data.shapes import generate_shapes
 from vitlab.errors import CheckpointError, ConfigError
-from vitlab.models import PromptableConfig, PromptableModel, create_model, list_models
+from vitlab.models import PromptableConfig, PromptableModel, build_registered, list_models
 from vitlab.models.promptable import (
     BOX_BOTTOM_RIGHT,
     BOX_TOP_LEFT,
@@ -241,4 +241,4 @@ def test_registry_builds_the_model_from_its_config():
     model = build_from_config("PromptableConfig", PromptableConfig(**TINY).to_dict())
     assert isinstance(model, PromptableModel) and model.config == PromptableConfig(**TINY)
     with pytest.raises(ConfigError):
-        create_model("no-such-promptable")
+        build_registered("no-such-promptable")

@@ -169,11 +169,11 @@ def test_cli_trains_and_predicts_from_a_point_and_a_box(tmp_path, capsys):
 
 
 def test_a_classifier_checkpoint_is_refused_as_promptable(tmp_path):
-    from vitlab.models import create_model
+    from vitlab.models import build_registered
     from vitlab.runs import DataConfig, save_checkpoint
 
     path = save_checkpoint(
-        create_model("vit-digits"), tmp_path / "m.safetensors", "classifier", DataConfig((8, 8), 1, (0.0,), (1.0,))
+        build_registered("vit-digits"), tmp_path / "m.safetensors", "classifier", DataConfig((8, 8), 1, (0.0,), (1.0,))
     )
     with pytest.raises(CheckpointError, match="not a promptable"):
         promptable_checkpoint(path, device="cpu")

@@ -3,12 +3,12 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from vitlab.tasks.ssl.distill import distillation_loss
 
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.distilled import distilled_from
 from vitlab.tasks.ssl.crops import multi_crop
 from vitlab.tasks.ssl.dino import Centre, DINOHead, DINONet, dino_loss, ema_update_, teacher_temperature
-from vitlab.tasks.ssl.distill import distillation_loss
 
 
 def test_ema_teacher_update_is_the_exact_convex_combination():
@@ -41,7 +41,7 @@ def test_centre_with_momentum_is_the_ema_of_batch_means():
 
 def test_dino_loss_and_monitors_on_a_tiny_vit():
     torch.manual_seed(0)
-    vit = create_model("vit-digits", dynamic_img_size=True)
+    vit = build_registered("vit-digits", dynamic_img_size=True)
     student = DINONet(vit, DINOHead(64, 32, 32, 16))
     teacher = copy.deepcopy(student).requires_grad_(False)
     crops = multi_crop(torch.rand(4, 1, 8, 8), 8, 4, 2, generator=torch.Generator().manual_seed(0))
@@ -80,7 +80,7 @@ def test_soft_distillation_is_scaled_by_t_squared():
 
 def test_distilled_vit_trains_two_heads_and_infers_their_average():
     torch.manual_seed(0)
-    base = create_model("vit-digits").double()
+    base = build_registered("vit-digits").double()
     model = distilled_from(base)
     assert model.config.distill_token and not base.config.distill_token
     state = model.state_dict()
@@ -107,4 +107,4 @@ def test_distilled_vit_trains_two_heads_and_infers_their_average():
 
 def test_only_a_vision_transformer_becomes_a_student():
     with pytest.raises(ValueError, match="VisionTransformer student"):
-        distilled_from(create_model("cnn-digits"))
+        distilled_from(build_registered("cnn-digits"))

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from vitlab.errors import ConfigError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.ops.patches import patchify
 from vitlab.tasks.ssl.mae import MAEConfig, MaskedAutoencoder, mae_loss
 from vitlab.tasks.ssl.masking import Masking, gather_tokens, num_visible, random_masking
@@ -53,7 +53,7 @@ def test_mae_loss_ignores_visible_patches(norm_pix):
 
 def test_mae_forward_scores_its_predictions_against_patchified_pixels():
     torch.manual_seed(0)
-    vit = create_model("vit-digits")
+    vit = build_registered("vit-digits")
     mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1)).eval()
     images = torch.rand(2, 1, 8, 8)
     loss, pred, mask = mae(images, torch.Generator().manual_seed(0))
@@ -66,7 +66,7 @@ def test_mae_forward_scores_its_predictions_against_patchified_pixels():
 
 def test_mae_encoder_runs_on_visible_tokens_only():
     torch.manual_seed(0)
-    vit = create_model("vit-digits")
+    vit = build_registered("vit-digits")
     mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1))
     seen = []
     vit.blocks[0].register_forward_hook(lambda mod, inp, out: seen.append(inp[0].shape))
@@ -77,7 +77,7 @@ def test_mae_encoder_runs_on_visible_tokens_only():
 
 @pytest.mark.parametrize("overrides", [{}, dict(pos_embed="rope", class_token=True, reg_tokens=1)])
 def test_mae_encoding_every_token_in_order_is_forward_features(overrides):
-    vit = create_model("vit-digits", **overrides).eval()
+    vit = build_registered("vit-digits", **overrides).eval()
     mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1))
     order = torch.arange(16).expand(2, -1)
     everything = Masking(order, order, torch.zeros(2, 16), 16)
@@ -87,7 +87,7 @@ def test_mae_encoding_every_token_in_order_is_forward_features(overrides):
 
 
 def test_mae_with_rotary_positions_is_the_blocks_on_gathered_tokens_and_tables():
-    vit = create_model("vit-digits", pos_embed="rope", class_token=True).double().eval()
+    vit = build_registered("vit-digits", pos_embed="rope", class_token=True).double().eval()
     mae = MaskedAutoencoder(vit, MAEConfig(decoder_dim=32, decoder_depth=1)).double()
     images = torch.rand(2, 1, 8, 8, dtype=torch.float64)
     m = random_masking(2, 16, 0.75, generator=torch.Generator().manual_seed(0))
@@ -107,4 +107,4 @@ def test_mae_with_rotary_positions_is_the_blocks_on_gathered_tokens_and_tables()
 
 def test_mae_refuses_attention_that_needs_every_patch():
     with pytest.raises(ConfigError, match="lowrank"):
-        MaskedAutoencoder(create_model("vit-digits", attention="lowrank", lowrank_k=4))
+        MaskedAutoencoder(build_registered("vit-digits", attention="lowrank", lowrank_k=4))

@@ -12,7 +12,7 @@ from vitlab.cli.main import main
 from vitlab.data import load_dataset, normalize
 from vitlab.engine import Reporter, layer_decay_groups
 from vitlab.errors import ConfigError
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.runs import RunDir, load_checkpoint, load_matching_weights
 from vitlab.tasks import train
 from vitlab.tasks.classify import TrainConfig
@@ -67,7 +67,7 @@ def test_mae_run_folder_holds_an_encoder_checkpoint_and_its_figures(mae_run, spl
     assert loaded.data.dataset == "digits" and loaded.data.image_size == (8, 8)
     torch.testing.assert_close(features(loaded.model, splits), features(result.encoder, splits), rtol=0, atol=0)
     torch.manual_seed(0)
-    untrained = create_model("vit-digits", **TINY, num_classes=0)
+    untrained = build_registered("vit-digits", **TINY, num_classes=0)
     assert not torch.allclose(untrained.patch_embed.proj.weight, result.encoder.patch_embed.proj.weight)
     config = json.loads((out / "config.json").read_text())
     assert config["method"] == "mae" and config["mae"]["mask_ratio"] == 0.75
@@ -77,7 +77,7 @@ def test_mae_run_folder_holds_an_encoder_checkpoint_and_its_figures(mae_run, spl
 @pytest.mark.slow
 def test_fine_tuning_starts_from_the_pretrained_encoder(mae_run, splits):
     out, result = mae_run
-    model = create_model("vit-digits", **TINY)
+    model = build_registered("vit-digits", **TINY)
     assert load_matching_weights(model, out) == ["head.bias", "head.weight"]  # only the new head is left as built
     encoder = result.encoder.state_dict()
     assert all(torch.equal(v, encoder[k]) for k, v in model.state_dict().items() if k in encoder)
@@ -223,7 +223,7 @@ def test_cli_set_reaches_every_field_and_resume_continues(tmp_path, capsys):
 
 
 def test_layer_decay_groups_scale_by_depth():
-    model = create_model("vit-digits", **TINY)
+    model = build_registered("vit-digits", **TINY)
     groups = layer_decay_groups(model, 0.05, 0.5)
     scale = {id(p): g["lr_scale"] for g in groups for p in g["params"]}
     assert scale[id(model.patch_embed.proj.weight)] == 0.5**3

@@ -26,7 +26,7 @@ from ..config import (
     check_params,
     transformer_block_params,
 )
-from ..registry import create_model
+from ..registry import build_registered
 from ..vit import patch_encoder
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
@@ -129,7 +129,7 @@ class DenseConfig:
 
 def build_backbone(cfg: DenseConfig) -> nn.Module:
     if cfg.backbone is not None:
-        return create_model(cfg.backbone, num_classes=0)
+        return build_registered(cfg.backbone, num_classes=0)
     return patch_encoder(cfg.img_size, cfg.patch_size, cfg.embed_dim, cfg.depth, cfg.num_heads)
 
 

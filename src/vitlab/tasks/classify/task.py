@@ -32,7 +32,7 @@ from ...engine.loop import Task, epoch_seed
 from ...engine.metrics import calibration_bins, ece_from_bins
 from ...engine.optim import build_optimizer, layer_decay_groups
 from ...errors import ConfigError
-from ...models import create_model
+from ...models import build_registered
 from ...models.registry import build_from_config, get_config, list_models
 
 DISTILL_KINDS = ("soft", "hard")
@@ -222,7 +222,7 @@ INIT_MODEL = "init"
 
 
 def build_model(config: TrainConfig, splits: DataSplits, init_config: Any = None) -> nn.Module:
-    """``create_model(config.model)`` shaped for the data (classes, channels, image size), then
+    """``build_registered(config.model)`` shaped for the data (classes, channels, image size), then
     ``config.model_overrides``; ``model="init"`` builds ``init_config`` (the init checkpoint's model config)."""
     chans, height, width = splits.image_shape
     overrides = {
@@ -242,7 +242,7 @@ def build_model(config: TrainConfig, splits: DataSplits, init_config: Any = None
         if init_config is None:
             raise ConfigError("model 'init' is the architecture of the --init checkpoint: pass --init SOURCE")
         return build_from_config(type(init_config).__name__, {**init_config.to_dict(), **overrides})
-    return create_model(config.model, **overrides)
+    return build_registered(config.model, **overrides)
 
 
 def resolve_augment(

@@ -37,7 +37,7 @@ from ...data.shapes import SHAPE_CLASSES, check_generated
 from ...engine import Reporter, RunConfig, Task, fit, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError
-from ...models import create_model, get_config
+from ...models import build_registered, get_config
 from ...models.clip import CLIPConfig, CLIPModel
 from ...models.config import MAX_SIDE
 from ...models.vit import ViTConfig
@@ -147,7 +147,7 @@ def build_clip_model(config: CLIPTrainConfig, splits: CaptionSplits) -> CLIPMode
     overrides = dict(config.model_overrides)
     vision = {**base.vision.to_dict(), **overrides.pop("vision", {}), "img_size": train.shape[-1]}
     mean, std = train.mean((0, 2, 3)).tolist(), train.std((0, 2, 3)).clamp(min=1e-3).tolist()
-    model = create_model(config.model, **{**overrides, "vision": vision, "mean": tuple(mean), "std": tuple(std)})
+    model = build_registered(config.model, **{**overrides, "vision": vision, "mean": tuple(mean), "std": tuple(std)})
     assert isinstance(model, CLIPModel)
     return model
 

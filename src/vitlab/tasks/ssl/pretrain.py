@@ -29,7 +29,7 @@ from ...data import DataSplits, load_dataset, normalize
 from ...engine import Reporter, RunConfig, Task, fit, seed_everything
 from ...engine.distributed import DistEnv, all_reduce_sum
 from ...errors import ConfigError
-from ...models import create_model
+from ...models import build_registered
 from ...models.config import MAX_CLASSES, MAX_SIDE
 from ...models.vit import VisionTransformer
 from ...runs import DataConfig, RunDir
@@ -126,11 +126,11 @@ def unlabelled_images(splits: DataSplits, which: str) -> torch.Tensor:
 
 
 def build_encoder(config: PretrainConfig, splits: DataSplits) -> VisionTransformer:
-    """``create_model(config.model)`` for the images, without a classifier head (DINO's local crops
+    """``build_registered(config.model)`` for the images, without a classifier head (DINO's local crops
     need ``dynamic_img_size``), then ``config.model_overrides``."""
     chans, height, width = splits.image_shape
     dynamic = {"dynamic_img_size": True} if config.method == "dino" else {}
-    encoder = create_model(
+    encoder = build_registered(
         config.model,
         **{"in_chans": chans, "img_size": (height, width), **dynamic, **config.model_overrides, "num_classes": 0},
     )
