@@ -1,16 +1,15 @@
 """Deletion / insertion curves, rank correlation, randomisation, and the audit on a trained digits model."""
 
 import json
+from functools import partial
 
 import pytest
 import torch
 from scipy.stats import spearmanr
 
 from vitlab.data import normalize
-from vitlab.explain.audit import (
-    MethodAudit,
-    _verdict,
-    audit,
+from vitlab.explain.audit import MethodAudit, _verdict, audit, write_audit
+from vitlab.explain.faithfulness import (
     cascade_stages,
     curve_area,
     deletion_insertion,
@@ -18,11 +17,11 @@ from vitlab.explain.audit import (
     ranking,
     spearman,
     step_counts,
-    write_audit,
 )
 from vitlab.explain.maps import gradient_map
-from vitlab.models import build_registered
+from vitlab.models import create_model
 from vitlab.models.vit import VisionTransformer, ViTConfig
+from vitlab.tasks.classify import train_copy
 
 
 def tiny_vit() -> VisionTransformer:
@@ -111,9 +110,8 @@ def test_verdicts():
 
 @pytest.fixture(scope="module")
 def digits_audit(digits_run, tmp_path_factory):
-    result = audit(
-        digits_run.model, digits_run.splits, samples=80, seed=0, train_config=digits_run.config, sanity_epochs=2
-    )
+    retrain = partial(train_copy, digits_run.config, device=next(digits_run.model.parameters()).device)
+    result = audit(digits_run.model, digits_run.splits, samples=80, seed=0, retrain=retrain, sanity_epochs=2)
     out = tmp_path_factory.mktemp("audit")
     return result, out, write_audit(result, out)
 
@@ -175,7 +173,7 @@ def test_audit_input_errors(digits_run):
 
 
 def test_audit_of_a_convnet_skips_attention(digits_run):
-    cnn = build_registered("cnn-digits", widths=(4, 8)).eval()
+    cnn = create_model("cnn-digits", widths=(4, 8)).eval()
     result = audit(cnn, digits_run.splits, samples=6, patch_size=4, steps=2)
     assert [r.method for r in result.rows] == ["gradient", "gradxinput", "occlusion"]
     assert len(result.curves["random"]["deletion"]) == 3

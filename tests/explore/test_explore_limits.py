@@ -10,7 +10,7 @@ import torch
 from vitlab.analysis.cost import TEXTBOOK_PAIRS, cost_table, interactions
 from vitlab.analysis.qk import qk_variance
 from vitlab.data import load_dataset, normalize
-from vitlab.explain.audit import curve_area, deletion_insertion, ranking
+from vitlab.explain.faithfulness import curve_area, deletion_insertion, ranking
 from vitlab.explain.maps import gradient_map, occlusion_map
 from vitlab.explore import decode_array
 from vitlab.explore.images import ImageBook, decode_upload

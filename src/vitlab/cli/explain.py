@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from . import add_data_options, add_source_options, load_source, source_data_options
 
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
 PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.probes.PROBES
 SPLITS = ("val", "test", "train")
-SAMPLES = {"audit": 100, "probe": 1000}  # default images per mode
 
 
 def parse_probes(text: str) -> list[str]:
-    """``permute,attention`` or ``all`` -> the probe names (checked against :data:`PROBES` by :func:`run`)."""
+    """``permute,attention`` or ``all`` -> the probe names (checked by
+    :meth:`vitlab.explain.request.ExplainRequest.check`)."""
     return list(PROBES) if text == "all" else list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
 
 
@@ -30,89 +29,32 @@ def parse_query(text: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..explain import audit_checkpoint, explain_checkpoint
-    from ..explain.report import check_explain_options, probe_checkpoint
+    from ..explain.request import ExplainRequest, explain_request
+    from ..tasks.classify import retrainer
 
-    if args.probe is not None:
-        from ..errors import ConfigError
-
-        if args.audit:
-            raise ConfigError("--probe and --audit are two separate measurements: run them one at a time")
-        if not args.probe or any(name not in PROBES for name in args.probe):
-            raise ConfigError(
-                f"--probe takes {', '.join(PROBES)} or all, comma-separated; got {','.join(args.probe)!r}"
-            )
-    if args.samples is None:
-        args.samples = SAMPLES["probe" if args.probe else "audit"]
-    check_explain_options(
+    request = ExplainRequest(
+        out=args.out,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        split=args.split,
+        method=None if args.method == "all" else args.method,
         index=args.index,
+        query=args.query,
         patch_size=args.patch_size,
+        textbook=args.textbook,
+        audit=args.audit,
+        probes=args.probe,
         samples=args.samples,
         steps=args.steps,
         sanity_epochs=args.sanity_epochs,
-        seed=args.seed,
         threshold=args.threshold,
-    )
-    loaded = load_source(args, "explain")  # options first: a bad one is refused before loading
-    if args.probe:
-        probed = probe_checkpoint(
-            loaded,
-            args.out,
-            args.probe,
-            dataset=args.dataset,
-            data_dir=args.data_dir,
-            split=args.split,
-            samples=args.samples,
-            patch_size=args.patch_size,
-            seed=args.seed,
-            device=args.device,
-            overwrite=args.overwrite,
-            options=source_data_options(args),
-        )
-        print(Path(probed["files"][1]).read_text(), end="")
-        print("wrote " + ", ".join(probed["files"]))
-        return 0
-    methods = None if args.method == "all" else (args.method,)
-    common = dict(
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        methods=methods,
-        split=args.split,
-        patch_size=args.patch_size,
+        seed=args.seed,
         device=args.device,
         overwrite=args.overwrite,
         options=source_data_options(args),
     )
-    if args.audit:
-        result = audit_checkpoint(
-            loaded,
-            args.out,
-            samples=args.samples,
-            seed=args.seed,
-            steps=args.steps,
-            sanity_epochs=args.sanity_epochs,
-            threshold=args.threshold,
-            **common,
-        )
-        print(result.markdown(), end="")
-        print(f"audit took {result.seconds:.1f}s; wrote {args.out}/audit.json, audit.md and figures")
-        return 0
-    report = explain_checkpoint(loaded, args.out, index=args.index, query=args.query, textbook=args.textbook, **common)
-    predicted = (
-        "an encoder, no prediction"
-        if report["prediction"] is None
-        else f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})"
-    )
-    print(f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: {predicted}")
-    for method, summary in report["maps"].items():
-        print(f"  {method:<11} top patch (row, col) {tuple(summary['top_patch'])}  max {summary['max']:.4f}")
-    if "heads" in report:
-        heads = report["heads"]
-        print(
-            "  last-layer heads, most-attended key's weight (max): " + ", ".join(f"{s:.4f}" for s in heads["max"][-1])
-        )
-        print("  last-layer head spreads (max − min): " + ", ".join(f"{s:.4f}" for s in heads["spread"][-1]))
-    print("wrote " + ", ".join(report["files"]))
+    explained = explain_request(request, lambda: load_source(args, "explain"), retrainer)
+    print(explained.text, end="")
     return 0
 
 

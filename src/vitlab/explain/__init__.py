@@ -11,6 +11,7 @@ Looking:
 
 Testing:
 
+- ``faithfulness``: deletion / insertion curves, rank correlation, cascading weight randomisation.
 - ``audit``: deletion / insertion areas against a random and the occlusion order, cascading weight
   randomisation and permuted-label sanity checks, a verdict per method (:func:`audit`).
 - ``probes``: what the model does when its input moves (patches shuffled, with and without its positions;
@@ -18,9 +19,11 @@ Testing:
   entropy, weight on the class token, rollout distance; a CNN's receptive field) (:func:`run_probes`).
 - ``synthetic``: a task whose label is decided by one known patch.
 - ``report``: an example explained to files, per-head attention examples, checkpoint entry points.
+- ``request``: one ``vitlab explain`` request (an example, the audit or the probes) run from a checkpoint.
 """
 
-from .audit import AuditResult, MethodAudit, audit, deletion_insertion, write_audit
+from .audit import AuditResult, MethodAudit, audit, write_audit
+from .faithfulness import deletion_insertion
 from .maps import (
     METHODS,
     compute_maps,

@@ -8,7 +8,8 @@
   that is all baseline. Areas are trapezoids over the fraction of patches, so they lie in [0, 1].
 - Sanity checks (Adebayo et al. 2018): the maps are recomputed (for the same inputs and classes)
   after randomising the model's weights stage by stage from the head down (cascading
-  randomisation: each tensor replaced by noise of its own mean and spread, :func:`randomise_`),
+  randomisation: each tensor replaced by noise of its own mean and spread,
+  :func:`~vitlab.explain.faithfulness.randomise_`),
   and for a copy trained on permuted labels. The Spearman rank correlation with the
   trained model's map is averaged over the samples. A map still correlated above ``threshold``
   with the model destroyed is flagged: it shows the input, not the model.
@@ -22,108 +23,27 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from scipy.stats import rankdata
 from torch import nn
 
 from ..data import DataSplits, ImageDataset, normalize
-from ..engine import fit, predict_logits
+from ..engine import predict_logits
+from ..errors import ConfigError
 from ..runs import atomic_write, write_json
-from ..tasks.classify import ClassificationTask, TrainConfig, build_model
-from .maps import applicable_methods, compute_maps, head_attention, masked_probs, patch_layout
+from .faithfulness import cascade_stages, curve_area, deletion_insertion, randomise_, ranking, spearman
+from .maps import applicable_methods, compute_maps, head_attention, patch_layout
+
+Retrain = Callable[[DataSplits, int], nn.Module]
+"""The permuted-label check's copy: ``retrain(splits, epochs)`` returns a freshly initialised model of the
+audited model's recipe trained ``epochs`` epochs on ``splits`` (their training labels permuted), in eval
+mode, on the audited model's device (:func:`vitlab.tasks.classify.train_copy` for a classifier)."""
 
 CASES = ("confident correct", "unsure correct", "confident wrong", "unsure wrong")
-
-
-# -- curves -------------------------------------------------------------------------------------------
-
-
-def step_counts(num_patches: int, steps: int | None = None) -> torch.Tensor:
-    """How many patches are removed at each point of a curve: ``round(linspace(0, N, S + 1))``,
-    ``S = steps`` or ``N`` (every patch)."""
-    steps = num_patches if steps is None else steps
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    return torch.linspace(0, num_patches, steps + 1).round().long()
-
-
-def deletion_insertion(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    order: torch.Tensor,
-    target: torch.Tensor,
-    patch_size: int | None = None,
-    steps: int | None = None,
-    baseline: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Deletion and insertion curves ``(B, S + 1)`` each, for normalised ``inputs (B, C, H, W)``.
-
-    ``order (B, gh*gw)`` lists each image's patches most important first; point ``s`` of a curve
-    is the class-``target`` probability with the first ``step_counts(N, steps)[s]`` patches set to
-    ``baseline`` (deletion) or with only those patches kept (insertion).
-    """
-    size, grid = patch_layout(model, inputs.shape, patch_size)
-    b, n = order.shape
-    counts = step_counts(n, steps).to(order.device)
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(n, device=order.device).expand(b, n))
-    early = rank[:, None, :] < counts[None, :, None]  # (B, S + 1, N): among the first k
-    both = masked_probs(model, inputs, torch.cat([~early, early], 1), target, size, baseline)
-    return both[:, : len(counts)], both[:, len(counts) :]
-
-
-def curve_area(curves: torch.Tensor) -> torch.Tensor:
-    """Trapezoid area under curves ``(..., S + 1)`` sampled evenly over [0, 1]: ``(...)``."""
-    return torch.trapezoid(curves, dx=1.0 / (curves.shape[-1] - 1), dim=-1)
-
-
-def ranking(maps: torch.Tensor) -> torch.Tensor:
-    """Patch order, most important first: maps ``(B, gh, gw)`` -> ``(B, gh*gw)``."""
-    return maps.flatten(1).argsort(dim=1, descending=True, stable=True)
-
-
-def spearman(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Spearman rank correlation of each pair of maps ``(B, ...)``: ``(B,)``, ties ranked by their
-    average; NaN where a map is constant."""
-    ra = rankdata(a.flatten(1).double().cpu().numpy(), axis=1)
-    rb = rankdata(b.flatten(1).double().cpu().numpy(), axis=1)
-    ra, rb = ra - ra.mean(1, keepdims=True), rb - rb.mean(1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = (ra * rb).sum(1) / np.sqrt((ra**2).sum(1) * (rb**2).sum(1))
-    return torch.from_numpy(rho)
-
-
-# -- randomisation --------------------------------------------------------------------------------------
-
-
-def cascade_stages(model: nn.Module) -> list[tuple[str, list[nn.Parameter]]]:
-    """The model's parameters in stages from the output back to the input: ``(name, parameters)``.
-
-    Stages are the top-level children in reverse order (a ``ModuleList`` or ``Sequential``
-    contributes each element, last first), then the model's own parameters (class and register
-    tokens) as ``"tokens"``. Stages without trainable parameters are skipped.
-    """
-    stages: list[tuple[str, list[nn.Parameter]]] = [("tokens", list(model.parameters(recurse=False)))]
-    for name, child in model.named_children():
-        parts = list(enumerate(child)) if isinstance(child, (nn.ModuleList, nn.Sequential)) else [(None, child)]
-        stages += [(name if i is None else f"{name}.{i}", list(part.parameters())) for i, part in parts]
-    return [(name, params) for name, params in reversed(stages) if any(p.requires_grad for p in params)]
-
-
-@torch.no_grad()
-def randomise_(params: Iterable[nn.Parameter], generator: torch.Generator) -> None:
-    """Replace each parameter tensor, in place, by Gaussian noise with the tensor's own mean and
-    standard deviation: the scale survives, the learnt structure does not. Single numbers (a
-    temperature) are kept. Seeded by ``generator``."""
-    for p in params:
-        if p.numel() > 1:
-            noise = torch.randn(p.shape, generator=generator, dtype=torch.float32).to(p)
-            p.copy_(noise * p.std() + p.mean())
 
 
 # -- the audit ----------------------------------------------------------------------------------------
@@ -313,7 +233,7 @@ def audit(
     methods: Sequence[str] | None = None,
     seed: int = 0,
     split: str = "val",
-    train_config: TrainConfig | None = None,
+    retrain: Retrain | None = None,
     sanity_epochs: int = 5,
     threshold: float = 0.5,
     key_patch: int | None = None,
@@ -321,11 +241,11 @@ def audit(
     steps: int | None = None,
 ) -> AuditResult:
     """Audit ``methods`` (default: every method that applies to ``model``) on ``samples`` seeded
-    images of ``split``.
+    images ``(samples, C, H, W)`` of ``split``; maps are ``(samples, gh, gw)`` over the patch grid.
 
     Args:
-        train_config: a :class:`~vitlab.engine.TrainConfig` for the permuted-label check (its
-            ``epochs`` replaced by ``sanity_epochs``, no files written); None skips that check.
+        retrain: trains the permuted-label copy (:data:`Retrain`) for ``sanity_epochs`` epochs; None
+            skips that check.
         threshold: rank correlation at or above which a map fails a sanity check.
         key_patch: the patch that decides the label (a synthetic task): reports how often each
             map ranks it first.
@@ -334,11 +254,7 @@ def audit(
     Occlusion is always computed (as the reference ordering). The model is put in eval mode.
     """
     start = time.perf_counter()
-    data: ImageDataset | None = getattr(splits, split, None)
-    if split not in ("train", "val", "test") or data is None:
-        raise ValueError(f"split {split!r} is not available for {splits.name}: use 'val' or 'test'")
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+    data = _audited_split(splits, split, samples)
     methods = list(dict.fromkeys([*(applicable_methods(model) if methods is None else methods), "occlusion"]))
     model.eval()
     device = next(model.parameters()).device
@@ -351,32 +267,14 @@ def audit(
     inputs, target = inputs_all[index], prediction[index]
     size, grid = patch_layout(model, inputs.shape, patch_size)
     trained = compute_maps(model, inputs, methods, target, patch_size=size)
-
-    orders = {m: ranking(trained[m]) for m in methods}
-    n = grid[0] * grid[1]
-    orders["random"] = torch.stack([torch.randperm(n, generator=g) for _ in range(len(index))]).to(device)
-    curves, areas = {}, {}
-    for name, order in orders.items():
-        deletion, insertion = deletion_insertion(model, inputs, order, target, size, steps)
-        curves[name] = {"deletion": deletion.mean(0).tolist(), "insertion": insertion.mean(0).tolist()}
-        areas[name] = (float(curve_area(deletion).mean()), float(curve_area(insertion).mean()))
-
+    curves, areas = _curves(model, inputs, target, trained, size, grid[0] * grid[1], steps, g)
     stages, cascade = _cascade(model, inputs, methods, target, size, trained, seed)
     permuted = None
-    if train_config is not None:
-        permuted = _permuted_rho(
-            model, splits, inputs, methods, target, size, trained, train_config, sanity_epochs, seed
-        )
-    rows = []
-    for m in methods:
-        row = MethodAudit(
-            m, *areas[m], cascade=[c[m] for c in cascade], permuted_rho=None if permuted is None else permuted[m]
-        )
-        row.randomised_rho = row.cascade[-1] if row.cascade else None
-        if key_patch is not None:
-            row.key_patch_top1 = float((trained[m].flatten(1).argmax(1) == key_patch).float().mean())
-        row.verdict = _verdict(row, areas["random"], threshold)
-        rows.append(row)
+    if retrain is not None:
+        permuted_model = retrain(permuted_labels(splits, seed), sanity_epochs)
+        maps = compute_maps(permuted_model, inputs, methods, target, patch_size=size)
+        permuted = {m: _mean(spearman(trained[m], maps[m])) for m in methods}
+    rows = [_row(m, areas, cascade, permuted, trained[m], key_patch, threshold) for m in methods]
     cases = _cases(model, inputs_all, data, labels, prediction, confidence, methods, size)
     return AuditResult(
         splits.name,
@@ -392,9 +290,67 @@ def audit(
         size,
         threshold,
         key_patch,
-        sanity_epochs if train_config is not None else None,
+        sanity_epochs if retrain is not None else None,
         time.perf_counter() - start,
     )
+
+
+def _audited_split(splits: DataSplits, split: str, samples: int) -> ImageDataset:
+    """The split the audit reads, refusing one ``splits`` lacks and fewer than one sample."""
+    data: ImageDataset | None = getattr(splits, split, None)
+    if split not in ("train", "val", "test") or data is None:
+        raise ConfigError(f"split {split!r} is not available for {splits.name}: use 'val' or 'test'")
+    if samples < 1:
+        raise ConfigError(f"samples must be >= 1, got {samples}")
+    return data
+
+
+def _curves(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    target: torch.Tensor,
+    trained: dict[str, torch.Tensor],
+    size: int,
+    num_patches: int,
+    steps: int | None,
+    generator: torch.Generator,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, tuple[float, float]]]:
+    """Mean deletion / insertion curves and their areas per method's order and for a random order
+    (drawn from ``generator``, one per input)."""
+    orders = {m: ranking(maps) for m, maps in trained.items()}
+    orders["random"] = torch.stack([torch.randperm(num_patches, generator=generator) for _ in range(len(inputs))]).to(
+        inputs.device
+    )
+    curves, areas = {}, {}
+    for name, order in orders.items():
+        deletion, insertion = deletion_insertion(model, inputs, order, target, size, steps)
+        curves[name] = {"deletion": deletion.mean(0).tolist(), "insertion": insertion.mean(0).tolist()}
+        areas[name] = (float(curve_area(deletion).mean()), float(curve_area(insertion).mean()))
+    return curves, areas
+
+
+def _row(
+    method: str,
+    areas: dict[str, tuple[float, float]],
+    cascade: list[dict[str, float | None]],
+    permuted: dict[str, float | None] | None,
+    trained: torch.Tensor,
+    key_patch: int | None,
+    threshold: float,
+) -> MethodAudit:
+    """One method's row from the curve areas, the cascade's and the permuted copy's correlations, and
+    its maps ``(B, gh, gw)`` of the trained model (for ``key_patch``)."""
+    row = MethodAudit(
+        method,
+        *areas[method],
+        cascade=[c[method] for c in cascade],
+        permuted_rho=None if permuted is None else permuted[method],
+    )
+    row.randomised_rho = row.cascade[-1] if row.cascade else None
+    if key_patch is not None:
+        row.key_patch_top1 = float((trained.flatten(1).argmax(1) == key_patch).float().mean())
+    row.verdict = _verdict(row, areas["random"], threshold)
+    return row
 
 
 def _verdict(row: MethodAudit, random: tuple[float, float], threshold: float) -> str:
@@ -429,26 +385,6 @@ def _cascade(
         names.append(name)
         rhos.append({m: _mean(spearman(trained[m], maps[m])) for m in methods})
     return names, rhos
-
-
-def _permuted_rho(
-    model: nn.Module,
-    splits: DataSplits,
-    inputs: torch.Tensor,
-    methods: list[str],
-    target: torch.Tensor,
-    size: int,
-    trained: dict[str, torch.Tensor],
-    train_config: TrainConfig,
-    epochs: int,
-    seed: int,
-) -> dict[str, float | None]:
-    device = next(model.parameters()).device
-    config = replace(train_config, epochs=epochs, out_dir=None, resume=False, device=str(device))
-    permuted = permuted_labels(splits, seed)
-    copy_model = fit(ClassificationTask(build_model(config, permuted), permuted, config), config).model.eval()
-    maps = compute_maps(copy_model, inputs, methods, target, patch_size=size)
-    return {m: _mean(spearman(trained[m], maps[m])) for m in methods}
 
 
 def _cases(

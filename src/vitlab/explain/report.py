@@ -18,7 +18,7 @@ line.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,10 @@ from torch import nn
 from ..checks import Float, Int, Maybe
 from ..data import DataSplits, ImageDataset, normalize
 from ..data.options import DataOptions
-from ..errors import CheckpointError, ConfigError
+from ..errors import ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.checkpoint import run_at_size
-from ..runs.layout import CONFIG
-from ..tasks.classify import TrainConfig
-from .audit import AuditResult, audit, write_audit
+from .audit import AuditResult, Retrain, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
 from .maps import (
     ATTENTION_METHODS,
@@ -50,12 +48,16 @@ from .probes import probes_markdown, run_probes
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
+Retrainer = Callable[[Loaded], Retrain]
+"""``retrainer(ckpt)``: the :data:`~vitlab.explain.audit.Retrain` that trains fresh copies of the checkpoint's
+recipe for the permuted-label check (:func:`vitlab.tasks.classify.retrainer` for a classifier); it refuses a
+checkpoint whose recipe it cannot rebuild."""
 
 
 def _split(splits: DataSplits, split: str) -> ImageDataset:
     data = getattr(splits, split, None) if split in SPLITS else None
     if data is None:
-        raise ValueError(
+        raise ConfigError(
             f"split {split!r} is not available for {splits.name}: choose one of "
             f"{[s for s in SPLITS if getattr(splits, s) is not None]}"
         )
@@ -90,7 +92,7 @@ def explain_example(
     ``probabilities`` are ``None`` and only the attention maps apply."""
     data = _split(splits, split)
     if not 0 <= index < len(data):
-        raise ValueError(f"index {index} is outside the {split} split's {len(data)} images: use 0..{len(data) - 1}")
+        raise ConfigError(f"index {index} is outside the {split} split's {len(data)} images: use 0..{len(data) - 1}")
     model.eval()
     device = next(model.parameters()).device
     image = data.images[index]
@@ -197,28 +199,6 @@ def attention_examples(
 # -- from a checkpoint ------------------------------------------------------------------------------
 
 
-def checkpoint_train_config(ckpt: Loaded) -> TrainConfig:
-    """The training run's config (``config.json`` of its run folder), else the default recipe for
-    the checkpoint's model and config."""
-    config_file = ckpt.path.parent.parent / CONFIG
-    if config_file.is_file() and ckpt.kind == "classifier":
-        saved = json.loads(config_file.read_text())
-        if isinstance(saved, dict) and "model" in saved:
-            return TrainConfig.from_dict(saved)
-    if ckpt.name is None:
-        raise CheckpointError(
-            f"{ckpt.path} records no registered model name: the permuted-label check cannot "
-            f"retrain it; pass --sanity-epochs 0"
-        )
-    model_config: Any = ckpt.model.config
-    return TrainConfig(
-        model=ckpt.name,
-        model_overrides=model_config.to_dict(),
-        dataset=ckpt.data.dataset or "digits",
-        seed=ckpt.data.seed,
-    )
-
-
 def explain_checkpoint(
     path: str | Path | Loaded,
     out_dir: str | Path,
@@ -260,14 +240,15 @@ def audit_checkpoint(
     threshold: float = 0.5,
     patch_size: int | None = None,
     steps: int | None = None,
+    retrainer: Retrainer | None = None,
     device: str = "auto",
     overwrite: bool = False,
     options: DataOptions | None = None,
 ) -> AuditResult:
     """:func:`~vitlab.explain.audit.audit` a checkpoint and :func:`write_audit` the result to ``out_dir``.
 
-    The permuted-label copy trains with the run's own config (:func:`checkpoint_train_config`) for
-    ``sanity_epochs`` epochs; 0 skips it.
+    The permuted-label copy is trained ``sanity_epochs`` epochs by ``retrainer(ckpt)`` (:data:`Retrainer`);
+    ``sanity_epochs`` 0 or no ``retrainer`` skips that check.
     """
     check_explain_options(
         patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs, threshold=threshold, steps=steps, seed=seed
@@ -279,7 +260,7 @@ def audit_checkpoint(
             f"classifier head: fine-tune it (vitlab train --init) first, or explain it without --audit"
         )
     with RunDir(out_dir).open("audit", overwrite=overwrite):
-        config = checkpoint_train_config(ckpt) if sanity_epochs > 0 else None
+        retrain = retrainer(ckpt) if retrainer is not None and sanity_epochs > 0 else None
         result = audit(
             ckpt.model,
             splits,
@@ -287,7 +268,7 @@ def audit_checkpoint(
             methods,
             seed,
             split,
-            config,
+            retrain,
             sanity_epochs,
             threshold,
             patch_size=patch_size,

@@ -4,11 +4,11 @@ how fast each map's patches destroy the prediction.
 - :func:`verdicts`: a model on a whole sample split (the images it was never trained on): each image's
   prediction, confidence and whether it is right; the most confident mistakes and right answers.
 - :func:`randomised_view`: the maps of the same image by a copy of the model whose every weight tensor
-  is replaced by noise of its own mean and spread (:func:`vitlab.explain.audit.randomise_`, the
+  is replaced by noise of its own mean and spread (:func:`vitlab.explain.faithfulness.randomise_`, the
   ``--audit`` sanity check of Adebayo et al. 2018), beside the trained model's, with their Spearman rank
-  correlation (:func:`vitlab.explain.audit.spearman`). A map that barely changes shows the image, not
+  correlation (:func:`vitlab.explain.faithfulness.spearman`). A map that barely changes shows the image, not
   the model.
-- :func:`deletion_view`: deletion curves (as :func:`vitlab.explain.audit.deletion_insertion` draws them): the
+- :func:`deletion_view`: deletion curves (as :func:`vitlab.explain.faithfulness.deletion_insertion` draws them): the
   probability of the predicted class as the patches are set to the mean image, most important first
   by each map (attention, rollout, gradient, occlusion), and by random orders; the area under each.
 """
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..data import ImageDataset, normalize
-from ..explain.audit import curve_area, randomise_, ranking, spearman, step_counts
+from ..explain.faithfulness import curve_area, randomise_, ranking, spearman, step_counts
 from ..explain.maps import (
     gradient_map,
     masked_probs,
@@ -151,7 +151,7 @@ def randomised_view(
 def deletion_curves(
     model: nn.Module, inputs: torch.Tensor, orders: torch.Tensor, target: torch.Tensor, patch: int
 ) -> torch.Tensor:
-    """The deletion half of :func:`vitlab.explain.audit.deletion_insertion` for one input ``(1, C, H, W)`` and
+    """The deletion half of :func:`vitlab.explain.faithfulness.deletion_insertion` for one input ``(1, C, H, W)`` and
     many patch orders ``(M, N)``, in one batch: ``(M, N + 1)``, point ``s`` the class-``target`` probability with
     the first ``s`` patches of the order set to the mean image (:func:`~vitlab.explain.maps.masked_probs`)."""
     m, n = orders.shape
