@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..layers.attention import MultiHeadSelfAttention
-from ..layers.block import Block, PostNormBlock
+from ..layers.block import Block
 from ..layers.patch_embed import PatchEmbedding
 from ..ops.attention import merge_heads
 from ..ops.patches import patchify
 from .arrays import encode_array
 from .images import RequestError
+from .loaded import Analysis, LoadedModel, forward_unsupported
 from .views import prediction
-
-if TYPE_CHECKING:
-    from .checkpoints import Analysis, LoadedModel
 
 KNOCKOUTS = ("none", "head", "layer")
 
@@ -54,23 +52,6 @@ class Probe:
     def changes(self) -> bool:
         """Whether the probe changes the model's run (else it only reads it)."""
         return self.temperature != 1.0 or self.knockout != "none"
-
-
-def forward_unsupported(model: nn.Module) -> str | None:
-    """Why one token's forward pass cannot be traced through ``model`` (``None`` when it can): it needs
-    a ViT whose blocks hold plain self-attention (full or locality), whose weights it can read."""
-    blocks = getattr(model, "blocks", None)
-    name = type(model).__name__
-    if blocks is None or not hasattr(model, "patch_embed") or not hasattr(model, "forward_head"):
-        return f"{name} is not a ViT with patch tokens and blocks: see its gradient and occlusion maps"
-    for block in blocks:
-        if type(block) not in (Block, PostNormBlock) or type(block.attn) is not MultiHeadSelfAttention:
-            kind = getattr(getattr(block, "attn", None), "kind", type(block).__name__)
-            return (
-                f"{name}'s blocks mix tokens by {kind!r} attention, which forms no single row of weights per "
-                f"query: the forward-pass view follows full (or locality) self-attention"
-            )
-    return None
 
 
 def attention_scores(attn: MultiHeadSelfAttention, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -12,16 +12,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..explain.maps import num_prefix_tokens, query_rows, rollout_matrix, to_grid
 from .arrays import encode_array
 from .images import RequestError
-
-if TYPE_CHECKING:
-    from .checkpoints import Analysis, LoadedModel
+from .loaded import Analysis, LoadedModel
 
 Query = str | int
 

@@ -16,7 +16,7 @@ how fast each map's patches destroy the prediction.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,9 +34,7 @@ from ..explain.maps import (
 from ..explain.record import attention_weights
 from .arrays import encode_array
 from .images import RequestError, fit_image
-
-if TYPE_CHECKING:
-    from .checkpoints import Analysis, LoadedModel
+from .loaded import Analysis, LoadedModel
 
 Query = str | int
 SHOWN = 12  # mistakes and right answers listed

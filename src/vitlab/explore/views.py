@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -39,9 +39,7 @@ from ..ops.positions import sincos_1d, sincos_2d
 from .arrays import encode_array
 from .images import LabeledImage, RequestError
 from .layerwise import mean_distances
-
-if TYPE_CHECKING:
-    from .checkpoints import Analysis, LoadedModel
+from .loaded import Analysis, LoadedModel
 
 Query = str | int
 POSITION_KINDS = ("sincos", "learned", "random")
