@@ -16,6 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..errors import CheckpointError, ConfigError
 from ..models.vit import VisionTransformer
 from .hf import HF_LAYERNORM_EPS, hf_config_fields
 from .keymaps import StateDict, detect_format, hf_to_vitlab, timm_to_vitlab
@@ -44,17 +45,17 @@ def read_state_dict(path: str | Path) -> tuple[StateDict, dict[str, str]]:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # the weights-only unpickler raises many types for a file that is not one
         detail = " ".join(str(err).split()[:30]) or type(err).__name__
-        raise ValueError(
+        raise CheckpointError(
             f"{path} cannot be read as a torch file with weights_only=True ({detail}): "
             f"save its state_dict() alone, or as safetensors"
         ) from err
     while isinstance(obj, dict) and not _is_state_dict(obj):
         inner = next((obj[k] for k in _WRAPPERS if isinstance(obj.get(k), dict)), None)
         if inner is None:
-            raise ValueError(f"{path} holds a dict with keys {sorted(obj)[:6]}, not a state dict of tensors")
+            raise CheckpointError(f"{path} holds a dict with keys {sorted(obj)[:6]}, not a state dict of tensors")
         obj = inner
     if not _is_state_dict(obj):
-        raise ValueError(f"{path} holds a {type(obj).__name__}, not a state dict of tensors")
+        raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a state dict of tensors")
     if obj and all(k.startswith("module.") for k in obj):
         obj = {k[len("module.") :]: v for k, v in obj.items()}
     return obj, {}
@@ -71,7 +72,7 @@ def write_state_dict(state: StateDict, path: str | Path, metadata: dict[str, str
             metadata={"format": "pt", **(metadata or {})},
         )
     elif metadata:
-        raise ValueError(f"{path}: metadata needs a .safetensors file")
+        raise ConfigError(f"{path}: metadata needs a .safetensors file")
     else:
         torch.save({k: v.detach() for k, v in state.items()}, path)
 
@@ -91,7 +92,7 @@ def foreign_model(
     """
     source = detect_format(state)
     if source is None:
-        raise ValueError(
+        raise CheckpointError(
             f"{path} holds no ViT weights vitlab recognises (keys {', '.join(sorted(state)[:4])}, ...): "
             f"expected a timm or Hugging Face ViT state dict"
         )

@@ -29,7 +29,8 @@ from ..errors import ConfigError, RunFolderError, require
 from ..models.vit import VisionTransformer
 from ..ops.patches import _pair
 from .hf import hf_config_json, to_hf_state_dict
-from .timm import TIMM_LAYERNORM_EPS, timm_kwargs, to_timm_state_dict
+from .timm import timm_kwargs, to_timm_state_dict
+from .timm_encoder import TIMM_LAYERNORM_EPS
 
 ONNX_OPSET = 18
 WEIGHTS = "model.safetensors"

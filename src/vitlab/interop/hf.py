@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..models.vit import VisionTransformer, ViTConfig
 from ..ops.patches import _pair
 from .keymaps import StateDict, hf_to_vitlab
@@ -27,7 +27,7 @@ HF_LAYERNORM_EPS = 1e-12
 def _single(value: Any, name: str) -> int:
     pair = (value, value) if isinstance(value, int) else tuple(value)
     if pair[0] != pair[1]:
-        raise ValueError(f"{name}={value!r}: vitlab converts square patches only")
+        raise CheckpointError(f"{name}={value!r}: vitlab converts square patches only")
     return int(pair[0])
 
 
@@ -37,16 +37,16 @@ def hf_config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     The number of classes is left to the weights (``ViTModel`` has no classifier).
     """
     if config.get("model_type", "vit") != "vit":
-        raise ValueError(
+        raise CheckpointError(
             f"model_type {config['model_type']!r} is not Hugging Face's plain ViT ('vit'): "
             f"vitlab converts ViTForImageClassification and ViTModel"
         )
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
-        raise ValueError(f"hidden_act={act!r}: vitlab's MLP uses exact GELU ('gelu'); no equivalent for this one")
+        raise CheckpointError(f"hidden_act={act!r}: vitlab's MLP uses exact GELU ('gelu'); no equivalent for this one")
     dim, heads = config["hidden_size"], config["num_attention_heads"]
     if (config.get("head_dim") or dim // heads) * heads != dim:
-        raise ValueError(
+        raise CheckpointError(
             f"head_dim={config['head_dim']} with {heads} heads does not cover hidden_size={dim}: "
             f"vitlab's heads split the width evenly"
         )
@@ -80,7 +80,7 @@ def from_hf(module: nn.Module) -> VisionTransformer:
     """
     name = type(module).__name__
     if name not in ("ViTForImageClassification", "ViTModel"):
-        raise ValueError(f"{name} is not a Hugging Face ViTForImageClassification or ViTModel")
+        raise CheckpointError(f"{name} is not a Hugging Face ViTForImageClassification or ViTModel")
     hf_config: Any = module.config
     model, _ = model_from_state(hf_to_vitlab(module.state_dict()), **hf_config_fields(hf_config.to_dict()))
     return model.train(module.training)

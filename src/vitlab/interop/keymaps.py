@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..checks import reject_unknown
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..models.vit import ViTConfig
 
 StateDict = dict[str, torch.Tensor]
@@ -107,7 +107,7 @@ def timm_to_vitlab(state: StateDict, num_patches: int | None = None) -> StateDic
         elif prefix and _is_square(rows) != _is_square(rows - prefix):
             embeds_prefix = _is_square(rows - prefix)
         elif prefix:
-            raise ValueError(
+            raise ConfigError(
                 f"cannot tell whether timm's pos_embed of {rows} rows includes rows for the {prefix} "
                 f"prefix tokens: pass num_patches (the patch grid's size)"
             )
@@ -207,13 +207,13 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
     """
     reject_unknown(known, (f.name for f in fields(ViTConfig)), "ViTConfig")
     if "patch_embed.proj.weight" not in state:
-        raise ValueError(
+        raise CheckpointError(
             f"no patch embedding ('patch_embed.proj.weight') among the keys "
             f"{', '.join(sorted(state)[:5])}, ...: this is not a ViT state dict vitlab can read"
         )
     dim, in_chans, ph, pw = state["patch_embed.proj.weight"].shape
     if ph != pw:
-        raise ValueError(f"patches of {ph}x{pw}: vitlab's ViT uses square patches")
+        raise CheckpointError(f"patches of {ph}x{pw}: vitlab's ViT uses square patches")
     depth = len({k.split(".")[1] for k in state if k.startswith("blocks.")})
     hidden = state["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state else 4 * dim
     class_token, fc_norm = "class_token" in state, "fc_norm.weight" in state
@@ -241,12 +241,12 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
         if _is_square(rows):
             inferred["img_size"] = math.isqrt(rows) * ph
         elif "img_size" not in known:
-            raise ValueError(f"the position table has {rows} rows, not a square grid: pass img_size")
+            raise ConfigError(f"the position table has {rows} rows, not a square grid: pass img_size")
     elif "pos_embed.row" in state:
         inferred["pos_embed"] = "rowcol"
         inferred["img_size"] = (state["pos_embed.row"].shape[0] * ph, state["pos_embed.col"].shape[0] * ph)
     elif "pos_embed" not in known:
-        raise ValueError(
+        raise ConfigError(
             "the state dict has no position parameters and no config says which fixed kind the model "
             "used: pass pos_embed ('sincos2d', 'sincos1d', 'rope' or 'none')"
         )
@@ -264,7 +264,7 @@ def infer_config(state: StateDict, **known: Any) -> tuple[ViTConfig, dict[str, s
         guessed["pool"] = "'mean' (a norm after pooling; pass pool='token' if the class token was pooled)"
     config = ViTConfig(**{**inferred, **known})
     if int(config.embed_dim * config.mlp_ratio) != hidden:
-        raise ValueError(
+        raise CheckpointError(
             f"MLP width {hidden} is not int(embed_dim * mlp_ratio) for "
             f"embed_dim={config.embed_dim}, mlp_ratio={config.mlp_ratio}"
         )

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import CheckpointError
 from ..models.vit import VisionTransformer
 from .keymaps import StateDict, detect_format, hf_key_scheme, infer_config
 
@@ -31,7 +32,7 @@ def load_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None
     """Copy ``state`` into ``model`` strictly (casting to the model's dtype).
 
     Raises:
-        ValueError: naming a few missing, unexpected or wrongly shaped keys and what the
+        CheckpointError: naming a few missing, unexpected or wrongly shaped keys and what the
             state dict looks like (timm, Hugging Face on-disk / in-memory, vitlab) with the way out.
     """
     expected = model.state_dict()
@@ -54,7 +55,7 @@ def load_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None
         ]
         kind = detect_format(dict(state))
         looks = _ADVICE[kind].format(scheme=hf_key_scheme(dict(state))) if kind == "hf" else _ADVICE[kind]
-        raise ValueError(
+        raise CheckpointError(
             f"state dict does not fit this {type(model).__name__}: {'; '.join(problems)}. It looks like {looks}."
         )
     model.load_state_dict(state, strict=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import CheckpointError
+
 # (size word, width) -> heads, as timm's model definitions set them (vision_transformer.py, deit.py,
 # vision_transformer_hybrid.py, eva.py): vit_<size>_..., deit_<size>_..., deit3_<size>_... Each pair has one
 # count across every name timm 1.0 registers but the ones in TIMM_HEADS_BY_NAME (checked against timm itself).
@@ -71,7 +73,7 @@ def timm_fields(config: Mapping[str, Any], embed_dim: int | None) -> tuple[dict[
 
     ``num_heads``: ``model_args["num_heads"]``, else the architecture's (see :func:`timm_heads`) at
     ``embed_dim`` (the state dict's width); ``pool``: ``global_pool``; ``img_size``: ``model_args["img_size"]``.
-    Raises ``ValueError`` for a pooling or activation vitlab has no equivalent of.
+    Raises :class:`~vitlab.errors.CheckpointError` for a pooling or activation vitlab has no equivalent of.
     """
     args = config.get("model_args") if isinstance(config.get("model_args"), Mapping) else {}
     assert isinstance(args, Mapping)
@@ -88,11 +90,13 @@ def timm_fields(config: Mapping[str, Any], embed_dim: int | None) -> tuple[dict[
     pool = args.get("global_pool", config.get("global_pool"))
     if pool not in (None, ""):
         if pool not in _POOLS:
-            raise ValueError(f"timm global_pool={pool!r} has no vitlab equivalent (vitlab pools token, avg or max)")
+            raise CheckpointError(
+                f"timm global_pool={pool!r} has no vitlab equivalent (vitlab pools token, avg or max)"
+            )
         out["pool"] = _POOLS[pool]
     act = args.get("act_layer")
     if act not in (None, "gelu"):
-        raise ValueError(f"timm act_layer={act!r}: vitlab's MLP uses exact GELU; no equivalent for this one")
+        raise CheckpointError(f"timm act_layer={act!r}: vitlab's MLP uses exact GELU; no equivalent for this one")
     size = args.get("img_size")
     if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 2):
         out["img_size"] = (size, size) if isinstance(size, int) else tuple(int(s) for s in size)

@@ -15,16 +15,17 @@ from typing import Any
 
 from torch import nn
 
+from ..errors import CheckpointError
 from ..models.vit import VisionTransformer
 from .keymaps import timm_to_vitlab
 from .state import model_from_state
-from .timm import check_encoder, encoder_fields, patch_embed_fields
+from .timm_encoder import check_encoder, encoder_fields, patch_embed_fields
 
 _POOLS = {"avg": "mean", "token": "token"}
 
 
-def _unsupported(what: str) -> ValueError:
-    return ValueError(
+def _unsupported(what: str) -> CheckpointError:
+    return CheckpointError(
         f"timm VisionTransformerRelPos with {what} has no vitlab equivalent: vitlab converts "
         f"rel_pos_type='bias' models with pre-norm blocks and avg or token pooling"
     )

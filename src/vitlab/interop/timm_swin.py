@@ -24,6 +24,7 @@ from typing import Any
 
 from torch import nn
 
+from ..errors import CheckpointError
 from ..models.swin import SwinConfig, SwinTransformer
 from ..ops.windows import fit_window
 from .keymaps import StateDict
@@ -32,8 +33,8 @@ from .state import load_state_dict
 _TIMM_TO_VITLAB = ((r"^layers\.", "stages."), (r"^patch_embed\.norm\.", "patch_norm."), (r"^head\.fc\.", "head."))
 
 
-def _unsupported(what: str) -> ValueError:
-    return ValueError(
+def _unsupported(what: str) -> CheckpointError:
+    return CheckpointError(
         f"timm SwinTransformer with {what} has no vitlab equivalent: vitlab converts Swin models "
         f"with LayerNorm, GELU, average pooling and one window size for all stages"
     )
@@ -81,7 +82,7 @@ def timm_swin_config(module: nn.Module) -> dict[str, Any]:
                     f"(vitlab would use {expected[0]}, {expected[1]})"
                 )
             if any(g % m for g, m in zip(grid, block.window_size)):
-                raise ValueError(
+                raise CheckpointError(
                     f"layers.{s} has a {grid[0]}x{grid[1]} grid, not a multiple of its "
                     f"{block.window_size[0]}x{block.window_size[1]} windows: timm attends to the zero "
                     f"padding there and vitlab masks it, so the logits would differ; choose an image "
