@@ -4,22 +4,32 @@ Every module here except this one defines ``register(subparsers)``, which adds i
 sets ``func`` to a function ``(args) -> int`` that calls into the library and prints. Commands
 are thin: parse, call one library function, print.
 
-The boundary: an error the user can cause (:class:`vitlab.errors.VitlabError`, and the
-``ValueError`` / ``TypeError`` / ``OSError`` a library call raises for bad input) prints one line
-on stderr naming the input and the way out, and exits 2 (bad input) or 1 (a run failed); Ctrl-C
-prints one line and exits 130. ``--debug`` (or ``VITLAB_DEBUG=1``) shows the traceback.
+The boundary catches what the user or the machine causes, never a bug:
+
+- a :class:`vitlab.errors.VitlabError` (bad input, a failed run) prints its message on one line on
+  stderr and exits with its ``exit_code`` (2: bad input, 1: a run failed);
+- an ``OSError`` from the environment (a missing or unreadable file, a full disk, the network)
+  prints one line naming the file and exits 2 for a path that is missing, of the wrong kind or not
+  permitted, 1 otherwise; ``io.UnsupportedOperation`` (an ``OSError`` and a ``ValueError``: a stream
+  used the wrong way) is a bug;
+- Ctrl-C prints one line and exits 130.
+
+Anything else -- a plain ``ValueError`` or ``TypeError`` included -- is a bug in vitlab and keeps its
+traceback. ``--debug`` (or ``VITLAB_DEBUG=1``) shows the traceback of the caught errors too.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import pkgutil
 import sys
 import warnings
 
 from .._version import __version__
+from ..errors import VitlabError
 
 # Each command's one-line help, so that `vitlab --help` imports no command module (nor torch); a
 # command's module is imported only when it runs (or when every parser is built, for completion).
@@ -107,8 +117,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, debug: bool) -> int:
     """``args.func(args)`` inside the error boundary (see the module docstring)."""
-    from ..errors import VitlabError
-
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -118,21 +126,24 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
             file=sys.stderr,
         )
         return 130
-    except VitlabError as err:
-        if debug:
+    except (VitlabError, OSError) as err:
+        code = exit_code(err)
+        if debug or code is None:
             raise
         print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return code
+
+
+def exit_code(err: BaseException) -> int | None:
+    """The exit code for an error the user or the machine caused, or None for a bug (which keeps its
+    traceback): a :class:`VitlabError`'s own; for an ``OSError``, 2 when a path is missing, of the
+    wrong kind or not permitted, else 1 (a full disk, the network); ``io.UnsupportedOperation``, an
+    ``OSError`` that is also a ``ValueError`` (a stream used the wrong way), is a bug."""
+    if isinstance(err, VitlabError):
         return err.exit_code
-    except (ValueError, TypeError, OSError) as err:
-        if debug:
-            raise
-        print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return (
-            1
-            if isinstance(err, OSError)
-            and not isinstance(err, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError))
-            else 2
-        )
+    if not isinstance(err, OSError) or isinstance(err, io.UnsupportedOperation):
+        return None
+    return 2 if isinstance(err, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)) else 1
 
 
 if __name__ == "__main__":
