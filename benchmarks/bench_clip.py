@@ -25,7 +25,8 @@ import time
 
 import torch
 
-from vitlab.tasks.clip import CLIPTrainConfig, train_clip
+from vitlab.tasks import run
+from vitlab.tasks.clip import CLIPTrainConfig
 
 
 def main() -> None:
@@ -54,7 +55,7 @@ def main() -> None:
         seed=args.seed,
         device=args.device,
     )
-    r = train_clip(config)
+    r = run("clip", config)
     held_out = args.count - int(0.85 * args.count)
     print(
         json.dumps(

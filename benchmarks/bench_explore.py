@@ -40,9 +40,9 @@ from PIL import Image
 from vitlab import __version__
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
-from vitlab.tasks.promptable import PromptableTrainConfig, train_promptable
+from vitlab.tasks.promptable import PromptableTrainConfig
 
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -61,8 +61,8 @@ def make_runs(root: Path) -> Path:
     """Train the digits model (vit-digits, 10 epochs), a promptable model of the default size (one epoch
     on 200 shapes: its latency does not depend on how well it learned) and a small compare study under
     ``root``."""
-    train(TrainConfig(model="vit-digits", epochs=10, device="cpu", out_dir=str(root / "digits")))
-    train_promptable(PromptableTrainConfig(count=200, epochs=1, device="cpu", out_dir=str(root / "prompt")))
+    run("classify", TrainConfig(model="vit-digits", epochs=10, device="cpu", out_dir=str(root / "digits")))
+    run("promptable", PromptableTrainConfig(count=200, epochs=1, device="cpu", out_dir=str(root / "prompt")))
     run_compare(
         CompareConfig(
             name="study",

@@ -23,7 +23,8 @@ import time
 import torch
 
 from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
-from vitlab.tasks.promptable import promptable_train_config, train_promptable
+from vitlab.tasks import run
+from vitlab.tasks.promptable import PromptableTrainConfig
 
 EPOCHS = 16  # about 10 CPU minutes on one thread of a 2020s x86 core
 
@@ -45,10 +46,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sets = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
-    config = promptable_train_config({"count": args.count, "epochs": args.epochs, "device": args.device, **sets})
+    config = PromptableTrainConfig.from_options(
+        {"count": args.count, "epochs": args.epochs, "device": args.device, **sets}
+    )
     splits = load_dense_dataset("shapes", count=config.count, image_size=config.image_size, seed=config.seed)
     cpu, wall = time.process_time(), time.perf_counter()
-    r = train_promptable(config, splits)
+    r = run("promptable", config, splits)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(
         json.dumps(

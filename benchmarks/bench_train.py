@@ -32,7 +32,7 @@ from torch import nn
 import vitlab
 from vitlab.data import load_dataset
 from vitlab.models import register_builder, register_model
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mnist-t10k"
@@ -68,7 +68,7 @@ def run_once(model: str, recipe: str, splits, args: argparse.Namespace) -> dict:
         recipe, model=model, dataset="mnist", rows=args.rows, epochs=args.epochs, seed=args.seed, device=args.device
     )
     start = time.perf_counter()
-    result = train(config, splits)
+    result = run("classify", config, splits)
     seconds = time.perf_counter() - start
     record = {
         "model": model,

@@ -20,7 +20,7 @@ from playwright.sync_api import sync_playwright
 
 from vitlab.engine import TrainConfig
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.tasks import train
+from vitlab.tasks import run
 
 HERE = Path(__file__).parent
 FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]

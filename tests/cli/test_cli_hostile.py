@@ -180,7 +180,7 @@ def test_ctrl_c_during_training_prints_one_line_and_exits_130(monkeypatch, tmp_p
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vitlab.tasks, "train", interrupted)
+    monkeypatch.setattr(vitlab.tasks, "run", interrupted)
     assert main(["train", "--epochs", "1", "--quiet", "--out", str(tmp_path / "run")]) == 130
     lines = [line for line in capsys.readouterr().err.splitlines() if ": warning: " not in line]
     assert len(lines) == 1 and lines[0].endswith("continues with --resume)")

@@ -11,7 +11,7 @@ from PIL import Image
 from vitlab.cli.main import main
 from vitlab.models import build_registered
 from vitlab.runs import DataConfig, save_checkpoint
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2}
@@ -31,8 +31,8 @@ def inductor():
 @pytest.mark.slow
 def test_compiled_run_has_the_eager_losses():
     config = dict(model_overrides=TINY, rows=128, epochs=2, batch_size=32, augment="none", warmup_epochs=0.0)
-    eager = train(TrainConfig(**config))
-    compiled = train(TrainConfig(**config, compile=True))
+    eager = run("classify", TrainConfig(**config))
+    compiled = run("classify", TrainConfig(**config, compile=True))
     for a, b in zip(eager.history, compiled.history, strict=True):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)

@@ -11,7 +11,7 @@ from vitlab.data import load_dataset
 from vitlab.engine import seed_everything
 from vitlab.engine.distributed import all_reduce_sum, resolve_device, setup
 from vitlab.errors import ConfigError
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig, build_model
 
 CONFIG = dict(
@@ -30,7 +30,7 @@ def worker(rank: int, world_size: int, port: int, out: str) -> None:
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
     torch.set_num_threads(1)
-    result = train(TrainConfig(batch_size=32, **CONFIG))
+    result = run("classify", TrainConfig(batch_size=32, **CONFIG))
     if rank == 0:
         torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
 
@@ -46,7 +46,7 @@ def test_two_processes_match_one_process_with_twice_the_batch(tmp_path):
     out = str(tmp_path / "ddp.pt")
     mp.spawn(worker, args=(2, free_port(), out), nprocs=2, join=True)
     ddp = torch.load(out, weights_only=True)
-    single = train(TrainConfig(batch_size=64, **CONFIG))
+    single = run("classify", TrainConfig(batch_size=64, **CONFIG))
     weights = single.model.state_dict()
     assert ddp["weights"].keys() == weights.keys()
     for key, value in weights.items():

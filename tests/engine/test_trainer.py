@@ -13,7 +13,7 @@ from vitlab.data import AugmentConfig, load_dataset
 from vitlab.engine import Reporter
 from vitlab.errors import ConfigError, DivergenceError, RunFolderError
 from vitlab.runs import RunDir, load_checkpoint
-from vitlab.tasks import evaluate_checkpoint, train
+from vitlab.tasks import evaluate_checkpoint, run
 from vitlab.tasks.classify import RECIPES, ClassificationTask, TrainConfig, distillation_loss
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2}
@@ -92,8 +92,10 @@ def test_distillation_loss_matches_its_definition():
 @pytest.mark.slow
 def test_train_learns_and_writes_run_folder(tmp_path, splits):
     out = tmp_path / "run"  # the CNN (with BatchNorm buffers) learns digits in a few steps, a ViT does not
-    result = train(
-        tiny_config(model="cnn-digits", model_overrides={}, epochs=3, lr=3e-3, augment="none", out_dir=str(out)), splits
+    result = run(
+        "classify",
+        tiny_config(model="cnn-digits", model_overrides={}, epochs=3, lr=3e-3, augment="none", out_dir=str(out)),
+        splits,
     )
     first, last = result.history[0], result.history[-1]
     assert len(result.history) == 3 and last["train_loss"] < first["train_loss"]
@@ -113,7 +115,7 @@ def test_train_learns_and_writes_run_folder(tmp_path, splits):
     assert state["epoch"] == 3 and state["best_score"] == result.best_val_acc
     assert_same_weights(state["model"], weights(out / "last" / "model.safetensors"))  # state is self-consistent
     with pytest.raises(RunFolderError, match="--resume"):
-        train(tiny_config(out_dir=str(out)), splits)
+        run("classify", tiny_config(out_dir=str(out)), splits)
 
     # best/ scored by `evaluate` (a separate code path) gives the trainer's test metrics
     report = evaluate_checkpoint(out, device="cpu", out_dir=tmp_path / "eval", temperature_scale=True)
@@ -155,13 +157,18 @@ RANDOM = dict(
 @pytest.mark.slow
 def test_resume_ends_with_the_same_weights(tmp_path, splits):
     # randomness everywhere: shuffling, crop augmentation, dropout, stochastic depth, plus EMA state
-    whole = train(tiny_config(out_dir=str(tmp_path / "whole"), **RANDOM), splits)
+    whole = run("classify", tiny_config(out_dir=str(tmp_path / "whole"), **RANDOM), splits)
     with pytest.raises(KilledError):
-        train(tiny_config(out_dir=str(tmp_path / "cut"), **RANDOM), splits, reporter=StopAfter(2, tmp_path / "cut"))
+        run(
+            "classify",
+            tiny_config(out_dir=str(tmp_path / "cut"), **RANDOM),
+            splits,
+            reporter=StopAfter(2, tmp_path / "cut"),
+        )
     assert RunDir(tmp_path / "cut").load_state()["epoch"] == 2
     with pytest.raises(RunFolderError, match=r"epochs \(run has 4, given 5\)"):
-        train(tiny_config(out_dir=str(tmp_path / "cut"), resume=True, **{**RANDOM, "epochs": 5}), splits)
-    resumed = train(tiny_config(out_dir=str(tmp_path / "cut"), resume=True, **RANDOM), splits)
+        run("classify", tiny_config(out_dir=str(tmp_path / "cut"), resume=True, **{**RANDOM, "epochs": 5}), splits)
+    resumed = run("classify", tiny_config(out_dir=str(tmp_path / "cut"), resume=True, **RANDOM), splits)
     assert [r["epoch"] for r in resumed.history] == [1, 2, 3, 4]
     for name in ("last", "best"):
         assert_same_weights(
@@ -175,7 +182,7 @@ def test_resume_ends_with_the_same_weights(tmp_path, splits):
 @pytest.mark.slow
 def test_ema_weights_are_what_validation_and_checkpoints_use(tmp_path, splits):
     out = tmp_path / "ema"
-    result = train(tiny_config(out_dir=str(out), ema_decay=0.9, epochs=2), splits)
+    result = run("classify", tiny_config(out_dir=str(out), ema_decay=0.9, epochs=2), splits)
     state = RunDir(out).load_state()
     last = weights(out / "last" / "model.safetensors")
     assert_same_weights(last, state["ema"]["weights"])
@@ -189,15 +196,15 @@ def test_ema_weights_are_what_validation_and_checkpoints_use(tmp_path, splits):
 @pytest.mark.parametrize("damage", ["weights-of-epoch-1", "state-of-epoch-1"])
 def test_resume_after_a_kill_between_the_weights_and_the_state(tmp_path, splits, damage):
     config = dict(epochs=3, augment="light", model_overrides={**TINY, "drop_rate": 0.1})
-    train(tiny_config(out_dir=str(tmp_path / "whole"), **config), splits)
+    run("classify", tiny_config(out_dir=str(tmp_path / "whole"), **config), splits)
     cut = tmp_path / "cut"
     stop = StopAfter(2, cut)
     with pytest.raises(KilledError):
-        train(tiny_config(out_dir=str(cut), **config), splits, reporter=stop)
+        run("classify", tiny_config(out_dir=str(cut), **config), splits, reporter=stop)
     # one of the two files of epoch 2 never reached the disk
     name = "model.safetensors" if damage == "weights-of-epoch-1" else "state.pt"
     (cut / "last" / name).write_bytes(stop.saved[1][name])
-    resumed = train(tiny_config(out_dir=str(cut), resume=True, **config), splits)
+    resumed = run("classify", tiny_config(out_dir=str(cut), resume=True, **config), splits)
     assert [r["epoch"] for r in resumed.history] == [1, 2, 3]
     assert [json.loads(x)["epoch"] for x in (cut / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
     for which in ("last", "best"):
@@ -222,7 +229,7 @@ def test_divergence_stops_and_keeps_the_last_finite_checkpoints(tmp_path, splits
     nan_from_epoch(1, monkeypatch)
     out = tmp_path / "run"
     with pytest.raises(DivergenceError, match=r"loss nan at epoch 2, batch 1 \(learning rate [0-9.e-]+\).*--lr"):
-        train(tiny_config(out_dir=str(out), epochs=3), splits)
+        run("classify", tiny_config(out_dir=str(out), epochs=3), splits)
     for which in ("best", "last"):
         loaded = load_checkpoint(out / which)
         assert loaded.metadata["provenance"]["epoch"] == 1
@@ -234,10 +241,14 @@ def test_divergence_stops_and_keeps_the_last_finite_checkpoints(tmp_path, splits
 
 @pytest.mark.slow
 def test_distilled_student_from_a_teacher_checkpoint(tmp_path, splits):
-    train(
-        tiny_config(model="cnn-digits", model_overrides={}, augment="none", out_dir=str(tmp_path / "teacher")), splits
+    run(
+        "classify",
+        tiny_config(model="cnn-digits", model_overrides={}, augment="none", out_dir=str(tmp_path / "teacher")),
+        splits,
     )
-    result = train(tiny_config(teacher=str(tmp_path / "teacher"), distill="hard", out_dir=str(tmp_path / "s")), splits)
+    result = run(
+        "classify", tiny_config(teacher=str(tmp_path / "teacher"), distill="hard", out_dir=str(tmp_path / "s")), splits
+    )
     loaded = load_checkpoint(tmp_path / "s")
     assert loaded.kind == "distilled-classifier" and loaded.model.config.distill_token
     images = torch.rand(2, 1, 8, 8)

@@ -10,9 +10,10 @@ import torch
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError, DataError
 from vitlab.experiments import CompareConfig, LocalExecutor, plan_compare, run_compare
-from vitlab.experiments.compare import attention_overrides, run_groups, tome_schedule, train_config
+from vitlab.experiments.execution import run_groups, train_config
 from vitlab.experiments.report import results_numbers
 from vitlab.experiments.training import TrainConfig
+from vitlab.experiments.variants import attention_overrides, tome_schedule
 from vitlab.models import build_registered, count_params, get_config
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}

@@ -9,8 +9,8 @@ import pytest
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
 from vitlab.experiments import CompareConfig, plan_compare, run_compare
-from vitlab.experiments.compare import skip_reason, vit_overrides, with_tome
-from vitlab.experiments.figures import variant_words
+from vitlab.experiments.axes import variant_words
+from vitlab.experiments.variants import skip_reason, vit_overrides, with_tome
 from vitlab.models import build_registered, count_params
 
 DIGITS = {"num_classes": 10, "in_chans": 1, "img_size": (8, 8)}

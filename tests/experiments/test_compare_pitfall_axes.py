@@ -10,8 +10,9 @@ from vitlab.cli.main import main
 from vitlab.data import load_dataset
 from vitlab.errors import ConfigError, DivergenceError
 from vitlab.experiments import CompareConfig, plan_compare, run_compare
-from vitlab.experiments.compare import diverged_record, train_config
-from vitlab.experiments.figures import variant_words
+from vitlab.experiments.axes import variant_words
+from vitlab.experiments.execution import train_config
+from vitlab.experiments.scoring import diverged_record
 from vitlab.models import build_registered, count_params
 
 GREY28 = {"num_classes": 10, "in_chans": 1, "img_size": (28, 28)}
@@ -88,9 +89,9 @@ def test_combinations_that_cannot_be_built_are_skipped_with_the_reason():
 
 
 def test_a_combination_the_model_refuses_is_skipped_in_its_own_words(monkeypatch):
-    import vitlab.experiments.compare as compare
+    import vitlab.experiments.plan as plan_module
 
-    monkeypatch.setattr(compare, "skip_reason", lambda *args: None)  # only the model itself refuses now
+    monkeypatch.setattr(plan_module, "skip_reason", lambda *args: None)  # only the model itself refuses now
     plan = plan_compare(CompareConfig(**ONE_CELL, patches=[7], stride=["patch", "8"]), GREY28)
     (skipped,) = plan.skipped
     assert skipped["axes"]["stride"] == "8" and "patch_stride 8 exceeds patch_size 7" in skipped["reason"]
@@ -134,16 +135,16 @@ def test_a_diverged_run_scores_a_constant_guess():
 
 @pytest.mark.slow
 def test_a_study_with_a_diverged_run_permutation_and_both_train_readings(tmp_path, monkeypatch):
-    import vitlab.experiments.compare as compare
+    import vitlab.experiments.execution as execution
 
-    real = compare.train_run
+    real = execution.train_run
 
     def diverging(cfg, splits):  # the ViT at lr 0.5 "diverges"; every other run trains
         if cfg.lr == 0.5:
             raise DivergenceError("training diverged: loss nan at epoch 1, batch 1")
         return real(cfg, splits)
 
-    monkeypatch.setattr(compare, "train_run", diverging)
+    monkeypatch.setattr(execution, "train_run", diverging)
     config = CompareConfig(
         rows=[200],
         patches=[4],

@@ -8,8 +8,7 @@ import pytest
 
 import vitlab.experiments.pitfalls as pitfalls
 from vitlab.cli.main import main
-from vitlab.experiments import plan_compare
-from vitlab.experiments.compare import CompareConfig, RunRecord
+from vitlab.experiments import CompareConfig, RunRecord, plan_compare
 from vitlab.experiments.pitfalls import (
     PROFILES,
     Effect,

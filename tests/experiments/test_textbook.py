@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from vitlab.experiments import CLAIMS, PUBLISHED, claim_verdicts
-from vitlab.experiments.report import Aggregate, textbook_table, verdict_table
+from vitlab.experiments.aggregates import Aggregate
 from vitlab.experiments.textbook import published_difference
+from vitlab.experiments.textbook_report import textbook_table, verdict_table
 from vitlab.reporting import judge
 
 

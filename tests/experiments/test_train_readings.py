@@ -1,7 +1,8 @@
 """The textbook report's two readings of training accuracy: the running mean in training mode (Keras's
 ``fit``) and the kept weights scored in eval mode."""
 
-from vitlab.experiments.report import Aggregate, train_reading_lines
+from vitlab.experiments.aggregates import Aggregate
+from vitlab.experiments.textbook_report import train_reading_lines
 
 
 def agg(label, kind, running, evaluated):

@@ -12,7 +12,7 @@ from torch import nn
 
 from vitlab.data import DataSplits, load_dataset
 from vitlab.explain.synthetic import key_patch_splits
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
 
 KEY_PATCH = 5
@@ -47,7 +47,7 @@ class Run:
 
 def _train(config: TrainConfig, splits: DataSplits, key_patch: int | None = None) -> Run:
     with single_thread():
-        result = train(config, splits)
+        result = run("classify", config, splits)
     return Run(result.model.eval(), splits, config, result.best_val_acc, key_patch)
 
 

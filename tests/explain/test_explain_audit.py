@@ -19,7 +19,7 @@ from vitlab.explain.faithfulness import (
     step_counts,
 )
 from vitlab.explain.maps import gradient_map
-from vitlab.models import create_model
+from vitlab.models import build_registered
 from vitlab.models.vit import VisionTransformer, ViTConfig
 from vitlab.tasks.classify import train_copy
 
@@ -173,7 +173,7 @@ def test_audit_input_errors(digits_run):
 
 
 def test_audit_of_a_convnet_skips_attention(digits_run):
-    cnn = create_model("cnn-digits", widths=(4, 8)).eval()
+    cnn = build_registered("cnn-digits", widths=(4, 8)).eval()
     result = audit(cnn, digits_run.splits, samples=6, patch_size=4, steps=2)
     assert [r.method for r in result.rows] == ["gradient", "gradxinput", "occlusion"]
     assert len(result.curves["random"]["deletion"]) == 3

@@ -9,7 +9,7 @@ from vitlab.cli.main import main
 from vitlab.models import PromptableConfig, PromptableModel, build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, save_checkpoint
-from vitlab.runs.checkpoint import KINDS
+from vitlab.tasks import checkpoint_kinds
 from vitlab.tasks.ssl.pretrain import PretrainConfig, pretrain
 
 pytestmark = pytest.mark.filterwarnings("ignore:warmup_epochs")
@@ -102,10 +102,10 @@ MAKERS = {
 
 
 def test_every_checkpoint_kind_has_a_maker():
-    assert set(MAKERS) == set(KINDS)
+    assert set(MAKERS) == set(checkpoint_kinds())
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", checkpoint_kinds())
 def test_explain_reads_or_refuses_every_checkpoint_kind_in_one_line(kind, tmp_path, capsys):
     make, readable = MAKERS[kind]
     source = make(tmp_path / "source")

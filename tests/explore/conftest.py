@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 
 from vitlab.experiments import CompareConfig, run_compare
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
-from vitlab.tasks.promptable import PromptableTrainConfig, train_promptable
+from vitlab.tasks.promptable import PromptableTrainConfig
 
 # The smallest promptable model that still answers masks of some size after three epochs on 84 images.
 TINY_PROMPTABLE = {
@@ -39,7 +39,8 @@ def runs_root(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     try:
         torch.manual_seed(0)
-        train(
+        run(
+            "classify",
             TrainConfig(
                 model="vit-digits",
                 rows=96,
@@ -49,10 +50,11 @@ def runs_root(tmp_path_factory) -> Path:
                 augment="none",
                 device="cpu",
                 out_dir=str(root / "digits-vit"),
-            )
+            ),
         )
         torch.manual_seed(0)
-        train_promptable(
+        run(
+            "promptable",
             PromptableTrainConfig(
                 count=120,
                 image_size=32,
@@ -61,7 +63,7 @@ def runs_root(tmp_path_factory) -> Path:
                 device="cpu",
                 out_dir=str(root / "prompt"),
                 model=TINY_PROMPTABLE,
-            )
+            ),
         )
         run_compare(
             CompareConfig(
@@ -104,7 +106,8 @@ def cnn_root(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     try:
         torch.manual_seed(0)
-        train(
+        run(
+            "classify",
             TrainConfig(
                 model="cnn-digits",
                 rows=96,
@@ -114,7 +117,7 @@ def cnn_root(tmp_path_factory) -> Path:
                 augment="none",
                 device="cpu",
                 out_dir=str(root / "cnn"),
-            )
+            ),
         )
     finally:
         torch.set_num_threads(threads)

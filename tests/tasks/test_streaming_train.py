@@ -13,7 +13,7 @@ from PIL import Image
 
 from vitlab.cli.main import main
 from vitlab.engine import Reporter
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
 
 TINY = {"depth": 1, "embed_dim": 32, "num_heads": 2, "patch_size": 8}
@@ -58,8 +58,8 @@ def photos(tmp_path):
 
 
 def test_streamed_training_equals_in_memory_training(tmp_path, photos):
-    memory = train(config(tmp_path, "memory"))
-    stream = train(config(tmp_path, "stream"))
+    memory = run("classify", config(tmp_path, "memory"))
+    stream = run("classify", config(tmp_path, "stream"))
     for key, value in memory.model.state_dict().items():
         torch.testing.assert_close(stream.model.state_dict()[key], value, rtol=0, atol=1e-6, msg=key)
     assert [r["train_loss"] for r in stream.history] == pytest.approx([r["train_loss"] for r in memory.history])
@@ -78,10 +78,14 @@ class StopAfterFirstEpoch(Reporter):
 @pytest.mark.slow
 def test_streamed_training_with_crops_resumes_exactly(tmp_path, photos):
     augment = {"augment": {"resized_crop": 0.3, "hflip": True}}
-    whole = train(config(tmp_path, "stream", out_dir=str(tmp_path / "whole"), **augment))
+    whole = run("classify", config(tmp_path, "stream", out_dir=str(tmp_path / "whole"), **augment))
     with pytest.raises(KilledError):
-        train(config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), **augment), reporter=StopAfterFirstEpoch())
-    resumed = train(config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), resume=True, **augment))
+        run(
+            "classify",
+            config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), **augment),
+            reporter=StopAfterFirstEpoch(),
+        )
+    resumed = run("classify", config(tmp_path, "stream", out_dir=str(tmp_path / "cut"), resume=True, **augment))
     assert [r["epoch"] for r in resumed.history] == [1, 2]
     for key, value in whole.model.state_dict().items():
         torch.testing.assert_close(resumed.model.state_dict()[key], value, rtol=0, atol=0, msg=key)
@@ -95,7 +99,7 @@ def worker(rank: int, world_size: int, port: int, root: str, out: str) -> None:
     torch.set_num_threads(1)
     from pathlib import Path
 
-    result = train(config(Path(root), "stream", batch_size=4))
+    result = run("classify", config(Path(root), "stream", batch_size=4))
     if rank == 0:
         torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
 
@@ -111,7 +115,7 @@ def test_two_streaming_processes_match_one_with_twice_the_batch(tmp_path, photos
     out = str(tmp_path / "ddp.pt")
     mp.spawn(worker, args=(2, free_port(), str(tmp_path), out), nprocs=2, join=True)
     ddp = torch.load(out, weights_only=True)
-    single = train(config(tmp_path, "stream", batch_size=8))
+    single = run("classify", config(tmp_path, "stream", batch_size=8))
     for key, value in single.model.state_dict().items():
         torch.testing.assert_close(ddp["weights"][key], value, rtol=0, atol=1e-5, msg=key)
     for a, b in zip(ddp["history"], single.history):
@@ -171,7 +175,7 @@ def test_unreadable_photos_are_skipped_counted_and_reported(tmp_path, photos, ca
 
 def test_a_run_records_its_data_folder_resolved(tmp_path, photos, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = train(config(tmp_path, "memory", data_dir="photos", epochs=1, out_dir=str(tmp_path / "run")))
+    result = run("classify", config(tmp_path, "memory", data_dir="photos", epochs=1, out_dir=str(tmp_path / "run")))
     from vitlab import load_checkpoint
 
     assert load_checkpoint(tmp_path / "run").data.data_dir == str(photos)

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-from ..checks import run_folder_name
-from ..experiments import CompareConfig, RunPlan, RunRecord, make_executor, run_compare, usable_cores
-from ..experiments.compare import CNN_CHOICES, NORMALIZATIONS, STUDY_PRESETS, VARIANT_CHOICES
-from ..experiments.executors import EXECUTORS, set_threads
-from ..experiments.files import open_study, write_file
-from ..experiments.report import aggregate, results_table, skipped_summary
+from ..data import NORMALIZATIONS
+from ..experiments.axes import CNN_CHOICES, VARIANT_CHOICES
+from ..experiments.command import PITFALLS, run_command
+from ..experiments.config import STUDY_PRESETS
+from ..experiments.executors import EXECUTORS, usable_cores
 from ..experiments.training import RECIPES
 from . import parse_overrides, read_config_file
 
@@ -49,199 +46,58 @@ def _numbers(text: str) -> list[float | None]:
         ) from None
 
 
-class _Progress:
-    """Prints one line as each run finishes: ``[3/12] vit-digits rows=300 augment=none patch=2 seed=0:
-    val 0.9100 (12.3 s)``."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-
-    def __call__(self, done: int, total: int, run: RunPlan, record: RunRecord) -> None:
-        axes = sorted(run.axes.items(), key=lambda item: item[0] == "seed")
-        where = " ".join(f"{k}={'full' if k == 'rows' and v is None else v}" for k, v in axes)
-        name = run.model if run.kind == "vit" else f"{run.model} widths={'-'.join(map(str, run.overrides['widths']))}"
-        print(
-            f"[{done}/{total}] {name} {where}: val {record.best_val_acc:.4f} ({record.seconds:.1f} s) "
-            f"[{time.perf_counter() - self.started:.0f} s elapsed]",
-            flush=True,
-        )
-
-
-def run_segment(args: argparse.Namespace) -> int:
-    """``--task segment``: dense heads side by side by patch size (``vitlab.tasks.dense.compare``)."""
-    from ..tasks.dense.compare import compare_heads, heads_table
-
-    set_threads(args.threads)
-    progress = (
-        None
-        if args.quiet
-        else (
-            lambda row: print(
-                f"{row['head']} patch {row['patch']}: mean IoU {row['mean_iou']:.4f} ({row['seconds']}s)", flush=True
-            )
-        )
-    )
-    out = Path(args.out or Path("runs") / (args.name or "compare"))
-    with open_study(out, {"study": "segment heads"}, args.overwrite):
-        return _segment(args, out, compare_heads, heads_table, progress)
-
-
-def _segment(args: argparse.Namespace, out: Path, compare_heads: Any, heads_table: Any, progress: Any) -> int:
-    rows = compare_heads(
-        args.head or ["linear", "decoder"],
-        args.patches or [4, 8, 16],
-        dataset=args.dataset or "shapes",
-        data_dir=args.data_dir,
-        epochs=30 if args.epochs is None else args.epochs,
-        time_limit_s=None if args.minutes is None else args.minutes * 60,
-        device="cpu" if args.device in (None, "auto") else args.device,
-        progress=progress,
-    )
-    table = heads_table(rows)
-    print(table)
-    path = write_file(out / "heads.md", table + "\n")
-    print(f"report: {path}", file=sys.stderr)
-    return 0
-
-
-CONFIG_OPTIONS = (
-    "dataset",
-    "data_dir",
-    "image_size",
-    "rows",
-    "patches",
-    "augment",
-    "seeds",
-    "epochs",
-    "recipe",
-    "vit",
-    "cnn",
-    "cnns",
-    "normalization",
-    "device",
-    "attention",
-    "pretrain",
-    "distill",
-    "position",
-    "stem",
-    "pool",
-    "block",
-    "norm",
-    "mask",
-    "stride",
-    "lr",
-    "warmup",
-    "pretrain_epochs",
-    "pretrain_images",
-    "layer_decay",
-    "distill_kind",
-    "distill_temperature",
-)  # the options that are CompareConfig fields
-FLAGS = ("pad", "robustness", "permute")  # CompareConfig switches given as flags
-
-PITFALLS = "pitfalls"  # the preset that is a set of grids (vitlab.experiments.pitfalls), not one CompareConfig
-# Options --preset pitfalls takes; it fixes every other one itself.
-PITFALLS_OPTIONS = ("dataset", "data_dir", "seeds", "device")
-
-
-def run_pitfalls(args: argparse.Namespace, executor: Any) -> int:
-    """``--preset pitfalls``: every pitfall's grid, run together; the verdict table on stdout."""
-    from ..errors import ConfigError
-    from ..experiments.pitfalls import SEEDS, run_pitfalls, verdict_table
-
-    fixed = [
-        f"--{name.replace('_', '-')}"
-        for name, value in vars(args).items()
-        if name in (*CONFIG_OPTIONS, *FLAGS) and name not in PITFALLS_OPTIONS and value not in (None, False, [])
-    ]
-    if fixed or args.config or args.set:
-        raise ConfigError(
-            f"--preset pitfalls sets its own grids; it takes --seeds, --dataset, --data-dir, --device and how "
-            f"to run (--jobs, --threads, --executor, --out), not {', '.join(fixed or ['--config/--set'])}"
-        )
-    set_threads(args.threads)
-    name = args.name or PITFALLS
-    result = run_pitfalls(
-        args.out or Path("runs") / name,
-        seeds=SEEDS if args.seeds is None else args.seeds,
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        device=args.device or "auto",
-        executor=executor,
-        progress=None if args.quiet else _Progress(),
-        overwrite=args.overwrite,
-    )
-    print("\n".join(verdict_table(result.verdicts)))
-    print(
-        f"\n{sum(len(s.records) for s in result.studies)} run records in {result.seconds:.1f}s "
-        f"({result.cpu_seconds:.1f}s CPU); report: {result.files['report']}",
-        file=sys.stderr,
-    )
-    return 0
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out is not None:
-        run_folder_name(args.out)  # --out '' (an unset shell variable) is refused, never read as unset
-    executor = make_executor(args.executor, args.jobs, args.threads, args.address)
-    if args.task == "segment":
-        return run_segment(args)
-    if args.preset == PITFALLS:
-        return run_pitfalls(args, executor)
-    given = {k: getattr(args, k) for k in CONFIG_OPTIONS if getattr(args, k) is not None}
-    for flag in FLAGS:
-        if getattr(args, flag):
-            given[flag] = True
-    name = args.name or args.preset or "compare"
-    given.update(name=name, out_dir=str(args.out or Path("runs") / name))
-    base = {k: v for k, v in read_config_file(args.config).items() if k != "out_dir"} if args.config else {}
-    sets = parse_overrides(args.set)
-    if base or sets:
-        from dataclasses import fields
+    """Run the study the options ask for (:func:`vitlab.experiments.command.run_command`) and print it."""
 
-        from ..checks import reject_unknown
+    def settings() -> tuple[dict[str, Any], dict[str, Any]]:
+        return (read_config_file(args.config) if args.config else {}), parse_overrides(args.set)
 
-        reject_unknown({**base, **sets}, [f.name for f in fields(CompareConfig)], "CompareConfig")
-        given = {**base, **given, **sets}
-    preset = args.preset or given.pop("preset", None)
-    config = CompareConfig.from_preset(preset, **given) if preset else CompareConfig(**given)
-    set_threads(args.threads)  # this process: forward costs and attention figures
-    result = run_compare(
-        config, progress=None if args.quiet else _Progress(), executor=executor, overwrite=args.overwrite
-    )
-    print("\n".join(results_table(aggregate(list(result.records.values())))))
-    for line in skipped_summary(result.plan.skipped):
-        print(f"skipped {line}", file=sys.stderr)
-    print(
-        f"\n{len(result.records)} runs in {result.seconds:.1f}s ({result.cpu_seconds:.1f}s CPU); "
-        f"report: {result.files['report']}",
-        file=sys.stderr,
-    )
+    output = run_command(vars(args), settings, None if args.quiet else _say)
+    print(output.table)
+    for note in output.notes:
+        print(note, file=sys.stderr)
     return 0
+
+
+DESCRIPTION = (
+    "Train a small ViT and a CNN of matching parameter count (within 15%) on the same data, seed, "
+    "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
+    "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
+    "runs/NAME (or --out). Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, "
+    "40 epochs. "
+    "Runs execute in parallel, one per usable core (--jobs), or as Ray tasks on a cluster (--executor ray). "
+    "The textbook's study: --preset textbook (its Keras page's protocol on Fashion-MNIST: vit-seed against a "
+    "textbook-size plain convnet and a size-matched CNN, rows 1000,4000, 15 epochs, recipe plain, pixels in "
+    "[0, 1], 5 seeds; the report sets its published numbers beside vitlab's with a verdict per claim). "
+    "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
+    "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
+    "on the same labelled rows), --position abs,sincos,rowcol,rope,rel,rel-shared,none, --stem "
+    "patch,conv,resnet (hybrid stems), --pool mean,token,max, the texts' pitfalls --block prenorm,postnorm, "
+    "--norm layernorm,batchnorm, --mask none,causal, --stride patch,4 (overlapping windows), and the ViT's "
+    "--lr and --warmup; combinations that cannot be "
+    "built (e.g. the ResNet stem with patch 2) are skipped with the reason in the report. --robustness "
+    "scores every model with patches masked (ViT tokens dropped) and centre-cropped."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
         help="a ViT against a CNN of the same size (the textbook's mini-project)",
-        description="Train a small ViT and a CNN of matching parameter count (within 15%) on the same data, seed, "
-        "recipe and epochs, for every combination of training rows, ViT patch size and augmentation, repeated over "
-        "seeds; write results.json, report.md (tables and conclusions derived from the numbers) and PNG plots into "
-        "runs/NAME (or --out). Defaults: the digits data, rows 300,full, patches 2,4, augment none,recipe, 1 seed, "
-        "40 epochs. "
-        "Runs execute in parallel, one per usable core (--jobs), or as Ray tasks on a cluster (--executor ray). "
-        "The textbook's study: --preset textbook (its Keras page's protocol on Fashion-MNIST: vit-seed against a "
-        "textbook-size plain convnet and a size-matched CNN, rows 1000,4000, 15 epochs, recipe plain, pixels in "
-        "[0, 1], 5 seeds; the report sets its published numbers beside vitlab's with a verdict per claim). "
-        "ViT variants become further axes: --attention full,window,linear,tome (accuracy, seconds, forward speed and "
-        "memory side by side), --pretrain none,mae,dino and --distill none,cnn (scratch vs pretrained vs distilled "
-        "on the same labelled rows), --position abs,sincos,rowcol,rope,rel,rel-shared,none, --stem "
-        "patch,conv,resnet (hybrid stems), --pool mean,token,max, the texts' pitfalls --block prenorm,postnorm, "
-        "--norm layernorm,batchnorm, --mask none,causal, --stride patch,4 (overlapping windows), and the ViT's "
-        "--lr and --warmup; combinations that cannot be "
-        "built (e.g. the ResNet stem with patch 2) are skipped with the reason in the report. --robustness "
-        "scores every model with patches masked (ViT tokens dropped) and centre-cropped.",
+        description=DESCRIPTION,
     )
+    _add_study_options(p)
+    _add_variant_options(p)
+    _add_run_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_study_options(p: argparse.ArgumentParser) -> None:
+    """The task, the preset, the data, the grid's shared axes and the models."""
     p.add_argument(
         "--task",
         default="classify",
@@ -302,6 +158,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=NORMALIZATIONS,
         help="standardize (default: by the training rows' mean and std) or unit (pixels in [0, 1])",
     )
+
+
+def _add_variant_options(p: argparse.ArgumentParser) -> None:
+    """The ViT variant axes, the probes after training, pretraining and distillation."""
     p.add_argument(
         "--attention",
         type=_names,
@@ -388,6 +248,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer-decay", type=float, help="layer-wise LR decay when fine-tuning a pretrained ViT (0.75)")
     p.add_argument("--distill-kind", choices=("soft", "hard"), help="distillation loss (default soft)")
     p.add_argument("--distill-temperature", type=float, help="temperature of soft distillation (default 4)")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """Where and how the runs execute, the study's name and folder, and config files."""
     p.add_argument("--device", help="auto (default), cpu, cuda, ...")
     p.add_argument(
         "--jobs",
@@ -436,4 +300,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set mask_fractions=[0.1,0.5]; over --config and the options above; repeatable",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=run)

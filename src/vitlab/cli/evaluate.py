@@ -9,79 +9,28 @@ from . import add_data_options, add_source_options, load_source, source_data_opt
 SPLITS = ("test", "val", "train")
 
 
-def run_dense(args: argparse.Namespace) -> int:
-    """A ``segmenter`` / ``detector`` checkpoint (``vitlab train --task segment|detect``): pixel
-    accuracy and mean IoU, or COCO mAP."""
-    from ..tasks.dense import evaluate_dense_checkpoint
-
-    report = evaluate_dense_checkpoint(
-        args.checkpoint,
-        split=args.split,
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        device=args.device,
-        out_dir=args.out,
-        overwrite=args.overwrite,
-    )
-    head = f"{report['head']} {report['task']} on {report['dataset']} {report['split']} ({report['n']} images):"
-    if report["task"] == "segment":
-        print(f"{head} pixel accuracy {report['pixel_acc']:.4f}  mean IoU {report['mean_iou']:.4f}")
-    else:
-        print(f"{head} mAP@[.5:.95] {report['map']:.4f}  mAP@.5 {report['map50']:.4f}")
-    if args.out:
-        print(f"wrote {args.out}/metrics.json")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
+    """Hand the checkpoint to the task that wrote its kind (see :class:`vitlab.tasks.TaskSpec`)."""
+    from ..tasks import EvaluateRequest, task_for_kind
+
     loaded = load_source(args, "evaluate")
-    if loaded.kind in ("segmenter", "detector"):
-        return run_dense(args)
-    if args.linear_probe or args.knn:
-        from ..tasks.ssl import probe_checkpoint
-
-        for method, wanted in (("linear", args.linear_probe), ("knn", args.knn)):
-            if wanted:
-                probe = probe_checkpoint(
-                    args.checkpoint,
-                    method,
-                    dataset=args.dataset,
-                    data_dir=args.data_dir,
-                    split=args.split,
-                    rows=args.rows,
-                    k=args.k,
-                    device=args.device,
-                )
-                name = "linear probe" if method == "linear" else f"{args.k}-NN"
-                print(
-                    f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
-                    f"{probe['dataset']} {probe['split']} ({probe['n']} images) accuracy {probe['accuracy']:.4f}"
-                )
-        return 0
-    from ..tasks import evaluate_checkpoint
-
-    report = evaluate_checkpoint(
-        loaded,
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        split=args.split,
-        temperature_scale=args.temperature_scale,
-        out_dir=args.out,
-        overwrite=args.overwrite,
-        device=args.device,
-        options=source_data_options(args),
+    spec = task_for_kind(loaded.kind, "evaluate")
+    fields = (
+        "split",
+        "dataset",
+        "data_dir",
+        "temperature_scale",
+        "out",
+        "overwrite",
+        "linear_probe",
+        "knn",
+        "k",
+        "rows",
     )
-    print(
-        f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
-        f"accuracy {report['accuracy']:.4f}  NLL {report['nll']:.4f}  ECE {report['ece']:.4f}"
+    request = EvaluateRequest(
+        args.checkpoint, **{f: getattr(args, f) for f in fields}, device=args.device, options=source_data_options(args)
     )
-    if "temperature" in report:
-        cal = report["calibrated"]
-        print(f"temperature {report['temperature']:.3f} (fitted on val): NLL {cal['nll']:.4f}  ECE {cal['ece']:.4f}")
-    worst = sorted((acc, name) for name, acc in report["per_class_accuracy"].items() if acc is not None)[:3]
-    print("lowest per-class accuracy: " + ", ".join(f"{name} {acc:.3f}" for acc, name in worst))
-    if args.out:
-        print(f"wrote {args.out}/metrics.json, reliability.png, confusion.png")
+    print(spec.evaluate(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
     return 0
 
 

@@ -4,117 +4,24 @@ overlay a dense model's masks or boxes on one image."""
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
-from pathlib import Path
 
 from . import add_data_options, add_source_options, load_source, source_data_options
 
 
-def run_dense(args: argparse.Namespace) -> int:
-    """A ``segmenter`` / ``detector`` checkpoint: its masks or boxes drawn over the image."""
-    from ..tasks.dense import predict_file
-
-    if len(args.images) != 1:
-        raise ValueError(f"a dense model draws on one image at a time, got {len(args.images)}")
-    image = args.images[0]
-    out = args.out or str(Path(image).with_suffix("")) + "_overlay.png"
-    print(f"wrote {predict_file(args.checkpoint, image, out, min_score=args.min_score, device=args.device)}")
-    return 0
-
-
-def coordinates(text: str, n: int, option: str) -> list[float]:
-    """``"X,Y"`` -> ``[X, Y]`` (``n`` comma-separated pixel coordinates of ``option``)."""
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != n:
-        raise ValueError(f"{option} takes {n} comma-separated pixel coordinates, got {text!r}")
-    return values
-
-
-def run_promptable(args: argparse.Namespace) -> int:
-    """A ``promptable`` checkpoint: the best mask for ``--point`` (repeatable) and / or ``--box`` over the image."""
-    from ..tasks.promptable import predict_file
-
-    if len(args.images) != 1:
-        raise ValueError(f"a promptable model segments one image at a time, got {len(args.images)}")
-    if not args.point and args.box is None:
-        raise ValueError("a promptable model needs a prompt: --point X,Y (repeatable) or --box X0,Y0,X1,Y1")
-    points = [coordinates(p, 2, "--point") for p in args.point] or None
-    box = coordinates(args.box, 4, "--box") if args.box is not None else None
-    image = args.images[0]
-    out = args.out or str(Path(image).with_suffix("")) + "_overlay.png"
-    path, iou = predict_file(args.checkpoint, image, out, points=points, box=box, device=args.device)
-    print(f"wrote {path} (predicted IoU {iou:.3f})")
-    return 0
-
-
-def run_clip(args: argparse.Namespace, loaded) -> int:  # loaded: vitlab.runs.Loaded
-    """A ``clip`` checkpoint: each image's zero-shot class probabilities and, with ``--captions``, which
-    caption fits."""
-    from ..data import read_image
-    from ..tasks.classify.predict import image_files
-    from ..tasks.clip import classify, rank_captions
-
-    size = loaded.data.image_size[0]
-    classes = loaded.data.classes
-    for path in image_files(args.images):
-        image = read_image(path, channels=3, size=size).to(next(loaded.model.parameters()).device)
-        probs = classify(loaded.model, image[None], classes)[0].tolist()
-        ranked = sorted(zip(classes, probs), key=lambda pair: -pair[1])[: args.top_k]
-        print(f"{path}  zero-shot: " + "  ".join(f"{c} {v:.3f}" for c, v in ranked))
-        for caption, prob in rank_captions(loaded.model, image, args.captions) if args.captions else ():
-            print(f"  {prob:.3f}  {caption}")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
+    """Hand the checkpoint to the task that wrote its kind (see :class:`vitlab.tasks.TaskSpec`)."""
     from ..errors import ConfigError
-    from ..tasks import classify_files
+    from ..tasks import PredictRequest, task_for_kind
 
     if args.top_k < 1:  # every kind that ranks classes (a classifier, CLIP's zero-shot labels)
         raise ConfigError(f"--top-k must be at least 1, got {args.top_k}")
     loaded = load_source(args, "predict")
-    if loaded.kind in ("segmenter", "detector"):
-        return run_dense(args)
-    if loaded.kind == "promptable":
-        return run_promptable(args)
-    if loaded.kind == "clip":
-        return run_clip(args, loaded)
-    predictions = classify_files(loaded, args.images, top_k=args.top_k, options=source_data_options(args))
-    folder = any(Path(p).is_dir() for p in args.images)
-    if args.json:
-        print(
-            json.dumps(
-                [
-                    {"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]}
-                    for p in predictions
-                ],
-                indent=2,
-            )
-        )
-    elif folder or args.out:
-        table = io.StringIO()
-        writer = csv.writer(table, lineterminator="\n")
-        writer.writerow(
-            ["image", *[f"{kind}{i + 1}" for i in range(len(predictions[0].top)) for kind in ("class", "probability")]]
-        )
-        for p in predictions:
-            writer.writerow([str(p.path), *[x for c, v in p.top for x in (c, f"{v:.6f}")]])
-        if args.out:
-            from ..runs import atomic_write
-
-            atomic_write(args.out, table.getvalue().encode())
-            print(f"wrote {args.out} ({len(predictions)} images)")
-        else:
-            print(table.getvalue(), end="")
-    else:
-        width = max(len(str(p.path)) for p in predictions)
-        for p in predictions:
-            print(f"{str(p.path):<{width}}  " + "  ".join(f"{c} {v:.3f}" for c, v in p.top))
+    spec = task_for_kind(loaded.kind, "predict")
+    fields = ("images", "top_k", "json", "out", "min_score", "point", "box", "captions")
+    request = PredictRequest(
+        args.checkpoint, **{f: getattr(args, f) for f in fields}, device=args.device, options=source_data_options(args)
+    )
+    print(spec.predict(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
     return 0
 
 

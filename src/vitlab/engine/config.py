@@ -11,7 +11,7 @@ import os
 import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, run_folder_name, shown
 from ..errors import ConfigError
@@ -67,6 +67,13 @@ class RunConfig:
     RESUME_SETTABLE = ("lr", "min_lr")
     # Fields the command line owns (``--out``, ``--resume``, ``--overwrite``): ``--set`` of one is refused.
     CLI_OWNED = {"out_dir": "--out DIR", "resume": "--resume", "overwrite": "--overwrite"}
+    # Named whole settings (``--recipe NAME``) of a task that has them.
+    RECIPES: ClassVar[dict[str, dict[str, Any]]] = {}
+    # The field holding overrides of the model's config (``--set KEY=VALUE`` of a KEY that is not a field).
+    OVERRIDES: ClassVar[str | None] = None
+    OVERRIDES_OF: ClassVar[str] = "model config"  # what the overrides are fields of, for messages
+    # ``--set PREFIX.KEY=VALUE`` sets KEY in the mapping field ``NESTED[PREFIX]`` (``augment.color_jitter``).
+    NESTED: ClassVar[dict[str, str]] = {}
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
 
@@ -133,6 +140,32 @@ class RunConfig:
         """The config with fields ``d``; unknown keys are refused, naming the known ones."""
         reject_unknown(d, field_names(cls), cls.__name__)
         return cls(**d)
+
+    @classmethod
+    def known_options(cls) -> tuple[set[str], str] | None:
+        """The flat option names :meth:`from_options` takes (the config's fields and the model's), and what
+        to call them in the refusal of another; None: the overrides field's own check names the unknown."""
+        return None
+
+    @classmethod
+    def from_options(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options (a command line's): its own fields, and every other key a field of
+        the model's config, gathered into :data:`OVERRIDES` over what that field already holds (a run's
+        ``config.json`` keeps it as one mapping). A config without :data:`OVERRIDES` takes its fields only."""
+        if cls.OVERRIDES is None:
+            return cls.from_dict(options)
+        known = cls.known_options()
+        if known is not None:
+            reject_unknown(options, known[0], known[1])
+        own = set(field_names(cls))
+        base = options.get(cls.OVERRIDES, {})
+        if not isinstance(base, dict):
+            raise ConfigError(
+                f"{cls.OVERRIDES} must be a mapping of {cls.OVERRIDES_OF} fields, got {shown(base)}: "
+                f"e.g. {{'depth': 4}}"
+            )
+        extra = {k: v for k, v in options.items() if k not in own}
+        return cls.from_dict({**{k: v for k, v in options.items() if k in own}, cls.OVERRIDES: {**base, **extra}})
 
 
 @dataclass(frozen=True)

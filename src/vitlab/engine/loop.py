@@ -122,6 +122,14 @@ class Task:
     def finish(self, run_dir: RunDir, model: nn.Module) -> None:
         """Write the task's own figures into the run folder at the end (main process only)."""
 
+    def skipped(self) -> dict[str, str]:
+        """Inputs the task could not read and skipped, ``{name: why}`` (the run's summary names them)."""
+        return {}
+
+    def notes(self) -> list[str]:
+        """Lines for the reporter when the run ends (e.g. how many unreadable images were skipped)."""
+        return []
+
 
 @dataclass
 class FitResult:
@@ -142,16 +150,6 @@ class FitResult:
         without their ``val_`` prefix; ``{}`` when no epoch ran."""
         record = next((r for r in self.history if r["epoch"] == self.best_epoch), {})
         return {k.removeprefix("val_"): v for k, v in record.items() if k.startswith("val_")}
-
-    def write_summary(self, run_dir: RunDir | None, test_on: str) -> None:
-        """Write the run folder's summary: the chosen epoch's validation figures, the test figures,
-        epochs, seconds, parameters, and ``test_on`` (which weights the test measured); nothing without
-        a run folder or without a checkpoint written."""
-        if run_dir is None or not self.checkpoints:
-            return
-        summary = {"val": self.chosen_val(), "test": self.test or {}, "epochs": len(self.history)}
-        summary |= {"best_epoch": self.best_epoch, "seconds": self.seconds, "params": self.params}
-        run_dir.write_summary({**summary, "test_on": test_on})
 
 
 def compile_forward(model: nn.Module) -> nn.Module:
@@ -243,6 +241,7 @@ class Engine:
                     resume=config.resume,
                     overwrite=config.overwrite,
                     resume_free=config.RESUME_FREE,
+                    resumable=True,
                 )
             barrier()
             if config.resume and run_dir.has_state():

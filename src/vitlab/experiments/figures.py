@@ -15,90 +15,18 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from .aggregates import Aggregate
+from .axes import VARIANTS, augment_words
 from .files import write_file
 
-if TYPE_CHECKING:
-    from .report import Aggregate
-
-# The ViT-only variant axes of a comparison and the value each takes when it is not studied.
-VARIANTS: dict[str, Any] = {
-    "attention": "full",
-    "pretrain": "none",
-    "distill": "none",
-    "position": "abs",
-    "stem": "patch",
-    "pool": "mean",
-    "block": "prenorm",
-    "norm": "layernorm",
-    "mask": "none",
-    "stride": "patch",
-    "lr": None,
-    "warmup": None,
-}
-# The CNNs a ViT may meet (the ``cnn`` axis), in words.
-CNN_WORDS = {"matched": "size-matched", "textbook": "textbook-size plain"}
 # Axes that tell models apart within a panel (the ViT-only ones, the CNN met) or that the x-axis spans.
 _MODEL_AXES = ("patch", *VARIANTS, "cnn", "seed")
-# The augment axis value that keeps the recipe's own augmentation.
-RECIPE_AUGMENT = "recipe"
-_VARIANT_WORDS = {
-    ("attention", "tome"): "full attention + ToMe",
-    ("pretrain", "none"): "from scratch",
-    ("pretrain", "mae"): "MAE-pretrained",
-    ("pretrain", "dino"): "DINO-pretrained",
-    ("distill", "none"): "no teacher",
-    ("distill", "cnn"): "distilled from the CNN",
-    ("position", "abs"): "absolute positions",
-    ("position", "sincos"): "2-D sinusoidal positions",
-    ("position", "rowcol"): "row + column positions",
-    ("position", "rope"): "rotary positions",
-    ("position", "rel"): "a relative position bias per block",
-    ("position", "rel-shared"): "one shared relative position bias",
-    ("position", "none"): "no positions",
-    ("stem", "patch"): "patchify stem",
-    ("stem", "conv"): "conv stem",
-    ("stem", "resnet"): "ResNet stem",
-    ("pool", "token"): "class-token pooling",
-    ("pool", "mean"): "mean pooling",
-    ("pool", "max"): "max pooling",
-    ("block", "prenorm"): "pre-norm blocks",
-    ("block", "postnorm"): "post-norm blocks",
-    ("norm", "layernorm"): "LayerNorm in the blocks",
-    ("norm", "batchnorm"): "BatchNorm in the blocks",
-    ("mask", "none"): "no mask",
-    ("mask", "causal"): "a causal mask",
-    ("stride", "patch"): "tiling patches",
-    ("lr", None): "the recipe's learning rate",
-    ("warmup", None): "the recipe's warmup",
-}
-
-
-def variant_words(name: str, value: Any) -> str:
-    """A variant axis value in words: ``window attention``, ``full attention + ToMe``, ``MAE-pretrained``,
-    ``distilled from the CNN``, ``a relative position bias per block``, ``conv stem``, ``class-token pooling``,
-    ``overlapping windows every 4 px``, ``lr 0.003``, ``no warmup``, ``2 warmup epochs``."""
-    if (name, value) in _VARIANT_WORDS:
-        return _VARIANT_WORDS[name, value]
-    if name == "stride":
-        return f"overlapping windows every {value} px"
-    if name == "lr":
-        return f"lr {value:g}"
-    if name == "warmup":
-        return "no warmup" if value == 0 else f"{value:g} warmup epoch{'s' if value != 1 else ''}"
-    return f"{value} {name}"
-
-
-def augment_words(value: str) -> str:
-    """An augment axis value in words: ``no augmentation``, ``light augmentation``, ``the recipe's augmentation``."""
-    if value == "none":
-        return "no augmentation"
-    return "the recipe's augmentation" if value == RECIPE_AUGMENT else f"{value} augmentation"
 
 
 def _setting(a: Aggregate, also_drop: Sequence[str] = ()) -> tuple[tuple[str, Any], ...]:

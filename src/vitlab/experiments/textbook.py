@@ -1,30 +1,18 @@
-"""The textbook's study (the Keras page of the seed texts): its protocol as a preset, its published
-table, and its claims with a verdict each, decided by the seed-to-seed spread.
+"""The textbook's study (the Keras page of the seed texts): its protocol as a preset, its convnet,
+its published table and its claims. :mod:`~vitlab.experiments.textbook_report` tests the claims on a
+study's runs and writes the report's section.
 
 The page trained a 70,922-parameter ViT and a 60,554-parameter plain convnet on Fashion-MNIST,
 1,000 and 4,000 training rows, 15 epochs, Adam 1e-3, batch 64, pixels in [0, 1], one seed, and
 claimed: the ViT leads at 1,000 rows and at 4,000; its train−val gap is the larger; and the timing
 inverts (the ViT slower at 1,000 rows, faster at 4,000).
-
-A claim is tested on paired runs: each seed trains the ViT and the CNN on the same split and batch
-order, so the per-seed difference ViT − CNN (for seconds, log(ViT / CNN)) is the measurement; with
-``n`` seeds, mean ``d`` and standard error ``se = stdev / sqrt(n)``, a part of a claim expecting the
-sign ``s`` is **reproduced** when ``s d > 2 se``, **not reproduced** when ``s d < -2 se`` and
-**inconclusive** otherwise (and always with one seed). A claim of several parts is reproduced when
-every part is, not reproduced when any part is, else inconclusive.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from ..reporting import judge
-
-if TYPE_CHECKING:
-    from .compare import Cell, RunRecord
+from typing import Any
 
 # The page's convnet: 3x3 conv + ReLU stages of 32, 64 and 64 channels (max-pool between), no
 # BatchNorm, global average pool, a 64-unit dense layer with ReLU, linear head; 60,554 parameters on
@@ -76,42 +64,6 @@ CLAIMS = (
 )
 
 
-@dataclass
-class Part:
-    """One part of a claim as measured: the page's difference (``published``, from its table), the
-    mean per-seed difference ``mean`` over ``seeds``, ``band`` = 2 standard errors (``None`` with one
-    seed), and the ``verdict``. For ``seconds`` the differences are log ratios."""
-
-    rows: int
-    sign: int
-    published: float
-    mean: float
-    band: float | None
-    seeds: int
-    verdict: str
-
-
-@dataclass
-class Verdict:
-    """A claim tested in one setting of the study's other axes (``setting``: e.g. ``{"cnn":
-    "textbook", "patch": 7, "augment": "none"}``; its ``cnn`` says which CNN the ViT meets)."""
-
-    claim: Claim
-    setting: dict[str, Any]
-    parts: list[Part]
-
-    @property
-    def verdict(self) -> str:
-        found = {part.verdict for part in self.parts}
-        return (
-            "not reproduced"
-            if "not reproduced" in found
-            else "reproduced"
-            if found == {"reproduced"}
-            else "inconclusive"
-        )
-
-
 def difference(metric: str, vit: float, cnn: float) -> float:
     """ViT − CNN, or log(ViT / CNN) for ``seconds``."""
     return math.log(vit / cnn) if metric == "seconds" else vit - cnn
@@ -123,30 +75,3 @@ def published_difference(metric: str, rows: int) -> float:
     if metric == "gap":
         return (vit["final_train_acc"] - vit["best_val_acc"]) - (cnn["final_train_acc"] - cnn["best_val_acc"])
     return difference(metric, vit[metric], cnn[metric])
-
-
-def claim_verdicts(cells: Sequence[Cell], records: dict[str, RunRecord]) -> list[Verdict]:
-    """Each claim of :data:`CLAIMS` in each setting of the cells' axes other than seed and rows (the
-    CNN met, patch, ...), from the seed-paired runs; a claim at rows the study did not train is
-    left out."""
-    pairs: dict[tuple[tuple[tuple[str, Any], ...], Any], list[tuple[RunRecord, RunRecord]]] = {}
-    for cell in cells:
-        setting = tuple((k, v) for k, v in cell.axes.items() if k not in ("seed", "rows"))
-        pairs.setdefault((setting, cell.axes["rows"]), []).append((records[cell.vit], records[cell.cnn]))
-    out = []
-    for setting in dict.fromkeys(s for s, _ in pairs):
-        for claim in CLAIMS:
-            if any((setting, rows) not in pairs for rows, _ in claim.parts):
-                continue
-            parts = []
-            for rows, sign in claim.parts:
-                found = [
-                    difference(claim.metric, getattr(v, claim.metric), getattr(c, claim.metric))
-                    for v, c in pairs[setting, rows]
-                ]
-                mean, band, verdict = judge(found, sign)
-                parts.append(
-                    Part(rows, sign, published_difference(claim.metric, rows), mean, band, len(found), verdict)
-                )
-            out.append(Verdict(claim, dict(setting), parts))
-    return out

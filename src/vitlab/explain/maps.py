@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
 from ..ops.patches import patchify
 from .record import attention_weights
@@ -63,7 +64,7 @@ def patch_layout(
     the bottom or right counts as a whole one."""
     size = patch_size or getattr(getattr(model, "config", None), "patch_size", None)
     if not size or size < 1:
-        raise ValueError(
+        raise ConfigError(
             f"{type(model).__name__} has no patch size: pass patch_size (--patch-size P) to map "
             f"it over a grid of P x P patches"
         )
@@ -131,7 +132,7 @@ def query_rows(weights: torch.Tensor, query: Query, num_prefix: int) -> torch.Te
     n = weights.shape[-1]
     if query == "cls":
         if num_prefix < 1:
-            raise ValueError(
+            raise ConfigError(
                 "query='cls' reads the class token, but this model has none: use query='mean' or a patch index"
             )
         return weights[..., 0, :]
@@ -139,14 +140,14 @@ def query_rows(weights: torch.Tensor, query: Query, num_prefix: int) -> torch.Te
         return weights[..., num_prefix:, :].mean(-2)
     if isinstance(query, int) and not isinstance(query, bool) and 0 <= query < n - num_prefix:
         return weights[..., num_prefix + query, :]
-    raise ValueError(f"query must be 'cls', 'mean' or a patch index in [0, {n - num_prefix}), got {query!r}")
+    raise ConfigError(f"query must be 'cls', 'mean' or a patch index in [0, {n - num_prefix}), got {query!r}")
 
 
 def to_grid(values: torch.Tensor, num_prefix: int, grid: tuple[int, int]) -> torch.Tensor:
     """Values over all tokens ``(..., R + N)`` -> the patch tokens' values ``(..., gh, gw)``."""
     patches = values[..., num_prefix:]
     if patches.shape[-1] != grid[0] * grid[1]:
-        raise ValueError(
+        raise ConfigError(
             f"{patches.shape[-1]} patch tokens do not fill the {grid[0]}x{grid[1]} patch grid: "
             f"attention over windows or pooled tokens cannot be mapped onto the image this way"
         )
@@ -235,7 +236,7 @@ def compute_maps(
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise ValueError(f"unknown map method(s) {unknown}: choose from {METHODS}")
+        raise ConfigError(f"unknown map method(s) {unknown}: choose from {METHODS}")
     size, grid = patch_layout(model, inputs.shape, patch_size)
     with torch.no_grad():
         if any(m in ATTENTION_METHODS for m in methods):

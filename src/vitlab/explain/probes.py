@@ -260,7 +260,7 @@ def attention_diagnostics(model: nn.Module, images: torch.Tensor, batch: int = 6
     ``max_minus_min`` of each row; per depth ``rollout_distance`` (px, the rollout up to that layer); and
     ``uniform_distance`` (px) and ``uniform_entropy``: uniform attention's over the patch keys. Raises
     :class:`ConfigError` for a model whose attention is not global over its patch tokens (windows, merged
-    tokens) and ``ValueError`` for one without attention."""
+    tokens) or without attention."""
     attention_layers(model)  # a clear error for a convnet
     prefix = num_prefix_tokens(model)
     centres = token_centres(model, images.shape)

@@ -22,17 +22,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
 
 
 def attention_layers(model: nn.Module) -> list[tuple[str, MultiHeadSelfAttention]]:
     """``(name, module)`` of every self-attention layer in ``model``, in module order.
 
-    Raises ``ValueError`` when there is none (a convnet): attention maps need a transformer.
+    Raises :class:`~vitlab.errors.ConfigError` when there is none (a convnet): attention maps need a transformer.
     """
     layers = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadSelfAttention)]
     if not layers:
-        raise ValueError(
+        raise ConfigError(
             f"{type(model).__name__} has no MultiHeadSelfAttention layers, so it has no attention "
             f"to record: use a ViT, or the gradient and occlusion maps, which work for any model"
         )
@@ -87,7 +88,7 @@ class AttentionRecorder:
 def record_attention(model: nn.Module) -> Iterator[AttentionRecorder]:
     """Record every attention layer's weights ``(B, H, N, N)`` while ``model`` runs in the block.
 
-    The model keeps its fast attention path; see the module docstring. Raises ``ValueError``
+    The model keeps its fast attention path; see the module docstring. Raises :class:`~vitlab.errors.ConfigError`
     for a model without :class:`MultiHeadSelfAttention` layers.
     """
     layers = attention_layers(model)

@@ -14,6 +14,7 @@ from math import comb
 import torch
 
 from ..data import DataSplits, ImageDataset, stratified_split
+from ..errors import ConfigError
 
 
 def patch_patterns(num_classes: int, patch_size: int) -> torch.Tensor:
@@ -21,7 +22,7 @@ def patch_patterns(num_classes: int, patch_size: int) -> torch.Tensor:
     pixels = patch_size * patch_size
     available = comb(pixels, pixels // 2)
     if not 2 <= num_classes <= available:
-        raise ValueError(
+        raise ConfigError(
             f"{patch_size}x{patch_size} patches hold {available} distinct half-lit patterns, "
             f"so num_classes must lie in [2, {available}], got {num_classes}: "
             f"change num_classes or patch_size"
@@ -43,12 +44,12 @@ def make_key_patch(
 ) -> ImageDataset:
     """``num_images`` balanced images ``(N, 1, S, S)`` in [0, 1], labelled by patch ``key_patch``."""
     if image_size % patch_size:
-        raise ValueError(
+        raise ConfigError(
             f"image_size {image_size} is not a multiple of patch_size {patch_size}: choose sizes that tile"
         )
     side = image_size // patch_size
     if not 0 <= key_patch < side * side:
-        raise ValueError(f"key_patch must be a patch index in [0, {side * side}), got {key_patch}")
+        raise ConfigError(f"key_patch must be a patch index in [0, {side * side}), got {key_patch}")
     patterns = patch_patterns(num_classes, patch_size)
     g = torch.Generator().manual_seed(seed)
     labels = (torch.arange(num_images) % num_classes)[torch.randperm(num_images, generator=g)]

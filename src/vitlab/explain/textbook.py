@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from ..ops.positions import sincos_1d, sincos_2d
 
 TOKEN_KINDS = ("random", "local", "repeated")
@@ -28,7 +29,7 @@ def model_positions(model: nn.Module) -> torch.Tensor:
     """The absolute position table ``(gh*gw, D)`` a ViT adds to its patch tokens."""
     table = getattr(getattr(model, "pos_embed", None), "table", None)
     if table is None:
-        raise ValueError(
+        raise ConfigError(
             f"{type(model).__name__} has no absolute position table (rotary, none, or not a "
             f"ViT): position similarity needs pos_embed learned, sincos1d/2d or rowcol"
         )
@@ -47,20 +48,20 @@ def make_tokens(kind: str, n: int = 16, dim: int = 16, period: int = 4, seed: in
         return (walk - walk.mean(0)) / walk.std(0)
     if kind == "repeated":
         return noise[:period].repeat(-(-n // period), 1)[:n]
-    raise ValueError(f"token kind must be one of {TOKEN_KINDS}, got {kind!r}")
+    raise ConfigError(f"token kind must be one of {TOKEN_KINDS}, got {kind!r}")
 
 
 def self_attention(tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``softmax(Z Z^T / (sqrt(D) T))`` for tokens ``(N, D)``: ``(N, N)``, rows sum to 1."""
     if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise ConfigError(f"temperature must be > 0, got {temperature}")
     return (tokens @ tokens.T / (math.sqrt(tokens.shape[-1]) * temperature)).softmax(-1)
 
 
 def temperature_sweep(scores: torch.Tensor, temperatures: Sequence[float]) -> torch.Tensor:
     """One query's weights at each temperature: scores ``(N,)`` -> ``(T, N)``."""
     if any(t <= 0 for t in temperatures):
-        raise ValueError(f"temperatures must be > 0, got {list(temperatures)}")
+        raise ConfigError(f"temperatures must be > 0, got {list(temperatures)}")
     return torch.stack([(scores / t).softmax(-1) for t in temperatures])
 
 

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from ..errors import ConfigError
+
 V = TypeVar("V")
 
 
@@ -38,7 +40,7 @@ class LoadOnce(Generic[V]):
 
     def __init__(self, cap: int, size: Callable[[V], int], slots: int = 2, wait: float = 60.0) -> None:
         if cap < 1 or slots < 1 or wait <= 0:
-            raise ValueError(f"cap, slots and wait must be positive, got {cap}, {slots}, {wait}")
+            raise ConfigError(f"cap, slots and wait must be positive, got {cap}, {slots}, {wait}")
         self.cap, self.size, self.wait = cap, size, wait
         self.loads = 0  # loads run (a measure for tests and benchmarks)
         self._kept: OrderedDict[str, tuple[V, int]] = OrderedDict()

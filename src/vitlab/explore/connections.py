@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ..errors import ConfigError
 from .guards import SECURITY_HEADERS
 
 HEADER_TIMEOUT = 5.0  # seconds for a request's line and headers, from its first byte
@@ -50,7 +51,7 @@ class ServerLimits:
 
     def __post_init__(self) -> None:
         if not (self.header_timeout > 0 and self.body_timeout > 0 and self.per_client >= 1 and self.total >= 1):
-            raise ValueError(f"server limits must be positive, got {self}")
+            raise ConfigError(f"server limits must be positive, got {self}")
 
 
 class ConnectionGate:

@@ -289,7 +289,7 @@ class Trainer:
 
     def _train(self, job: TrainJob, probe: LabeledImage) -> tuple[str, str]:
         """Run the job; its final state and message."""
-        from ..tasks import train
+        from ..tasks import run
 
         threads = torch.get_num_threads()
         torch.set_num_threads(THREADS)  # the process's intra-op threads: restored when the run ends
@@ -297,7 +297,7 @@ class Trainer:
             model, mean, std = initial_model(job.config)
             job.snapshots[0] = snapshot(model, probe, mean, std, 0)
             job.publish("epoch", {"record": {"epoch": 0}})
-            result = train(job.config, reporter=WatchReporter(job, probe, mean, std))
+            result = run("classify", job.config, reporter=WatchReporter(job, probe, mean, std))
         except Cancelled as err:
             kept = len(job.records)
             return "cancelled", f"{err}: " + (

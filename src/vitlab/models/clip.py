@@ -31,6 +31,7 @@ from ..data.captions import CONTEXT_LENGTH, VOCAB
 from ..errors import ConfigError
 from ..layers.block import Block
 from .config import MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, ModelConfig, check_params, transformer_block_params
+from .registry import register_builder, register_model
 from .vit import VisionTransformer, ViTConfig, init_linears
 
 TEXT_POOLS = ("eos", "mean")
@@ -245,3 +246,9 @@ class CLIPModel(nn.Module):
 
 
 __all__ = ["CLIPConfig", "CLIPModel", "TextTransformer", "eos_positions"]
+
+
+register_builder(CLIPConfig, CLIPModel)
+register_model(
+    "clip-shapes", CLIPConfig(), "a small CLIP for captioned 32x32 shapes: a 4-block ViT and a 2-block text tower"
+)

@@ -32,6 +32,7 @@ from torch import nn
 from ..checks import Check, Int, OneOf, Pair, Seq, as_pair, check_fields
 from ..errors import ConfigError, DataError
 from .config import MAX_CHANS, MAX_CLASSES, MAX_DEPTH, MAX_SIDE, MAX_WIDTH, RATE, ModelConfig, check_params
+from .registry import register_builder, register_model
 
 NORMS = ("batch", "none")
 
@@ -245,3 +246,17 @@ def cnn_for_budget(
         low, high = (middle, high) if config_at(middle)[1] < params else (low, middle)
     below, above = config_at(low), config_at(high)
     return min(below, above, key=lambda pair: abs(pair[1] - params))[0]
+
+
+# Baselines sized to match the ViTs they are compared with.
+register_builder(CNNConfig, SimpleCNN)
+register_model(
+    "cnn-seed",
+    CNNConfig(img_size=28, in_chans=1, num_classes=10, widths=(32, 64, 80)),
+    "a three-stage convnet for 28x28 greyscale, sized to compare with vit-seed",
+)
+register_model(
+    "cnn-digits",
+    CNNConfig(img_size=8, in_chans=1, num_classes=10, widths=(40, 80, 160)),
+    "a three-stage convnet for 8x8 digits, sized to compare with vit-digits",
+)

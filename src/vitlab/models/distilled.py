@@ -9,7 +9,7 @@ A student is a :class:`~vitlab.models.VisionTransformer` built with ``distill_to
 
 Training mode returns ``(cls_logits, dist_logits)``, eval mode their mean. The distillation token has
 no position (like the class token) and the identity rotation under rotary positions. State-dict
-keys: the ViT's plus ``dist_token`` and ``head_dist.*``. The losses are :mod:`vitlab.tasks.ssl.distill`'s.
+keys: the ViT's plus ``dist_token`` and ``head_dist.*``. The losses are :mod:`vitlab.tasks.distill`'s.
 """
 
 from __future__ import annotations

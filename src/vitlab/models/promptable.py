@@ -52,6 +52,7 @@ from .config import (
 )
 from .dense.decoder import CrossAttention
 from .dense.heads import map_tokens
+from .registry import register_builder
 from .vit import patch_encoder
 
 BACKGROUND, FOREGROUND, BOX_TOP_LEFT, BOX_BOTTOM_RIGHT, PADDING = 0, 1, 2, 3, -1
@@ -400,3 +401,6 @@ class PromptableModel(nn.Module):
         self, images: torch.Tensor, points: torch.Tensor, labels: torch.Tensor, image: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
         return self.decode(self.encode_image(images), points, labels, image)
+
+
+register_builder(PromptableConfig, PromptableModel)

@@ -49,7 +49,7 @@ def get_config(name: str, **overrides: Any) -> Any:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"model must be a registered model name (a string), got {name!r:.40}: see `vitlab models`")
     if name not in _REGISTRY:
-        close = [n for n in _REGISTRY if name.split("-")[0] in n] or list_models()
+        close = list_models(name.split("-")[0]) or list_models()
         raise ConfigError(f"unknown model {name!r}; registered models include: {', '.join(close)}")
     config = _REGISTRY[name][0]
     known = {f.name for f in fields(config)}

@@ -42,6 +42,7 @@ from .config import (
     check_params,
     transformer_block_params,
 )
+from .registry import register_builder, register_model
 from .vit import init_linears
 
 MAX_STAGES = 8
@@ -259,3 +260,39 @@ class SwinTransformer(nn.Module):
     def no_weight_decay(self) -> set[str]:
         """Names of parameters that weight decay should skip beyond norms and biases: the bias tables."""
         return {n for n, _ in self.named_parameters() if n.endswith("relative_position_bias_table")}
+
+
+register_builder(SwinConfig, SwinTransformer)
+register_model(
+    "swin-tiny-patch4-window7-224",
+    SwinConfig(drop_path_rate=0.2),
+    "Swin-T at 224x224 (4 stages of 2-2-6-2 blocks, windows of 7x7), timm-compatible shapes",
+)
+register_model(
+    "swin-nano-patch2-window7-28",
+    SwinConfig(
+        img_size=28,
+        patch_size=2,
+        in_chans=1,
+        num_classes=10,
+        embed_dim=32,
+        depths=(2, 2, 2),
+        num_heads=(2, 4, 8),
+        window_size=7,
+    ),
+    "a 3-stage Swin for 28x28 greyscale: grids 14, 7, 4 (7 padded to 8 before merging)",
+)
+register_model(
+    "swin-nano-patch2-window4-32",
+    SwinConfig(
+        img_size=32,
+        patch_size=2,
+        in_chans=3,
+        num_classes=10,
+        embed_dim=32,
+        depths=(2, 2, 2),
+        num_heads=(2, 4, 8),
+        window_size=4,
+    ),
+    "a 3-stage Swin for 32x32 colour: grids 16, 8, 4 in windows of 4x4",
+)

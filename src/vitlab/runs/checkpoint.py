@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import re
 import struct
 import warnings
 import zipfile
@@ -61,7 +62,9 @@ from .hub import hub_checkpoint, is_hub_id
 from .layout import BEST, LAST, SUMMARY, WEIGHTS
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
-KINDS = ("classifier", "distilled-classifier", "encoder", "segmenter", "detector", "promptable", "clip")
+# A checkpoint's kind names what it holds (``classifier``, ``encoder``, ...); the task registry
+# (:mod:`vitlab.tasks.registry`) says which task writes and reads each.
+KIND = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoint
 
@@ -305,8 +308,8 @@ def checkpoint_bytes(
     model: nn.Module, kind: str, data: DataConfig, *, name: str | None = None, provenance: dict[str, Any] | None = None
 ) -> bytes:
     """``model``'s weights and the format's metadata as safetensors bytes (see the module docstring)."""
-    if kind not in KINDS:
-        raise ConfigError(f"checkpoint kind must be one of {KINDS}, got {kind!r}")
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise ConfigError(f"a checkpoint kind is a lowercase name such as 'classifier', got {kind!r}")
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"{type(model).__name__} has no config to record: vitlab checkpoints hold vitlab models")
@@ -627,7 +630,7 @@ def _foreign_data(
     guessed = dict(guessed or {})
     size = tuple(cfg.img_size)
     if preprocess.channels != cfg.in_chans:
-        raise ValueError(
+        raise CheckpointError(
             f"the source's preprocessing reads {preprocess.channels}-channel images, the weights take "
             f"{cfg.in_chans}: the config beside the weights belongs to another model"
         )

@@ -22,8 +22,6 @@ STATE = "state.pt"
 LOCK = ".lock"
 BEST, LAST = "best", "last"
 ATTENTION = "attention"  # `vitlab compare`'s attention figures
-# Kinds of run that can continue from their last state (trainings); studies and evaluations cannot.
-RESUMABLE = ("classify", "mae", "dino", "segment", "detect", "clip", "promptable")
 EVALUATION = "metrics.json"  # what `vitlab evaluate --out` writes
 # Files that mark a folder written by vitlab before run.json existed.
 LEGACY_MARKERS = (CONFIG, METRICS, SUMMARY, RESULTS, EVALUATION, WEIGHTS, BEST, LAST)

@@ -89,7 +89,6 @@ from .layout import (
     MARKER,
     METRICS,
     METRICS_CSV,
-    RESUMABLE,
     RUN,
     RUN_ID,
     STAGE_PREFIX,
@@ -205,21 +204,23 @@ class RunDir:
         resume: bool = False,
         overwrite: bool = False,
         resume_free: Iterable[str] = (),
+        resumable: bool = False,
     ) -> RunDir:
-        """Start (or resume) a run of ``kind`` here: check the folder holds no other run (a folder
+        """Start (or resume) a run of ``kind`` here (``resumable``: a training, which can continue from its
+        last state; a study or an evaluation cannot): check the folder holds no other run (a folder
         that is not vitlab's is refused before anything in it is touched), take the lock, write the
         marker, ``run.json`` and ``config.json``; with ``resume``, finish or discard an epoch a killed
         process left half-committed."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other: choose one")
         check_writable_dir(self.path)
-        self._refuse(kind, self.inspect(), resume, overwrite)  # before touching anything
+        self._refuse(kind, self.inspect(), resume, overwrite, resumable)  # before touching anything
         self._made_folder = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
             found = self.inspect()  # again, under the lock
-            self._refuse(kind, found, resume, overwrite)
+            self._refuse(kind, found, resume, overwrite, resumable)
             for rel in found.litter:
                 (self.path / rel).unlink(missing_ok=True)
             if resume:
@@ -233,7 +234,7 @@ class RunDir:
             raise
         return self
 
-    def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool) -> None:
+    def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool, resumable: bool) -> None:
         if found.kind == FOREIGN:
             raise RunFolderError(
                 f"{self.path} is not a vitlab run: it holds files vitlab did not write (e.g. {found.foreign}); "
@@ -247,7 +248,7 @@ class RunDir:
         if resume:
             if found.kind is None:
                 raise RunFolderError(f"nothing to resume in {self.path}: it holds no run; start without --resume")
-            if found.kind != kind and not (found.kind == OLDER and kind in RESUMABLE):
+            if found.kind != kind and not (found.kind == OLDER and resumable):
                 raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {_describe(found.kind)}")
             if found.legacy and not (self.path / LAST / STATE).is_file():
                 raise RunFolderError(
@@ -255,7 +256,7 @@ class RunDir:
                     f"first epoch ended); start again with --overwrite"
                 )
         elif found.kind is not None and not overwrite and not found.unused:  # an unused run is replaced
-            resume_hint = "resume it (--resume), " if found.kind == kind and kind in RESUMABLE else ""
+            resume_hint = "resume it (--resume), " if found.kind == kind and resumable else ""
             raise RunFolderError(
                 f"{self.path} already holds {_describe(found.kind)}: choose another folder, "
                 f"{resume_hint}or replace it (--overwrite)"

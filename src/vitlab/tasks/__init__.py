@@ -1,18 +1,48 @@
-"""Runs in one call, on the engine and the run folder: ``train`` (classification and distillation),
-``evaluate_checkpoint``, and ``classify_files`` for `vitlab predict`. Self-supervised runs are
-:func:`vitlab.tasks.ssl.pretrain`; dense ones :func:`vitlab.tasks.dense.train_dense`."""
+"""The task wing: every task declared once in the registry, and one way to run any of them.
 
-from .classify.predict import Prediction, classify_files, image_files
-from .classify.train import SPLITS, TrainResult, build_student, evaluate_checkpoint, load_splits, train
+- ``registry``: :class:`TaskSpec` (name, config, engine task builder, checkpoint kinds, evaluate / predict
+  handlers, summary), :func:`register`, :func:`get_task`, :func:`task_for_kind`.
+- ``run``: :func:`run` ``(spec, config) -> RunResult``, the one entry point of every training.
+- ``requests``: what ``vitlab evaluate`` / ``vitlab predict`` ask of a checkpoint's task.
+- ``classify`` (with ``distill``, DeiT's teacher), ``ssl`` (MAE, DINO, probes), ``dense`` (segment, detect),
+  ``promptable``, ``clip``: each a package holding its config, engine task, losses, predictor and spec.
+"""
+
+from .classify import SPLITS, Prediction, build_student, classify_files, evaluate_checkpoint, image_files, load_splits
+from .classify.spec import CLASSIFY
+from .clip.spec import CLIP
+from .dense.spec import DETECT, SEGMENT
+from .promptable.spec import PROMPTABLE
+from .registry import TaskSpec, checkpoint_kinds, get_task, load_plugins, register, registered, specs, task_for_kind
+from .requests import EvaluateRequest, PredictRequest
+from .run import RunResult, fit_summary, run
+from .ssl.spec import PRETRAIN
 
 __all__ = [
+    "CLASSIFY",
+    "CLIP",
+    "DETECT",
+    "PRETRAIN",
+    "PROMPTABLE",
+    "SEGMENT",
     "SPLITS",
+    "EvaluateRequest",
+    "PredictRequest",
     "Prediction",
-    "TrainResult",
+    "RunResult",
+    "TaskSpec",
     "build_student",
+    "checkpoint_kinds",
     "classify_files",
     "evaluate_checkpoint",
+    "fit_summary",
+    "get_task",
     "image_files",
+    "load_plugins",
     "load_splits",
-    "train",
+    "register",
+    "registered",
+    "run",
+    "specs",
+    "task_for_kind",
 ]

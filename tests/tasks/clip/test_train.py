@@ -23,12 +23,10 @@ from vitlab.tasks.clip import (
     CLIPTask,
     CLIPTrainConfig,
     build_clip_model,
-    clip_train_config,
     embed_images,
     embed_texts,
     evaluate_clip,
     retrieval_metrics,
-    train_clip,
 )
 
 SMALL = {
@@ -41,11 +39,11 @@ SMALL = {
 
 
 def test_config_splits_run_fields_from_model_fields_and_refuses_unknown_ones():
-    config = clip_train_config({"epochs": 3, "count": 50, "embed_dim": 16, "vision": {"depth": 1}})
+    config = CLIPTrainConfig.from_options({"epochs": 3, "count": 50, "embed_dim": 16, "vision": {"depth": 1}})
     assert (config.epochs, config.count) == (3, 50)
     assert config.model_overrides == {"embed_dim": 16, "vision": {"depth": 1}}
     with pytest.raises(ConfigError, match="unknown CLIP model option"):
-        clip_train_config({"depthh": 2})
+        CLIPTrainConfig.from_options({"depthh": 2})
     with pytest.raises(ConfigError, match="plain"):
         CLIPTrainConfig(plain=1.5)
 
@@ -104,7 +102,7 @@ def test_a_tiny_run_beats_chance_and_its_checkpoint_scores_the_same(tmp_path):
     splits = load_caption_splits(config.count, config.image_size, config.seed, config.plain)
     torch.manual_seed(0)
     chance = evaluate_clip(build_clip_model(config, splits).eval(), splits.test)  # the same model untrained
-    result = train_clip(config, splits)
+    result = run("clip", config, splits)
     test = result.test
     assert set(test) == set(chance) == {"i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "zero_shot_acc"}
     assert test["i2t_r1"] > 3 * chance["i2t_r1"] and test["i2t_r5"] > chance["i2t_r5"] + 0.05, (test, chance)

@@ -10,12 +10,11 @@ from PIL import Image
 from vitlab.cli.main import main
 from vitlab.errors import CheckpointError, ConfigError
 from vitlab.runs import RunDir, load_checkpoint
+from vitlab.tasks import run as run_task
 from vitlab.tasks.dense import (
     DenseTrainConfig,
-    dense_train_config,
     evaluate_dense_checkpoint,
     predict_file,
-    train_dense,
 )
 from vitlab.tasks.dense.train import hflip
 
@@ -52,7 +51,8 @@ SMALL_FLAGS = [
 )
 def test_run_folder_checkpoint_rebuilds_the_model_and_evaluates_as_in_training(tmp_path, task, head, kind):
     run = tmp_path / "run"
-    result = train_dense(
+    result = run_task(
+        task,
         DenseTrainConfig(
             task=task,
             head=head,
@@ -64,7 +64,7 @@ def test_run_folder_checkpoint_rebuilds_the_model_and_evaluates_as_in_training(t
             device="cpu",
             out_dir=str(run),
             model=TINY,
-        )
+        ),
     )
     assert len(result.history) == 1 and result.checkpoint == run / "last" / "model.safetensors"
     assert {"run.json", "config.json", "metrics.jsonl", "summary.json"} <= {p.name for p in run.iterdir()}
@@ -139,43 +139,18 @@ def test_hflip_mirrors_images_masks_and_boxes_together():
     assert torch.equal(again[0], images) and torch.equal(again[1], masks) and torch.equal(again[2][0], boxes[0])
 
 
-@pytest.mark.slow
-def test_compare_heads_rows():
-    from vitlab.tasks.dense.compare import compare_heads, heads_table
-
-    rows = compare_heads(
-        ("linear", "decoder"),
-        (8,),
-        count=20,
-        image_size=32,
-        epochs=1,
-        device="cpu",
-        model={"embed_dim": 32, "depth": 1, "num_heads": 2, "decoder_width": 16},
-    )
-    assert [(r["head"], r["patch"]) for r in rows] == [("linear", 8), ("decoder", 8)]
-    assert all(0 <= r["boundary_acc"] <= 1 for r in rows)
-    assert heads_table(rows).count("\n") == 3
-
-
-def test_compare_refuses_zero_epochs(tmp_path, capsys):
-    from vitlab.tasks.dense.compare import compare_heads
-
-    with pytest.raises(ConfigError, match="epochs must be"):
-        compare_heads(("linear",), (8,), epochs=0)
-    assert main(["compare", "--task", "segment", "--epochs", "0", "--patches", "8", "--out", str(tmp_path)]) == 2
-    assert "epochs must be a positive integer" in capsys.readouterr().err
-
-
 def test_dense_options_split_into_run_and_model_and_reject_unknown_ones():
-    cfg = dense_train_config({"task": "segment", "head": "decoder", "epochs": 3, "patch_size": 4})
+    cfg = DenseTrainConfig.from_options({"task": "segment", "head": "decoder", "epochs": 3, "patch_size": 4})
     assert cfg.epochs == 3 and cfg.model == {"patch_size": 4}
-    assert dense_train_config({"task": "detect"}).head == "detr" and DenseTrainConfig().head == "linear"
-    assert dense_train_config({**cfg.to_dict(), "epochs": 5}) == DenseTrainConfig(**{**cfg.to_dict(), "epochs": 5})
+    assert DenseTrainConfig.from_options({"task": "detect"}).head == "detr" and DenseTrainConfig().head == "linear"
+    assert DenseTrainConfig.from_options({**cfg.to_dict(), "epochs": 5}) == DenseTrainConfig(
+        **{**cfg.to_dict(), "epochs": 5}
+    )
     assert DenseTrainConfig().device == "auto"
     with pytest.raises(ConfigError, match="unknown dense option"):
-        dense_train_config({"bogus": 1})
+        DenseTrainConfig.from_options({"bogus": 1})
     with pytest.raises(ConfigError, match="unknown dense option"):
-        dense_train_config({"num_classes": 3})  # set from the data, not by hand
+        DenseTrainConfig.from_options({"num_classes": 3})  # set from the data, not by hand
 
 
 @pytest.mark.parametrize(
@@ -196,49 +171,12 @@ def test_bad_dense_settings_are_refused(fields, message):
         DenseTrainConfig(**fields)
 
 
-def test_cli_compare_segment_passes_the_time_limit(tmp_path, monkeypatch, capsys):
-    import vitlab.tasks.dense.compare as dense_compare
-
-    seen = {}
-
-    def fake_compare_heads(heads, patches, **kwargs):
-        seen.update(kwargs, heads=heads, patches=patches)
-        return [
-            {"head": h, "patch": p, "mean_iou": 0.5, "pixel_acc": 0.9, "boundary_acc": 0.4, "params": 1, "seconds": 1.0}
-            for p in patches
-            for h in heads
-        ]
-
-    monkeypatch.setattr(dense_compare, "compare_heads", fake_compare_heads)
-    assert (
-        main(
-            [
-                "compare",
-                "--task",
-                "segment",
-                "--head",
-                "linear,decoder",
-                "--patches",
-                "8",
-                "--minutes",
-                "2.5",
-                "--out",
-                str(tmp_path / "h"),
-            ]
-        )
-        == 0
-    )
-    assert seen["time_limit_s"] == 150 and seen["patches"] == [8] and seen["epochs"] == 30
-    assert (tmp_path / "h" / "heads.md").read_text().count("| 8 |") == 2
-    assert main(["compare", "--task", "segment", "--patches", "8", "--out", str(tmp_path / "h2")]) == 0
-    assert seen["time_limit_s"] is None
-
-
 def test_run_folder_of_another_kind_is_refused(tmp_path):
     with RunDir(tmp_path / "t").open("mae", {"method": "mae"}):
         pass
     with pytest.raises(ValueError, match="already holds a mae run"):
-        train_dense(
+        run_task(
+            "segment",
             DenseTrainConfig(
                 count=20,
                 image_size=32,
@@ -247,7 +185,7 @@ def test_run_folder_of_another_kind_is_refused(tmp_path):
                 device="cpu",
                 out_dir=str(tmp_path / "t"),
                 model={"embed_dim": 16, "depth": 1, "num_heads": 2},
-            )
+            ),
         )
 
 

@@ -17,8 +17,6 @@ from vitlab.runs import load_checkpoint
 from vitlab.tasks.promptable import (
     PromptableTrainConfig,
     promptable_checkpoint,
-    promptable_train_config,
-    train_promptable,
 )
 from vitlab.tasks.promptable.losses import mask_iou
 from vitlab.tasks.promptable.sampling import centre_points, point_prompt
@@ -54,12 +52,12 @@ FLAGS = [
 
 def test_config_refuses_unknown_and_out_of_range_options():
     with pytest.raises(ConfigError, match="unknown promptable"):
-        promptable_train_config({"head": "linear"})
+        PromptableTrainConfig.from_options({"head": "linear"})
     with pytest.raises(ConfigError, match="box_prob"):
         PromptableTrainConfig(box_prob=1.5)
     with pytest.raises(ConfigError, match="dataset"):
         PromptableTrainConfig(dataset="coco")
-    assert promptable_train_config({"epochs": 2, "patch_size": 4}).model == {"patch_size": 4}
+    assert PromptableTrainConfig.from_options({"epochs": 2, "patch_size": 4}).model == {"patch_size": 4}
 
 
 def test_each_training_prompt_is_paired_with_its_own_objects_mask():
@@ -107,7 +105,7 @@ def trained(tmp_path_factory):
         out_dir=str(run),
         model=FOLLOWS,
     )
-    return splits, run, train_promptable(config, splits)
+    return splits, run, run("promptable", config, splits)
 
 
 @pytest.mark.slow

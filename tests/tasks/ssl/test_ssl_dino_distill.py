@@ -3,10 +3,10 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from vitlab.tasks.ssl.distill import distillation_loss
 
 from vitlab.models import build_registered
 from vitlab.models.distilled import distilled_from
+from vitlab.tasks.distill import distillation_loss
 from vitlab.tasks.ssl.crops import multi_crop
 from vitlab.tasks.ssl.dino import Centre, DINOHead, DINONet, dino_loss, ema_update_, teacher_temperature
 

@@ -14,9 +14,9 @@ from vitlab.engine import Reporter, layer_decay_groups
 from vitlab.errors import ConfigError
 from vitlab.models import build_registered
 from vitlab.runs import RunDir, load_checkpoint, load_matching_weights
-from vitlab.tasks import train
+from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
-from vitlab.tasks.ssl import PretrainConfig, pretrain, probe_checkpoint
+from vitlab.tasks.ssl import PretrainConfig, probe_checkpoint
 
 TINY = {"depth": 2, "embed_dim": 32, "num_heads": 2}
 SMALL = dict(model_overrides=TINY, batch_size=32, warmup_epochs=0.5, device="cpu")
@@ -47,7 +47,7 @@ def splits():
 @pytest.fixture(scope="module")
 def mae_run(tmp_path_factory, splits):
     out = tmp_path_factory.mktemp("mae") / "run"
-    return out, pretrain(PretrainConfig(method="mae", epochs=1, out_dir=str(out), **SMALL), splits)
+    return out, run("pretrain", PretrainConfig(method="mae", epochs=1, out_dir=str(out), **SMALL), splits)
 
 
 def features(model, splits):
@@ -82,7 +82,8 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(mae_run, splits):
     encoder = result.encoder.state_dict()
     assert all(torch.equal(v, encoder[k]) for k, v in model.state_dict().items() if k in encoder)
     # at a vanishing learning rate, fine-tuning keeps the pretrained weights: it started from them
-    tuned = train(
+    tuned = run(
+        "classify",
         TrainConfig(
             model_overrides=TINY,
             epochs=1,
@@ -118,11 +119,11 @@ class StopAfter(Reporter):
 @pytest.mark.slow
 def test_dino_run_resumed_after_an_interruption_ends_as_an_uninterrupted_one(tmp_path, splits):
     config = PretrainConfig(method="dino", epochs=3, local_crops=1, dino_out_dim=16, **SMALL)
-    whole = pretrain(replace(config, out_dir=str(tmp_path / "whole")), splits)
+    whole = run("pretrain", replace(config, out_dir=str(tmp_path / "whole")), splits)
     with pytest.raises(InterruptError):
-        pretrain(replace(config, out_dir=str(tmp_path / "cut")), splits, reporter=StopAfter(2))
+        run("pretrain", replace(config, out_dir=str(tmp_path / "cut")), splits, reporter=StopAfter(2))
     assert len(RunDir(tmp_path / "cut").load_state()["history"]) == 2
-    resumed = pretrain(replace(config, out_dir=str(tmp_path / "cut"), resume=True), splits)
+    resumed = run("pretrain", replace(config, out_dir=str(tmp_path / "cut"), resume=True), splits)
     for k, v in whole.encoder.state_dict().items():
         assert torch.equal(resumed.encoder.state_dict()[k], v), k
     state = {w: RunDir(tmp_path / w).load_state() for w in ("whole", "cut")}
@@ -162,7 +163,7 @@ def test_bad_pretraining_settings_are_refused(fields, message):
 
 def test_pretraining_needs_a_vit(splits):
     with pytest.raises(ConfigError, match="not a ViT"):
-        pretrain(PretrainConfig(model="cnn-digits", epochs=1, warmup_epochs=0.0, device="cpu"), splits)
+        run("pretrain", PretrainConfig(model="cnn-digits", epochs=1, warmup_epochs=0.0, device="cpu"), splits)
 
 
 def test_cli_refuses_bad_values_and_a_folder_holding_another_run(tmp_path, capsys):
@@ -237,7 +238,8 @@ def test_layer_decay_groups_scale_by_depth():
 
 @pytest.mark.slow
 def test_distillation_from_a_cnn_checkpoint_and_reloading_the_student(tmp_path, splits):
-    teacher = train(
+    teacher = run(
+        "classify",
         TrainConfig(
             model="cnn-digits",
             model_overrides={"widths": (8, 8, 8)},
@@ -249,7 +251,8 @@ def test_distillation_from_a_cnn_checkpoint_and_reloading_the_student(tmp_path, 
         splits,
     )
     assert teacher.checkpoints
-    student = train(
+    student = run(
+        "classify",
         TrainConfig(
             model_overrides=TINY,
             epochs=1,

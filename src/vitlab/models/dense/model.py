@@ -26,7 +26,7 @@ from ..config import (
     check_params,
     transformer_block_params,
 )
-from ..registry import build_registered
+from ..registry import build_registered, register_builder
 from ..vit import patch_encoder
 from .heads import ConvDecoderHead, DETRHead, LinearSegHead, QueryMaskHead
 
@@ -184,3 +184,6 @@ class DenseModel(nn.Module):
             x, self.config.block_indices(), norm=True, stop_early=True, intermediates_only=True
         )
         return self.head(maps, x)
+
+
+register_builder(DenseConfig, DenseModel)

@@ -25,7 +25,7 @@ from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
 from ...data.augment import PRESETS, normalize_
 from ...data.options import DataOptions
 from ...data.stream import StreamDataset
-from ...engine.config import RunConfig
+from ...engine.config import RunConfig, field_names
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
 from ...engine.loop import Task, epoch_seed
@@ -34,8 +34,8 @@ from ...engine.optim import build_optimizer, layer_decay_groups
 from ...errors import ConfigError
 from ...models import build_registered
 from ...models.registry import build_from_config, get_config, list_models
+from ..distill import DISTILL_KINDS, distillation_loss
 
-DISTILL_KINDS = ("soft", "hard")
 GEOMETRY = ("crop_pct", "crop_mode", "interpolation", "resize_backend", "crop_rounding")
 """The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
 
@@ -148,6 +148,9 @@ class TrainConfig(RunConfig):
 
     # ``--recipe NAME`` picks the recipe: ``--set recipe=`` would only relabel the run.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "recipe": "--recipe NAME"}
+    OVERRIDES = "model_overrides"
+    NESTED = {"augment": "augment_overrides", "data": "data"}
+    RECIPES = RECIPES
 
     def check_relations(self) -> None:
         if self.data is None:
@@ -172,6 +175,21 @@ class TrainConfig(RunConfig):
         base = RECIPES[recipe]
         merged = {k: {**base[k], **overrides[k]} for k in ("model_overrides",) if k in base and k in overrides}
         return cls(**{**base, **overrides, **merged, "recipe": recipe})
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> TrainConfig:
+        """As :meth:`RunConfig.from_options`; a ``recipe`` among the options supplies the fields not given
+        (see :meth:`from_recipe`); ``init`` without a ``model`` trains the init checkpoint's own architecture."""
+        if options.get("init") is not None and "model" not in options:
+            options = {**options, "model": INIT_MODEL}
+        if "recipe" not in options:
+            return super().from_options(options)
+        own = set(field_names(cls))
+        overrides = {k: v for k, v in options.items() if k not in own}
+        given = {k: v for k, v in options.items() if k in own and k != "recipe"}
+        if overrides:
+            given["model_overrides"] = {**(given.get("model_overrides") or {}), **overrides}
+        return cls.from_recipe(options["recipe"], **given)
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -255,22 +273,6 @@ def resolve_augment(
     return AugmentConfig.preset(
         augment, image_size=min(splits.image_shape[1:]), hflip_ok=splits.hflip_ok, **(overrides or {})
     )
-
-
-def distillation_loss(
-    student: torch.Tensor, teacher: torch.Tensor, kind: str = "soft", temperature: float = 1.0
-) -> torch.Tensor:
-    """The distillation term for student and teacher logits ``(B, K)`` (teacher not differentiated)."""
-    teacher, student = teacher.detach().float(), student.float()
-    if kind == "hard":
-        return F.cross_entropy(student, teacher.argmax(dim=1))
-    if kind != "soft":
-        raise ConfigError(f"unknown distillation {kind!r}: choose one of {DISTILL_KINDS}")
-    t = temperature
-    kl = F.kl_div(
-        F.log_softmax(student / t, dim=1), F.log_softmax(teacher / t, dim=1), reduction="batchmean", log_target=True
-    )
-    return kl * t * t
 
 
 def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
@@ -416,6 +418,13 @@ class ClassificationTask(Task):
 
     def test(self, model: nn.Module) -> dict[str, float] | None:
         return None if self.test_set is None else self.scores(model, self.test_set)
+
+    def skipped(self) -> dict[str, str]:
+        return dict(getattr(self.splits.train, "bad", {}))  # shared by a streamed dataset's splits
+
+    def notes(self) -> list[str]:
+        train = self.splits.train
+        return [f"{self.splits.name}: {train.bad_report()}"] if isinstance(train, StreamDataset) and train.bad else []
 
     def data_config(self) -> dict[str, Any]:
         chans, height, width = self.splits.image_shape

@@ -1,19 +1,18 @@
-"""A classification run in one call: ``train(TrainConfig) -> TrainResult``, and ``evaluate_checkpoint``.
+"""A classification run (:func:`build_task` for :func:`vitlab.tasks.run`), and ``evaluate_checkpoint``.
 
-``train`` loads the data, builds the model (starting from ``init``'s matching weights, with a
-distillation token when there is a ``teacher``), opens the run folder, and hands a
-:class:`~vitlab.tasks.classify.task.ClassificationTask` to the one training loop,
-:func:`~vitlab.engine.fit`. Checkpoints of any source (:func:`vitlab.runs.load_checkpoint`) serve as
-``init`` and ``teacher``.
+``build_task`` loads the data, builds the model (starting from ``init``'s matching weights, with a
+distillation token when there is a ``teacher``), and returns the
+:class:`~vitlab.tasks.classify.task.ClassificationTask` for the one training loop. Checkpoints of any
+source (:func:`vitlab.runs.load_checkpoint`) serve as ``init`` and ``teacher``.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,35 +22,17 @@ from ...data import DataSplits, ImageDataset, load_dataset
 from ...data.options import DataOptions
 from ...data.preprocess import Preprocess
 from ...data.records import SOURCES as PHOTO_SOURCES
-from ...engine import Reporter, fit, seed_everything
+from ...engine import Reporter, seed_everything
 from ...engine.evaluate import evaluate_model
 from ...errors import CheckpointError, ConfigError, DataError
 from ...models.registry import get_config
 from ...runs import Loaded, RunDir, load_checkpoint, load_matching_weights
 from ...runs.checkpoint import placeholder_names, run_at_size
 from ...runs.layout import EVALUATION
+from ..run import RunResult
 from .task import INIT_MODEL, ClassificationTask, TrainConfig, build_model
 
 SPLITS = ("test", "val", "train")
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train` returns. ``model`` is the one chosen by validation (best epoch; the EMA
-    when ``ema_decay`` is set), unwrapped, in eval mode; ``test`` (``loss``, ``acc``, ``ece``) is
-    measured on it (None without a test split). ``seconds`` sums the epochs' wall time."""
-
-    config: TrainConfig
-    model: nn.Module
-    history: list[dict[str, Any]]
-    best_val_acc: float
-    best_epoch: int
-    train_acc: float
-    test: dict[str, float] | None
-    seconds: float
-    params: int
-    checkpoints: dict[str, Path]
-    skipped: list[str] = field(default_factory=list)
 
 
 def load_splits(
@@ -247,11 +228,10 @@ def build_student(config: TrainConfig, splits: DataSplits) -> tuple[nn.Module, n
     return model, teacher
 
 
-def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None) -> TrainResult:
-    """Train ``config.model`` on ``splits`` (default: the dataset ``config`` names, image files read with
-    the ``init`` model's own preprocessing); with ``config.out_dir``, write the run folder (see
-    :class:`vitlab.runs.RunDir`). The reporter hears how the data is read before training starts."""
-    reporter = reporter or Reporter()
+def build_task(config: TrainConfig, splits: DataSplits | None, reporter: Reporter) -> ClassificationTask:
+    """The engine task of a classification run on ``splits`` (default: the dataset ``config`` names, image
+    files read with the ``init`` model's own preprocessing): the model starts from ``init``'s matching
+    weights, with a distillation token when there is a ``teacher``. The reporter hears how the data is read."""
     preprocess = None
     if splits is None:
         recorded = None
@@ -267,32 +247,38 @@ def train(config: TrainConfig, splits: DataSplits | None = None, reporter: Repor
     warn_missing_classes(splits)
     seed_everything(config.seed)  # the initial weights follow the run's seed
     model, teacher = build_student(config, splits)
-    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(ClassificationTask(model, splits, config, teacher, preprocess), config, run_dir, reporter)
-    history = fitted.history
-    result = TrainResult(
-        config=config,
-        model=fitted.model,
-        history=history,
-        best_val_acc=fitted.best_score if fitted.best_score is not None else float("nan"),
-        best_epoch=fitted.best_epoch,
-        train_acc=history[-1]["train_acc"] if history else float("nan"),
-        test=fitted.test,
-        seconds=fitted.seconds,
-        params=fitted.params,
-        checkpoints=fitted.checkpoints,
+    return ClassificationTask(model, splits, config, teacher, preprocess)
+
+
+def run_summary(result: RunResult) -> dict[str, Any]:
+    """A classification run's ``summary.json``."""
+    summary = {
+        "best_val_acc": result.best_val_acc,
+        "best_epoch": result.best_epoch,
+        "train_acc": result.train_acc,
+        "test": result.test,
+        "seconds": result.seconds,
+        "params": result.params,
+    }
+    summary |= (
+        {"skipped_images": {"count": len(result.skipped), "first": result.skipped[:20]}} if result.skipped else {}
     )
-    bad: dict[str, str] = getattr(splits.train, "bad", {})  # shared by a streamed dataset's splits
-    result.skipped = sorted(bad)
-    if bad:
-        reporter.note(f"{splits.name}: {splits.train.bad_report()}")  # type: ignore[union-attr]
-    if run_dir is not None and fitted.checkpoints:
-        summary = {
-            k: getattr(result, k) for k in ("best_val_acc", "best_epoch", "train_acc", "test", "seconds", "params")
-        }
-        summary |= {"skipped_images": {"count": len(bad), "first": result.skipped[:20]}} if bad else {}
-        run_dir.write_summary({**summary, "test_on": "the checkpoint chosen by validation (best/)"})
-    return result
+    return {**summary, "test_on": "the checkpoint chosen by validation (best/)"}
+
+
+def run_line(result: RunResult) -> str:
+    """What ``vitlab train`` prints after a classification run."""
+    config = cast(TrainConfig, result.config)
+    line = (
+        f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+        f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})"
+    )
+    if result.test is not None:
+        line += (
+            f", test acc {result.test['acc']:.4f} (loss {result.test['loss']:.4f}, ece "
+            f"{result.test['ece']:.4f}; best epoch's weights)"
+        )
+    return line
 
 
 def evaluate_checkpoint(

@@ -4,14 +4,14 @@
 - ``zeroshot``: :func:`classify` from prompt templates (a class's best template or their mean),
   :func:`rank_captions` for one image.
 - ``tower``: :func:`load_image_tower`, a timm / open_clip-style ViT's weights into the image side.
-- ``train``: :class:`CLIPTask`, :func:`train_clip` (``vitlab train --task clip``), :func:`evaluate_clip`.
+- ``train``: :class:`CLIPTask`, (``vitlab train --task clip``), :func:`evaluate_clip`.
 
 The model is :class:`vitlab.models.CLIPModel`; the captioned data :mod:`vitlab.data.captions`.
 """
 
 from .contrastive import clip_loss, recall_at_k, retrieval_metrics
 from .tower import load_image_tower
-from .train import CLIPResult, CLIPTask, CLIPTrainConfig, build_clip_model, clip_train_config, evaluate_clip, train_clip
+from .train import CLIPTask, CLIPTrainConfig, build_clip_model, evaluate_clip
 from .zeroshot import (
     ENSEMBLES,
     TEMPLATES,
@@ -24,7 +24,6 @@ from .zeroshot import (
 )
 
 __all__ = [
-    "CLIPResult",
     "CLIPTask",
     "CLIPTrainConfig",
     "ENSEMBLES",
@@ -33,7 +32,6 @@ __all__ = [
     "class_embeddings",
     "classify",
     "clip_loss",
-    "clip_train_config",
     "embed_images",
     "embed_texts",
     "evaluate_clip",
@@ -42,5 +40,4 @@ __all__ = [
     "recall_at_k",
     "retrieval_metrics",
     "template_embeddings",
-    "train_clip",
 ]

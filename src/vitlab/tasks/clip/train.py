@@ -15,14 +15,13 @@ AdamW, warmup + cosine, clipping, EMA, the run folder with a ``clip`` checkpoint
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
-from ...checks import Check, Fields, Float, Int, OneOf, Text, shown
+from ...checks import Check, Fields, Float, Int, OneOf, Text
 from ...data.captions import (
     CaptionedShapes,
     CaptionSplits,
@@ -34,14 +33,15 @@ from ...data.captions import (
     tokenize,
 )
 from ...data.shapes import SHAPE_CLASSES, check_generated
-from ...engine import Reporter, RunConfig, Task, fit, seed_everything
+from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError
 from ...models import build_registered, get_config
 from ...models.clip import CLIPConfig, CLIPModel
 from ...models.config import MAX_SIDE
 from ...models.vit import ViTConfig
-from ...runs import DataConfig, RunDir
+from ...runs import DataConfig
+from ..run import RunResult
 from .contrastive import clip_loss, retrieval_metrics
 from .zeroshot import TEMPLATES, classify, embed_images, embed_texts
 
@@ -61,6 +61,8 @@ class CLIPTrainConfig(RunConfig):
     epoch), the registered ``model`` and ``model_overrides`` of its :class:`CLIPConfig` fields
     (``vision`` a mapping of ViTConfig fields merged into the registered tower's). The defaults are the
     recipe of ``benchmarks/bench_clip.py`` (about 13 CPU minutes on one thread)."""
+
+    OVERRIDES, OVERRIDES_OF = "model_overrides", "CLIPConfig"
 
     dataset: str = "shapes"
     count: int = 20_000
@@ -96,21 +98,6 @@ class CLIPTrainConfig(RunConfig):
 
     def check_relations(self) -> None:
         check_generated("captioned shapes", self.count, self.image_size)
-
-
-@dataclass
-class CLIPResult:
-    """The trained model (eval mode, the epoch with the best validation recall), its val and test figures
-    (see :func:`evaluate_clip`), the engine's epoch records, seconds, parameters, and the checkpoint."""
-
-    config: CLIPTrainConfig
-    model: CLIPModel
-    val: dict[str, float]
-    test: dict[str, float]
-    history: list[dict[str, Any]]
-    seconds: float
-    params: int
-    checkpoint: Path | None = None
 
 
 def evaluate_clip(model: CLIPModel, data: CaptionedShapes, templates: tuple[str, ...] = TEMPLATES) -> dict[str, float]:
@@ -220,11 +207,8 @@ class CLIPTask(Task):
         return DataConfig.raw_pixels(size, SHAPE_CLASSES, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
 
 
-def train_clip(
-    config: CLIPTrainConfig, splits: CaptionSplits | None = None, reporter: Reporter | None = None
-) -> CLIPResult:
-    """Train a CLIP model on ``splits`` (default: ``config.count`` generated captioned shapes); with
-    ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
+def build_task(config: CLIPTrainConfig, splits: CaptionSplits | None, reporter: Reporter) -> CLIPTask:
+    """The engine task of a CLIP run on ``splits`` (default: ``config.count`` generated captioned shapes)."""
     if splits is None:
         splits = load_caption_splits(config.count, config.image_size, config.seed, config.plain)
     if config.rows is not None:
@@ -232,36 +216,14 @@ def train_clip(
             raise ConfigError(f"rows={config.rows} but the training split has {len(splits.train)} scenes")
         splits.train = splits.train.subset(list(range(config.rows)))
     seed_everything(config.seed)
-    model = build_clip_model(config, splits)
-    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(CLIPTask(model, splits, config), config, run_dir, reporter)
-    fitted.write_summary(run_dir, "the best epoch's weights (by val_i2t_r1)")
-    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
-    assert isinstance(fitted.model, CLIPModel)
-    return CLIPResult(config, fitted.model, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
+    return CLIPTask(build_clip_model(config, splits), splits, config)
 
 
-def clip_train_config(options: dict[str, Any]) -> CLIPTrainConfig:
-    """A :class:`CLIPTrainConfig` from flat options: its own fields, and the rest as model overrides (e.g.
-    ``{"epochs": 5, "embed_dim": 32, "vision": {"depth": 2}}``); ``model_overrides`` among them (a run's
-    ``config.json``) is merged first."""
-    own = {f.name for f in fields(CLIPTrainConfig)}
-    given = {k: v for k, v in options.items() if k not in own}
-    base = options.get("model_overrides", {})
-    if given and not isinstance(base, dict):
-        raise ConfigError(f"model_overrides must be a mapping of CLIPConfig fields, got {shown(base)}")
-    overrides = {**base, **given} if given else base
-    return CLIPTrainConfig(
-        **{k: v for k, v in options.items() if k in own and k != "model_overrides"}, model_overrides=overrides
+def run_line(result: RunResult) -> str:
+    """What ``vitlab train --task clip`` prints."""
+    config, test = cast(CLIPTrainConfig, result.config), result.test or {}
+    return (
+        f"{config.model} on captioned {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+        f"test recall@1 image->text {test['i2t_r1']:.4f}, text->image {test['t2i_r1']:.4f}, zero-shot "
+        f"shape accuracy {test['zero_shot_acc']:.4f} (best epoch's weights)"
     )
-
-
-__all__ = [
-    "CLIPResult",
-    "CLIPTask",
-    "CLIPTrainConfig",
-    "build_clip_model",
-    "clip_train_config",
-    "evaluate_clip",
-    "train_clip",
-]

@@ -1,4 +1,5 @@
-"""Dense runs on the engine: ``train_dense(DenseTrainConfig) -> DenseResult``, and their evaluation.
+"""Dense runs on the engine: :class:`DenseTrainConfig`, :class:`DenseTask` (:func:`build_task` for
+:func:`vitlab.tasks.run`), and their evaluation.
 
 Segmentation heads ``linear`` / ``decoder`` learn by per-pixel cross-entropy, ``queries`` by the
 mask-classification set loss; ``detr`` by the detection set loss (:class:`DenseTask`). Augmentation:
@@ -21,15 +22,16 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.ops import box_convert
 
-from ...checks import Check, Fields, Int, Maybe, OneOf, reject_unknown, shown
+from ...checks import Check, Fields, Int, Maybe, OneOf
 from ...data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
-from ...engine import Reporter, RunConfig, Task, fit, seed_everything
+from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError, DataError
 from ...models.config import MAX_SIDE
 from ...models.dense import HEADS, DenseConfig, DenseModel
 from ...runs import DataConfig, RunDir, read_json
 from ...runs.layout import CONFIG, EVALUATION
+from ..run import RunResult
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
 from .predict import KINDS, dense_checkpoint, predict_boxes, predict_masks
@@ -74,6 +76,12 @@ class DenseTrainConfig(RunConfig):
             ),
         }
 
+    OVERRIDES, OVERRIDES_OF = "model", "DenseConfig"
+
+    @classmethod
+    def known_options(cls) -> tuple[set[str], str]:
+        return {f.name for f in fields(cls)} | {f.name for f in fields(DenseConfig)} - set(DERIVED), "dense"
+
     # ``vitlab train --task segment|detect`` names the task.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "task": "--task segment|detect"}
 
@@ -83,22 +91,6 @@ class DenseTrainConfig(RunConfig):
         self.head = self.head or HEADS[self.task][0]
         if self.head not in HEADS[self.task]:
             raise ConfigError(f"head {self.head!r} does not do {self.task}: choose one of {HEADS[self.task]}")
-
-
-@dataclass
-class DenseResult:
-    """The trained model (eval mode), its val and test figures (see :func:`evaluate_dense`), the
-    engine's epoch records, the seconds the epochs took, the parameter count, and the checkpoint
-    (None without ``out_dir``)."""
-
-    config: DenseTrainConfig
-    model: DenseModel
-    val: dict[str, Any]
-    test: dict[str, Any]
-    history: list[dict[str, Any]]
-    seconds: float
-    params: int
-    checkpoint: Path | None = None
 
 
 def detection_targets(
@@ -256,11 +248,8 @@ class DenseTask(Task):
         ).to_dict()
 
 
-def train_dense(
-    config: DenseTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
-) -> DenseResult:
-    """Train a dense model on ``splits`` (default: the dataset ``config`` names); with
-    ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
+def build_task(config: DenseTrainConfig, splits: DenseSplits | None, reporter: Reporter) -> DenseTask:
+    """The engine task of a dense run on ``splits`` (default: the dataset ``config`` names)."""
     if splits is None:
         splits = load_dense_dataset(
             config.dataset,
@@ -273,30 +262,20 @@ def train_dense(
     if config.task == "segment" and splits.train.masks is None:
         raise DataError(f"dataset {splits.name!r} has no masks: use --task detect, or a dataset with masks")
     seed_everything(config.seed)
-    model = build_dense_model(config, splits)
-    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(DenseTask(model, splits, config), config, run_dir, reporter)
-    fitted.write_summary(run_dir, "the final model (validation runs at the end)")
-    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
-    return DenseResult(
-        config, cast(DenseModel, fitted.model), val, test, fitted.history, fitted.seconds, fitted.params, checkpoint
+    return DenseTask(build_dense_model(config, splits), splits, config)
+
+
+def run_line(result: RunResult) -> str:
+    """What ``vitlab train --task segment|detect`` prints."""
+    config, test = cast(DenseTrainConfig, result.config), result.test or {}
+    scores = (
+        f"pixel acc {test['pixel_acc']:.4f}, mean IoU {test['mean_iou']:.4f}"
+        if config.task == "segment"
+        else f"mAP@[.5:.95] {test['map']:.4f}, mAP@.5 {test['map50']:.4f}"
     )
-
-
-def dense_train_config(options: dict[str, Any]) -> DenseTrainConfig:
-    """A :class:`DenseTrainConfig` from flat options: its own fields, and the rest as model overrides
-    (e.g. ``{"task": "segment", "head": "decoder", "epochs": 5, "patch_size": 4}``); a ``model``
-    mapping among them (a run's ``config.json``) is flattened first."""
-    model = options.get("model", {})
-    if not isinstance(model, dict):
-        raise ConfigError(
-            f"model must be a mapping of DenseConfig fields, got {shown(model)}: e.g. {{'patch_size': 4}}"
-        )
-    options = {**{k: v for k, v in options.items() if k != "model"}, **model}
-    own = {f.name for f in fields(DenseTrainConfig)} - {"model"}
-    reject_unknown(options, own | set(f.name for f in fields(DenseConfig)) - set(DERIVED), "dense")
-    return DenseTrainConfig(
-        **{k: v for k, v in options.items() if k in own}, model={k: v for k, v in options.items() if k not in own}
+    return (
+        f"{config.head} {config.task} on {config.dataset}: {result.params:,} parameters, "
+        f"{result.seconds:.1f}s, test {scores} (final model)"
     )
 
 
@@ -354,11 +333,9 @@ def evaluate_dense_checkpoint(
 
 
 __all__ = [
-    "DenseResult",
     "DenseTask",
     "DenseTrainConfig",
-    "dense_train_config",
+    "build_task",
     "evaluate_dense",
     "evaluate_dense_checkpoint",
-    "train_dense",
 ]

@@ -5,32 +5,26 @@
   prompts (the object's centre, its box).
 - ``losses``: focal + dice on the best of K candidates, MSE of the predicted IoU.
 - ``train``: :class:`PromptableTask` on the engine (several prompts per image, the image encoded once),
-  :func:`train_promptable`, :func:`evaluate_promptable`.
+  :func:`evaluate_promptable`.
 - ``predict``: :func:`segment` one image from points / a box, overlays, :func:`promptable_checkpoint`.
 """
 
 from ...models.promptable import PromptableConfig, PromptableModel
 from .predict import overlay_prompt, predict_file, promptable_checkpoint, segment
 from .train import (
-    PromptableResult,
     PromptableTask,
     PromptableTrainConfig,
     evaluate_promptable,
-    promptable_train_config,
-    train_promptable,
 )
 
 __all__ = [
     "PromptableConfig",
     "PromptableModel",
-    "PromptableResult",
     "PromptableTask",
     "PromptableTrainConfig",
     "evaluate_promptable",
     "overlay_prompt",
     "predict_file",
     "promptable_checkpoint",
-    "promptable_train_config",
     "segment",
-    "train_promptable",
 ]

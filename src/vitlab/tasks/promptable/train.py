@@ -14,20 +14,20 @@ end; the test figures are those of the final model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, cast
 
 import torch
 from torch import nn
 
-from ...checks import Check, Fields, Float, Int, OneOf, reject_unknown, shown
+from ...checks import Check, Fields, Float, Int, OneOf
 from ...data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
-from ...engine import Reporter, RunConfig, Task, fit, seed_everything
+from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
-from ...errors import ConfigError, DataError
+from ...errors import DataError
 from ...models.config import MAX_SIDE
 from ...models.promptable import PromptableConfig, PromptableModel, box_prompt
-from ...runs import DataConfig, RunDir
+from ...runs import DataConfig
+from ..run import RunResult
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 
@@ -43,6 +43,12 @@ class PromptableTrainConfig(RunConfig):
     prompts (``prompts_per_image`` per training image; a box with probability ``box_prob``, else a
     point; boxes jittered by ``box_jitter`` times their side), and ``model``:
     :class:`~vitlab.models.promptable.PromptableConfig` overrides."""
+
+    OVERRIDES, OVERRIDES_OF = "model", "PromptableConfig"
+
+    @classmethod
+    def known_options(cls) -> tuple[set[str], str]:
+        return {f.name for f in fields(cls)} | {f.name for f in fields(PromptableConfig)} - set(DERIVED), KIND
 
     dataset: str = "shapes"
     count: int = SHAPES_COUNT
@@ -75,22 +81,6 @@ class PromptableTrainConfig(RunConfig):
 
     def check_relations(self) -> None:
         check_generated("shapes", self.count, self.image_size)
-
-
-@dataclass
-class PromptableResult:
-    """The trained model (eval mode), its val and test figures (see :func:`evaluate_promptable`),
-    the engine's epoch records, the seconds the epochs took, the parameter count, and the checkpoint
-    (None without ``out_dir``)."""
-
-    config: PromptableTrainConfig
-    model: PromptableModel
-    val: dict[str, float]
-    test: dict[str, float]
-    history: list[dict[str, Any]]
-    seconds: float
-    params: int
-    checkpoint: Path | None = None
 
 
 @dataclass
@@ -233,11 +223,8 @@ class PromptableTask(Task):
         ).to_dict()
 
 
-def train_promptable(
-    config: PromptableTrainConfig, splits: DenseSplits | None = None, reporter: Reporter | None = None
-) -> PromptableResult:
-    """Train a promptable model on ``splits`` (default: the dataset ``config`` names); with
-    ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
+def build_task(config: PromptableTrainConfig, splits: DenseSplits | None, reporter: Reporter) -> PromptableTask:
+    """The engine task of a promptable run on ``splits`` (default: the dataset ``config`` names)."""
     if splits is None:
         splits = load_dense_dataset(
             config.dataset,
@@ -248,27 +235,13 @@ def train_promptable(
             count=config.count,
         )
     seed_everything(config.seed)
-    model = build_promptable_model(config, splits)
-    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(PromptableTask(model, splits, config), config, run_dir, reporter)
-    fitted.write_summary(run_dir, "the final model (validation runs at the end)")
-    val, test, checkpoint = fitted.chosen_val(), fitted.test or {}, fitted.checkpoints.get("best")
-    trained = cast(PromptableModel, fitted.model)
-    return PromptableResult(config, trained, val, test, fitted.history, fitted.seconds, fitted.params, checkpoint)
+    return PromptableTask(build_promptable_model(config, splits), splits, config)
 
 
-def promptable_train_config(options: dict[str, Any]) -> PromptableTrainConfig:
-    """A :class:`PromptableTrainConfig` from flat options: its own fields, and the rest as model
-    overrides (e.g. ``{"epochs": 5, "patch_size": 4}``); a ``model`` mapping among them (a run's
-    ``config.json``) is flattened first."""
-    model = options.get("model", {})
-    if not isinstance(model, dict):
-        raise ConfigError(
-            f"model must be a mapping of PromptableConfig fields, got {shown(model)}: e.g. {{'patch_size': 4}}"
-        )
-    options = {**{k: v for k, v in options.items() if k != "model"}, **model}
-    own = {f.name for f in fields(PromptableTrainConfig)} - {"model"}
-    reject_unknown(options, own | set(f.name for f in fields(PromptableConfig)) - set(DERIVED), KIND)
-    return PromptableTrainConfig(
-        **{k: v for k, v in options.items() if k in own}, model={k: v for k, v in options.items() if k not in own}
+def run_line(result: RunResult) -> str:
+    """What ``vitlab train --task promptable`` prints."""
+    config, test = cast(PromptableTrainConfig, result.config), result.test or {}
+    return (
+        f"promptable on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, test mean IoU "
+        f"from one box {test['box_miou']:.4f}, from one point {test['point_miou']:.4f} (final model)"
     )

@@ -1,4 +1,4 @@
-"""Self-supervised pretraining on the engine: ``pretrain(PretrainConfig) -> PretrainResult``.
+"""Self-supervised pretraining on the engine: :class:`PretrainConfig`, and the tasks :func:`vitlab.tasks.run` trains.
 
 ``method="mae"`` trains a :class:`~vitlab.tasks.ssl.mae.MaskedAutoencoder` around the ViT
 (:class:`MAETask`); ``method="dino"`` a student and its momentum teacher (:class:`DINOTask`,
@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -26,15 +25,16 @@ from torch import nn
 
 from ...checks import Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
 from ...data import DataSplits, load_dataset, normalize
-from ...engine import Reporter, RunConfig, Task, fit, seed_everything
+from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv, all_reduce_sum
 from ...errors import ConfigError
 from ...models import build_registered
 from ...models.config import MAX_CLASSES, MAX_SIDE
 from ...models.vit import VisionTransformer
 from ...runs import DataConfig, RunDir
-from ...runs.layout import LAST, METRICS, SUMMARY
+from ...runs.layout import METRICS
 from ..classify.task import ModelFields
+from ..run import RunResult
 from .crops import multi_crop
 from .dino import Centre, DINOHead, DINONet, cosine_momentum, dino_loss, ema_update_, teacher_temperature
 from .mae import MAEConfig, MaskedAutoencoder
@@ -93,6 +93,8 @@ class PretrainConfig(RunConfig):
             "mae": Options(MAEConfig, "MAEConfig"),
         }
 
+    OVERRIDES = "model_overrides"
+    NESTED = {"mae": "mae"}
     # ``vitlab pretrain mae|dino`` names the method.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "method": "vitlab pretrain mae|dino"}
 
@@ -105,18 +107,6 @@ class PretrainConfig(RunConfig):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "mae": asdict(self.mae)}
-
-
-@dataclass
-class PretrainResult:
-    """The pretrained encoder (eval mode; no classifier head), the per-epoch records, the seconds
-    the epochs took, and the checkpoint (None without ``out_dir``)."""
-
-    config: PretrainConfig
-    encoder: nn.Module
-    history: list[dict[str, Any]]
-    seconds: float
-    checkpoint: Path | None
 
 
 def unlabelled_images(splits: DataSplits, which: str) -> torch.Tensor:
@@ -308,29 +298,44 @@ class DINOTask(PretrainTask):
         self.centre.load_state_dict(state["centre"])
 
 
-def pretrain(
-    config: PretrainConfig, splits: DataSplits | None = None, reporter: Reporter | None = None
-) -> PretrainResult:
-    """Pretrain ``config.model`` on ``splits`` (default: the dataset ``config`` names) without labels;
-    with ``config.out_dir``, write the run folder (see :class:`vitlab.runs.RunDir`)."""
+def build_task(config: PretrainConfig, splits: DataSplits | None, reporter: Reporter) -> PretrainTask:
+    """The engine task of a pretraining run on ``splits`` (default: the dataset ``config`` names), without labels."""
     splits = splits or load_dataset(config.dataset, config.data_dir, seed=config.seed, rows=config.rows)
     seed_everything(config.seed)
     encoder = build_encoder(config, splits)
-    task = (MAETask if config.method == "mae" else DINOTask)(encoder, splits, config)
-    run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    fitted = fit(task, config, run_dir, reporter)
-    checkpoint = run_dir.checkpoint(LAST) if run_dir is not None and fitted.checkpoints else None
-    if run_dir is not None and checkpoint is not None:
-        last = fitted.history[-1] if fitted.history else {}
-        run_dir.write_json(
-            SUMMARY,
-            {
-                "method": config.method,
-                "epochs": len(fitted.history),
-                "final_loss": last.get("train_loss"),
-                "seconds": fitted.seconds,
-                "params": fitted.params,
-                "checkpoint": str(checkpoint),
-            },
-        )
-    return PretrainResult(config, fitted.model.requires_grad_(True), fitted.history, fitted.seconds, checkpoint)
+    return (MAETask if config.method == "mae" else DINOTask)(encoder, splits, config)
+
+
+def run_summary(result: RunResult) -> dict[str, Any]:
+    """A pretraining run's ``summary.json``."""
+    config = cast(PretrainConfig, result.config)
+    return {
+        "method": config.method,
+        "epochs": len(result.history),
+        "final_loss": result.last.get("train_loss"),
+        "seconds": result.seconds,
+        "params": result.params,
+        "checkpoint": str(result.checkpoint),
+    }
+
+
+def run_line(result: RunResult) -> str:
+    """What ``vitlab pretrain`` prints: the method, epochs, seconds, final loss and DINO's collapse monitors."""
+    config, last = cast(PretrainConfig, result.config), result.last
+    monitors = "".join(
+        f", {k.removeprefix('train_')} {last[k]:.4f}"
+        for k in ("train_teacher_entropy", "train_teacher_student_kl")
+        if k in last
+    )
+    loss = f", final loss {last['train_loss']:.4f}" if last else ""
+    return (
+        f"{config.method} pretraining of {config.model} on {config.dataset}: {len(result.history)} epochs, "
+        f"{result.seconds:.1f}s{loss}{monitors}"
+    )
+
+
+def run_handoff(result: RunResult) -> str | None:
+    """Where the encoder is, and how to fine-tune it."""
+    if result.checkpoint is None:
+        return None
+    return f"encoder: {result.checkpoint} (fine-tune with `vitlab train --init {result.config.out_dir}`)"

@@ -20,6 +20,7 @@ from torch import nn
 from ...data import ImageDataset, normalize
 from ...errors import DataError
 from ...runs import checkpoint_data
+from ..requests import EvaluateRequest
 
 PROBES = ("linear", "knn")
 
@@ -147,3 +148,26 @@ def probe_checkpoint(
         "n": len(data),
         "accuracy": acc,
     }
+
+
+def probe_lines(request: EvaluateRequest) -> str:
+    """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for."""
+    lines = []
+    for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
+        if wanted:
+            probe = probe_checkpoint(
+                request.checkpoint,
+                method,
+                dataset=request.dataset,
+                data_dir=request.data_dir,
+                split=request.split,
+                rows=request.rows,
+                k=request.k,
+                device=request.device,
+            )
+            name = "linear probe" if method == "linear" else f"{request.k}-NN"
+            lines.append(
+                f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
+                f"{probe['dataset']} {probe['split']} ({probe['n']} images) accuracy {probe['accuracy']:.4f}"
+            )
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 
 DISTILL_KINDS = ("soft", "hard")
 

@@ -1,0 +1,65 @@
+"""``run_pitfalls``: every pitfall's grids planned, run together on one executor, judged and written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..execution import execute_many
+from ..executors import Executor, LocalExecutor
+from ..files import open_study
+from ..plan import data_shape, load_splits
+from .catalogue import NAME, SEEDS, Profile
+from .report import write_pitfalls
+from .studies import Study, execution_groups, pick_profile, plan_studies
+from .verdicts import PitfallsResult, verdicts
+
+
+def run_pitfalls(
+    out_dir: str | Path | None,
+    *,
+    seeds: int = SEEDS,
+    dataset: str | None = None,
+    data_dir: str | None = None,
+    device: str = "auto",
+    executor: Executor | None = None,
+    progress: Any = None,
+    overwrite: bool = False,
+) -> PitfallsResult:
+    """Plan every pitfall's grids, run them together on ``executor`` and, with ``out_dir``, write
+    ``results.json`` and ``report.md`` there (a study folder: an existing one is refused unless
+    ``overwrite``)."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    profile, reason = pick_profile(dataset, data_dir)
+    studies = plan_studies(profile, seeds, data_dir, device)
+    settings = {"preset": NAME, "dataset": profile.dataset, "seeds": seeds, "device": device}
+    if out_dir is None:
+        return _run(studies, profile, reason, executor, progress, start, cpu_start)
+    with open_study(out_dir, settings, overwrite):
+        result = _run(studies, profile, reason, executor, progress, start, cpu_start)
+        result.files = write_pitfalls(result, out_dir)
+    return result
+
+
+def _run(
+    studies: list[Study],
+    profile: Profile,
+    reason: str,
+    executor: Executor | None,
+    progress: Any,
+    start: float,
+    cpu_start: float,
+) -> PitfallsResult:
+    executor = executor or LocalExecutor(jobs=1, threads=None)
+    groups = execution_groups(studies)
+    outcomes, task_cpu = execute_many([(config, plan) for config, plan, _ in groups], executor, progress)
+    for (_, _, members), found in zip(groups, outcomes):
+        for index in members:
+            studies[index].records = {run.key: found[run.key].record for run in studies[index].plan.runs}
+    shape = data_shape(load_splits(studies[0].config, 0, profile.rows))
+    found_verdicts = verdicts(studies, profile, shape)
+    cpu = task_cpu + time.process_time() - cpu_start
+    return PitfallsResult(
+        profile, reason, studies, found_verdicts, time.perf_counter() - start, cpu, executor.describe()
+    )

@@ -1,0 +1,117 @@
+"""The classification task in the registry: training, ``vitlab evaluate`` and ``vitlab predict`` on
+``classifier`` and ``distilled-classifier`` checkpoints (DeiT distillation is classification with a teacher)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from ...runs import Loaded, atomic_write
+from ..registry import TaskSpec, register
+from ..requests import EvaluateRequest, PredictRequest
+from ..ssl.probe import probe_lines
+from .predict import Prediction, classify_files
+from .task import TrainConfig
+from .train import build_task, evaluate_checkpoint, run_line, run_summary
+
+
+def evaluation_text(report: dict, out: str | None) -> str:
+    """``vitlab evaluate``'s lines for a classifier report (see :func:`evaluate_checkpoint`)."""
+    lines = [
+        f"{report['model']} on {report['dataset']} {report['split']} ({report['n']} images): "
+        f"accuracy {report['accuracy']:.4f}  NLL {report['nll']:.4f}  ECE {report['ece']:.4f}"
+    ]
+    if "temperature" in report:
+        cal = report["calibrated"]
+        lines.append(
+            f"temperature {report['temperature']:.3f} (fitted on val): NLL {cal['nll']:.4f}  ECE {cal['ece']:.4f}"
+        )
+    worst = sorted((acc, name) for name, acc in report["per_class_accuracy"].items() if acc is not None)[:3]
+    lines.append("lowest per-class accuracy: " + ", ".join(f"{name} {acc:.3f}" for acc, name in worst))
+    if out:
+        lines.append(f"wrote {out}/metrics.json, reliability.png, confusion.png")
+    return "\n".join(lines)
+
+
+def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
+    """Accuracy, NLL, ECE (and temperature scaling) on a split; or, with ``linear_probe`` / ``knn``, probes
+    of the frozen features."""
+    if request.linear_probe or request.knn:
+        return probe_lines(request)
+    report = evaluate_checkpoint(
+        loaded,
+        dataset=request.dataset,
+        data_dir=request.data_dir,
+        split=request.split,
+        temperature_scale=request.temperature_scale,
+        out_dir=request.out,
+        overwrite=request.overwrite,
+        device=request.device,
+        options=request.options,
+    )
+    return evaluation_text(report, request.out)
+
+
+def prediction_csv(predictions: list[Prediction]) -> str:
+    """One row per image: its path, then class and probability of each of its top k."""
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(
+        ["image", *[f"{kind}{i + 1}" for i in range(len(predictions[0].top)) for kind in ("class", "probability")]]
+    )
+    for p in predictions:
+        writer.writerow([str(p.path), *[x for c, v in p.top for x in (c, f"{v:.6f}")]])
+    return table.getvalue()
+
+
+def predict(loaded: Loaded, request: PredictRequest) -> str:
+    """Each image's top-k classes: a table, JSON (``json``), or a CSV (for a folder, or written to ``out``)."""
+    from pathlib import Path
+
+    predictions = classify_files(loaded, request.images, top_k=request.top_k, options=request.options)
+    if request.json:
+        rows = [{"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]} for p in predictions]
+        return json.dumps(rows, indent=2)
+    if request.out:
+        atomic_write(request.out, prediction_csv(predictions).encode())
+        return f"wrote {request.out} ({len(predictions)} images)"
+    if any(Path(p).is_dir() for p in request.images):
+        return prediction_csv(predictions).removesuffix("\n")
+    width = max(len(str(p.path)) for p in predictions)
+    return "\n".join(f"{str(p.path):<{width}}  " + "  ".join(f"{c} {v:.3f}" for c, v in p.top) for p in predictions)
+
+
+CLASSIFY = register(
+    TaskSpec(
+        "classify",
+        TrainConfig,
+        build=build_task,
+        kinds=("classifier", "distilled-classifier"),
+        summary=run_summary,
+        line=run_line,
+        evaluate=evaluate,
+        predict=predict,
+        options=(
+            "model",
+            "dataset",
+            "data_dir",
+            "rows",
+            "epochs",
+            "batch_size",
+            "lr",
+            "seed",
+            "augment",
+            "init",
+            "layer_decay",
+            "teacher",
+            "distill",
+            "distill_alpha",
+            "distill_temperature",
+            "compile",
+        ),
+        help="image classification (with --teacher: DeiT distillation)",
+    )
+)
+
+__all__ = ["CLASSIFY", "evaluate", "predict"]

@@ -1,0 +1,69 @@
+"""Dense prediction in the registry: ``segment`` (``segmenter`` checkpoints) and ``detect`` (``detector``),
+one config told apart by its ``task`` field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import DataError
+from ...runs import Loaded
+from ..registry import TaskSpec, register
+from ..requests import EvaluateRequest, PredictRequest
+from ..run import fit_summary
+from .predict import predict_file
+from .train import DenseTrainConfig, build_task, evaluate_dense_checkpoint, run_line
+
+
+def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
+    """Pixel accuracy and mean IoU, or COCO mAP, on a split of the checkpoint's dataset."""
+    report = evaluate_dense_checkpoint(
+        request.checkpoint,
+        split=request.split,
+        dataset=request.dataset,
+        data_dir=request.data_dir,
+        device=request.device,
+        out_dir=request.out,
+        overwrite=request.overwrite,
+    )
+    head = f"{report['head']} {report['task']} on {report['dataset']} {report['split']} ({report['n']} images):"
+    if report["task"] == "segment":
+        line = f"{head} pixel accuracy {report['pixel_acc']:.4f}  mean IoU {report['mean_iou']:.4f}"
+    else:
+        line = f"{head} mAP@[.5:.95] {report['map']:.4f}  mAP@.5 {report['map50']:.4f}"
+    return line + (f"\nwrote {request.out}/metrics.json" if request.out else "")
+
+
+def overlay_path(request: PredictRequest, what: str) -> tuple[str, str]:
+    """The one image a drawing model takes, and where its overlay goes (``out``, else ``IMAGE_overlay.png``)."""
+    if len(request.images) != 1:
+        raise DataError(f"a {what} model draws on one image at a time, got {len(request.images)}")
+    image = request.images[0]
+    return image, request.out or str(Path(image).with_suffix("")) + "_overlay.png"
+
+
+def predict(loaded: Loaded, request: PredictRequest) -> str:
+    """The checkpoint's masks or boxes drawn over one image."""
+    image, out = overlay_path(request, "dense")
+    return f"wrote {predict_file(request.checkpoint, image, out, min_score=request.min_score, device=request.device)}"
+
+
+SEGMENT, DETECT = (
+    register(
+        TaskSpec(
+            task,
+            DenseTrainConfig,
+            build=build_task,
+            kinds=(kind,),
+            summary=fit_summary("the final model (validation runs at the end)"),
+            line=run_line,
+            evaluate=evaluate,
+            predict=predict,
+            preset={"task": task},
+            options=("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "head", "compile"),
+            help=f"{task} on ViT features (dense heads)",
+        )
+    )
+    for task, kind in (("segment", "segmenter"), ("detect", "detector"))
+)
+
+__all__ = ["DETECT", "SEGMENT"]

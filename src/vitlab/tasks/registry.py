@@ -1,0 +1,147 @@
+"""The task registry: every task declared once, as a :class:`TaskSpec`.
+
+A task is what differs between trainings (the loop, the run folder and the checkpoint format are
+shared): its config class, the builder of its engine :class:`~vitlab.engine.Task`, the checkpoint
+kinds its runs write, what ``vitlab evaluate`` and ``vitlab predict`` do with those checkpoints,
+and the line and summary a finished run reports. Everything that lists tasks is derived from here:
+``vitlab train --task`` (and ``vitlab pretrain``'s methods), the options each one takes (its config's
+fields), which task reads a checkpoint of a given kind, and :func:`vitlab.tasks.run`.
+
+    SPEC = register(TaskSpec("rotation", RotationConfig, build=RotationTask.build, kinds=("rotator",), ...))
+
+Built-in tasks register when :mod:`vitlab.tasks` is imported; a package of one's own registers by
+being imported, or by naming a module that registers in the ``vitlab.tasks`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:
+    from ..engine import Reporter, RunConfig, Task
+    from ..runs import Loaded
+    from .run import RunResult
+
+ENTRY_POINTS = "vitlab.tasks"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task, declared once.
+
+    - ``name``: ``--task NAME`` and the kind its run folders record (``classify``, ``segment``, ``mae``, ...).
+    - ``config``: its config class (a :class:`~vitlab.engine.RunConfig`); the command line's options for the
+      task are this class's fields.
+    - ``build(config, data, reporter) -> Task``: load the data when ``data`` is None, seed, build the model,
+      and return the engine task.
+    - ``kinds``: the checkpoint kinds its runs write (``classifier``, ``segmenter``, ...); the first is the usual.
+    - ``summary(result) -> dict``: the run folder's ``summary.json``; ``line(result) -> str``: what
+      ``vitlab train`` prints.
+    - ``evaluate(loaded, request) -> str`` / ``predict(loaded, request) -> str``: ``vitlab evaluate`` /
+      ``vitlab predict`` on one of its checkpoints, as the text to print (None: the command refuses its kinds).
+    - ``handoff(result) -> str | None``: where the run's files are and what to do next (default: the run folder).
+    - ``preset``: config fields the task fixes (``segment`` and ``detect`` share one config, ``task`` told apart).
+    - ``command``: the sub-command that trains it (``train``, or ``pretrain`` for self-supervised methods);
+      ``options``: config fields given their own flag on the command line (the rest through ``--set``).
+    """
+
+    name: str
+    config: type[RunConfig]
+    build: Callable[[Any, Any, Reporter], Task]
+    kinds: tuple[str, ...]
+    summary: Callable[[RunResult], dict[str, Any]]
+    line: Callable[[RunResult], str]
+    evaluate: Callable[[Loaded, Any], str] | None = None
+    predict: Callable[[Loaded, Any], str] | None = None
+    handoff: Callable[[RunResult], str | None] | None = None
+    preset: dict[str, Any] = field(default_factory=dict)
+    command: str = "train"
+    options: tuple[str, ...] = field(default_factory=tuple)
+    help: str = ""
+
+
+_SPECS: dict[str, TaskSpec] = {}
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add ``spec`` to the registry (refusing a name or checkpoint kind another task has); returns it."""
+    if spec.name in _SPECS and _SPECS[spec.name] is not spec:
+        raise ConfigError(f"a task named {spec.name!r} is already registered: choose another name")
+    taken = {kind: other.name for other in _SPECS.values() if other is not spec for kind in other.kinds}
+    clash = [k for k in spec.kinds if k in taken]
+    if clash:
+        raise ConfigError(f"checkpoint kind {clash[0]!r} is task {taken[clash[0]]!r}'s: give {spec.name!r} its own")
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove the task ``name`` (a task added for a while, e.g. by a test)."""
+    _SPECS.pop(name, None)
+
+
+@contextmanager
+def registered(spec: TaskSpec) -> Iterator[TaskSpec]:
+    """``with registered(spec):`` the task is in the registry, and out of it afterwards."""
+    register(spec)
+    try:
+        yield spec
+    finally:
+        unregister(spec.name)
+
+
+def load_plugins() -> None:
+    """Import every module named in the ``vitlab.tasks`` entry-point group (each registers its tasks)."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        importlib.import_module(entry.value.split(":")[0])
+
+
+def specs(command: str | None = None) -> list[TaskSpec]:
+    """Every registered task (those ``command`` trains, when given), in registration order."""
+    return [s for s in _SPECS.values() if command is None or s.command == command]
+
+
+def get_task(name: str) -> TaskSpec:
+    """The task ``name``, or a :class:`~vitlab.errors.ConfigError` naming the registered ones."""
+    if name not in _SPECS:
+        raise ConfigError(f"unknown task {name!r}: choose one of {', '.join(_SPECS)}")
+    return _SPECS[name]
+
+
+def checkpoint_kinds() -> tuple[str, ...]:
+    """Every checkpoint kind a registered task writes."""
+    return tuple(kind for spec in _SPECS.values() for kind in spec.kinds)
+
+
+def task_for_kind(kind: str, what: str | None = None) -> TaskSpec:
+    """The task whose runs write checkpoints of ``kind``; with ``what`` (``evaluate``, ``predict``), one
+    that has that handler, else a :class:`~vitlab.errors.CheckpointError` saying which kinds do."""
+    spec = next((s for s in _SPECS.values() if kind in s.kinds), None)
+    if spec is None:
+        raise CheckpointError(
+            f"no registered task reads checkpoints of kind {kind!r}: known kinds are {', '.join(checkpoint_kinds())}"
+        )
+    if what is not None and getattr(spec, what) is None:
+        able = [k for s in _SPECS.values() if getattr(s, what) is not None for k in s.kinds]
+        raise CheckpointError(f"vitlab {what} does not take a {kind} checkpoint: it takes {', '.join(able)}")
+    return spec
+
+
+__all__ = [
+    "TaskSpec",
+    "checkpoint_kinds",
+    "get_task",
+    "load_plugins",
+    "register",
+    "registered",
+    "specs",
+    "task_for_kind",
+    "unregister",
+]
