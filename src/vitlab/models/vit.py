@@ -92,44 +92,55 @@ class ViTConfig(ModelConfig):
     ``floor((H - P) / S) + 1`` per side (``None``: the patch size, tiling patches).
     """
 
-    img_size: int | tuple[int, int] = 224
-    patch_size: int = 16
-    in_chans: int = 3
-    num_classes: int = 1000
-    embed_dim: int = 768
-    depth: int = 12
-    num_heads: int = 12
-    mlp_ratio: float = 4.0
-    qkv_bias: bool = True
-    qk_norm: bool = False
-    pos_embed: str = "learned"
-    pool: str = "token"
-    class_token: bool = True
-    reg_tokens: int = 0
-    distill_token: bool = False
-    pre_norm: bool = False
-    final_norm: bool = True
-    fc_norm: bool | None = None
-    block: str = "prenorm"
-    block_norm: str = "layernorm"
-    causal: bool = False
-    layer_scale: float | None = None
-    patch_embed: str = "conv"
-    patch_stride: int | None = None
-    attention: str = "full"
-    window_size: int = 7
-    lowrank_k: int = 64
-    num_latents: int = 16
-    sparse_local: int | None = None
-    sparse_stride: int | None = None
-    rel_pos: str = "none"
-    pad: bool = False
-    dynamic_img_size: bool = False
-    norm_eps: float = 1e-6
-    drop_rate: float = 0.0
-    pos_drop_rate: float = 0.0
-    attn_drop_rate: float = 0.0
-    drop_path_rate: float = 0.0
+    # The fields keep their order (a checkpoint's config.json lists them in it); each section says what it sets.
+    # geometry: the images the model takes and how they are cut into patches
+    img_size: int | tuple[int, int] = 224  # (H, W), or one side for a square
+    patch_size: int = 16  # P: patches of P x P pixels, a grid of (H / P) x (W / P) tokens
+    in_chans: int = 3  # C, image channels
+    # head: the classifier's outputs
+    num_classes: int = 1000  # 0: no head, forward returns the pooled features (B, D)
+    # width and depth: the encoder's blocks
+    embed_dim: int = 768  # D, the token width
+    depth: int = 12  # blocks
+    num_heads: int = 12  # H, heads of D / H
+    mlp_ratio: float = 4.0  # MLP hidden width / D
+    qkv_bias: bool = True  # biases on the Q, K, V projections
+    qk_norm: bool = False  # LayerNorm on every head's queries and keys
+    # positions: the table added to the patch tokens
+    pos_embed: str = "learned"  # one of POSITION_KINDS ("rope" rotates Q and K inside attention instead)
+    # prefix tokens and pooling: what is prepended to the patch tokens and what the head reads
+    pool: str = "token"  # the class token, or the mean or max over patch tokens
+    class_token: bool = True  # a learned class token in front
+    reg_tokens: int = 0  # register tokens after it (read by no head)
+    distill_token: bool = False  # a DeiT distillation token, with its own head head_dist
+    # norms and blocks
+    pre_norm: bool = False  # a LayerNorm on the tokens before the first block (timm's norm_pre)
+    final_norm: bool = True  # a LayerNorm after the last block (False: none, fc_norm included)
+    fc_norm: bool | None = None  # that LayerNorm after pooling, else on every token (None: timm's rule, above)
+    block: str = "prenorm"  # "prenorm" (norm, then attention or MLP) or "postnorm" (the norm after the residual)
+    block_norm: str = "layernorm"  # the norm inside every block: one of NORM_KINDS
+    causal: bool = False  # mask every key after its query (a language model's mask; full attention only)
+    layer_scale: float | None = None  # initial value of a learned per-channel scale on every residual branch
+    # tokenizer: how a patch becomes a token
+    patch_embed: str = "conv"  # one of PATCH_EMBEDS: a conv or linear projection, shifted patches, a conv stem
+    patch_stride: int | None = None  # below patch_size: overlapping patches (None: the patch size)
+    # attention and its per-kind options: each option is read by its kind alone
+    attention: str = "full"  # one of ATTENTION_KINDS
+    window_size: int = 7  # "window": windows of M x M patches
+    lowrank_k: int = 64  # "lowrank": the rows keys and values are projected to
+    num_latents: int = 16  # "latent": the learned tokens attention is routed through
+    sparse_local: int | None = None  # "sparse": the band radius (None: the grid's width)
+    sparse_stride: int | None = None  # "sparse": the stride of the strided positions (None: the grid's width)
+    rel_pos: str = "none"  # a learned relative position bias on the scores: "none", "per_block" or "shared"
+    # other image sizes
+    pad: bool = False  # zero-pad images whose sides are not multiples of patch_size
+    dynamic_img_size: bool = False  # take other image sizes at run time, resampling the positions
+    # numerics and regularisation
+    norm_eps: float = 1e-6  # every norm's epsilon
+    drop_rate: float = 0.0  # dropout inside the blocks and before the head
+    pos_drop_rate: float = 0.0  # dropout after adding the positions
+    attn_drop_rate: float = 0.0  # dropout on the attention weights
+    drop_path_rate: float = 0.0  # stochastic depth, rising linearly from 0 in the first block to this in the last
 
     checks: ClassVar[dict[str, Check]] = {
         "img_size": Pair(Int(1, MAX_SIDE)),
