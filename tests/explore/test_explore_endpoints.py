@@ -12,7 +12,7 @@ from vitlab.data import load_dataset, normalize
 from vitlab.explain.maps import gradient_map, head_statistics, occlusion_map, query_attention, rollout_map
 from vitlab.explain.record import attention_weights as record_weights
 from vitlab.explore import decode_array, encode_array
-from vitlab.explore.runs import Table, rank_table
+from vitlab.explore.run_index import Table, rank_table
 from vitlab.layers.attention import MultiHeadSelfAttention
 from vitlab.ops.patches import num_tokens, patchify
 from vitlab.ops.positions import sincos_2d

@@ -16,7 +16,7 @@ from vitlab.analysis.cost import ATTENTION_COSTS, Workload, flops
 from vitlab.data import load_dataset, normalize
 from vitlab.explore import decode_array
 from vitlab.explore.images import LabeledImage, fit_image
-from vitlab.explore.runs import curves, find_runs, overview_row, rank_table, run_table
+from vitlab.explore.run_index import curves, find_runs, overview_row, rank_table, run_table
 from vitlab.explore.views import COINCIDE, OOD_MEAN, coinciding, cost_view, pad_to_aspect, position_view, prepared
 
 

@@ -2,7 +2,7 @@
 
 A local web app (FastAPI, served by uvicorn on 127.0.0.1) with six pages — Tokens, Attention,
 Mechanics, Segment, Cost, Runs — whose every number comes from vitlab's functions on the server
-(:mod:`vitlab.explore.views`, :mod:`vitlab.explore.prompts`, :mod:`vitlab.explore.runs`); the
+(:mod:`vitlab.explore.views`, :mod:`vitlab.explore.prompts`, :mod:`vitlab.explore.run_index`); the
 offline front end in ``static/`` only draws. It reads only the checkpoints, run folders and data
 folder it was started with; what it refuses, and the tests that prove it, are in SECURITY.md at the
 repository root.

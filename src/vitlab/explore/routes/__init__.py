@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..checkpoints import ModelShelf
     from ..images import ImageBook
     from ..prompts import PromptShelf
-    from ..runs import RunShelf
+    from ..run_index import RunShelf
     from ..training import Trainer
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from ..runs import overview, rank_table, run_detail, run_table
+from ..run_index import overview, rank_table, run_detail, run_table
 from . import Context
 
 
