@@ -21,7 +21,7 @@ tensors were turned into NumPy arrays by the caller (this package never imports 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,40 @@ def vit_forward(images: np.ndarray, params: Params) -> tuple[np.ndarray, list[np
     return x, attentions
 
 
+def _check_supported(config: Mapping[str, Any]) -> None:
+    """Refuse a config option the reference does not implement (``ValueError`` naming it)."""
+    for option, values in _SUPPORTED.items():
+        if config.get(option, values[0]) not in values:
+            raise ValueError(
+                f"the NumPy reference has no {option}={config[option]!r}: compare a model with "
+                f"{option} in {', '.join(values)}"
+            )
+    if config["pool"] == "token" and not config["class_token"]:
+        raise ValueError("pool='token' reads the class token, but class_token=False: use pool='mean'")
+
+
+def _block_params(take: Callable[[str], np.ndarray], p: str, qkv_bias: bool) -> dict[str, Any]:
+    """One pre-norm block's arrays, taken by name from under the prefix ``p``: projections ``(D_in, D_out)``."""
+    wq, wk, wv = np.split(take(p + "attn.qkv.weight"), 3)
+    bq, bk, bv = np.split(take(p + "attn.qkv.bias"), 3) if qkv_bias else (0.0, 0.0, 0.0)
+    return {
+        "norm1": (take(p + "norm1.weight"), take(p + "norm1.bias")),
+        "wq": wq.T,
+        "wk": wk.T,
+        "wv": wv.T,
+        "bq": bq,
+        "bk": bk,
+        "bv": bv,
+        "wo": take(p + "attn.proj.weight").T,
+        "bo": take(p + "attn.proj.bias"),
+        "norm2": (take(p + "norm2.weight"), take(p + "norm2.bias")),
+        "mlp_w1": take(p + "mlp.fc1.weight").T,
+        "mlp_b1": take(p + "mlp.fc1.bias"),
+        "mlp_w2": take(p + "mlp.fc2.weight").T,
+        "mlp_b2": take(p + "mlp.fc2.bias"),
+    }
+
+
 def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> Params:
     """The ``params`` of :func:`vit_forward` from a vitlab ``VisionTransformer`` state dict.
 
@@ -152,14 +186,7 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
             blocks, other attention or patch tokenisers) or a state-dict entry it would ignore
             (layer scale, qk-norm, pre-norm, ...).
     """
-    for option, values in _SUPPORTED.items():
-        if config.get(option, values[0]) not in values:
-            raise ValueError(
-                f"the NumPy reference has no {option}={config[option]!r}: compare a model with "
-                f"{option} in {', '.join(values)}"
-            )
-    if config["pool"] == "token" and not config["class_token"]:
-        raise ValueError("pool='token' reads the class token, but class_token=False: use pool='mean'")
+    _check_supported(config)
     unused = dict(state_dict)
 
     def take(name: str) -> np.ndarray:
@@ -188,29 +215,7 @@ def params_from_state_dict(state_dict: Mapping[str, np.ndarray], config: Mapping
     ]
     params["prefix"] = np.concatenate(prefix) if prefix else np.zeros((0, dim))
 
-    params["blocks"] = []
-    for i in range(config["depth"]):
-        p = f"blocks.{i}."
-        wq, wk, wv = np.split(take(p + "attn.qkv.weight"), 3)
-        bq, bk, bv = np.split(take(p + "attn.qkv.bias"), 3) if config["qkv_bias"] else (0.0, 0.0, 0.0)
-        params["blocks"].append(
-            {
-                "norm1": (take(p + "norm1.weight"), take(p + "norm1.bias")),
-                "wq": wq.T,
-                "wk": wk.T,
-                "wv": wv.T,
-                "bq": bq,
-                "bk": bk,
-                "bv": bv,
-                "wo": take(p + "attn.proj.weight").T,
-                "bo": take(p + "attn.proj.bias"),
-                "norm2": (take(p + "norm2.weight"), take(p + "norm2.bias")),
-                "mlp_w1": take(p + "mlp.fc1.weight").T,
-                "mlp_b1": take(p + "mlp.fc1.bias"),
-                "mlp_w2": take(p + "mlp.fc2.weight").T,
-                "mlp_b2": take(p + "mlp.fc2.bias"),
-            }
-        )
+    params["blocks"] = [_block_params(take, f"blocks.{i}.", config["qkv_bias"]) for i in range(config["depth"])]
 
     use_fc_norm = config["pool"] in ("mean", "max") if config["fc_norm"] is None else config["fc_norm"]
     final = config["final_norm"]
