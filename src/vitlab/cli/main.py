@@ -52,9 +52,9 @@ COMMANDS = {
 
 
 def command_modules() -> list[str]:
-    """The sub-command modules of this package (every module but this one)."""
+    """The sub-command modules of this package (those :data:`COMMANDS` names)."""
     return sorted(
-        i.name for i in pkgutil.iter_modules(importlib.import_module(__package__).__path__) if i.name != "main"
+        i.name for i in pkgutil.iter_modules(importlib.import_module(__package__).__path__) if i.name in COMMANDS
     )
 
 
