@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from playwright.sync_api import sync_playwright
 
-from vitlab.engine import TrainConfig
 from vitlab.explore import ExploreConfig, create_app, serve_in_background
 from vitlab.tasks import run
+from vitlab.tasks.classify import TrainConfig
 
 HERE = Path(__file__).parent
 FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -40,7 +40,7 @@ def make_runs(root: Path) -> Path:
     torch.set_num_threads(1)
     for model, epochs in (("vit-digits", 30), ("cnn-digits", 5)):
         torch.manual_seed(0)
-        train(TrainConfig(model=model, epochs=epochs, device="cpu", out_dir=str(root / model.split("-")[0])))
+        run("classify", TrainConfig(model=model, epochs=epochs, device="cpu", out_dir=str(root / model.split("-")[0])))
     return root
 
 

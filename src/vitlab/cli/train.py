@@ -94,10 +94,11 @@ def add_run_options(p: argparse.ArgumentParser, command: str, out: str) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..tasks import load_plugins, specs
+    from ..runs.kinds import load_tasks
+    from ..tasks import specs
     from ..tasks.classify import RECIPES
 
-    load_plugins()
+    load_tasks()
     tasks = specs("train")
     p = sub.add_parser(
         "train",

@@ -241,7 +241,6 @@ class Engine:
                     resume=config.resume,
                     overwrite=config.overwrite,
                     resume_free=config.RESUME_FREE,
-                    resumable=True,
                 )
             barrier()
             if config.resume and run_dir.has_state():

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-import re
 import struct
 import warnings
 import zipfile
@@ -59,12 +58,10 @@ from ..models.registry import build_from_config, build_registered, list_models
 from ..ops.patches import _pair
 from .files import atomic_write
 from .hub import hub_checkpoint, is_hub_id
+from .kinds import checkpoint_kinds
 from .layout import BEST, LAST, SUMMARY, WEIGHTS
 
 FORMAT, FORMAT_VERSION = "vitlab", 1
-# A checkpoint's kind names what it holds (``classifier``, ``encoder``, ...); the task registry
-# (:mod:`vitlab.tasks.registry`) says which task writes and reads each.
-KIND = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_HEADER = 100 * 2**20  # a safetensors header above 100 MB is not a checkpoint
 
@@ -308,8 +305,8 @@ def checkpoint_bytes(
     model: nn.Module, kind: str, data: DataConfig, *, name: str | None = None, provenance: dict[str, Any] | None = None
 ) -> bytes:
     """``model``'s weights and the format's metadata as safetensors bytes (see the module docstring)."""
-    if not isinstance(kind, str) or not KIND.fullmatch(kind):
-        raise ConfigError(f"a checkpoint kind is a lowercase name such as 'classifier', got {kind!r}")
+    if kind not in checkpoint_kinds():
+        raise ConfigError(f"checkpoint kind must be one of {checkpoint_kinds()}, got {kind!r}")
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "to_dict"):
         raise ConfigError(f"{type(model).__name__} has no config to record: vitlab checkpoints hold vitlab models")

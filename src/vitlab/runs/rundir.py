@@ -79,6 +79,7 @@ from .files import (
     sha256_file,
     write_synced,
 )
+from .kinds import resumable_kinds
 from .layout import (
     BEST,
     CONFIG,
@@ -204,23 +205,21 @@ class RunDir:
         resume: bool = False,
         overwrite: bool = False,
         resume_free: Iterable[str] = (),
-        resumable: bool = False,
     ) -> RunDir:
-        """Start (or resume) a run of ``kind`` here (``resumable``: a training, which can continue from its
-        last state; a study or an evaluation cannot): check the folder holds no other run (a folder
+        """Start (or resume) a run of ``kind`` here: check the folder holds no other run (a folder
         that is not vitlab's is refused before anything in it is touched), take the lock, write the
         marker, ``run.json`` and ``config.json``; with ``resume``, finish or discard an epoch a killed
         process left half-committed."""
         if resume and overwrite:
             raise RunFolderError("--resume and --overwrite contradict each other: choose one")
         check_writable_dir(self.path)
-        self._refuse(kind, self.inspect(), resume, overwrite, resumable)  # before touching anything
+        self._refuse(kind, self.inspect(), resume, overwrite)  # before touching anything
         self._made_folder = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock()
         try:
             found = self.inspect()  # again, under the lock
-            self._refuse(kind, found, resume, overwrite, resumable)
+            self._refuse(kind, found, resume, overwrite)
             for rel in found.litter:
                 (self.path / rel).unlink(missing_ok=True)
             if resume:
@@ -234,7 +233,8 @@ class RunDir:
             raise
         return self
 
-    def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool, resumable: bool) -> None:
+    def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool) -> None:
+        resumable = kind in resumable_kinds()  # a training's kind; studies and evaluations cannot resume
         if found.kind == FOREIGN:
             raise RunFolderError(
                 f"{self.path} is not a vitlab run: it holds files vitlab did not write (e.g. {found.foreign}); "

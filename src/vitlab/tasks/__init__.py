@@ -13,7 +13,7 @@ from .classify.spec import CLASSIFY
 from .clip.spec import CLIP
 from .dense.spec import DETECT, SEGMENT
 from .promptable.spec import PROMPTABLE
-from .registry import TaskSpec, checkpoint_kinds, get_task, load_plugins, register, registered, specs, task_for_kind
+from .registry import TaskSpec, checkpoint_kinds, get_task, register, registered, specs, task_for_kind
 from .requests import EvaluateRequest, PredictRequest
 from .run import RunResult, fit_summary, run
 from .ssl.spec import PRETRAIN
@@ -38,7 +38,6 @@ __all__ = [
     "fit_summary",
     "get_task",
     "image_files",
-    "load_plugins",
     "load_splits",
     "register",
     "registered",

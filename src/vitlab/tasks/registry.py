@@ -9,27 +9,25 @@ fields), which task reads a checkpoint of a given kind, and :func:`vitlab.tasks.
 
     SPEC = register(TaskSpec("rotation", RotationConfig, build=RotationTask.build, kinds=("rotator",), ...))
 
-Built-in tasks register when :mod:`vitlab.tasks` is imported; a package of one's own registers by
-being imported, or by naming a module that registers in the ``vitlab.tasks`` entry-point group.
+Built-in tasks register when :mod:`vitlab.tasks` is imported; every module of the ``vitlab.tasks``
+entry-point group (vitlab's own first, a package of one's own the same way) is imported on the first
+question about kinds (:func:`vitlab.runs.kinds.load_tasks`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, ConfigError
+from ..runs.kinds import register_kinds, unregister_kinds
 
 if TYPE_CHECKING:
     from ..engine import Reporter, RunConfig, Task
     from ..runs import Loaded
-    from .run import RunResult
-
-ENTRY_POINTS = "vitlab.tasks"
+    from .result import RunResult
 
 
 @dataclass(frozen=True)
@@ -48,6 +46,7 @@ class TaskSpec:
       ``vitlab predict`` on one of its checkpoints, as the text to print (None: the command refuses its kinds).
     - ``handoff(result) -> str | None``: where the run's files are and what to do next (default: the run folder).
     - ``preset``: config fields the task fixes (``segment`` and ``detect`` share one config, ``task`` told apart).
+    - ``run_kinds``: the kinds its run folders record, when not just ``name`` (pretraining: ``mae``, ``dino``).
     - ``command``: the sub-command that trains it (``train``, or ``pretrain`` for self-supervised methods);
       ``options``: config fields given their own flag on the command line (the rest through ``--set``).
     """
@@ -65,6 +64,7 @@ class TaskSpec:
     command: str = "train"
     options: tuple[str, ...] = field(default_factory=tuple)
     help: str = ""
+    run_kinds: tuple[str, ...] = ()
 
 
 _SPECS: dict[str, TaskSpec] = {}
@@ -79,12 +79,14 @@ def register(spec: TaskSpec) -> TaskSpec:
     if clash:
         raise ConfigError(f"checkpoint kind {clash[0]!r} is task {taken[clash[0]]!r}'s: give {spec.name!r} its own")
     _SPECS[spec.name] = spec
+    register_kinds(spec.name, spec.run_kinds or (spec.name,), spec.kinds)
     return spec
 
 
 def unregister(name: str) -> None:
     """Remove the task ``name`` (a task added for a while, e.g. by a test)."""
     _SPECS.pop(name, None)
+    unregister_kinds(name)
 
 
 @contextmanager
@@ -95,12 +97,6 @@ def registered(spec: TaskSpec) -> Iterator[TaskSpec]:
         yield spec
     finally:
         unregister(spec.name)
-
-
-def load_plugins() -> None:
-    """Import every module named in the ``vitlab.tasks`` entry-point group (each registers its tasks)."""
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        importlib.import_module(entry.value.split(":")[0])
 
 
 def specs(command: str | None = None) -> list[TaskSpec]:
@@ -138,7 +134,6 @@ __all__ = [
     "TaskSpec",
     "checkpoint_kinds",
     "get_task",
-    "load_plugins",
     "register",
     "registered",
     "specs",

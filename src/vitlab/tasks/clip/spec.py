@@ -3,7 +3,10 @@ captions."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from ...data import read_image
+from ...models.clip import CLIPModel
 from ...runs import Loaded
 from ..classify.predict import image_files
 from ..registry import TaskSpec, register
@@ -15,15 +18,15 @@ from .zeroshot import classify, rank_captions
 
 def predict(loaded: Loaded, request: PredictRequest) -> str:
     """Each image's zero-shot class probabilities and, with ``captions``, which caption fits best."""
-    size, classes = loaded.data.image_size[0], loaded.data.classes
-    device = next(loaded.model.parameters()).device
+    model, size, classes = cast(CLIPModel, loaded.model), loaded.data.image_size[0], loaded.data.classes
+    device = next(model.parameters()).device
     lines = []
     for path in image_files(request.images):
         image = read_image(path, channels=3, size=size).to(device)
-        probs = classify(loaded.model, image[None], classes)[0].tolist()
+        probs = classify(model, image[None], classes)[0].tolist()
         ranked = sorted(zip(classes, probs), key=lambda pair: -pair[1])[: request.top_k]
         lines.append(f"{path}  zero-shot: " + "  ".join(f"{c} {v:.3f}" for c, v in ranked))
-        captions = rank_captions(loaded.model, image, request.captions) if request.captions else ()
+        captions = rank_captions(model, image, request.captions) if request.captions else ()
         lines += [f"  {prob:.3f}  {caption}" for caption, prob in captions]
     return "\n".join(lines)
 

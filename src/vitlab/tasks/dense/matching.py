@@ -10,6 +10,8 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torchvision.ops import box_convert, generalized_box_iou
 
+from ...errors import ConfigError
+
 
 def hungarian_match(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The assignment of targets to distinct predictions of least total cost.
@@ -17,7 +19,7 @@ def hungarian_match(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ``cost (Q, T)`` with ``Q >= T`` -> ``(pred_index (T,), target_index (T,))``, sorted by prediction.
     """
     if cost.ndim != 2 or cost.shape[0] < cost.shape[1]:
-        raise ValueError(
+        raise ConfigError(
             f"cost must be (queries, targets) with queries >= targets, got {tuple(cost.shape)}: "
             f"use more queries than the most objects in an image"
         )

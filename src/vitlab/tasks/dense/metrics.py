@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import require
+from ...errors import DataError, require
 
 
 def segmentation_confusion(predicted: torch.Tensor, target: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -85,7 +85,7 @@ def box_map(predictions: list[dict], targets: list[dict], num_classes: int) -> d
                 }
             )
     if not gts:
-        raise ValueError("no target boxes: mAP needs at least one ground-truth box")
+        raise DataError("no target boxes: mAP needs at least one ground-truth box")
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         gt = COCO()
         gt.dataset = {"images": images, "annotations": gts, "categories": [{"id": c} for c in range(num_classes)]}

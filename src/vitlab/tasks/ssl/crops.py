@@ -12,6 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ...errors import ConfigError
+
 
 def random_resized_crop(
     images: torch.Tensor,
@@ -23,7 +25,7 @@ def random_resized_crop(
 ) -> torch.Tensor:
     """``images (B, C, H, W)`` -> crops ``(B, C, size, size)``."""
     if not 0.0 < scale[0] <= scale[1] <= 1.0:
-        raise ValueError(f"crop scale must satisfy 0 < low <= high <= 1, got {scale}")
+        raise ConfigError(f"crop scale must satisfy 0 < low <= high <= 1, got {scale}")
     b = images.shape[0]
 
     def uniform(low: float, high: float) -> torch.Tensor:

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...errors import ConfigError
+
 
 class DINOHead(nn.Module):
     """Features ``(B, D)`` -> MLP -> L2-normalised bottleneck -> weight-normalised linear ``(B, K)``."""
@@ -68,7 +70,7 @@ class DINONet(nn.Module):
 def ema_update_(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
     """``teacher <- momentum * teacher + (1 - momentum) * student``, parameter by parameter."""
     if not 0.0 <= momentum <= 1.0:
-        raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
+        raise ConfigError(f"momentum must lie in [0, 1], got {momentum}")
     for t, s in zip(teacher.parameters(), student.parameters()):
         t.mul_(momentum).add_(s.detach(), alpha=1.0 - momentum)
 
@@ -148,7 +150,7 @@ def dino_loss(
             total = total + (-p * logq).sum(-1).mean()
             pairs += 1
     if not isinstance(total, torch.Tensor) or not isinstance(kl, torch.Tensor):
-        raise ValueError(
+        raise ConfigError(
             f"dino_loss needs the teacher's crops first among the student's and one crop more, got "
             f"{len(teacher_out)} teacher and {len(student_out)} student crops: pass more student crops"
         )

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 
 import torch
 
+from ...errors import ConfigError
+
 
 def num_visible(num_tokens: int, ratio: float) -> int:
     """Tokens kept out of ``num_tokens`` at mask ``ratio``: ``round(N * (1 - ratio))``."""
     if not 0.0 <= ratio < 1.0:
-        raise ValueError(f"mask ratio must lie in [0, 1), got {ratio}: MAE uses 0.75")
+        raise ConfigError(f"mask ratio must lie in [0, 1), got {ratio}: MAE uses 0.75")
     keep = round(num_tokens * (1.0 - ratio))
     if keep < 1:
-        raise ValueError(f"mask ratio {ratio} keeps no token of {num_tokens}: lower the ratio")
+        raise ConfigError(f"mask ratio {ratio} keeps no token of {num_tokens}: lower the ratio")
     return keep
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data import ImageDataset, normalize
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ..requests import EvaluateRequest
 
@@ -87,7 +87,7 @@ def knn_accuracy(
 ) -> float:
     """Accuracy of weighted cosine kNN (``k`` neighbours, weights ``exp(sim / T)``)."""
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise ConfigError(f"k must be >= 1, got {k}")
     k = min(k, len(train_x))
     bank = F.normalize(train_x, dim=1)
     correct = 0
@@ -110,7 +110,7 @@ def probe_model(
 ) -> float:
     """Frozen-feature accuracy of ``model`` on ``test`` by ``method`` (``linear`` | ``knn``) fitted on ``train``."""
     if method not in PROBES:
-        raise ValueError(f"unknown probe {method!r}: choose one of {PROBES}")
+        raise ConfigError(f"unknown probe {method!r}: choose one of {PROBES}")
     xtr, xte = extract_features(model, train.images, mean, std), extract_features(model, test.images, mean, std)
     ytr, yte = train.labels.to(xtr.device), test.labels.to(xte.device)
     if method == "linear":

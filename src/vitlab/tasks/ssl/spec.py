@@ -32,6 +32,7 @@ PRETRAIN = register(
         evaluate=evaluate,
         handoff=run_handoff,
         command="pretrain",
+        run_kinds=("mae", "dino"),
         options=(
             "model",
             "dataset",
