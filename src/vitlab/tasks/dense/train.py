@@ -242,23 +242,31 @@ class DenseTask(Task):
 
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
-        cfg, size = self.config, cast(DenseModel, self.model).config.img_size
-        return DataConfig.raw_pixels(
-            size, self.splits.classes, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows
-        ).to_dict()
+        return raw_pixel_data(self.config, self.splits, cast(DenseModel, self.model).config.img_size)
+
+
+def config_splits(config: DenseTrainConfig | Any) -> DenseSplits:
+    """The splits of the dataset a dense or promptable run's ``config`` names (its dataset, folder, seed,
+    rows, image size and generated count)."""
+    return load_dense_dataset(
+        config.dataset,
+        config.data_dir,
+        seed=config.seed,
+        rows=config.rows,
+        image_size=config.image_size,
+        count=config.count,
+    )
+
+
+def raw_pixel_data(config: RunConfig, splits: DenseSplits, size: int) -> dict[str, Any]:
+    """A dense or promptable checkpoint's data config: images in [0, 1] of ``size`` pixels (the model
+    normalises them itself), the object classes, and where they came from."""
+    return DataConfig.raw_pixels(size, splits.classes, splits.name, config.data_dir, config.seed, config.rows).to_dict()
 
 
 def build_task(config: DenseTrainConfig, splits: DenseSplits | None, reporter: Reporter) -> DenseTask:
     """The engine task of a dense run on ``splits`` (default: the dataset ``config`` names)."""
-    if splits is None:
-        splits = load_dense_dataset(
-            config.dataset,
-            config.data_dir,
-            seed=config.seed,
-            rows=config.rows,
-            image_size=config.image_size,
-            count=config.count,
-        )
+    splits = config_splits(config) if splits is None else splits
     if config.task == "segment" and splits.train.masks is None:
         raise DataError(f"dataset {splits.name!r} has no masks: use --task detect, or a dataset with masks")
     seed_everything(config.seed)

@@ -20,13 +20,13 @@ import torch
 from torch import nn
 
 from ...checks import Check, Fields, Float, Int, OneOf
-from ...data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
+from ...data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import DataError
 from ...models.config import MAX_SIDE
 from ...models.promptable import PromptableConfig, PromptableModel, box_prompt
-from ...runs import DataConfig
+from ..dense.train import config_splits, raw_pixel_data
 from ..run import RunResult
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
@@ -217,23 +217,12 @@ class PromptableTask(Task):
 
     def data_config(self) -> dict[str, Any]:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
-        cfg, size = self.config, self.model.config.img_size
-        return DataConfig.raw_pixels(
-            size, self.splits.classes, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows
-        ).to_dict()
+        return raw_pixel_data(self.config, self.splits, self.model.config.img_size)
 
 
 def build_task(config: PromptableTrainConfig, splits: DenseSplits | None, reporter: Reporter) -> PromptableTask:
     """The engine task of a promptable run on ``splits`` (default: the dataset ``config`` names)."""
-    if splits is None:
-        splits = load_dense_dataset(
-            config.dataset,
-            config.data_dir,
-            seed=config.seed,
-            rows=config.rows,
-            image_size=config.image_size,
-            count=config.count,
-        )
+    splits = config_splits(config) if splits is None else splits
     seed_everything(config.seed)
     return PromptableTask(build_promptable_model(config, splits), splits, config)
 
