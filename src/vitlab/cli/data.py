@@ -8,9 +8,8 @@ import sys
 from ..data import NORMALIZATIONS, describe_dataset, download, list_datasets
 from ..data.fetch import DEADLINE
 from ..errors import ConfigError
+from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
-
-DEFAULT_PHOTO_SIZE = 224
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -20,44 +19,24 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from ..data.options import DataOptions
-    from ..tasks.classify import TrainConfig
-    from ..tasks.classify.train import PHOTO_SOURCES, describe_reading, load_splits
-
     options = {k: v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
     unknown = sorted(set(parse_overrides(args.set)) - set(options))
     if unknown:
         raise ConfigError(f"vitlab data info --set takes data.FIELD=VALUE, got {unknown}: e.g. --set data.crop_pct=0.9")
     data = {k.removeprefix("data."): v for k, v in options.items()} | data_options(args)
-    if args.model is None and args.name in PHOTO_SOURCES:
-        data.setdefault("image_size", DEFAULT_PHOTO_SIZE)
-    config = TrainConfig(
-        dataset=args.name,
-        data_dir=args.data_dir,
-        seed=args.seed,
-        rows=args.rows,
-        normalization=args.normalization,
-        model=args.model or "vit-digits",
-        data=DataOptions.from_dict(data),
+    indexed = lambda n: print(f"indexed {n:,} image files", file=sys.stderr)  # noqa: E731
+    print(
+        dataset_info(
+            args.name,
+            args.data_dir,
+            seed=args.seed,
+            rows=args.rows,
+            normalization=args.normalization,
+            model=args.model,
+            data=data,
+            progress=indexed,
+        )
     )
-    splits, preprocess = load_splits(config, progress=lambda n: print(f"indexed {n:,} image files", file=sys.stderr))
-    sizes = {
-        "train": len(splits.train),
-        "val": len(splits.val),
-        "test": len(splits.test) if splits.test is not None else None,
-    }
-    print(f"dataset  {splits.name}")
-    print(f"source   {splits.source}")
-    print("splits   " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in sizes.items()))
-    print(f"rule     {splits.split_rule}")
-    print(f"shape    {splits.image_shape} (C, H, W)")
-    if preprocess is not None:
-        print(f"read     {describe_reading(splits, preprocess)}")
-    print(f"classes  {splits.num_classes}: {', '.join(splits.train.classes)}")
-    print(f"norm     {splits.normalization}")
-    print("mean     " + ", ".join(f"{m:.4f}" for m in splits.mean))
-    print("std      " + ", ".join(f"{s:.4f}" for s in splits.std))
-    print(f"hflip    {'ok' if splits.hflip_ok else 'no (changes the class)'}")
     return 0
 
 
