@@ -20,6 +20,7 @@ import platform
 import torch
 
 from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
+from vitlab.tasks import run as run_task
 from vitlab.tasks.dense import DenseTrainConfig
 
 
@@ -53,7 +54,7 @@ def main() -> None:
             time_limit_s=args.minutes * 60,
             model={"patch_size": int(patch)},
         )
-        r = run(cfg.task, cfg, splits)
+        r = run_task(cfg.task, cfg, splits)
         metric = {
             k: round(r.test[k], 4) for k in ("mean_iou", "pixel_acc", "boundary_acc", "map", "map50") if k in r.test
         }

@@ -19,6 +19,7 @@ from vitlab.data.captions import (
 from vitlab.engine.distributed import DistEnv
 from vitlab.errors import ConfigError
 from vitlab.runs import load_checkpoint
+from vitlab.tasks import run as run_task
 from vitlab.tasks.clip import (
     CLIPTask,
     CLIPTrainConfig,
@@ -102,7 +103,7 @@ def test_a_tiny_run_beats_chance_and_its_checkpoint_scores_the_same(tmp_path):
     splits = load_caption_splits(config.count, config.image_size, config.seed, config.plain)
     torch.manual_seed(0)
     chance = evaluate_clip(build_clip_model(config, splits).eval(), splits.test)  # the same model untrained
-    result = run("clip", config, splits)
+    result = run_task("clip", config, splits)
     test = result.test
     assert set(test) == set(chance) == {"i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "zero_shot_acc"}
     assert test["i2t_r1"] > 3 * chance["i2t_r1"] and test["i2t_r5"] > chance["i2t_r5"] + 0.05, (test, chance)

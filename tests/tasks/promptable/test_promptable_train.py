@@ -14,6 +14,7 @@ from vitlab.engine.distributed import DistEnv
 from vitlab.errors import CheckpointError, ConfigError
 from vitlab.models.promptable import BOX_TOP_LEFT, FOREGROUND, PADDING, box_prompt
 from vitlab.runs import load_checkpoint
+from vitlab.tasks import run as run_task
 from vitlab.tasks.promptable import (
     PromptableTrainConfig,
     promptable_checkpoint,
@@ -105,7 +106,7 @@ def trained(tmp_path_factory):
         out_dir=str(run),
         model=FOLLOWS,
     )
-    return splits, run, run("promptable", config, splits)
+    return splits, run, run_task("promptable", config, splits)
 
 
 @pytest.mark.slow
