@@ -301,7 +301,6 @@ def evaluate_checkpoint(
     (:class:`~vitlab.runs.Loaded`) is used as it is, on its own device.
     """
     from ...device import resolve_device
-    from ...engine.figures import plot_confusion, plot_reliability
 
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
@@ -312,7 +311,7 @@ def evaluate_checkpoint(
             raise CheckpointError(
                 f"{loaded.path} is a {loaded.kind} checkpoint, not a classifier: "
                 + (
-                    "evaluate it with --task probe"
+                    "score its features with --linear-probe or --knn"
                     if loaded.kind == "encoder"
                     else "`vitlab evaluate` scores it with its own metrics"
                 )
@@ -345,15 +344,7 @@ def evaluate_checkpoint(
             **report,
         }
         if run_dir is not None:
-            run_dir.write_json(EVALUATION, report)
-            title = f"{name} on {splits.name} {split}"
-            plot_reliability(
-                report["reliability"],
-                run_dir.figure_path("reliability.png"),
-                report.get("calibrated", {}).get("reliability"),
-                title=title,
-            )
-            plot_confusion(report["confusion"], data.classes, run_dir.figure_path("confusion.png"), title=title)
+            write_evaluation(run_dir, report, data.classes, f"{name} on {splits.name} {split}")
         return report
     except BaseException:
         if run_dir is not None:
@@ -362,3 +353,13 @@ def evaluate_checkpoint(
     finally:
         if run_dir is not None:
             run_dir.close()
+
+
+def write_evaluation(run_dir: RunDir, report: dict[str, Any], classes: list[str], title: str) -> None:
+    """``metrics.json``, ``reliability.png`` and ``confusion.png`` of an evaluation ``report`` into ``run_dir``."""
+    from ...engine.figures import plot_confusion, plot_reliability
+
+    run_dir.write_json(EVALUATION, report)
+    calibrated = report.get("calibrated", {}).get("reliability")
+    plot_reliability(report["reliability"], run_dir.figure_path("reliability.png"), calibrated, title=title)
+    plot_confusion(report["confusion"], classes, run_dir.figure_path("confusion.png"), title=title)
