@@ -65,10 +65,10 @@ def test_mae_run_folder_holds_an_encoder_checkpoint_and_its_figures(mae_run, spl
     loaded = load_checkpoint(out)
     assert loaded.kind == "encoder" and loaded.name == "vit-digits" and loaded.model.config.num_classes == 0
     assert loaded.data.dataset == "digits" and loaded.data.image_size == (8, 8)
-    torch.testing.assert_close(features(loaded.model, splits), features(result.encoder, splits), rtol=0, atol=0)
+    torch.testing.assert_close(features(loaded.model, splits), features(result.model, splits), rtol=0, atol=0)
     torch.manual_seed(0)
     untrained = build_registered("vit-digits", **TINY, num_classes=0)
-    assert not torch.allclose(untrained.patch_embed.proj.weight, result.encoder.patch_embed.proj.weight)
+    assert not torch.allclose(untrained.patch_embed.proj.weight, result.model.patch_embed.proj.weight)
     config = json.loads((out / "config.json").read_text())
     assert config["method"] == "mae" and config["mae"]["mask_ratio"] == 0.75
     assert PretrainConfig.from_dict(config) == result.config  # config.json makes the run again
@@ -79,7 +79,7 @@ def test_fine_tuning_starts_from_the_pretrained_encoder(mae_run, splits):
     out, result = mae_run
     model = build_registered("vit-digits", **TINY)
     assert load_matching_weights(model, out) == ["head.bias", "head.weight"]  # only the new head is left as built
-    encoder = result.encoder.state_dict()
+    encoder = result.model.state_dict()
     assert all(torch.equal(v, encoder[k]) for k, v in model.state_dict().items() if k in encoder)
     # at a vanishing learning rate, fine-tuning keeps the pretrained weights: it started from them
     tuned = run(
@@ -124,8 +124,8 @@ def test_dino_run_resumed_after_an_interruption_ends_as_an_uninterrupted_one(tmp
         run("pretrain", replace(config, out_dir=str(tmp_path / "cut")), splits, reporter=StopAfter(2))
     assert len(RunDir(tmp_path / "cut").load_state()["history"]) == 2
     resumed = run("pretrain", replace(config, out_dir=str(tmp_path / "cut"), resume=True), splits)
-    for k, v in whole.encoder.state_dict().items():
-        assert torch.equal(resumed.encoder.state_dict()[k], v), k
+    for k, v in whole.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[k], v), k
     state = {w: RunDir(tmp_path / w).load_state() for w in ("whole", "cut")}
     for part in ("teacher", "centre"):
         for k, v in state["whole"]["task"][part].items():
@@ -137,7 +137,7 @@ def test_dino_run_resumed_after_an_interruption_ends_as_an_uninterrupted_one(tmp
     assert all(0 <= r["train_teacher_entropy"] <= torch.log(torch.tensor(16.0)).item() + 1e-4 for r in whole.history)
     loaded = load_checkpoint(tmp_path / "cut")
     assert loaded.kind == "encoder"
-    torch.testing.assert_close(features(loaded.model, splits), features(whole.encoder, splits), rtol=0, atol=0)
+    torch.testing.assert_close(features(loaded.model, splits), features(whole.model, splits), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
