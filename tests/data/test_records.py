@@ -18,9 +18,11 @@ from vitlab.data import records as records_module
 from vitlab.data import registry as registry_module
 from vitlab.data.dataset import ImageDataset, Source
 from vitlab.data.image import decode_image
+from vitlab.data.photo_sources import read_records
 from vitlab.data.preprocess import Preprocess
-from vitlab.data.records import expand_braces, read_records, split_records
+from vitlab.data.records import split_records
 from vitlab.data.stream import StreamDataset
+from vitlab.data.wds_records import expand_braces
 from vitlab.errors import DataError
 
 CLASSES = ["ant", "bee", "cat"]

@@ -9,8 +9,8 @@ import torch
 from PIL import Image
 
 from vitlab.data import ShardSampler, load_dataset
+from vitlab.data.photo_sources import read_records
 from vitlab.data.preprocess import Preprocess
-from vitlab.data.records import read_records
 from vitlab.data.stream import StreamDataset, sample_seeds
 from vitlab.errors import DataError
 

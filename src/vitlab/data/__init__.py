@@ -15,8 +15,9 @@ from .fetch import download
 from .image import decode_image, read_image
 from .loader import BatchLoader, ShardSampler
 from .options import DataOptions
+from .photo_sources import read_records
 from .preprocess import Preprocess
-from .records import Records, read_records, split_records
+from .records import Records, split_records
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
 from .split import stratified_order, stratified_split
 from .stream import StreamDataset

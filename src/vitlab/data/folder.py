@@ -1,6 +1,6 @@
 """Any directory of class sub-folders of images (``DIR/cat/001.png``, ``DIR/dog/x.jpg``, ...), decoded in memory.
 
-``load_dataset("folder", DIR)`` reads folders through :mod:`vitlab.data.records` (official ``train/`` ``val/``
+``load_dataset("folder", DIR)`` reads folders through :mod:`vitlab.data.folder_records` (official ``train/`` ``val/``
 ``test/`` sub-folders, streaming, the preprocessing of a model); :func:`read_folder` is the plain in-memory
 reader of one flat folder kept for callers of the earlier API. Class names are the sub-folder names in
 sorted order; files with other suffixes than :data:`IMAGE_SUFFIXES` are ignored. Images are decoded by
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from .dataset import ImageDataset, Source
-from .records import IMAGE_SUFFIXES, read_folder_records
+from .folder_records import IMAGE_SUFFIXES, read_folder_records
 
 __all__ = ["IMAGE_SUFFIXES", "read_folder"]
 

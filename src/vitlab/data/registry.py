@@ -11,7 +11,7 @@ fixed for a given seed, never a file's tail.
   validation is 20% of it and there is no test split. Their files are searched for as
   :mod:`vitlab.data.paths` says (``$VITLAB_DATA``, ``~/.cache/vitlab/data``, ``/usr/share/datasets``)
   unless ``data_dir`` is given.
-- The photo sources (:mod:`vitlab.data.records`), read from ``data_dir`` through a
+- The photo sources (:mod:`vitlab.data.photo_sources`), read from ``data_dir`` through a
   :class:`~vitlab.data.preprocess.Preprocess` (default: 32x32 squashed, bilinear, RGB): ``folder`` (class
   sub-folders, or ``train/`` ``val/`` ``test/`` folders of them), ``manifest`` (a CSV or JSON list of
   ``path,label``), ``wds`` (WebDataset tar shards, a brace pattern), ``hf`` (a ``datasets`` folder or
@@ -42,7 +42,8 @@ from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_spli
 from .digits import read_digits
 from .mnist import locate_mnist, read_mnist
 from .paths import existing_dir, install_hint, search_dirs
-from .records import SOURCES, Records, read_records, split_records
+from .photo_sources import SOURCES, read_records
+from .records import Records, split_records
 from .synthetic import read_synthetic
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from typing import Any, cast
 from torch import nn
 
 from ..data import DataSplits, load_dataset
+from ..data.photo_sources import SOURCES as PHOTO_SOURCES
 from ..data.preprocess import Preprocess
-from ..data.records import SOURCES as PHOTO_SOURCES
 from ..errors import ConfigError
 from ..models import VisionTransformer, build_registered, cnn_for_budget, count_params, get_config
 from ..ops.patches import divisibility_error

@@ -47,8 +47,8 @@ from torch import nn
 from .. import __version__
 from ..data import DataSplits, load_dataset
 from ..data.options import DataOptions
+from ..data.photo_sources import SOURCES as PHOTO_SOURCES
 from ..data.preprocess import Preprocess
-from ..data.records import SOURCES as PHOTO_SOURCES
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, VitlabError
 from ..interop.checkpoint import foreign_model, read_state_dict

@@ -20,8 +20,8 @@ from torch import nn
 
 from ...data import DataSplits, ImageDataset, load_dataset
 from ...data.options import DataOptions
+from ...data.photo_sources import SOURCES as PHOTO_SOURCES
 from ...data.preprocess import Preprocess
-from ...data.records import SOURCES as PHOTO_SOURCES
 from ...engine import Reporter, seed_everything
 from ...engine.evaluate import evaluate_model
 from ...errors import CheckpointError, ConfigError, DataError
