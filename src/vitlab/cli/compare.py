@@ -92,6 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_study_options(p)
     _add_variant_options(p)
+    _add_probe_options(p)
     _add_run_options(p)
     p.set_defaults(func=run)
 
@@ -161,7 +162,7 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_variant_options(p: argparse.ArgumentParser) -> None:
-    """The ViT variant axes, the probes after training, pretraining and distillation."""
+    """The ViT variant axes and the ViT's own training settings."""
     p.add_argument(
         "--attention",
         type=_names,
@@ -225,6 +226,10 @@ def _add_variant_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warmup", type=_numbers, help="ViT warmup epochs to compare (the CNN keeps the recipe's), e.g. 0,2"
     )
+
+
+def _add_probe_options(p: argparse.ArgumentParser) -> None:
+    """The probes scored after training, and the settings of pretraining and distillation."""
     p.add_argument(
         "--permute",
         action="store_true",

@@ -6,28 +6,29 @@ data, seed, recipe (optimiser, schedule, epochs) and augmentation. The CNN is si
 :func:`~vitlab.models.cnn_for_budget` to the parameter count of the ViT *at that patch size* and must
 land within ``param_tolerance`` of it (±15% by default).
 
-The grid is a list of :class:`Axis`. An axis either sets a :class:`~vitlab.engine.TrainConfig` field
-for both models (rows, augment, seed) or applies to one model only: the ViT's patch size and the
-variant axes of :data:`VARIANTS`, each in the grid only when the study lists something besides its
-default, and the CNN the ViT meets (``cnns``: ``matched``, the default, or ``textbook``, the plain
-convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_CNN`):
+The grid is a list of :class:`~vitlab.experiments.axes.Axis`. An axis either sets a
+:class:`~vitlab.engine.TrainConfig` field for both models (rows, augment, seed) or applies to one model
+only: the ViT's patch size and the variant axes of :data:`~vitlab.experiments.axes.VARIANTS`, each in the
+grid only when the study lists something besides its default, and the CNN the ViT meets (``cnns``:
+``matched``, the default, or ``textbook``, the plain convnet at the textbook's size of
+:data:`~vitlab.experiments.textbook.TEXTBOOK_CNN`):
 
 - ``attention``: ``full`` (the registered model), a cheaper kind from :mod:`vitlab.layers.attention`
   (``window``, ``linear``, ``lowrank``, ``latent``, ``lsa``, ``sparse``; sized to the patch grid by
-  :func:`attention_overrides`), or ``tome``: the full-attention model, trained once, evaluated with
-  token merging (:func:`tome_schedule`) -- no retraining, so accuracy, speed and memory say what
-  merging costs and saves.
+  :func:`~vitlab.experiments.variants.attention_overrides`), or ``tome``: the full-attention model, trained
+  once, evaluated with token merging (:func:`~vitlab.experiments.variants.tome_schedule`) -- no retraining,
+  so accuracy, speed and memory say what merging costs and saves.
 - ``pretrain``: ``none`` (from scratch), ``mae`` or ``dino``: the ViT is pretrained without labels
   (:func:`vitlab.tasks.ssl.pretrain`, once per seed and ViT shape) and fine-tuned from it with layer-wise
   learning-rate decay on the cell's labelled rows.
-- ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's
-  own size-matched CNN (trained first, same rows and seed) as its teacher.
+- ``distill``: ``none`` or ``cnn``: the ViT gets a DeiT distillation token and learns from the cell's own
+  size-matched CNN (trained first, same rows and seed) as its teacher.
 - ``position``: ``abs`` (the registered model's absolute positions), ``sincos`` (fixed 2-D sinusoids),
   ``rowcol`` (learned row + column vectors), ``rope`` (rotary angles on queries and keys), ``rel`` (a
   relative position bias in every block, no absolute positions), ``rel-shared`` (one bias table for all
   blocks) or ``none``.
-- ``stem``: ``patch`` (the registered patchify embedding), ``conv`` (Xiao et al.'s stride-2 conv stem)
-  or ``resnet`` (timm's ResNetV2 stem, as in its hybrid ViTs) before the patch projection.
+- ``stem``: ``patch`` (the registered patchify embedding), ``conv`` (Xiao et al.'s stride-2 conv stem) or
+  ``resnet`` (timm's ResNetV2 stem, as in its hybrid ViTs) before the patch projection.
 - ``pool``: ``mean`` (over the patch tokens), ``token`` (a class token, read by the head) or ``max``.
 - the texts' pitfalls as switches: ``block`` (``prenorm`` or ``postnorm``), ``norm`` (``layernorm`` or
   ``batchnorm`` inside the blocks), ``mask`` (``none`` or ``causal``), ``stride`` (``patch``: tiling
@@ -35,14 +36,15 @@ convnet at the textbook's size of :data:`~vitlab.experiments.textbook.TEXTBOOK_C
 - ViT-only training settings: ``lr`` and ``warmup`` (epochs of linear warmup), ``None`` for the recipe's;
   the CNN keeps the recipe's, so it is trained once for all their values.
 
-A run whose loss stops being finite is recorded as ``diverged``, its accuracies those of a constant
-guess of the validation split's most frequent class (:func:`diverged_record`), and the study goes on.
-The CNN of each cell is matched to that cell's ViT, so a variant that changes the ViT's parameter
-count (a stem, a bias table, a class token) may change the CNN's widths. A combination of values that
-cannot be built (a stem that cannot reduce to the patch size, a relative bias on attention that forms
-no bias-able scores, window attention with a class or distillation token, ...) is skipped, with the
-reason in :attr:`Plan.skipped` and the report (:func:`skip_reason`); a study whose every combination
-is skipped is refused before any training.
+A run whose loss stops being finite is recorded as ``diverged``, its accuracies those of a constant guess of
+the validation split's most frequent class (:func:`~vitlab.experiments.scoring.diverged_record`), and the
+study goes on. The CNN of each cell is matched to that cell's ViT, so a variant that changes the ViT's
+parameter count (a stem, a bias table, a class token) may change the CNN's widths. A combination of values
+that cannot be built (a stem that cannot reduce to the patch size, a relative bias on attention that forms
+no bias-able scores, window attention with a class or distillation token, ...) is skipped, with the reason
+in :attr:`~vitlab.experiments.records.Plan.skipped` and the report
+(:func:`~vitlab.experiments.variants.skip_reason`); a study whose every combination is skipped is refused
+before any training.
 
 With ``robustness`` every run's model is also scored with patches masked and centre-cropped after its
 training (:mod:`~vitlab.explain.robustness`), in the run's own task.
@@ -52,10 +54,10 @@ A run is identified by what it trains, so when two patch sizes give the ViT the 
 and paired with both. Every run's record also holds its forward cost on a validation batch
 (images per second, peak memory), measured after the grid in this process.
 
-Runs are independent but for what one makes for another (a teacher, a pretrained encoder, a trained
-model that ToMe evaluates): :func:`execute` groups such runs into one task and hands the tasks to an
-executor (:mod:`~vitlab.experiments.executors`: this machine's cores or a Ray cluster). Every run
-seeds itself from its own plan entry, so the records do not depend on where or in which order the
+Runs are independent but for what one makes for another (a teacher, a pretrained encoder, a trained model
+that ToMe evaluates): :func:`~vitlab.experiments.execution.execute` groups such runs into one task and hands
+the tasks to an executor (:mod:`~vitlab.experiments.executors`: this machine's cores or a Ray cluster).
+Every run seeds itself from its own plan entry, so the records do not depend on where or in which order the
 tasks ran (at a fixed number of torch threads per run: the thread count changes float rounding).
 
 Nothing is written unless ``out_dir`` is set; then :func:`~vitlab.experiments.report.write_report`

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.shapes import SHAPES_COUNT, load_dense_dataset
+from ..errors import DataError
 from .files import open_study, write_file
 from .training import DenseTrainConfig, dense_run
 
@@ -62,6 +63,8 @@ def compare_heads(
     rows = []
     for cfg in configs:
         r = dense_run(cfg, splits)
+        if r.test is None:
+            raise DataError(f"the {dataset} data has no test split to score the heads on")
         row = {
             "head": cfg.head,
             "patch": cfg.model["patch_size"],
