@@ -10,18 +10,15 @@ import torch
 from vitlab.cli.main import main
 from vitlab.data import normalize
 from vitlab.errors import ConfigError
-from vitlab.explain.probes import (
-    depth_trend,
-    mean_attention_distance,
+from vitlab.explain.attention_depth import depth_trend, mean_attention_distance, receptive_fields, token_centres
+from vitlab.explain.input_probes import (
     permutation_probe,
     permute_patches,
-    receptive_fields,
     resolution_probe,
-    run_probes,
     shift_images,
-    token_centres,
     without_positions,
 )
+from vitlab.explain.probes import run_probes
 from vitlab.models import build_registered
 from vitlab.ops.patches import patchify
 

@@ -44,7 +44,8 @@ from .maps import (
     num_prefix_tokens,
     patch_layout,
 )
-from .probes import probes_markdown, run_probes
+from .probe_tables import probes_markdown
+from .probes import run_probes
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
