@@ -6,7 +6,7 @@ from torch import nn
 
 from vitlab.analysis.params import parameter_table, trainable_position_params
 from vitlab.layers import attention
-from vitlab.models import build_registered, count_params, vit
+from vitlab.models import build_registered, count_params, vit_config
 
 
 def rows_by_name(model):
@@ -67,7 +67,10 @@ def test_every_parameter_lands_in_exactly_one_row(overrides):
 
 @pytest.mark.parametrize(
     "overrides",
-    [dict(patch_embed=kind, patch_size=4 if "stem" in kind else 7) for kind in getattr(vit, "PATCH_EMBEDS", ("conv",))]
+    [
+        dict(patch_embed=kind, patch_size=4 if "stem" in kind else 7)
+        for kind in getattr(vit_config, "PATCH_EMBEDS", ("conv",))
+    ]
     + [dict(attention=kind) for kind in getattr(attention, "ATTENTION_KINDS", ("full",))],
 )
 def test_every_patch_embedding_and_attention_kind_is_covered(overrides):

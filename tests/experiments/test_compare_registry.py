@@ -7,7 +7,7 @@ from vitlab.cli.main import main
 from vitlab.models import get_config, list_models
 from vitlab.models.cnn import CNNConfig
 from vitlab.models.swin import SwinConfig
-from vitlab.models.vit import ViTConfig
+from vitlab.models.vit_config import ViTConfig
 
 COMMON = ["--dataset", "synthetic", "--rows", "20", "--epochs", "1", "--augment", "none", "--jobs", "1", "--quiet"]
 

@@ -20,7 +20,8 @@ from vitlab.explain.faithfulness import (
 )
 from vitlab.explain.maps import gradient_map
 from vitlab.models import build_registered
-from vitlab.models.vit import VisionTransformer, ViTConfig
+from vitlab.models.vit import VisionTransformer
+from vitlab.models.vit_config import ViTConfig
 from vitlab.tasks.classify import train_copy
 
 

@@ -26,7 +26,8 @@ from vitlab.explain.maps import (
 from vitlab.explain.record import attention_weights
 from vitlab.explain.synthetic import make_key_patch, patch_patterns
 from vitlab.models import build_registered
-from vitlab.models.vit import VisionTransformer, ViTConfig
+from vitlab.models.vit import VisionTransformer
+from vitlab.models.vit_config import ViTConfig
 
 
 def tiny_vit(**options) -> VisionTransformer:

@@ -5,7 +5,8 @@ import torch
 
 from vitlab.explain.record import attention_weights, record_attention
 from vitlab.models import build_registered
-from vitlab.models.vit import VisionTransformer, ViTConfig
+from vitlab.models.vit import VisionTransformer
+from vitlab.models.vit_config import ViTConfig
 
 TINY = dict(img_size=8, patch_size=2, in_chans=1, num_classes=3, embed_dim=16, depth=3, num_heads=2)
 VARIANTS = {

@@ -10,7 +10,8 @@ import torch
 from vitlab.errors import ConfigError, RunFolderError
 from vitlab.interop import export_hf, export_onnx, export_timm, to_hf_state_dict
 from vitlab.models import build_registered
-from vitlab.models.vit import VisionTransformer, ViTConfig
+from vitlab.models.vit import VisionTransformer
+from vitlab.models.vit_config import ViTConfig
 from vitlab.runs import DataConfig
 
 FAMILIES = ("vit-seed", "vit-tiny-patch16-224", "swin-nano-patch2-window7-28", "cnn-seed")

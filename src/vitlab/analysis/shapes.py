@@ -11,7 +11,8 @@ from torch import nn
 from ..checks import as_pair
 from ..errors import ConfigError
 from ..layers.block import Block
-from ..models.vit import VisionTransformer, ViTConfig
+from ..models.vit import VisionTransformer
+from ..models.vit_config import ViTConfig
 from ..ops.patches import patchify
 
 # The layout of each shape ``trace_shapes`` reports. N patches, R prefix tokens, T = R + N.

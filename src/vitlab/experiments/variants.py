@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..models import TokenMergingViT, VisionTransformer, ViTConfig, apply_tome, front_loaded, get_config
-from ..models.vit import BIASED_KINDS, STEM_REDUCTION
+from ..models.vit_config import BIASED_KINDS, STEM_REDUCTION
 from .axes import variant_words
 from .config import CompareConfig
 

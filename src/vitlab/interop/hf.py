@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError, ConfigError
-from ..models.vit import VisionTransformer, ViTConfig
+from ..models.vit import VisionTransformer
+from ..models.vit_config import ViTConfig
 from ..ops.patches import _pair
 from .keymaps import StateDict, hf_to_vitlab
 from .state import model_from_state

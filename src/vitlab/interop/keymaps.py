@@ -33,7 +33,7 @@ import torch
 
 from ..checks import reject_unknown
 from ..errors import CheckpointError, ConfigError
-from ..models.vit import ViTConfig
+from ..models.vit_config import ViTConfig
 
 StateDict = dict[str, torch.Tensor]
 

@@ -23,7 +23,8 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..models.swin import SwinTransformer
-from ..models.vit import VisionTransformer, ViTConfig
+from ..models.vit import VisionTransformer
+from ..models.vit_config import ViTConfig
 from .keymaps import StateDict, timm_to_vitlab, vitlab_to_timm
 from .state import model_from_state
 from .timm_encoder import (

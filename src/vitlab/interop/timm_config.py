@@ -3,7 +3,7 @@
 Keys: ``architecture`` (e.g. ``"vit_tiny_patch16_224"``), ``num_classes``, ``num_features``, ``global_pool``,
 ``model_args`` (arguments the model was built with beyond its architecture's, newer timm), ``label_names``
 and ``pretrained_cfg`` (input size, interpolation, crop, mean, std). :func:`timm_fields` gives the
-:class:`~vitlab.models.vit.ViTConfig` fields such a config says and the state dict does not: the number of
+:class:`~vitlab.models.vit_config.ViTConfig` fields such a config says and the state dict does not: the number of
 heads (from ``model_args``, else the architecture's family), the pooling, a non-square image size.
 """
 

@@ -32,7 +32,7 @@ def _unsupported(what: str) -> CheckpointError:
 
 
 def timm_relpos_config(module: nn.Module) -> dict[str, Any]:
-    """The :class:`~vitlab.models.vit.ViTConfig` fields of a timm ``VisionTransformerRelPos``, checking vitlab
+    """The :class:`~vitlab.models.vit_config.ViTConfig` fields of a timm ``VisionTransformerRelPos``, checking vitlab
     computes the same."""
     if type(module).__name__ != "VisionTransformerRelPos":
         raise _unsupported(f"type {type(module).__name__}")

@@ -27,7 +27,8 @@ from .registry import (
 )
 from .swin import SwinConfig, SwinStage, SwinTransformer
 from .tome import TokenMergingViT, apply_tome, front_loaded
-from .vit import VisionTransformer, ViTConfig
+from .vit import VisionTransformer
+from .vit_config import ViTConfig
 
 __all__ = [
     "build_registered",

@@ -12,7 +12,7 @@ logits_per_image = exp(logit_scale) * image @ text^T  (B, B'), exp(logit_scale) 
 The text tower is bidirectional (no causal mask): a caption is a whole sentence known at once. Every
 caption is padded to ``context_length`` with ``<pad>``, which attention reads like any token, so a
 caption's embedding depends on the caption alone, never on its batch. The image tower is any vitlab
-:class:`~vitlab.models.vit.ViTConfig` with ``num_classes=0``, so a timm (or open_clip-style timm) ViT's
+:class:`~vitlab.models.vit_config.ViTConfig` with ``num_classes=0``, so a timm (or open_clip-style timm) ViT's
 weights load into it (:func:`vitlab.tasks.clip.load_image_tower`).
 """
 
@@ -32,7 +32,8 @@ from ..errors import ConfigError
 from ..layers.block import Block
 from .config import MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, ModelConfig, check_params, transformer_block_params
 from .registry import register_builder, register_model
-from .vit import VisionTransformer, ViTConfig, init_linears
+from .vit import VisionTransformer, init_linears
+from .vit_config import ViTConfig
 
 TEXT_POOLS = ("eos", "mean")
 EOS_ID = VOCAB.index("<eos>")

@@ -3,7 +3,7 @@
 The state dict may be a timm ``VisionTransformer``'s (``cls_token``, ``pos_embed``, ``blocks.*``), also
 under open_clip's ``visual.trunk.`` prefix, or a file holding one. Its keys are mapped to vitlab's
 names (:func:`vitlab.interop.timm_to_vitlab`) and loaded strictly into ``model.visual``, whose
-:class:`~vitlab.models.vit.ViTConfig` must describe the same ViT (e.g. ``pre_norm=True`` for timm's
+:class:`~vitlab.models.vit_config.ViTConfig` must describe the same ViT (e.g. ``pre_norm=True`` for timm's
 CLIP towers). A ``head.weight`` of shape ``(E, D)`` -- timm's CLIP towers keep CLIP's projection
 there -- becomes ``visual_projection``; another head (a classifier) is left out.
 """

@@ -39,7 +39,7 @@ from ...errors import ConfigError
 from ...models import build_registered, get_config
 from ...models.clip import CLIPConfig, CLIPModel
 from ...models.config import MAX_SIDE
-from ...models.vit import ViTConfig
+from ...models.vit_config import ViTConfig
 from ...runs import DataConfig
 from ..run import RunResult
 from .contrastive import clip_loss, retrieval_metrics
