@@ -1,7 +1,7 @@
 """Models and the registry of named configurations: each model's module registers its builder and names.
 
-- ``vit``: :class:`VisionTransformer`, :class:`ViTConfig` (the textbook's ``vit-seed``, ``vit-digits``, timm's
-  ViT-Ti/S/B); ``distilled``: DeiT students; ``tome``: token merging.
+- ``vit``: :class:`VisionTransformer` (the textbook's ``vit-seed``, ``vit-digits``, timm's ViT-Ti/S/B);
+  ``vit_config``: its :class:`ViTConfig`; ``distilled``: DeiT students; ``tome``: token merging.
 - ``cnn``: plain conv3x3-BN-ReLU baselines sized to match the ViTs (``cnn-seed``, ``cnn-digits``).
 - ``swin``: hierarchical windowed attention (Swin-T and small Swins for 28x28 and 32x32).
 - ``dense``: a backbone's intermediate maps with a segmentation or detection head.
