@@ -15,9 +15,11 @@ from PIL import Image
 from vitlab.analysis.cost import ATTENTION_COSTS, Workload, flops
 from vitlab.data import load_dataset, normalize
 from vitlab.explore import decode_array
+from vitlab.explore.cost_views import COINCIDE, coinciding, cost_view
 from vitlab.explore.images import LabeledImage, fit_image
+from vitlab.explore.input_views import OOD_MEAN, pad_to_aspect, prepared
+from vitlab.explore.mechanics_views import position_view
 from vitlab.explore.run_index import curves, find_runs, overview_row, rank_table, run_table
-from vitlab.explore.views import COINCIDE, OOD_MEAN, coinciding, cost_view, pad_to_aspect, position_view, prepared
 
 
 def record(label, kind, rows, train_rows, acc):
@@ -176,8 +178,9 @@ def test_learned_positions_without_a_model_name_the_way_out():
 
 
 def test_explore_without_checkpoints_loads_the_trained_runs_it_finds(runs_root, tmp_path, monkeypatch):
-    from vitlab.cli.explore import explore_config, found_checkpoints
+    from vitlab.cli.explore import explore_config
     from vitlab.cli.main import build_parser
+    from vitlab.explore.launch import found_checkpoints
 
     assert found_checkpoints([runs_root]) == [runs_root / "digits-vit"]  # the study holds no checkpoint
     (tmp_path / "runs").symlink_to(runs_root, target_is_directory=True)
