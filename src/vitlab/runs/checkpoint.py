@@ -752,7 +752,8 @@ def _load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: 
 
 
 def _load_keras(path: Path) -> Loaded:
-    from ..interop.keras import from_keras, import_keras
+    from ..interop.keras import from_keras
+    from ..interop.keras_backend import import_keras
 
     keras = import_keras()  # Keras on torch unless KERAS_BACKEND names another
 
