@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from . import parse_overrides
 
@@ -25,40 +24,8 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         **config,
     )
-    cfg: Any = result.model.config
-    print(f"read   {result.source}  ({result.origin} weights)")
-    written = "vitlab checkpoint (config, data config, checksum)" if args.target == "vitlab" else "timm state dict"
-    print(f"wrote  {args.dst}  ({written})")
-    print(
-        f"model  {type(result.model).__name__}: "
-        + ", ".join(f"{k} {v}" for k, v in cfg.to_dict().items() if k in SHOWN)
-    )
-    print(f"params {sum(p.numel() for p in result.model.parameters()):,}")
-    for name, why in result.guessed.items():
-        hint = f"; set it with --set {name}=... if the source differs" if name in cfg.to_dict() else ""
-        print(f"guessed {name} = {why}{hint}")
-    if args.target == "timm":
-        from ..interop import timm_kwargs
-
-        print(f"timm   VisionTransformer(**{timm_kwargs(cfg)})")
+    print(result.report(args.dst))
     return 0
-
-
-SHOWN = (
-    "img_size",
-    "in_chans",
-    "patch_size",
-    "embed_dim",
-    "depth",
-    "num_heads",
-    "mlp_ratio",
-    "pos_embed",
-    "class_token",
-    "reg_tokens",
-    "pool",
-    "num_classes",
-    "norm_eps",
-)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

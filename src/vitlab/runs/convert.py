@@ -15,12 +15,29 @@ from typing import Any
 from torch import nn
 
 from ..errors import ConfigError, RunFolderError
-from ..interop import to_timm_state_dict, write_state_dict
+from ..interop import timm_kwargs, to_timm_state_dict, write_state_dict
 from ..interop.keras_backend import import_keras
 from ..models.vit import VisionTransformer
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import save_checkpoint
+from .load import load_checkpoint
 
 TARGETS = ("vitlab", "timm")
+# The config fields a conversion report shows.
+SHOWN = (
+    "img_size",
+    "in_chans",
+    "patch_size",
+    "embed_dim",
+    "depth",
+    "num_heads",
+    "mlp_ratio",
+    "pos_embed",
+    "class_token",
+    "reg_tokens",
+    "pool",
+    "num_classes",
+    "norm_eps",
+)
 
 
 @dataclass
@@ -32,6 +49,25 @@ class Conversion:
     model: nn.Module
     target: str
     guessed: dict[str, str] = field(default_factory=dict)
+
+    def report(self, dst: str | Path) -> str:
+        """What ``vitlab convert`` prints: what it read and wrote, the model's main fields, its parameters,
+        each guess (and how to correct it), and for a timm target the timm constructor that takes the file."""
+        cfg: Any = self.model.config
+        fields = cfg.to_dict()
+        written = "vitlab checkpoint (config, data config, checksum)" if self.target == "vitlab" else "timm state dict"
+        lines = [
+            f"read   {self.source}  ({self.origin} weights)",
+            f"wrote  {dst}  ({written})",
+            f"model  {type(self.model).__name__}: " + ", ".join(f"{k} {v}" for k, v in fields.items() if k in SHOWN),
+            f"params {sum(p.numel() for p in self.model.parameters()):,}",
+        ]
+        for name, why in self.guessed.items():
+            hint = f"; set it with --set {name}=... if the source differs" if name in fields else ""
+            lines.append(f"guessed {name} = {why}{hint}")
+        if self.target == "timm":
+            lines.append(f"timm   VisionTransformer(**{timm_kwargs(cfg)})")
+        return "\n".join(lines)
 
 
 def convert(
