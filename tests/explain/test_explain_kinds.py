@@ -10,7 +10,8 @@ from vitlab.models import PromptableConfig, PromptableModel, build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, save_checkpoint
 from vitlab.tasks import checkpoint_kinds
-from vitlab.tasks.ssl.pretrain import PretrainConfig, pretrain
+from vitlab.tasks import run as run_task
+from vitlab.tasks.ssl.pretrain import PretrainConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:warmup_epochs")
 TINY = {"embed_dim": 16, "depth": 2, "num_heads": 2}
@@ -20,7 +21,8 @@ RGB = DataConfig((32, 32), 3, (0.0,) * 3, (1.0,) * 3, ["a", "b"], "unit", "shape
 
 def pretrained(method: str, folder):
     """A real ``vitlab pretrain`` run folder (one short epoch on 200 digits)."""
-    pretrain(
+    run_task(
+        "pretrain",
         PretrainConfig(
             method=method,
             model="vit-digits",
@@ -29,7 +31,7 @@ def pretrained(method: str, folder):
             epochs=1,
             batch_size=64,
             out_dir=str(folder),
-        )
+        ),
     )
     return folder
 

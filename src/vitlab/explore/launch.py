@@ -43,7 +43,7 @@ def launch_config(
     """The explorer's config. Without ``runs``, ``./runs`` is served if it exists; without ``checkpoints``, the
     trained classifiers found there (:func:`found_checkpoints`) are loaded. Another machine may connect only when
     ``host`` names a non-loopback address, and then only with the config's token."""
-    roots = list(runs) if runs is not None else ([DEFAULT_RUNS] if DEFAULT_RUNS.is_dir() else [])
+    roots: list[str | Path] = list(runs) if runs is not None else ([DEFAULT_RUNS] if DEFAULT_RUNS.is_dir() else [])
     missing = [str(r) for r in roots if not Path(r).is_dir()]
     if missing:
         raise FileNotFoundError(
