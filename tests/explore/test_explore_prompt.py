@@ -269,7 +269,7 @@ def test_a_checkpoint_linking_outside_the_runs_root_is_not_read(copied, tmp_path
 
 def test_a_checkpoint_over_the_size_cap_is_not_read(copied, monkeypatch):
     _, client = copied
-    monkeypatch.setattr("vitlab.explore.run_index.MAX_RUN_FILE", 1000)
+    monkeypatch.setattr("vitlab.explore.run_files.MAX_RUN_FILE", 1000)
     assert "over the 1,000 the explorer reads" in refused(client, PROMPT, 422)
 
 

@@ -67,7 +67,8 @@ from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
 from .prompts import PromptShelf
 from .routes import Context, attention, cost, forward, limits, mechanics, pages, runs, segment, tokens, train
 from .routes.pages import STATIC
-from .run_index import RunShelf, real_path, run_kind
+from .run_files import real_path
+from .run_index import RunShelf, run_kind
 from .training import Trainer
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself

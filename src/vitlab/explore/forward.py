@@ -30,9 +30,9 @@ from ..layers.patch_embed import PatchEmbedding
 from ..ops.attention import merge_heads
 from ..ops.patches import patchify
 from .arrays import encode_array
+from .attention_views import prediction
 from .images import RequestError
 from .loaded import Analysis, LoadedModel, forward_unsupported
-from .views import prediction
 
 KNOCKOUTS = ("none", "head", "layer")
 

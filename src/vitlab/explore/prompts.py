@@ -2,7 +2,7 @@
 held-out images to prompt, and one prompt's candidate masks.
 
 A run is addressed by its name in the runs listing (:class:`~vitlab.explore.run_index.RunShelf`), never by
-path; its checkpoint (``best/`` else ``last/``) is read through :func:`~vitlab.explore.run_index.run_file`,
+path; its checkpoint (``best/`` else ``last/``) is read through :func:`~vitlab.explore.run_files.run_file`,
 so a file whose real path leaves the runs root, is not a regular file or is over the size cap is
 refused, and loaded by :func:`vitlab.tasks.promptable.promptable_checkpoint` (any other kind is refused).
 
@@ -37,7 +37,8 @@ from ..tasks.promptable import promptable_checkpoint, segment
 from ..tasks.promptable.losses import mask_iou
 from .arrays import encode_array
 from .images import ImageBook, RequestError, fit_image
-from .run_index import Run, RunShelf, as_object, read_json, run_file, run_task
+from .run_files import Run, as_object, read_json, run_file
+from .run_index import RunShelf, run_task
 
 TASK = "promptable"  # the kind run.json records for a promptable run
 HELD_OUT = 24  # held-out images generated per run
@@ -100,7 +101,7 @@ class PromptRun:
 
 def checkpoint_file(run: Run) -> tuple[str, Path]:
     """The name (``best/model.safetensors`` else ``last/...``) and real path of ``run``'s checkpoint, read
-    through :func:`~vitlab.explore.run_index.run_file`; 409 when it has none yet."""
+    through :func:`~vitlab.explore.run_files.run_file`; 409 when it has none yet."""
     for kept in (BEST, LAST):
         file = run_file(run, f"{kept}/{WEIGHTS}")
         if file is not None:

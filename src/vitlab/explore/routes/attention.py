@@ -7,8 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ..attention_views import attention_view, maps_view, parse_query, truth
+from ..input_views import input_view, prepared
 from ..layerwise import layerwise_view
-from ..views import attention_view, input_view, maps_view, parse_query, prepared, truth
 from . import Context
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ..cost_views import cost_view
 from ..textbook import textbook_cost_view
-from ..views import cost_view
 from . import Context
 
 

@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from ..arrays import encode_array
+from ..attention_views import truth
 from ..forward import forward_view, parse_probe
-from ..views import prepared, truth
+from ..input_views import prepared
 from . import Context
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ..attention_views import parse_query, prediction, truth
 from ..limits import deletion_view, encoded, map_set, randomised_view, verdicts
-from ..views import parse_query, prediction, truth
 from . import Context
 
 

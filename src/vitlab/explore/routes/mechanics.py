@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ..mechanics_views import local_attention_view, mixing_view, position_dots_view, position_view, softmax_view
 from ..textbook import qk_scale_view
-from ..views import local_attention_view, mixing_view, position_dots_view, position_view, softmax_view
 from . import Context
 
 

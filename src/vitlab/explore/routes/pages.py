@@ -14,7 +14,7 @@ from starlette.datastructures import UploadFile
 from ... import __version__
 from ..arrays import encode_array
 from ..images import RequestError
-from ..views import POSITION_KINDS
+from ..mechanics_views import POSITION_KINDS
 from . import Context
 
 STATIC = files("vitlab.explore") / "static"

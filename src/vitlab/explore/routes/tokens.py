@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from ..cost_views import tokens_view
 from ..images import RequestError, fit_image
-from ..views import tokens_view
 from . import Context
 
 
