@@ -31,7 +31,7 @@ from ..data import DataSplits, ImageDataset, normalize
 from ..data.options import DataOptions
 from ..errors import ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
-from ..runs.checkpoint import run_at_size
+from ..runs.weights import run_at_size
 from .audit import AuditResult, Retrain, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
 from .maps import (

@@ -1,23 +1,20 @@
 """Runs on disk: the one checkpoint format and the one run folder.
 
-- ``checkpoint``: :func:`save_checkpoint` / :func:`load_checkpoint` (any model source: a vitlab file
-  or run folder, timm, Hugging Face, Keras), :class:`DataConfig`, :func:`load_matching_weights`.
+- ``checkpoint``: the format: :func:`save_checkpoint`, reading and verifying a safetensors file.
+- ``data_config``: :class:`DataConfig`, what a model needs from its input; ``loaded``: :class:`Loaded`.
+- ``load``: :func:`load_checkpoint`, any model source (a vitlab file or run folder, a hub id, or through
+  ``foreign``: timm, Hugging Face, Keras); ``weights``: :func:`load_matching_weights`, :func:`create_model`.
 - ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume).
 - ``files``: atomic writes with the user's umask, strict JSON.
 """
 
-from .checkpoint import (
-    DataConfig,
-    Loaded,
-    checkpoint_data,
-    create_model,
-    load_checkpoint,
-    load_matching_weights,
-    pretrained_cfg,
-    save_checkpoint,
-)
+from .checkpoint import save_checkpoint
+from .data_config import DataConfig, pretrained_cfg
 from .files import atomic_write, read_json, write_json
+from .load import checkpoint_data, load_checkpoint
+from .loaded import Loaded
 from .rundir import RunDir
+from .weights import create_model, load_matching_weights
 
 __all__ = [
     "DataConfig",

@@ -66,7 +66,8 @@ from torch import nn
 from .. import __version__
 from ..checks import run_folder_name
 from ..errors import CheckpointError, DataError, RunFolderError
-from .checkpoint import DataConfig, checkpoint_bytes, save_checkpoint
+from .checkpoint import checkpoint_bytes, save_checkpoint
+from .data_config import DataConfig
 from .files import (
     atomic_write,
     check_writable_dir,

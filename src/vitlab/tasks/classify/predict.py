@@ -20,7 +20,7 @@ from ...data.image import decode_image
 from ...data.options import DataOptions
 from ...errors import CheckpointError, DataError
 from ...runs import Loaded
-from ...runs.checkpoint import run_at_size
+from ...runs.weights import run_at_size
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".pgm")
 

@@ -27,8 +27,9 @@ from ...engine.evaluate import evaluate_model
 from ...errors import CheckpointError, ConfigError, DataError
 from ...models.registry import get_config
 from ...runs import Loaded, RunDir, load_checkpoint, load_matching_weights
-from ...runs.checkpoint import placeholder_names, run_at_size
 from ...runs.layout import EVALUATION
+from ...runs.loaded import placeholder_names
+from ...runs.weights import run_at_size
 from ..run import RunResult
 from .task import INIT_MODEL, ClassificationTask, TrainConfig, build_model
 
