@@ -251,12 +251,12 @@ def test_a_run_killed_by_sigkill_after_a_random_delay_resumes_to_the_uninterrupt
 def test_a_failing_disk_mid_epoch_leaves_the_previous_set_and_resume_finishes(tmp_path, whole, monkeypatch, capsys):
     """ENOSPC while an epoch's files are staged: the run fails, the set of the epoch before stays
     whole (nothing in summary.json or best/ names what is not there), and --resume finishes."""
-    import vitlab.runs.rundir as rundir
+    import vitlab.runs.commit as commit
 
     reference, _ = whole["classify"]
     out = tmp_path / "full"
     written = []
-    real = rundir.write_synced
+    real = commit.write_synced
 
     def full_disk(path, data):
         written.append(path)
@@ -264,7 +264,7 @@ def test_a_failing_disk_mid_epoch_leaves_the_previous_set_and_resume_finishes(tm
             raise OSError(28, "No space left on device", str(path))
         real(path, data)
 
-    monkeypatch.setattr(rundir, "write_synced", full_disk)
+    monkeypatch.setattr(commit, "write_synced", full_disk)
     assert main(run_args("classify", out)) in (1, 2)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0], err

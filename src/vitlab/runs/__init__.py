@@ -4,7 +4,8 @@
 - ``data_config``: :class:`DataConfig`, what a model needs from its input; ``loaded``: :class:`Loaded`.
 - ``load``: :func:`load_checkpoint`, any model source (a vitlab file or run folder, a hub id, or through
   ``foreign``: timm, Hugging Face, Keras); ``weights``: :func:`load_matching_weights`, :func:`create_model`.
-- ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume).
+- ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume); what a folder
+  holds is ``contents``, an epoch's files committed as one step is ``commit``.
 - ``files``: atomic writes with the user's umask, strict JSON.
 """
 

@@ -115,6 +115,19 @@ def _tensor_bytes(blob: bytes) -> bytes:
     return blob[8 + n :]
 
 
+def recorded_epoch(path: Path) -> int | None:
+    """The epoch the checkpoint at ``path`` records in its provenance, from its header alone (``None``: absent
+    or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(min(n, 1 << 24)))
+        epoch = json.loads(header["__metadata__"]["provenance"]).get("epoch")
+    except (OSError, struct.error, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return epoch if isinstance(epoch, int) else None
+
+
 def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and raw metadata of a safetensors file; the format's checksum is verified."""
     blob = path.read_bytes()

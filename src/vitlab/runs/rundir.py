@@ -19,18 +19,14 @@ A run folder holds one run of one kind (``classify``, ``mae``, ``dino``, ``segme
 when it holds the marker, and then only of the files the layout names (:func:`vitlab.runs.layout.names`)
 and the temporary files of that run (``.vitlab-RUNID-*.tmp``); anything else there stays. A folder
 without the marker is a vitlab run only if it was written by an earlier vitlab, which the complete
-listing proves: every file in it is one the layout names. Any other folder is refused, with or
-without ``--overwrite``, before anything in it is touched (no lock file, no cleaning). An empty
-``--out`` is refused: the working directory is never made a run folder.
+listing proves: every file in it is one the layout names (:mod:`vitlab.runs.contents`). Any other
+folder is refused, with or without ``--overwrite``, before anything in it is touched (no lock file,
+no cleaning). An empty ``--out`` is refused: the working directory is never made a run folder.
 
-**One consistent step.** The files a resume relies on (:data:`~vitlab.runs.layout.CHECKPOINT_SET`:
-``last/state.pt``, ``last/``, ``best/``, ``metrics.jsonl``, ``metrics.csv``) change together in
-:meth:`RunDir.commit`: the epoch's files are written into ``.vitlab-stage-RUNID/``, then a record of
-them (epoch and SHA-256s) is renamed into place there (the commit point), then each file is renamed
-over its old version and the record becomes ``.vitlab-epoch.json``. A process killed before the
-commit point leaves the previous set untouched (the next ``--resume`` discards the stage and says
-so); killed after it, the next ``--resume`` finishes the renames and says so. Either way the run
-stands at one epoch whose files agree.
+**One consistent step.** The files a resume relies on (:data:`~vitlab.runs.layout.CHECKPOINT_SET`) change
+together in :meth:`RunDir.commit` (staged, then committed by one rename: :mod:`vitlab.runs.commit`); a process
+killed at any point leaves the previous set or the new one, which the next ``--resume`` finishes or discards, and
+says so. Either way the run stands at one epoch whose files agree.
 
 :meth:`RunDir.open` refuses a folder that holds another run (of any kind) unless ``resume`` (same
 kind, same config but for the fields that do not affect the result) or ``overwrite``; a second
@@ -43,20 +39,13 @@ committed starts it from the first epoch. Every file is written atomically with 
 
 from __future__ import annotations
 
-import csv
 import fcntl
-import hashlib
-import io
 import json
 import os
 import secrets
-import shutil
-import stat
-import struct
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,63 +54,37 @@ from torch import nn
 
 from .. import __version__
 from ..checks import run_folder_name
-from ..errors import CheckpointError, DataError, RunFolderError
-from .checkpoint import checkpoint_bytes, save_checkpoint
-from .data_config import DataConfig
-from .files import (
-    atomic_write,
-    check_writable_dir,
-    clean_temp_files,
-    current_umask,
-    fsync_dir,
-    json_bytes,
-    own_folder,
-    read_json,
-    sha256_file,
-    write_synced,
+from ..errors import CheckpointError, RunFolderError
+from .checkpoint import checkpoint_bytes, recorded_epoch, save_checkpoint
+from .commit import (
+    commit_files,
+    committed_record,
+    history_files,
+    recover,
+    remove_stage,
+    set_problems,
+    stage_path,
+    state_bytes,
 )
+from .contents import DAMAGED, FOREIGN, OLDER, Found, describe, inspect_folder, listing
+from .data_config import DataConfig
+from .files import atomic_write, check_writable_dir, clean_temp_files, current_umask, json_bytes, own_folder, read_json
 from .kinds import resumable_kinds
 from .layout import (
     BEST,
     CONFIG,
-    EPOCH,
     FOLDERS,
     LAST,
     LOCK,
     MARKER,
-    METRICS,
-    METRICS_CSV,
     RUN,
-    RUN_ID,
-    STAGE_PREFIX,
     STATE,
     SUMMARY,
-    TEMP_PREFIX,
-    TEMP_SUFFIX,
     WEIGHTS,
     legacy_named,
     names,
     own_temp,
 )
-
-OLDER = "an older vitlab run"  # written before run.json existed
-FOREIGN = "files vitlab did not write"
-DAMAGED = "a damaged vitlab run"
-COMMIT = "commit.json"  # inside the stage: the record whose rename commits the epoch
-
-
-@dataclass
-class Found:
-    """What a folder holds: ``kind`` (``None``: empty or absent), the marker's ``run_id``, whether
-    it is ``legacy`` (no marker, every file one the layout names), one ``foreign`` file for the message."""
-
-    kind: str | None
-    run_id: str | None = None
-    legacy: bool = False
-    foreign: str | None = None
-    litter: tuple[str, ...] = ()  # the temporary files of a marker whose write was killed (see _aborted_marker)
-    unused: bool = False  # a marked run killed before it recorded its config: nothing but its marker and run.json
-
 
 RUN_ONLY = ("resume", "overwrite", "out_dir")
 """Config fields that say how this process treats the folder, not how the run trains."""
@@ -167,34 +130,7 @@ class RunDir:
 
     def inspect(self) -> Found:
         """What the folder holds (see :meth:`existing_kind`); reads, never writes."""
-        if not self.path.is_dir():
-            return Found(None)
-        marker = self.path / MARKER
-        if marker.is_symlink() or marker.exists():
-            try:
-                meta = json.loads(marker.read_text()) if marker.is_file() and not marker.is_symlink() else None
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                meta = None
-            run_id, kind = (meta.get("run_id"), meta.get("kind")) if isinstance(meta, dict) else (None, None)
-            if not (isinstance(run_id, str) and RUN_ID.fullmatch(run_id) and isinstance(kind, str) and kind):
-                return Found(DAMAGED)
-            written = {rel for rel, _ in _listing(self.path) if names(rel)}
-            return Found(kind, run_id, unused=written <= {MARKER, RUN, LOCK})
-        entries, litter = 0, []
-        for rel, plain in _listing(self.path):
-            if plain and _aborted_marker(self.path, rel):
-                litter.append(rel)
-            elif not (plain and legacy_named(rel)):
-                return Found(FOREIGN, foreign=rel)
-            else:
-                entries += rel != LOCK
-        if entries == 0:
-            return Found(None, litter=tuple(litter))
-        try:
-            kind = read_json(self.path / RUN, "run file").get("kind") if (self.path / RUN).is_file() else None
-        except (DataError, AttributeError, OSError):
-            kind = None
-        return Found(kind if isinstance(kind, str) and kind else OLDER, legacy=True, litter=tuple(litter))
+        return inspect_folder(self.path)
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -250,7 +186,7 @@ class RunDir:
             if found.kind is None:
                 raise RunFolderError(f"nothing to resume in {self.path}: it holds no run; start without --resume")
             if found.kind != kind and not (found.kind == OLDER and resumable):
-                raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {_describe(found.kind)}")
+                raise RunFolderError(f"cannot resume {self.path} as a {kind} run: it holds {describe(found.kind)}")
             if found.legacy and not (self.path / LAST / STATE).is_file():
                 raise RunFolderError(
                     f"nothing to resume in {self.path}: no {LAST}/{STATE} (the run stopped before its "
@@ -259,7 +195,7 @@ class RunDir:
         elif found.kind is not None and not overwrite and not found.unused:  # an unused run is replaced
             resume_hint = "resume it (--resume), " if found.kind == kind and resumable else ""
             raise RunFolderError(
-                f"{self.path} already holds {_describe(found.kind)}: choose another folder, "
+                f"{self.path} already holds {describe(found.kind)}: choose another folder, "
                 f"{resume_hint}or replace it (--overwrite)"
             )
 
@@ -309,12 +245,12 @@ class RunDir:
     def _clear(self, found: Found) -> None:
         """Delete the run ``found`` (proved vitlab's): the files the layout names and that run's
         temporary files and stage; then the layout's sub-folders if they are left empty."""
-        for rel, plain in list(_listing(self.path)):
+        for rel, plain in list(listing(self.path)):
             owned = legacy_named(rel) if found.legacy else names(rel) or own_temp(rel, str(found.run_id))
             if plain and owned and rel not in (LOCK, MARKER):  # the marker stays until the new one replaces it
                 (self.path / rel).unlink(missing_ok=True)
         if found.run_id is not None:
-            _remove_stage(self.path / f"{STAGE_PREFIX}{found.run_id}")
+            remove_stage(stage_path(self.path, found.run_id))
         for folder in FOLDERS:
             where = self.path / folder
             if where.is_dir() and not where.is_symlink() and not any(where.iterdir()):
@@ -369,7 +305,7 @@ class RunDir:
         ``run.json`` and ``config.json``, so that trying again needs no ``--overwrite``."""
         if not self._started or not self.path.is_dir():
             return
-        left = {rel for rel, _ in _listing(self.path) if names(rel) or own_temp(rel, str(self.run_id))} - {LOCK}
+        left = {rel for rel, _ in listing(self.path) if names(rel) or own_temp(rel, str(self.run_id))} - {LOCK}
         if left <= {MARKER, RUN, CONFIG}:
             for name in (RUN, CONFIG, MARKER):  # the marker last: until then the folder is provably vitlab's
                 (self.path / name).unlink(missing_ok=True)
@@ -419,7 +355,7 @@ class RunDir:
         """Where a figure called ``name`` goes (figures are drawn by their own modules, then renamed into place)."""
         return self.path / name
 
-    # -- one consistent step ----------------------------------------------------------------------
+    # -- one consistent step (vitlab.runs.commit) ------------------------------------------------
 
     def commit(self, epoch: int, files: dict[str, bytes]) -> None:
         """Replace the files ``files`` (relative names -> bytes; see :data:`CHECKPOINT_SET`) as one
@@ -427,95 +363,22 @@ class RunDir:
         :meth:`open` with ``resume`` finishes the step)."""
         if self.run_id is None:
             raise RunFolderError(f"{self.path} is not open: open the run folder before writing an epoch")
-        for folder in {rel.split("/")[0] for rel in files if "/" in rel}:
-            if (self.path / folder).is_symlink():
-                raise RunFolderError(f"{self.path / folder} is a link, not vitlab's folder: remove it and resume")
-        stage = self.path / f"{STAGE_PREFIX}{self.run_id}"
-        _remove_stage(stage)
-        try:
-            for rel, data in files.items():
-                write_synced(stage / rel, data)
-            previous = self.committed()
-            record = {
-                "run_id": self.run_id,
-                "epoch": epoch,
-                "files": {
-                    **(previous or {}).get("files", {}),
-                    **{rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()},
-                },
-            }
-            write_synced(stage / f"{COMMIT}.part", json_bytes(record))
-            fsync_dir(stage)
-            os.replace(stage / f"{COMMIT}.part", stage / COMMIT)  # the commit point
-        except BaseException:
-            if not (stage / COMMIT).is_file():
-                _remove_stage(stage, quiet=True)
-            raise
-        fsync_dir(stage)
-        self._roll_forward(stage)
-
-    def _roll_forward(self, stage: Path) -> dict[str, Any]:
-        record = read_json(stage / COMMIT, "epoch record")
-        for rel in record["files"]:
-            source = stage / rel
-            if source.is_file():
-                target = self.path / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(source, target)
-        for folder in {str(Path(rel).parent) for rel in record["files"]}:
-            fsync_dir(self.path / folder)
-        os.replace(stage / COMMIT, self.path / EPOCH)
-        fsync_dir(self.path)
-        _remove_stage(stage)
-        return record
+        commit_files(self.path, self.run_id, epoch, files)
 
     def _recover(self) -> None:
         """Finish the epoch a killed process committed, or discard the one it had not; say which."""
-        stage = self.path / f"{STAGE_PREFIX}{self.run_id}"
-        if not stage.exists() and not stage.is_symlink():
-            return
-        record: Any = None
-        if (stage / COMMIT).is_file():
-            try:
-                record = read_json(stage / COMMIT, "epoch record")
-            except (DataError, OSError):
-                record = None
-        if isinstance(record, dict) and isinstance(record.get("files"), dict) and record.get("run_id") == self.run_id:
-            self._roll_forward(stage)
-            note(f"{self.path}: finished writing epoch {record.get('epoch')}, which a stopped process had committed")
-        else:
-            _remove_stage(stage)
-            stands = (self.committed() or {}).get("epoch")
-            where = f"the run stands at epoch {stands}" if stands else "no epoch of the run was complete"
-            note(f"{self.path}: discarded the files of an epoch a stopped process had not finished; {where}")
+        done = recover(self.path, str(self.run_id))
+        if done is not None:
+            note(f"{self.path}: {done}")
 
     def committed(self) -> dict[str, Any] | None:
         """The record of the last committed epoch (``{"epoch", "files": {name: sha256}}``), or ``None``."""
-        path = self.path / EPOCH
-        if not path.is_file():
-            return None
-        try:
-            record = read_json(path, "epoch record")
-        except (DataError, OSError):
-            return None
-        return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+        return committed_record(self.path)
 
     def check_committed(self, epoch: int) -> list[str]:
         """What keeps the folder's set from being the one committed as ``epoch``: no record, another
         epoch, a file missing or changed. Empty when it is that set."""
-        record = self.committed()
-        if record is None:
-            return [f"no {EPOCH} records which epoch its files hold"]
-        if record.get("epoch") != epoch:
-            return [f"{EPOCH} records epoch {record.get('epoch')}, {LAST}/{STATE} epoch {epoch}"]
-        problems = []
-        for rel, digest in record["files"].items():
-            path = self.path / rel
-            if not path.is_file():
-                problems.append(f"{rel} is missing")
-            elif sha256_file(path) != digest:
-                problems.append(f"{rel} was changed")
-        return problems
+        return set_problems(self.path, epoch)
 
     # -- checkpoints ------------------------------------------------------------------------------
 
@@ -525,14 +388,7 @@ class RunDir:
 
     def checkpoint_epoch(self, which: str = BEST) -> int | None:
         """The epoch ``which``'s checkpoint records in its provenance (``None``: absent or unreadable)."""
-        try:
-            with open(self.checkpoint(which), "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
-                header = json.loads(f.read(min(n, 1 << 24)))
-            epoch = json.loads(header["__metadata__"]["provenance"]).get("epoch")
-        except (OSError, struct.error, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        return epoch if isinstance(epoch, int) else None
+        return recorded_epoch(self.checkpoint(which))
 
     def checkpoint_file(
         self,
@@ -616,26 +472,6 @@ class RunDir:
         note(message)
 
 
-def state_bytes(state: dict[str, Any]) -> bytes:
-    """``state`` as the bytes of ``state.pt``: tensors and primitives only (read with ``weights_only=True``)."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
-
-
-def history_files(records: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> dict[str, bytes]:
-    """``metrics.jsonl`` (one record a line) and, with records, ``metrics.csv`` (``columns``,
-    default the first record's keys), as bytes by name."""
-    files = {METRICS: "".join(json.dumps(json.loads(json_bytes(r))) + "\n" for r in records).encode()}
-    if records:
-        table = io.StringIO()
-        writer = csv.DictWriter(table, list(columns or records[0]), lineterminator="\n", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
-        files[METRICS_CSV] = table.getvalue().encode()
-    return files
-
-
 def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterable[str] = ()) -> list[str]:
     """The fields where ``given`` differs from ``recorded`` (nested mappings by dotted name), each as
     ``"name (run has X, given Y)"``, leaving out the top-level fields ``free``."""
@@ -656,56 +492,8 @@ def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterab
     return changes
 
 
-def _listing(folder: Path) -> Iterator[tuple[str, bool]]:
-    """Every entry under ``folder`` but the layout's own sub-folders, as ``(relative name, plain)``:
-    ``plain`` for a regular file; a link, a special file, or a folder the layout does not name is
-    listed as an entry that is not plain, never entered (links are never followed)."""
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        rel_root = os.path.relpath(root, folder)
-        prefix = "" if rel_root == "." else rel_root.replace(os.sep, "/") + "/"
-        for name in sorted(files):
-            yield prefix + name, stat.S_ISREG(os.lstat(os.path.join(root, name)).st_mode)
-        keep = []
-        for name in sorted(dirs):
-            rel = prefix + name
-            if not os.path.islink(os.path.join(root, name)) and rel in FOLDERS:
-                keep.append(name)
-            else:
-                yield rel, False  # a link, a stage, or a folder vitlab's layout does not name
-        dirs[:] = keep
-
-
-def _aborted_marker(folder: Path, rel: str) -> bool:
-    """Whether ``rel`` is the temporary file of a marker whose write was killed: at the top,
-    named ``.vitlab-RUNID-.vitlab-run.XXXX.tmp``, holding nothing or that marker (its run id)."""
-    if not (rel.startswith(TEMP_PREFIX) and rel.endswith(TEMP_SUFFIX) and f"-{MARKER}." in rel):
-        return False
-    run_id = rel[len(TEMP_PREFIX) :].split("-", 1)[0]
-    if not RUN_ID.fullmatch(run_id) or not rel.startswith(f"{TEMP_PREFIX}{run_id}-{MARKER}."):
-        return False
-    try:
-        with open(folder / rel, "rb") as f:
-            data = f.read(4097)
-        meta = json.loads(data) if data else None
-    except (OSError, ValueError):
-        return False
-    return meta is None or (isinstance(meta, dict) and meta.get("run_id") == run_id and len(data) <= 4096)
-
-
-def _remove_stage(stage: Path, quiet: bool = False) -> None:
-    """Remove a stage folder (its name carries the run id; everything in it is that run's)."""
-    if stage.is_symlink():
-        stage.unlink()
-    elif stage.is_dir():
-        shutil.rmtree(stage, ignore_errors=quiet)
-
-
 def _rmdir_if_empty(folder: Path) -> None:
     try:
         folder.rmdir()
     except OSError:
         pass
-
-
-def _describe(kind: str) -> str:
-    return kind if kind.startswith(("an ", "a ", "files")) else f"a {kind} run"
