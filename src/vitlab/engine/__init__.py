@@ -1,6 +1,6 @@
 """The one training engine: ``fit(task, config, run_dir) -> FitResult``, and what it is made of.
 
-- ``loop``: :func:`fit`, :class:`Task` (what differs between trainings), seeding, divergence check.
+- ``loop``: :func:`fit`, seeding, divergence check; ``task``: :class:`Task` (what differs between trainings).
 - ``config``: :class:`RunConfig`, the fields every run shares, each with its range.
 - ``optim``: weight-decay groups, layer-wise decay, warmup + cosine schedule, weight EMA.
 - ``distributed``: torchrun environment, gloo / nccl process groups, all-reduce.
@@ -11,10 +11,11 @@
 
 from .config import RunConfig
 from .evaluate import classification_report, evaluate_model, predict_logits
-from .loop import FitResult, Task, epoch_seed, fit, seed_everything
+from .loop import FitResult, epoch_seed, fit, seed_everything
 from .metrics import accuracy, confusion_matrix, ece, fit_temperature, nll, per_class_accuracy, reliability
 from .optim import ModelEma, build_optimizer, build_scheduler, layer_decay_groups, param_groups
 from .report import Reporter, TqdmReporter
+from .task import Task
 
 __all__ = [
     "FitResult",

@@ -8,7 +8,7 @@
         last/ checkpoint and state, best/ when the monitored metric improves, metrics.jsonl
     test = task.test(best model)                  the checkpoint chosen by validation, never the last one
 
-A *task* (:class:`Task`) turns batches into a loss and says what a checkpoint holds; the engine owns
+A *task* (:class:`~vitlab.engine.task.Task`) turns batches into a loss and says what a checkpoint holds; the engine owns
 seeding, device, DDP (torchrun), optimiser and schedule, clipping, accumulation, EMA, the time limit,
 progress, history, checkpoints, exact resume and the divergence check. A non-finite loss stops the
 run with :class:`~vitlab.errors.DivergenceError` naming the step; the last finite checkpoint stays.
@@ -27,7 +27,6 @@ import copy
 import math
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,95 +39,12 @@ from ..data import ShardSampler
 from ..errors import DivergenceError, RunFolderError
 from .config import RunConfig
 from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
-from .optim import ModelEma, build_optimizer, build_scheduler, retune_state
+from .optim import ModelEma, build_scheduler, retune_state
 from .report import Reporter
+from .task import Task
 
 if TYPE_CHECKING:
     from ..runs import RunDir
-
-
-class Task:
-    """What differs between trainings. Subclasses set the attributes and override the methods.
-
-    ``model`` is the module the optimiser trains (a classifier, an MAE wrapper, a DINO student);
-    ``run_kind`` names the run (``classify``, ``mae``, ...); ``checkpoint_kind`` the checkpoint
-    (``classifier``, ``encoder``, ...); ``monitor`` the validation metric whose maximum picks
-    ``best/`` (``None``: no per-epoch validation, ``best`` is the last epoch).
-    """
-
-    model: nn.Module
-    run_kind: str = "classify"
-    checkpoint_kind: str = "classifier"
-    monitor: str | None = None
-    drop_last: bool = False
-
-    def prepare(self, env: DistEnv, amp: bool) -> None:
-        """Move data and modules to ``env.device`` (called once, before anything else)."""
-        self.env, self.amp = env, amp
-        self.model.to(env.device)
-
-    def train_size(self) -> int:
-        """Number of training examples (what an epoch permutes)."""
-        raise NotImplementedError
-
-    def start_epoch(self, epoch: int, seed: int) -> None:
-        """Reseed the task's own randomness (augmentation, masks, crops) for ``epoch``."""
-
-    def batch(self, index: torch.Tensor) -> Any:
-        """The training batch of examples ``index`` ``(B,)``."""
-        raise NotImplementedError
-
-    def batches(self, index: torch.Tensor, batch_size: int) -> Iterator[Any]:
-        """This epoch's training batches: examples ``index`` ``(N,)`` in consecutive chunks of
-        ``batch_size``. The default indexes :meth:`batch`; a task whose data streams from files
-        yields from a ``DataLoader`` whose workers decode ahead of the step."""
-        for start in range(0, len(index), batch_size):
-            yield self.batch(index[start : start + batch_size])
-
-    def step(self, net: nn.Module, batch: Any, epoch: int) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
-        """``(mean loss, {metric: sum over the batch}, batch size)``; ``net`` is the (DDP-wrapped) model."""
-        raise NotImplementedError
-
-    def after_step(self, step: int, total_steps: int) -> None:
-        """After each optimiser step (a momentum teacher's update)."""
-
-    def parameters_to_optimise(self, config: RunConfig) -> torch.optim.Optimizer:
-        """The optimiser over :attr:`model` (a task may group parameters, e.g. layer-wise decay)."""
-        return build_optimizer(self.model, config.optimizer, config.lr, config.weight_decay)
-
-    def validate(self, model: nn.Module) -> dict[str, float]:
-        """Validation metrics of ``model`` (the EMA when on), each prefixed ``val_``."""
-        return {}
-
-    def test(self, model: nn.Module) -> dict[str, float] | None:
-        """Test metrics of the model chosen by validation, or ``None`` without a test split."""
-        return None
-
-    def deliverable(self, model: nn.Module) -> nn.Module:
-        """The module a checkpoint holds (an MAE run delivers its encoder)."""
-        return model
-
-    def data_config(self) -> dict[str, Any]:
-        """What a user of the checkpoint needs to feed it (see :class:`vitlab.runs.DataConfig`)."""
-        raise NotImplementedError
-
-    def state_dict(self) -> dict[str, Any]:
-        """The task's own training state (a momentum teacher, a centre), for exact resume."""
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
-    def finish(self, run_dir: RunDir, model: nn.Module) -> None:
-        """Write the task's own figures into the run folder at the end (main process only)."""
-
-    def skipped(self) -> dict[str, str]:
-        """Inputs the task could not read and skipped, ``{name: why}`` (the run's summary names them)."""
-        return {}
-
-    def notes(self) -> list[str]:
-        """Lines for the reporter when the run ends (e.g. how many unreadable images were skipped)."""
-        return []
 
 
 @dataclass

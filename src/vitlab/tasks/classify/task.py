@@ -28,9 +28,10 @@ from ...data.stream import StreamDataset
 from ...engine.config import RunConfig, field_names
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
-from ...engine.loop import Task, epoch_seed
+from ...engine.loop import epoch_seed
 from ...engine.metrics import calibration_bins, ece_from_bins
 from ...engine.optim import build_optimizer, layer_decay_groups
+from ...engine.task import Task
 from ...errors import ConfigError
 from ...models import build_registered
 from ...models.registry import build_from_config, get_config, list_models
