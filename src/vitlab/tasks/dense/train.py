@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -43,14 +43,12 @@ SPLITS = ("train", "val", "test")
 
 
 @dataclass
-class DenseTrainConfig(RunConfig):
-    """A dense run: the shared run fields (:class:`~vitlab.engine.RunConfig`, here with dense
-    defaults), the ``task`` and its ``head`` (default: the task's first, ``linear`` / ``detr``), the
-    dataset's own settings (``count`` generated ``shapes`` images of ``image_size`` pixels), and
-    ``model``: :class:`~vitlab.models.dense.DenseConfig` overrides (e.g. ``{"patch_size": 4}``)."""
+class ShapesRunConfig(RunConfig):
+    """A run on generated ``shapes`` (or a dataset of their kind) with a model built from its data: the shared
+    run fields (:class:`~vitlab.engine.RunConfig`, here with these tasks' defaults), the dataset's own settings
+    (``count`` generated images of ``image_size`` pixels), and ``model``: overrides of the fields of
+    :attr:`MODEL_CONFIG` a run does not set itself (:attr:`DERIVED`), e.g. ``{"patch_size": 4}``."""
 
-    task: str = "segment"
-    head: str | None = None
     dataset: str = "shapes"
     count: int = SHAPES_COUNT
     image_size: int = 64
@@ -61,26 +59,46 @@ class DenseTrainConfig(RunConfig):
     warmup_epochs: float = 1.0
     model: dict[str, Any] = field(default_factory=dict)
 
+    OVERRIDES = "model"
+    MODEL_CONFIG: ClassVar[Any] = DenseConfig  # the model config ``model`` overrides
+    DERIVED: ClassVar[tuple[str, ...]] = ()  # its fields a run sets from its own fields and its data
+    WHAT: ClassVar[str] = "dense"  # what messages call these runs
+
+    def checks(self) -> dict[str, Check]:
+        cls = type(self)
+        return {
+            **super().checks(),
+            "count": Int(7, 10_000_000),
+            "model": Fields(
+                tuple(f.name for f in fields(cls.MODEL_CONFIG) if f.name not in cls.DERIVED),
+                f"{cls.WHAT} model",
+                values={k: v for k, v in cls.MODEL_CONFIG.checks.items() if k not in cls.DERIVED},
+            ),
+        }
+
+    @classmethod
+    def known_options(cls) -> tuple[set[str], str]:
+        return {f.name for f in fields(cls)} | {f.name for f in fields(cls.MODEL_CONFIG)} - set(cls.DERIVED), cls.WHAT
+
+
+@dataclass
+class DenseTrainConfig(ShapesRunConfig):
+    """A dense run (:class:`ShapesRunConfig`): the ``task`` and its ``head`` (default: the task's first,
+    ``linear`` / ``detr``), and ``model``: :class:`~vitlab.models.dense.DenseConfig` overrides."""
+
+    task: str = "segment"
+    head: str | None = None
+
+    OVERRIDES_OF, DERIVED = "DenseConfig", DERIVED
+
     def checks(self) -> dict[str, Check]:
         return {
             **super().checks(),
             "task": OneOf(TASKS),
             "head": Maybe(OneOf(sum(HEADS.values(), ()))),
             "dataset": OneOf(DENSE_DATASETS),
-            "count": Int(7, 10_000_000),
             "image_size": Int(1, MAX_SIDE),
-            "model": Fields(
-                tuple(f.name for f in fields(DenseConfig) if f.name not in DERIVED),
-                "dense model",
-                values={k: v for k, v in DenseConfig.checks.items() if k not in DERIVED},
-            ),
         }
-
-    OVERRIDES, OVERRIDES_OF = "model", "DenseConfig"
-
-    @classmethod
-    def known_options(cls) -> tuple[set[str], str]:
-        return {f.name for f in fields(cls)} | {f.name for f in fields(DenseConfig)} - set(DERIVED), "dense"
 
     # ``vitlab train --task segment|detect`` names the task.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "task": "--task segment|detect"}

@@ -13,20 +13,20 @@ end; the test figures are those of the final model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 from torch import nn
 
-from ...checks import Check, Fields, Float, Int, OneOf
-from ...data.shapes import SHAPES_COUNT, DenseDataset, DenseSplits, check_generated
-from ...engine import Reporter, RunConfig, Task, seed_everything
+from ...checks import Check, Float, Int, OneOf
+from ...data.shapes import DenseDataset, DenseSplits, check_generated
+from ...engine import Reporter, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import DataError
 from ...models.config import MAX_SIDE
 from ...models.promptable import PromptableConfig, PromptableModel, box_prompt
-from ..dense.train import config_splits, raw_pixel_data
+from ..dense.train import ShapesRunConfig, config_splits, raw_pixel_data
 from ..run import RunResult
 from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
@@ -37,46 +37,26 @@ DERIVED = ("img_size", "mean", "std")  # PromptableConfig fields a run sets from
 
 
 @dataclass
-class PromptableTrainConfig(RunConfig):
-    """A promptable run: the shared run fields (:class:`~vitlab.engine.RunConfig`, here with its own
-    defaults), the data (``count`` generated ``shapes`` images of ``image_size`` pixels), the
-    prompts (``prompts_per_image`` per training image; a box with probability ``box_prob``, else a
-    point; boxes jittered by ``box_jitter`` times their side), and ``model``:
+class PromptableTrainConfig(ShapesRunConfig):
+    """A promptable run (:class:`~vitlab.tasks.dense.train.ShapesRunConfig`): the prompts
+    (``prompts_per_image`` per training image; a box with probability ``box_prob``, else a point; boxes
+    jittered by ``box_jitter`` times their side), and ``model``:
     :class:`~vitlab.models.promptable.PromptableConfig` overrides."""
 
-    OVERRIDES, OVERRIDES_OF = "model", "PromptableConfig"
-
-    @classmethod
-    def known_options(cls) -> tuple[set[str], str]:
-        return {f.name for f in fields(cls)} | {f.name for f in fields(PromptableConfig)} - set(DERIVED), KIND
-
-    dataset: str = "shapes"
-    count: int = SHAPES_COUNT
-    image_size: int = 64
-    epochs: int = 30
-    batch_size: int = 16
-    lr: float = 2e-3
-    min_lr: float = 0.0
-    warmup_epochs: float = 1.0
     prompts_per_image: int = 4
     box_prob: float = 0.5
     box_jitter: float = 0.1
-    model: dict[str, Any] = field(default_factory=dict)
+
+    OVERRIDES_OF, MODEL_CONFIG, DERIVED, WHAT = "PromptableConfig", PromptableConfig, DERIVED, KIND
 
     def checks(self) -> dict[str, Check]:
         return {
             **super().checks(),
             "dataset": OneOf(DATASETS),
-            "count": Int(7, 10_000_000),
             "image_size": Int(16, MAX_SIDE),
             "prompts_per_image": Int(1, 1024),
             "box_prob": Float(0.0, 1.0),
             "box_jitter": Float(0.0, 1.0),
-            "model": Fields(
-                tuple(f.name for f in fields(PromptableConfig) if f.name not in DERIVED),
-                "promptable model",
-                values={k: v for k, v in PromptableConfig.checks.items() if k not in DERIVED},
-            ),
         }
 
     def check_relations(self) -> None:
