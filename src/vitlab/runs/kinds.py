@@ -1,9 +1,10 @@
 """Which kinds of run and checkpoint exist. The task wing says so (each :class:`vitlab.tasks.TaskSpec` registers
 its run kinds and checkpoint kinds here when it is registered); the run folder and the checkpoint format only ask.
 
-The tasks are found the way a plug-in is: every module in the ``vitlab.tasks`` entry-point group (vitlab's own
-tasks are the first) is imported on the first question, so no list of kinds is written twice, and a package of
-one's own adds a task without editing vitlab.
+The tasks are found the way plug-ins are, on the first question: vitlab's own (the module :data:`BUILTIN`,
+loaded by name like any plug-in, so this module imports nothing above it), then every module in the
+``vitlab.tasks`` entry-point group. No list of kinds is written twice, and a package of one's own adds a task
+without editing vitlab.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 import importlib.metadata
 
 ENTRY_POINTS = "vitlab.tasks"
+BUILTIN = "vitlab.tasks"  # the module that registers vitlab's own tasks
 
 _checkpoints: dict[str, str] = {}  # checkpoint kind -> the task that writes it
 _resumable: dict[str, str] = {}  # run kind (a training) -> its task
@@ -32,12 +34,14 @@ def unregister_kinds(task: str) -> None:
 
 
 def load_tasks() -> None:
-    """Import the modules of the ``vitlab.tasks`` entry-point group once (each registers its tasks)."""
+    """Import :data:`BUILTIN` and the modules of the ``vitlab.tasks`` entry-point group, once (each registers
+    its tasks)."""
     global _loaded
     if not _loaded:
         _loaded = True
-        for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
-            importlib.import_module(entry.value.split(":")[0])
+        plugins = [entry.value.split(":")[0] for entry in importlib.metadata.entry_points(group=ENTRY_POINTS)]
+        for module in dict.fromkeys([BUILTIN, *plugins]):
+            importlib.import_module(module)
 
 
 def checkpoint_kinds() -> tuple[str, ...]:

@@ -13,7 +13,16 @@ from .classify.spec import CLASSIFY
 from .clip.spec import CLIP
 from .dense.spec import DETECT, SEGMENT
 from .promptable.spec import PROMPTABLE
-from .registry import TaskSpec, checkpoint_kinds, get_task, register, registered, specs, task_for_kind
+from .registry import (
+    TaskSpec,
+    checkpoint_kinds,
+    get_task,
+    register,
+    registered,
+    specs,
+    task_for_kind,
+    unregister,
+)
 from .requests import EvaluateRequest, PredictRequest
 from .run import RunResult, fit_summary, run
 from .ssl.spec import PRETRAIN
@@ -44,4 +53,5 @@ __all__ = [
     "run",
     "specs",
     "task_for_kind",
+    "unregister",
 ]
