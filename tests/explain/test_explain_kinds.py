@@ -9,7 +9,7 @@ from vitlab.cli.main import main
 from vitlab.models import PromptableConfig, PromptableModel, build_registered
 from vitlab.models.dense import DenseConfig, DenseModel
 from vitlab.runs import DataConfig, save_checkpoint
-from vitlab.tasks import checkpoint_kinds
+from vitlab.runs.kinds import checkpoint_kinds
 from vitlab.tasks import run as run_task
 from vitlab.tasks.ssl.pretrain import PretrainConfig
 

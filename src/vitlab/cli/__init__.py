@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             overrides[key] = text
     return overrides
+
+
+def from_args(cls: type[Any], args: argparse.Namespace, **given: Any) -> Any:
+    """The dataclass ``cls`` from the options of the same names, and ``given`` (what no option names)."""
+    named = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in given and hasattr(args, f.name)}
+    return cls(**named, **given)
 
 
 def refuse_owned(sets: dict[str, Any], owned: dict[str, str]) -> None:

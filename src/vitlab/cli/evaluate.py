@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_data_options, add_source_options, load_source, source_data_options
+from . import add_data_options, add_source_options, from_args, load_source, source_data_options
 
 SPLITS = ("test", "val", "train")
 
@@ -15,21 +15,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load_source(args, "evaluate")
     spec = task_for_kind(loaded.kind, "evaluate")
-    fields = (
-        "split",
-        "dataset",
-        "data_dir",
-        "temperature_scale",
-        "out",
-        "overwrite",
-        "linear_probe",
-        "knn",
-        "k",
-        "rows",
-    )
-    request = EvaluateRequest(
-        args.checkpoint, **{f: getattr(args, f) for f in fields}, device=args.device, options=source_data_options(args)
-    )
+    request = from_args(EvaluateRequest, args, options=source_data_options(args))
     print(spec.evaluate(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
     return 0
 

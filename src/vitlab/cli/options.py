@@ -28,7 +28,7 @@ def argument(check: Check, default: Any) -> dict[str, Any]:
     inner = check.check if isinstance(check, Maybe) else check
     shown = inner.describe()
     if isinstance(inner, Bool):
-        return {"action": "store_true", "default": None, "help": f"set {shown.split(' (')[0].lower()} to true"}
+        return {"action": "store_true", "default": None, "help": "turn it on"}
     if isinstance(inner, OneOf):
         return {"choices": inner.choices, "help": shown}
     kind = int if isinstance(inner, Int) else float if isinstance(inner, Float) else str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_data_options, add_source_options, load_source, source_data_options
+from . import add_data_options, add_source_options, from_args, load_source, source_data_options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -17,10 +17,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top-k must be at least 1, got {args.top_k}")
     loaded = load_source(args, "predict")
     spec = task_for_kind(loaded.kind, "predict")
-    fields = ("images", "top_k", "json", "out", "min_score", "point", "box", "captions")
-    request = PredictRequest(
-        args.checkpoint, **{f: getattr(args, f) for f in fields}, device=args.device, options=source_data_options(args)
-    )
+    request = from_args(PredictRequest, args, options=source_data_options(args))
     print(spec.predict(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
     return 0
 

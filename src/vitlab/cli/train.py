@@ -96,7 +96,6 @@ def add_run_options(p: argparse.ArgumentParser, command: str, out: str) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     from ..runs.kinds import load_tasks
     from ..tasks import specs
-    from ..tasks.classify import RECIPES
 
     load_tasks()
     tasks = specs("train")
@@ -111,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--task", default="classify", choices=[s.name for s in tasks], help="what to train (default classify)"
     )
     add_data_options(p)
-    p.add_argument("--recipe", choices=tuple(RECIPES), help="named training settings (classify; default 'default')")
+    recipes = {name: spec.name for spec in tasks for name in spec.config.RECIPES}
+    p.add_argument(
+        "--recipe", choices=tuple(recipes), help=f"named training settings ({', '.join(sorted(set(recipes.values())))})"
+    )
     add_run_options(p, "train", out="run folder for checkpoints and metrics (default: write nothing)")
     p.set_defaults(func=train)

@@ -148,12 +148,12 @@ class RunConfig:
         return None
 
     @classmethod
-    def from_options(cls: type[C], options: dict[str, Any]) -> C:
-        """The config from flat options (a command line's): its own fields, and every other key a field of
-        the model's config, gathered into :data:`OVERRIDES` over what that field already holds (a run's
+    def gather_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Flat options (a command line's) as fields: the config's own, and every other key a field of the
+        model's config, gathered into :data:`OVERRIDES` over what that field already holds (a run's
         ``config.json`` keeps it as one mapping). A config without :data:`OVERRIDES` takes its fields only."""
         if cls.OVERRIDES is None:
-            return cls.from_dict(options)
+            return dict(options)
         known = cls.known_options()
         if known is not None:
             reject_unknown(options, known[0], known[1])
@@ -165,7 +165,12 @@ class RunConfig:
                 f"e.g. {{'depth': 4}}"
             )
         extra = {k: v for k, v in options.items() if k not in own}
-        return cls.from_dict({**{k: v for k, v in options.items() if k in own}, cls.OVERRIDES: {**base, **extra}})
+        return {**{k: v for k, v in options.items() if k in own}, cls.OVERRIDES: {**base, **extra}}
+
+    @classmethod
+    def from_options(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options (see :meth:`gather_options`)."""
+        return cls.from_dict(cls.gather_options(options))
 
 
 @dataclass(frozen=True)

@@ -75,12 +75,7 @@ def record_run(
     if permute:
         fields["permutation"] = permuted_rows(scored, splits, run)
     return RunRecord(
-        key=run.key,
-        kind=run.kind,
-        model=run.model,
-        widths=list(run.overrides["widths"]) if run.kind == "cnn" else None,
-        axes=run.axes,
-        train_rows=len(splits.train),
+        **planned_fields(run, splits),
         params=result.params,
         final_train_acc=result.train_acc,
         gap=result.train_acc - fields["best_val_acc"],
@@ -116,6 +111,18 @@ def permuted_rows(model: nn.Module, splits: DataSplits, run: RunPlan) -> list[di
     return permutation_probe(model.eval(), images, labels, run.mask_patches[0])["rows"]
 
 
+def planned_fields(run: RunPlan, splits: DataSplits) -> dict[str, Any]:
+    """A record's fields the plan fixes before training: key, kind, model, CNN widths, axes, training rows."""
+    return {
+        "key": run.key,
+        "kind": run.kind,
+        "model": run.model,
+        "widths": list(run.overrides["widths"]) if run.kind == "cnn" else None,
+        "axes": run.axes,
+        "train_rows": len(splits.train),
+    }
+
+
 def diverged_record(run: RunPlan, splits: DataSplits, seconds: float) -> RunRecord:
     """The record of a run whose loss stopped being finite: ``diverged``, its accuracies (validation,
     test, train) those of a constant guess of the validation split's most frequent class, no ECE, no
@@ -130,12 +137,7 @@ def diverged_record(run: RunPlan, splits: DataSplits, seconds: float) -> RunReco
     test = share(splits.in_memory("test", "a diverged run's record")) if splits.test is not None else None
     best = cast(float, share(val))
     return RunRecord(
-        key=run.key,
-        kind=run.kind,
-        model=run.model,
-        widths=list(run.overrides["widths"]) if run.kind == "cnn" else None,
-        axes=run.axes,
-        train_rows=len(splits.train),
+        **planned_fields(run, splits),
         params=run.params,
         best_val_acc=best,
         best_epoch=0,

@@ -15,7 +15,6 @@ from .dense.spec import DETECT, SEGMENT
 from .promptable.spec import PROMPTABLE
 from .registry import (
     TaskSpec,
-    checkpoint_kinds,
     get_task,
     register,
     registered,
@@ -41,7 +40,6 @@ __all__ = [
     "RunResult",
     "TaskSpec",
     "build_student",
-    "checkpoint_kinds",
     "classify_files",
     "evaluate_checkpoint",
     "fit_summary",

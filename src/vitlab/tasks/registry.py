@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, ConfigError
-from ..runs.kinds import register_kinds, unregister_kinds
+from ..runs.kinds import checkpoint_kinds, register_kinds, unregister_kinds
 
 if TYPE_CHECKING:
     from ..engine import Reporter, RunConfig, Task
@@ -111,11 +111,6 @@ def get_task(name: str) -> TaskSpec:
     return _SPECS[name]
 
 
-def checkpoint_kinds() -> tuple[str, ...]:
-    """Every checkpoint kind a registered task writes."""
-    return tuple(kind for spec in _SPECS.values() for kind in spec.kinds)
-
-
 def task_for_kind(kind: str, what: str | None = None) -> TaskSpec:
     """The task whose runs write checkpoints of ``kind``; with ``what`` (``evaluate``, ``predict``), one
     that has that handler, else a :class:`~vitlab.errors.CheckpointError` saying which kinds do."""
@@ -132,7 +127,6 @@ def task_for_kind(kind: str, what: str | None = None) -> TaskSpec:
 
 __all__ = [
     "TaskSpec",
-    "checkpoint_kinds",
     "get_task",
     "register",
     "registered",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 from ...runs import Loaded, atomic_write
 from ..registry import TaskSpec, register
@@ -67,8 +68,6 @@ def prediction_csv(predictions: list[Prediction]) -> str:
 
 def predict(loaded: Loaded, request: PredictRequest) -> str:
     """Each image's top-k classes: a table, JSON (``json``), or a CSV (for a folder, or written to ``out``)."""
-    from pathlib import Path
-
     predictions = classify_files(loaded, request.images, top_k=request.top_k, options=request.options)
     if request.json:
         rows = [{"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]} for p in predictions]

@@ -25,7 +25,7 @@ from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
 from ...data.augment import PRESETS, normalize_
 from ...data.options import DataOptions
 from ...data.stream import StreamDataset
-from ...engine.config import RunConfig, field_names
+from ...engine.config import RunConfig
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
 from ...engine.loop import epoch_seed
@@ -185,11 +185,7 @@ class TrainConfig(RunConfig):
             options = {**options, "model": INIT_MODEL}
         if "recipe" not in options:
             return super().from_options(options)
-        own = set(field_names(cls))
-        overrides = {k: v for k, v in options.items() if k not in own}
-        given = {k: v for k, v in options.items() if k in own and k != "recipe"}
-        if overrides:
-            given["model_overrides"] = {**(given.get("model_overrides") or {}), **overrides}
+        given = cls.gather_options({k: v for k, v in options.items() if k != "recipe"})
         return cls.from_recipe(options["recipe"], **given)
 
     def to_dict(self) -> dict[str, Any]:
