@@ -46,6 +46,6 @@ def test_a_backend_named_but_not_installed_is_one_line(keras_file, tmp_path):
 def test_import_keras_keeps_a_keras_already_imported():
     import keras
 
-    from vitlab.interop.keras_backend import import_keras
+    from vitlab.interop.keras.graph import import_keras
 
     assert import_keras() is keras and keras.backend.backend() == "torch"

@@ -202,7 +202,7 @@ def test_a_cached_repo_without_weights_is_not_a_model(hub_cache, tmp_path):
 )
 def test_heads_by_architecture_are_timms(name):
     timm = pytest.importorskip("timm")
-    from vitlab.interop.timm_config import timm_heads
+    from vitlab.interop.timm.config import timm_heads
 
     with torch.device("meta"):  # timm's own definition, no memory
         module = timm.create_model(name, pretrained=False)

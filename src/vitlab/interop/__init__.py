@@ -23,7 +23,7 @@ from .keras import from_keras
 from .keymaps import detect_format, hf_key_scheme, hf_to_vitlab, infer_config, timm_to_vitlab, vitlab_to_timm
 from .state import load_state_dict, model_from_state
 from .timm import from_timm, timm_config, timm_kwargs, to_timm_state_dict
-from .timm_swin import from_timm_swin, timm_swin_config, timm_swin_to_vitlab
+from .timm.swin import from_timm_swin, timm_swin_config, timm_swin_to_vitlab
 
 __all__ = [
     "from_timm",

@@ -30,7 +30,7 @@ from ..models.vit import VisionTransformer
 from ..ops.patches import _pair
 from .hf import hf_config_json, to_hf_state_dict
 from .timm import timm_kwargs, to_timm_state_dict
-from .timm_encoder import TIMM_LAYERNORM_EPS
+from .timm.encoder import TIMM_LAYERNORM_EPS
 
 ONNX_OPSET = 18
 WEIGHTS = "model.safetensors"

@@ -14,7 +14,7 @@ A stage whose grid fits in one window uses one window of the grid's size, unshif
 window does not divide is padded, the padding masked (:mod:`vitlab.ops.windows`).
 
 Parameter names are timm's ``SwinTransformer`` names except ``stages`` (timm: ``layers``),
-``patch_norm`` (``patch_embed.norm``) and ``head`` (``head.fc``); see :mod:`vitlab.interop.timm_swin`.
+``patch_norm`` (``patch_embed.norm``) and ``head`` (``head.fc``); see :mod:`vitlab.interop.timm.swin`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..errors import ConfigError, RunFolderError
 from ..interop import timm_kwargs, to_timm_state_dict, write_state_dict
-from ..interop.keras_backend import import_keras
+from ..interop.keras.graph import import_keras
 from ..models.vit import VisionTransformer
 from .checkpoint import save_checkpoint
 from .load import load_checkpoint

@@ -17,7 +17,7 @@ from ..data.preprocess import Preprocess
 from ..errors import CheckpointError, ConfigError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
-from ..interop.timm_config import timm_fields, timm_label_names
+from ..interop.timm.config import timm_fields, timm_label_names
 from ..models.registry import build_registered
 from ..ops.patches import _pair
 from .checkpoint import metadata_value, read_safetensors
@@ -183,7 +183,7 @@ def load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: d
 def load_keras(path: Path) -> Loaded:
     """The model of the Keras ``.keras`` file at ``path`` (inputs in [0, 1], as the textbook's Keras model)."""
     from ..interop.keras import from_keras
-    from ..interop.keras_backend import import_keras
+    from ..interop.keras.graph import import_keras
 
     keras = import_keras()  # Keras on torch unless KERAS_BACKEND names another
 

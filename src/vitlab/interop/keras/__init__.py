@@ -19,13 +19,12 @@ model on a random batch and is compared stage by stage (the projection's input, 
 embedding, each block, the head); the first stage that differs is refused, naming its layers.
 A conversion that returns computes what the Keras model computes, to float tolerance.
 
-The reading is in parts: the graph (:mod:`~vitlab.interop.keras_graph`), one layer's weights
-(:mod:`~vitlab.interop.keras_layers`), the head and blocks back from the output
-(:mod:`~vitlab.interop.keras_reading`), the patch embedding (:mod:`~vitlab.interop.keras_embedding`); this
-module checks the result and is the door.
+The reading is in parts: Keras and the graph (:mod:`~vitlab.interop.keras.graph`), one layer's weights
+and the head and blocks back from the output (:mod:`~vitlab.interop.keras.reading`), the patch embedding
+(:mod:`~vitlab.interop.keras.embedding`); this module checks the result and is the door.
 
 keras is imported only to run the model it was given, through
-:func:`~vitlab.interop.keras_backend.import_keras`, which chooses its backend: Keras 3 picks one when it is
+:func:`~vitlab.interop.keras.graph.import_keras`, which chooses its backend: Keras 3 picks one when it is
 first imported (``KERAS_BACKEND``, else ``~/.keras/keras.json``, else TensorFlow), and vitlab runs the
 converted model on torch, which it always has.
 """
@@ -38,14 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import CheckpointError
-from ..models.vit import VisionTransformer
-from ..ops.patches import patchify, unpatchify
-from .keras_backend import import_keras
-from .keras_embedding import read_embedding
-from .keras_graph import Graph, op_names
-from .keras_reading import Reading, read_blocks, read_head
-from .state import model_from_state
+from ...errors import CheckpointError
+from ...models.vit import VisionTransformer
+from ...ops.patches import patchify, unpatchify
+from ..state import model_from_state
+from .embedding import read_embedding
+from .graph import Graph, import_keras, op_names
+from .reading import Reading, read_blocks, read_head
 
 _TOLERANCE = 1e-4  # stage difference allowed, relative to its largest value
 _PROBE_BATCH = 2

@@ -9,13 +9,11 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
-from ..layers.patch_embed import linear_weight_to_conv
-from ..ops.patches import _pair
-from .keras_backend import to_numpy
-from .keras_graph import Graph, is_symbolic, kind_of, leaves, op_name, op_names
-from .keras_layers import read_dense, to_tensor
-from .keras_reading import Reading, Stage
+from ...errors import CheckpointError
+from ...layers.patch_embed import linear_weight_to_conv
+from ...ops.patches import _pair
+from .graph import Graph, is_symbolic, kind_of, leaves, op_name, op_names, to_numpy
+from .reading import Reading, Stage, read_dense, to_tensor
 
 _PROJECTIONS = ("Dense", "Conv2D")
 _CHANNELS = (1, 3)  # channel counts a token width is read with

@@ -1,4 +1,5 @@
-"""timm ``VisionTransformer`` <-> vitlab.
+"""timm ``VisionTransformer`` <-> vitlab; the encoder's shared reading in :mod:`~vitlab.interop.timm.encoder`,
+timm's Swin in :mod:`~vitlab.interop.timm.swin`, timm's ``config.json`` in :mod:`~vitlab.interop.timm.config`.
 
 :func:`from_timm` reads the module's attributes and ``state_dict``; it never imports timm.
 Supported: token / avg / max pooling, class and register tokens (``no_embed_class`` either
@@ -7,10 +8,19 @@ bias), ``qk_norm``, layer scale, ``qkv_bias``, ``dynamic_img_size`` / ``dynamic_
 LayerNorm of any eps and exact GELU. Hybrids (``HybridEmbed``) whose backbone is timm's ResNetV2
 "same" stem (``vit_tiny_r_s16_p8_224``) or a stack of 3x3 stride-2 Conv2d / BatchNorm2d / ReLU
 widening to the token width (Xiao et al.'s stem) become ``patch_embed="resnet_stem"`` /
-``"conv_stem"``. timm's ``VisionTransformerRelPos``: :func:`~vitlab.interop.timm_relpos.from_timm_relpos`.
+``"conv_stem"``. timm's ``VisionTransformerRelPos``: :func:`from_timm_relpos` (below).
 Anything else (attention pooling ``map``/``prr``, ``avgmax``,
 other norms or activations, custom blocks) raises a :class:`~vitlab.errors.CheckpointError` naming it. Dropout rates are
 not carried over (they do not change the weights; set them on the config to fine-tune).
+
+timm ``VisionTransformerRelPos`` -> vitlab :class:`~vitlab.models.vit.VisionTransformer` with ``rel_pos``:
+timm's relative-position ViT is a plain pre-norm ViT without absolute positions whose attention adds a
+learned bias indexed by the 2-D offset of query and key (``rel_pos_type="bias"``: timm's ``RelPosBias``),
+one table per block or one shared (``shared_rel_pos=True``). vitlab's ``rel_pos="per_block"`` /
+``"shared"`` (:mod:`vitlab.layers.relative_position`) hold the same tables under the same names
+(``blocks.{i}.attn.rel_pos.relative_position_bias_table``, ``shared_rel_pos.relative_position_bias_table``),
+so the state dict maps as a plain ViT's does. The log-coordinate MLP bias (``rel_pos_type="mlp"``, timm's
+default) and the res-post-norm blocks have no vitlab equivalent and are refused by name.
 """
 
 from __future__ import annotations
@@ -21,13 +31,13 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import ConfigError
-from ..models.swin import SwinTransformer
-from ..models.vit import VisionTransformer
-from ..models.vit_config import ViTConfig
-from .keymaps import StateDict, timm_to_vitlab, vitlab_to_timm
-from .state import model_from_state
-from .timm_encoder import (
+from ...errors import CheckpointError, ConfigError
+from ...models.swin import SwinTransformer
+from ...models.vit import VisionTransformer
+from ...models.vit_config import ViTConfig
+from ..keymaps import StateDict, timm_to_vitlab, vitlab_to_timm
+from ..state import model_from_state
+from .encoder import (
     TIMM_LAYERNORM_EPS,
     check_encoder,
     check_type,
@@ -35,8 +45,7 @@ from .timm_encoder import (
     patch_embed_fields,
     unsupported,
 )
-from .timm_relpos import from_timm_relpos
-from .timm_swin import from_timm_swin
+from .swin import from_timm_swin
 
 _POOLS = {"token": "token", "avg": "mean", "max": "max"}
 _TIMM_KINDS = {
@@ -87,9 +96,9 @@ def timm_config(module: nn.Module) -> dict[str, Any]:
 
 def from_timm(module: nn.Module, img_size: int | tuple[int, int] | None = None) -> VisionTransformer | SwinTransformer:
     """A vitlab :class:`VisionTransformer` computing what the timm ``VisionTransformer`` (or
-    ``VisionTransformerRelPos``: :func:`~vitlab.interop.timm_relpos.from_timm_relpos`) computes, or a
+    ``VisionTransformerRelPos``: :func:`from_timm_relpos`) computes, or a
     :class:`~vitlab.models.swin.SwinTransformer` for a timm ``SwinTransformer``
-    (:func:`~vitlab.interop.timm_swin.from_timm_swin`).
+    (:func:`~vitlab.interop.timm.swin.from_timm_swin`).
 
     Args:
         module: a timm ``VisionTransformer`` (e.g. ``timm.create_model("vit_tiny_patch16_224")``)
@@ -175,3 +184,60 @@ def timm_kwargs(config: ViTConfig, no_embed_class: bool = False) -> dict[str, An
     if config.norm_eps != TIMM_LAYERNORM_EPS:
         kwargs["norm_layer"] = partial(nn.LayerNorm, eps=config.norm_eps)
     return kwargs
+
+
+_RELPOS_POOLS = {"avg": "mean", "token": "token"}
+
+
+def _relpos_unsupported(what: str) -> CheckpointError:
+    return CheckpointError(
+        f"timm VisionTransformerRelPos with {what} has no vitlab equivalent: vitlab converts "
+        f"rel_pos_type='bias' models with pre-norm blocks and avg or token pooling"
+    )
+
+
+def timm_relpos_config(module: nn.Module) -> dict[str, Any]:
+    """The :class:`~vitlab.models.vit_config.ViTConfig` fields of a timm ``VisionTransformerRelPos``, checking vitlab
+    computes the same."""
+    if type(module).__name__ != "VisionTransformerRelPos":
+        raise _relpos_unsupported(f"type {type(module).__name__}")
+    vit: Any = module  # timm's attributes, which torch's Module stubs do not know
+    if vit.global_pool not in _RELPOS_POOLS:
+        raise _relpos_unsupported(f"global_pool={vit.global_pool!r}")
+    tables = [vit.shared_rel_pos] if vit.shared_rel_pos is not None else [b.attn.rel_pos for b in vit.blocks]
+    kinds = {type(t).__name__ for t in tables}
+    if kinds != {"RelPosBias"}:
+        raise _relpos_unsupported(f"relative positions {sorted(kinds)} (rel_pos_type='mlp' or none)")
+    embed, _ = patch_embed_fields(vit.patch_embed, vit.embed_dim)
+    if embed.get("patch_embed"):
+        raise _relpos_unsupported("a hybrid patch embedding")
+    eps = check_encoder(vit, "RelPosBlock", "RelPosAttention")
+    use_fc_norm = not isinstance(vit.fc_norm, nn.Identity)
+    return dict(
+        **embed,
+        **encoder_fields(vit),
+        pos_embed="none",
+        pool=_RELPOS_POOLS[vit.global_pool],
+        class_token=vit.cls_token is not None,
+        reg_tokens=0,
+        final_norm=True,
+        fc_norm=use_fc_norm,
+        rel_pos="shared" if vit.shared_rel_pos is not None else "per_block",
+        norm_eps=eps,
+    )
+
+
+def from_timm_relpos(module: nn.Module) -> VisionTransformer:
+    """A vitlab :class:`VisionTransformer` computing what the timm ``VisionTransformerRelPos`` computes.
+
+    Args:
+        module: e.g. ``timm.create_model("vit_relpos_small_patch16_224", rel_pos_type="bias")`` or
+            ``VisionTransformerRelPos(..., rel_pos_type="bias", shared_rel_pos=True)``.
+
+    Returns:
+        A float32 model in the module's train/eval mode; images ``(B, C, H, W)`` -> the same logits
+        ``(B, num_classes)``.
+    """
+    known = timm_relpos_config(module)
+    model, _ = model_from_state(timm_to_vitlab(module.state_dict()), **known)
+    return model.train(module.training)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import CheckpointError
+from ...errors import CheckpointError
 
 # (size word, width) -> heads, as timm's model definitions set them (vision_transformer.py, deit.py,
 # vision_transformer_hybrid.py, eva.py): vit_<size>_..., deit_<size>_..., deit3_<size>_... Each pair has one

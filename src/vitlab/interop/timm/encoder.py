@@ -1,8 +1,8 @@
 """What every timm ViT family shares, read and checked the same way: the encoder's blocks
 (:func:`check_encoder`, :func:`encoder_fields`) and the patch embedding (:func:`patch_embed_fields`).
 
-:mod:`~vitlab.interop.timm` (``VisionTransformer``) and :mod:`~vitlab.interop.timm_relpos`
-(``VisionTransformerRelPos``) build on them; what vitlab does not run raises :func:`unsupported`'s
+:mod:`~vitlab.interop.timm`'s ``VisionTransformer`` and
+``VisionTransformerRelPos`` readers build on them; what vitlab does not run raises :func:`unsupported`'s
 :class:`~vitlab.errors.CheckpointError` naming it.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import CheckpointError
-from ..layers.conv_stem import conv_stem_widths
-from ..layers.hybrid_embed import conv_stem_convs
+from ...errors import CheckpointError
+from ...layers.conv_stem import conv_stem_widths
+from ...layers.hybrid_embed import conv_stem_convs
 
 TIMM_LAYERNORM_EPS = 1e-6
 

@@ -24,11 +24,11 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import CheckpointError
-from ..models.swin import SwinConfig, SwinTransformer
-from ..ops.windows import fit_window
-from .keymaps import StateDict
-from .state import load_state_dict
+from ...errors import CheckpointError
+from ...models.swin import SwinConfig, SwinTransformer
+from ...ops.windows import fit_window
+from ..keymaps import StateDict
+from ..state import load_state_dict
 
 _TIMM_TO_VITLAB = ((r"^layers\.", "stages."), (r"^patch_embed\.norm\.", "patch_norm."), (r"^head\.fc\.", "head."))
 
