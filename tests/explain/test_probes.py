@@ -11,14 +11,14 @@ from vitlab.cli.main import main
 from vitlab.data import normalize
 from vitlab.errors import ConfigError
 from vitlab.explain.attention_depth import depth_trend, mean_attention_distance, receptive_fields, token_centres
-from vitlab.explain.input_probes import (
+from vitlab.explain.probes import (
     permutation_probe,
     permute_patches,
     resolution_probe,
+    run_probes,
     shift_images,
     without_positions,
 )
-from vitlab.explain.probes import run_probes
 from vitlab.models import build_registered
 from vitlab.ops.patches import patchify
 

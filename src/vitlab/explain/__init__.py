@@ -14,10 +14,10 @@ Testing:
 - ``faithfulness``: deletion / insertion curves, rank correlation, cascading weight randomisation.
 - ``audit``: deletion / insertion areas against a random and the occlusion order, cascading weight
   randomisation and permuted-label sanity checks, a verdict per method (:func:`audit`).
-- ``probes``: runs the probes (:func:`run_probes`): ``input_probes``, what the model does when its input
-  moves (patches shuffled, with and without its positions; shifted; occluded; at other sides), and
+- ``probes``: what the model does when its input moves (patches shuffled, with and without its positions;
+  shifted; occluded; at other sides), run with the others by :func:`run_probes` and rendered as Markdown;
   ``attention_depth``, what its attention does by depth (mean attention distance, entropy, weight on the
-  class token, rollout distance; a CNN's receptive field); ``probe_tables`` renders them as Markdown.
+  class token, rollout distance; a CNN's receptive field), with its tables.
 - ``synthetic``: a task whose label is decided by one known patch.
 - ``report``: an example explained to files, per-head attention examples, checkpoint entry points.
 - ``request``: one ``vitlab explain`` request (an example, the audit or the probes) run from a checkpoint.
@@ -26,7 +26,6 @@ Testing:
 from .attention_depth import attention_diagnostics, receptive_fields
 from .audit import AuditResult, MethodAudit, audit, write_audit
 from .faithfulness import deletion_insertion
-from .input_probes import permutation_probe
 from .maps import (
     METHODS,
     compute_maps,
@@ -39,7 +38,7 @@ from .maps import (
     rollout_map,
     rollout_matrix,
 )
-from .probes import PROBES, run_probes
+from .probes import PROBES, permutation_probe, run_probes
 from .record import AttentionRecorder, attention_weights, record_attention
 from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example, probe_checkpoint
 from .synthetic import key_patch_splits

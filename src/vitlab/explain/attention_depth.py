@@ -8,12 +8,14 @@ nats and its effective neighbourhood ``exp(H)`` in tokens, the **fraction of wei
 tokens** (class, registers), the most-attended key's weight (**max**) and the row's **max - min** (the
 page's "spread"); and the attention rollout's mean distance up to each depth. Set against uniform
 attention's distance and, for a CNN, the receptive field by depth (:func:`receptive_fields`). These hold
-for any ViT with global attention: supervised, MAE or DINO.
+for any ViT with global attention: supervised, MAE or DINO. :func:`attention_lines` says them in Markdown
+tables, with a sentence on their trend with depth.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -157,3 +159,83 @@ def receptive_fields(model: nn.Module) -> list[dict[str, Any]]:
         field = torch.stack(torch.meshgrid(offsets, offsets, indexing="ij"), -1).norm(dim=-1)
         out.append({"layer": name, "rf": rf, "jump": jump, "field_distance": float(field.mean())})
     return out
+
+
+def cell(value: float | None, digits: int = 4) -> str:
+    """``value`` in a table cell with ``digits`` decimals; ``–`` for none."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def attention_lines(diag: dict[str, Any]) -> list[str]:
+    """Markdown lines for :func:`attention_diagnostics` (or a convnet's receptive fields)."""
+    from ..reporting import markdown_table
+
+    if "receptive_fields" in diag:
+        return [
+            "## Receptive field by depth (a convnet)",
+            "",
+            *markdown_table(
+                ["layer", "receptive field (px)", "mean distance within it (px)"],
+                [[r["layer"], str(r["rf"]), cell(r["field_distance"], 2)] for r in diag["receptive_fields"]],
+            ),
+            "",
+        ]
+    layers = range(len(diag["mean_distance"]))
+
+    def mean(name: str, layer: int) -> float | None:
+        values = diag[name]
+        return None if values is None else statistics.fmean(values[layer])
+
+    body = [
+        [
+            str(layer + 1),
+            cell(mean("mean_distance", layer), 2),
+            cell(diag["rollout_distance"][layer], 2),
+            cell(mean("entropy", layer), 3),
+            cell(mean("neighbourhood", layer), 2),
+            cell(mean("prefix_fraction", layer), 3),
+            cell(mean("max", layer), 3),
+            cell(mean("max_minus_min", layer), 3),
+        ]
+        for layer in layers
+    ]
+    heads = [
+        [
+            f"{layer + 1}.{head}",
+            cell(diag["mean_distance"][layer][head], 2),
+            cell(diag["entropy"][layer][head], 3),
+            cell(diag["neighbourhood"][layer][head], 2),
+            cell(None if diag["prefix_fraction"] is None else diag["prefix_fraction"][layer][head], 3),
+            cell(diag["max"][layer][head], 3),
+            cell(diag["max_minus_min"][layer][head], 3),
+        ]
+        for layer in layers
+        for head in range(len(diag["mean_distance"][layer]))
+    ]
+    tokens = diag["tokens"]["patches"] + diag["tokens"]["prefix"]
+    return [
+        f"## Attention by depth ({diag['images']:,} images, means over the heads and the patch queries)",
+        "",
+        *markdown_table(
+            [
+                "layer",
+                "mean attention distance (px)",
+                "rollout distance (px)",
+                "entropy (nats)",
+                "neighbourhood exp(H) (tokens)",
+                "weight on prefix tokens",
+                "max weight",
+                "max − min weight",
+            ],
+            body,
+        ),
+        "",
+        f"Uniform attention over the patches would give a mean distance of {diag['uniform_distance']:.2f} px, an "
+        f"entropy of {diag['uniform_entropy']:.3f} nats and a neighbourhood of {tokens} tokens, and put 1/{tokens} = "
+        f"{1 / tokens:.4f} on every key (max − min 0). The mean attention distance **{diag['trend']}**.",
+        "",
+        "Per head (layer.head):",
+        "",
+        *markdown_table(["head", "distance (px)", "entropy", "exp(H)", "prefix", "max", "max − min"], heads),
+        "",
+    ]

@@ -44,8 +44,7 @@ from .maps import (
     num_prefix_tokens,
     patch_layout,
 )
-from .probe_tables import probes_markdown
-from .probes import run_probes
+from .probes import probes_markdown, run_probes
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
