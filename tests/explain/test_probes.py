@@ -11,7 +11,7 @@ from vitlab.cli.main import main
 from vitlab.data import normalize
 from vitlab.errors import ConfigError
 from vitlab.explain.attention_depth import depth_trend, mean_attention_distance, receptive_fields, token_centres
-from vitlab.explain.probes import (
+from vitlab.explain.input_probes import (
     permutation_probe,
     permute_patches,
     resolution_probe,

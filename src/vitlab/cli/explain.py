@@ -8,7 +8,7 @@ import argparse
 from . import add_data_options, add_source_options, load_source, source_data_options
 
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
-PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.probes.PROBES
+PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.input_probes.PROBES
 SPLITS = ("val", "test", "train")
 
 

@@ -59,7 +59,7 @@ class CompareConfig:
     and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.explain.robustness`).
     ``block`` / ``norm`` / ``mask`` / ``stride``: the pitfall switches to study; ``lr`` / ``warmup``: the
     ViT's learning rates and warmup epochs (``None``: the recipe's). ``permute``: score every trained model
-    with its patches shuffled (:func:`~vitlab.explain.probes.permutation_probe` on up to
+    with its patches shuffled (:func:`~vitlab.explain.input_probes.permutation_probe` on up to
     :data:`PERMUTE_IMAGES` held-out images; ViTs with and without their positions). ``train_eval``: also
     score the chosen weights on the training rows in eval mode (:func:`eval_mode_train_accuracy`).
     ``out_dir``: where the report goes (the CLI uses ``runs/<name>``); ``None`` writes nothing.

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..data import DataSplits, ImageDataset
 from ..data.augment import normalize
-from ..explain.probes import permutation_probe
+from ..explain.input_probes import permutation_probe
 from ..explain.robustness import Probes, robustness
 from ..models import VisionTransformer
 from .records import RunPlan, RunRecord
@@ -101,7 +101,7 @@ def eval_mode_train_accuracy(model: nn.Module, splits: DataSplits) -> float:
 
 
 def permuted_rows(model: nn.Module, splits: DataSplits, run: RunPlan) -> list[dict[str, Any]]:
-    """:func:`~vitlab.explain.probes.permutation_probe` rows for ``model`` on up to :data:`PERMUTE_IMAGES`
+    """:func:`~vitlab.explain.input_probes.permutation_probe` rows for ``model`` on up to :data:`PERMUTE_IMAGES`
     held-out images (test, else validation), patches of the ViT's own size (a CNN's: the patch of the ViTs it
     meets, the first)."""
     held_out = splits.in_memory("test" if splits.test is not None else "val", "the permutation probe")

@@ -14,8 +14,8 @@ Testing:
 - ``faithfulness``: deletion / insertion curves, rank correlation, cascading weight randomisation.
 - ``audit``: deletion / insertion areas against a random and the occlusion order, cascading weight
   randomisation and permuted-label sanity checks, a verdict per method (:func:`audit`).
-- ``probes``: what the model does when its input moves (patches shuffled, with and without its positions;
-  shifted; occluded; at other sides), run with the others by :func:`run_probes` and rendered as Markdown;
+- ``input_probes``: what the model does when its input moves (patches shuffled, with and without its
+  positions; shifted; occluded; at other sides), run with the others by :func:`run_probes`, as Markdown;
   ``attention_depth``, what its attention does by depth (mean attention distance, entropy, weight on the
   class token, rollout distance; a CNN's receptive field), with its tables.
 - ``synthetic``: a task whose label is decided by one known patch.
@@ -26,6 +26,7 @@ Testing:
 from .attention_depth import attention_diagnostics, receptive_fields
 from .audit import AuditResult, MethodAudit, audit, write_audit
 from .faithfulness import deletion_insertion
+from .input_probes import PROBES, permutation_probe, run_probes
 from .maps import (
     METHODS,
     compute_maps,
@@ -38,7 +39,6 @@ from .maps import (
     rollout_map,
     rollout_matrix,
 )
-from .probes import PROBES, permutation_probe, run_probes
 from .record import AttentionRecorder, attention_weights, record_attention
 from .report import attention_examples, audit_checkpoint, explain_checkpoint, explain_example, probe_checkpoint
 from .synthetic import key_patch_splits

@@ -7,7 +7,7 @@
   wrong validation predictions, the textbook's head-spread numbers in the titles (for reports).
 - :func:`explain_checkpoint` / :func:`audit_checkpoint` do the same from a checkpoint written by
   ``vitlab train`` on its own dataset split, normalised with the training statistics.
-- :func:`probe_checkpoint` runs the probes of :mod:`~vitlab.explain.probes` and writes ``probes.json``,
+- :func:`probe_checkpoint` runs the probes of :mod:`~vitlab.explain.input_probes` and writes ``probes.json``,
   ``probes.md`` and ``attention_depth.png``.
 
 A classifier (plain or distilled) gets every map; an encoder (MAE, DINO: no classifier head) the
@@ -34,6 +34,7 @@ from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoin
 from ..runs.weights import run_at_size
 from .audit import AuditResult, Retrain, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
+from .input_probes import probes_markdown, run_probes
 from .maps import (
     ATTENTION_METHODS,
     Query,
@@ -44,7 +45,6 @@ from .maps import (
     num_prefix_tokens,
     patch_layout,
 )
-from .probes import probes_markdown, run_probes
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
@@ -361,7 +361,7 @@ def probe_checkpoint(
     overwrite: bool = False,
     options: DataOptions | None = None,
 ) -> dict[str, Any]:
-    """Run ``probes`` (:data:`~vitlab.explain.probes.PROBES`) on the first ``samples`` images of ``split`` and
+    """Run ``probes`` (:data:`~vitlab.explain.input_probes.PROBES`) on the first ``samples`` images of ``split`` and
     write ``probes.json``, ``probes.md`` and (with ``attention``) ``attention_depth.png`` into ``out_dir``;
     return the JSON's content."""
     check_explain_options(patch_size=patch_size, samples=samples, seed=seed)

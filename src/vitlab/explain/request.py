@@ -17,8 +17,8 @@ from ..data.options import DataOptions
 from ..errors import ConfigError
 from ..runs import Loaded
 from .audit import AuditResult
+from .input_probes import PROBES
 from .maps import Query
-from .probes import PROBES
 from .report import Retrainer, audit_checkpoint, check_explain_options, explain_checkpoint, probe_checkpoint
 
 SAMPLES = {"audit": 100, "probe": 1000}  # default images per mode
@@ -28,7 +28,7 @@ SAMPLES = {"audit": 100, "probe": 1000}  # default images per mode
 class ExplainRequest:
     """What to explain and where to write it (the fields are ``vitlab explain``'s options).
 
-    ``probes`` (names of :data:`~vitlab.explain.probes.PROBES`) runs the probes, else ``audit`` the audit,
+    ``probes`` (names of :data:`~vitlab.explain.input_probes.PROBES`) runs the probes, else ``audit`` the audit,
     else one example (image ``index`` of ``split``) is explained. ``method`` None means every map that
     applies; ``samples`` None the mode's default (:data:`SAMPLES`).
     """

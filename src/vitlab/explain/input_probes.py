@@ -1,18 +1,5 @@
-"""Probes: what a trained model does when its input is moved, and what its attention does by depth.
-
-:func:`run_probes` runs a list of them (:data:`PROBES`) on normalised images ``(N, C, H, W)`` of a
-held-out split; each returns a JSON-ready dict:
-
-- ``permute``, ``shift``, ``occlude``, ``resolution`` (below): the model's
-  predictions with its patches shuffled (with and without its positions), shifted, occluded, at other
-  sides, against those on the images as they are (agreement) and the labels (accuracy).
-- ``attention`` (:mod:`~vitlab.explain.attention_depth`): per layer and head, mean attention distance,
-  entropy, weight on the prefix tokens, max and max - min, and the rollout's distance by depth; for a
-  CNN its receptive field by depth.
-
-:func:`probes_markdown` renders the tables.
-
-The input probes:
+"""Probes that move the input: what a trained classifier predicts when its images are shuffled, shifted,
+occluded or resized.
 
 Each probe runs a classifier (eval mode) on normalised images ``(N, C, H, W)`` of a held-out split and
 compares its predictions with those on the images as they are: **agreement** is the share of images
@@ -30,13 +17,18 @@ whose predicted class does not change, **accuracy** is against the labels ``(N,)
   subset) and pixels zeroed -- by :func:`~vitlab.explain.robustness.robustness`.
 - :func:`resolution_probe`: the images resized (bilinear) to other sides that the patch divides; a ViT's
   learned positions are resampled to the new grid (bicubic), sinusoidal ones recomputed.
+
+:func:`run_probes` runs a list of probes (:data:`PROBES`): these four and ``attention``
+(:func:`~vitlab.explain.attention_depth.attention_diagnostics`: per layer and head, mean attention distance,
+entropy, weight on the prefix tokens, max and max - min, the rollout's distance by depth; for a CNN its
+receptive field by depth), each a JSON-ready dict; :func:`probes_markdown` renders them as Markdown tables.
 """
 
 from __future__ import annotations
 
 import copy
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
@@ -244,7 +236,7 @@ def run_probes(
     model.eval()
     out: dict[str, Any] = {"patch": patch, "patch_source": source, "images": len(images)}
     known = cast(torch.Tensor, labels)
-    runners: dict[str, Callable[[], Any]] = {
+    runners: dict[str, Any] = {  # name -> a thunk running it
         "permute": lambda: permutation_probe(model, images, known, patch, seed=seed),
         "shift": lambda: shift_probe(model, images, known, sorted({1, 2, max(1, patch // 2), patch})),
         "occlude": lambda: occlusion_probe(model, images, known, patch),
