@@ -8,7 +8,7 @@ import torch
 from scipy.stats import spearmanr
 
 from vitlab.data import normalize
-from vitlab.explain.audit import MethodAudit, _verdict, audit, write_audit
+from vitlab.explain.audit import AuditOptions, MethodAudit, _verdict, audit, write_audit
 from vitlab.explain.faithfulness import (
     cascade_stages,
     curve_area,
@@ -112,7 +112,7 @@ def test_verdicts():
 @pytest.fixture(scope="module")
 def digits_audit(digits_run, tmp_path_factory):
     retrain = partial(train_copy, digits_run.config, device=next(digits_run.model.parameters()).device)
-    result = audit(digits_run.model, digits_run.splits, samples=80, seed=0, retrain=retrain, sanity_epochs=2)
+    result = audit(digits_run.model, digits_run.splits, AuditOptions(samples=80, seed=0, sanity_epochs=2), retrain)
     out = tmp_path_factory.mktemp("audit")
     return result, out, write_audit(result, out)
 
@@ -168,16 +168,16 @@ def test_audit_files(digits_audit):
 
 def test_audit_input_errors(digits_run):
     with pytest.raises(ValueError, match="split"):
-        audit(digits_run.model, digits_run.splits, samples=4, split="holdout")
+        audit(digits_run.model, digits_run.splits, AuditOptions(samples=4, split="holdout"))
     with pytest.raises(ValueError, match="samples"):
-        audit(digits_run.model, digits_run.splits, samples=0)
+        audit(digits_run.model, digits_run.splits, AuditOptions(samples=0))
 
 
 def test_audit_of_a_convnet_skips_attention(digits_run):
     cnn = build_registered("cnn-digits", widths=(4, 8)).eval()
-    result = audit(cnn, digits_run.splits, samples=6, patch_size=4, steps=2)
+    result = audit(cnn, digits_run.splits, AuditOptions(samples=6, patch_size=4, steps=2))
     assert [r.method for r in result.rows] == ["gradient", "gradxinput", "occlusion"]
     assert len(result.curves["random"]["deletion"]) == 3
     assert result.stages[0] == "head" and all(c.head_spreads is None for c in result.cases)
     with pytest.raises(ValueError, match="gradient and occlusion"):
-        audit(cnn, digits_run.splits, samples=2, methods=["attention"], patch_size=4)
+        audit(cnn, digits_run.splits, AuditOptions(samples=2, methods=["attention"], patch_size=4))

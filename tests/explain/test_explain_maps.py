@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from vitlab.data import normalize
-from vitlab.explain.audit import audit
+from vitlab.explain.audit import AuditOptions, audit
 from vitlab.explain.maps import (
     compute_maps,
     gradient_map,
@@ -157,7 +157,7 @@ def test_maps_find_the_known_patch(key_patch_run):
     maps = compute_maps(model, inputs, ["gradient", "occlusion"])
     for method in ("gradient", "occlusion"):
         assert (maps[method].flatten(1).argmax(1) == key).float().mean() > 0.95, method
-    result = audit(model, splits, samples=len(splits.val), key_patch=key)
+    result = audit(model, splits, AuditOptions(samples=len(splits.val), key_patch=key))
     for method in ("attention", "rollout", "occlusion"):
         top1 = result.row(method).key_patch_top1
         assert 0 <= top1 <= 1

@@ -24,7 +24,7 @@ Testing:
 """
 
 from .attention_depth import attention_diagnostics, receptive_fields
-from .audit import AuditResult, MethodAudit, audit, write_audit
+from .audit import AuditOptions, AuditResult, MethodAudit, audit, write_audit
 from .faithfulness import deletion_insertion
 from .input_probes import PROBES, permutation_probe, run_probes
 from .maps import (
@@ -46,6 +46,7 @@ from .textbook import textbook_figures
 
 __all__ = [
     "AttentionRecorder",
+    "AuditOptions",
     "AuditResult",
     "METHODS",
     "MethodAudit",

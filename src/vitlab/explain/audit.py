@@ -226,33 +226,44 @@ def permuted_labels(splits: DataSplits, seed: int) -> DataSplits:
     )
 
 
-def audit(
-    model: nn.Module,
-    splits: DataSplits,
-    samples: int = 100,
-    methods: Sequence[str] | None = None,
-    seed: int = 0,
-    split: str = "val",
-    retrain: Retrain | None = None,
-    sanity_epochs: int = 5,
-    threshold: float = 0.5,
-    key_patch: int | None = None,
-    patch_size: int | None = None,
-    steps: int | None = None,
-) -> AuditResult:
-    """Audit ``methods`` (default: every method that applies to ``model``) on ``samples`` seeded
-    images ``(samples, C, H, W)`` of ``split``; maps are ``(samples, gh, gw)`` over the patch grid.
+@dataclass(frozen=True)
+class AuditOptions:
+    """What an :func:`audit` measures.
 
-    Args:
-        retrain: trains the permuted-label copy (:data:`Retrain`) for ``sanity_epochs`` epochs; None
-            skips that check.
+    Attributes:
+        samples: seeded images of ``split`` audited.
+        methods: the maps audited (None: every method that applies to the model).
+        seed: draws the images, the random deletion order and the permuted labels.
+        sanity_epochs: epochs the permuted-label copy trains.
         threshold: rank correlation at or above which a map fails a sanity check.
         key_patch: the patch that decides the label (a synthetic task): reports how often each
             map ranks it first.
-        steps: points on the deletion / insertion curves (default: every patch).
+        patch_size: the patch a map's grid is drawn over (None: the model's own).
+        steps: points on the deletion / insertion curves (None: every patch).
+    """
+
+    samples: int = 100
+    methods: Sequence[str] | None = None
+    seed: int = 0
+    split: str = "val"
+    sanity_epochs: int = 5
+    threshold: float = 0.5
+    key_patch: int | None = None
+    patch_size: int | None = None
+    steps: int | None = None
+
+
+def audit(
+    model: nn.Module, splits: DataSplits, options: AuditOptions = AuditOptions(), retrain: Retrain | None = None
+) -> AuditResult:
+    """Audit ``options.methods`` on ``options.samples`` seeded images ``(samples, C, H, W)`` of ``options.split``;
+    maps are ``(samples, gh, gw)`` over the patch grid. ``retrain`` trains the permuted-label copy
+    (:data:`Retrain`) for ``sanity_epochs`` epochs; None skips that check.
 
     Occlusion is always computed (as the reference ordering). The model is put in eval mode.
     """
+    samples, methods, seed, split = options.samples, options.methods, options.seed, options.split
+    sanity_epochs, threshold, key_patch = options.sanity_epochs, options.threshold, options.key_patch
     start = time.perf_counter()
     data = _audited_split(splits, split, samples)
     methods = list(dict.fromkeys([*(applicable_methods(model) if methods is None else methods), "occlusion"]))
@@ -265,9 +276,9 @@ def audit(
     g = torch.Generator().manual_seed(seed)
     index = torch.randperm(len(data), generator=g)[:samples].sort().values.to(device)
     inputs, target = inputs_all[index], prediction[index]
-    size, grid = patch_layout(model, inputs.shape, patch_size)
+    size, _ = patch_layout(model, inputs.shape, options.patch_size)
     trained = compute_maps(model, inputs, methods, target, patch_size=size)
-    curves, areas = _curves(model, inputs, target, trained, size, grid[0] * grid[1], steps, g)
+    curves, areas = _curves(model, inputs, target, trained, size, options.steps, g)
     stages, cascade = _cascade(model, inputs, methods, target, size, trained, seed)
     permuted = None
     if retrain is not None:
@@ -275,7 +286,7 @@ def audit(
         maps = compute_maps(permuted_model, inputs, methods, target, patch_size=size)
         permuted = {m: _mean(spearman(trained[m], maps[m])) for m in methods}
     rows = [_row(m, areas, cascade, permuted, trained[m], key_patch, threshold) for m in methods]
-    cases = _cases(model, inputs_all, data, labels, prediction, confidence, methods, size)
+    cases = _cases(model, inputs_all, data, labels, probs, methods, size)
     return AuditResult(
         splits.name,
         split,
@@ -311,12 +322,12 @@ def _curves(
     target: torch.Tensor,
     trained: dict[str, torch.Tensor],
     size: int,
-    num_patches: int,
     steps: int | None,
     generator: torch.Generator,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, tuple[float, float]]]:
     """Mean deletion / insertion curves and their areas per method's order and for a random order
-    (drawn from ``generator``, one per input)."""
+    (drawn from ``generator``, one per input) of the maps' ``gh * gw`` patches."""
+    num_patches = next(iter(trained.values())).shape[-2:].numel()
     orders = {m: ranking(maps) for m, maps in trained.items()}
     orders["random"] = torch.stack([torch.randperm(num_patches, generator=generator) for _ in range(len(inputs))]).to(
         inputs.device
@@ -392,12 +403,12 @@ def _cases(
     inputs: torch.Tensor,
     data: ImageDataset,
     labels: torch.Tensor,
-    prediction: torch.Tensor,
-    confidence: torch.Tensor,
+    probs: torch.Tensor,
     methods: list[str],
     size: int,
 ) -> list[Case]:
-    """The most and least confident correct and wrong predictions of the split."""
+    """The most and least confident correct and wrong predictions (``probs (N, K)``) of the split."""
+    confidence, prediction = probs.max(-1)
     correct = prediction == labels
     picks = []
     for kind, group, most in zip(CASES, (correct, correct, ~correct, ~correct), (True, False, True, False)):

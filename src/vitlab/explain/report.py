@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,9 @@ from ..data.options import DataOptions
 from ..errors import ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.weights import run_at_size
-from .audit import AuditResult, Retrain, audit, write_audit
+from .audit import AuditOptions, AuditResult, Retrain, audit, write_audit
 from .figures import plot_attention_depth, plot_head_attention, plot_maps
-from .input_probes import probes_markdown, run_probes
+from .input_probes import PROBES, probes_markdown, run_probes
 from .maps import (
     ATTENTION_METHODS,
     Query,
@@ -48,6 +48,68 @@ from .maps import (
 from .textbook import textbook_figures
 
 SPLITS = ("val", "test", "train")
+
+
+SAMPLES = {"audit": 100, "probe": 1000}  # default images per mode
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    """What to explain and where to write it (the fields are ``vitlab explain``'s options).
+
+    ``probes`` (names of :data:`~vitlab.explain.input_probes.PROBES`) runs the probes, else ``audit`` the audit,
+    else one example (image ``index`` of ``split``) is explained. ``method`` None means every map that
+    applies; ``samples`` None the mode's default (:data:`SAMPLES`).
+    """
+
+    out: str | Path = "explain"
+    dataset: str | None = None
+    data_dir: str | Path | None = None
+    split: str = "val"
+    method: str | None = None
+    index: int = 0
+    query: Query | None = None
+    patch_size: int | None = None
+    textbook: bool = False
+    audit: bool = False
+    probes: Sequence[str] | None = None
+    samples: int | None = None
+    steps: int | None = None
+    sanity_epochs: int = 5
+    threshold: float = 0.5
+    seed: int = 0
+    device: str = "auto"
+    overwrite: bool = False
+    options: DataOptions | None = None
+
+    def sample_count(self) -> int:
+        """``samples``, else the mode's default."""
+        return SAMPLES["probe" if self.probes else "audit"] if self.samples is None else self.samples
+
+    def methods(self) -> tuple[str, ...] | None:
+        """The maps asked for: ``(method,)``, or None for every map that applies."""
+        return None if self.method is None else (self.method,)
+
+    def check(self) -> None:
+        """Refuse a mode or option that makes no sense (:class:`ConfigError` naming the option)."""
+        if self.probes is not None:
+            if self.audit:
+                raise ConfigError("--probe and --audit are two separate measurements: run them one at a time")
+            if not self.probes or any(name not in PROBES for name in self.probes):
+                raise ConfigError(
+                    f"--probe takes {', '.join(PROBES)} or all, comma-separated; got {','.join(self.probes)!r}"
+                )
+        check_explain_options(
+            index=self.index,
+            patch_size=self.patch_size,
+            samples=self.sample_count(),
+            steps=self.steps,
+            sanity_epochs=self.sanity_epochs,
+            seed=self.seed,
+            threshold=self.threshold,
+        )
+
+
 Retrainer = Callable[[Loaded], Retrain]
 """``retrainer(ckpt)``: the :data:`~vitlab.explain.audit.Retrain` that trains fresh copies of the checkpoint's
 recipe for the permuted-label check (:func:`vitlab.tasks.classify.retrainer` for a classifier); it refuses a
@@ -76,20 +138,15 @@ def _summary(grid_map: torch.Tensor) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def explain_example(
-    model: nn.Module,
-    splits: DataSplits,
-    index: int,
-    out_dir: str | Path,
-    methods: Sequence[str] | None = None,
-    split: str = "val",
-    query: Query | None = None,
-    patch_size: int | None = None,
-) -> dict[str, Any]:
-    """Explain image ``index`` of ``split`` by ``methods`` (default: all that apply to the model): write
-    the figures and ``explain.json``; return its content (``files`` lists the paths written). An encoder
-    (no classifier head) has no prediction: its report's ``prediction``, ``confidence`` and
-    ``probabilities`` are ``None`` and only the attention maps apply."""
+def explain_example(model: nn.Module, splits: DataSplits, request: ExplainRequest) -> dict[str, Any]:
+    """Explain image ``request.index`` of ``request.split`` by its ``method`` (default: all that apply to the model)
+    from its ``query`` (default :func:`~vitlab.explain.maps.default_query`): write the figures and ``explain.json``
+    into ``request.out``; return its content (``files`` lists the paths written). An encoder (no classifier head)
+    has no prediction: its report's ``prediction``, ``confidence`` and ``probabilities`` are ``None`` and only the
+    attention maps apply."""
+    index, split, query, patch_size = request.index, request.split, request.query, request.patch_size
+    methods: Sequence[str] | None = request.methods()
+    out_dir = request.out
     data = _split(splits, split)
     if not 0 <= index < len(data):
         raise ConfigError(f"index {index} is outside the {split} split's {len(data)} images: use 0..{len(data) - 1}")
@@ -199,82 +256,49 @@ def attention_examples(
 # -- from a checkpoint ------------------------------------------------------------------------------
 
 
-def explain_checkpoint(
-    path: str | Path | Loaded,
-    out_dir: str | Path,
-    *,
-    dataset: str | None = None,
-    data_dir: str | Path | None = None,
-    index: int = 0,
-    methods: Sequence[str] | None = None,
-    split: str = "val",
-    query: Query | None = None,
-    patch_size: int | None = None,
-    textbook: bool = False,
-    device: str = "auto",
-    overwrite: bool = False,
-    options: DataOptions | None = None,
-) -> dict[str, Any]:
-    """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`); with ``textbook``, also
-    :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
-    check_explain_options(index=index, patch_size=patch_size)
-    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
-    with RunDir(out_dir).open("explain", overwrite=overwrite):
-        report = explain_example(ckpt.model, splits, index, out_dir, methods, split, query, patch_size)
-        if textbook:
-            report["files"] += [str(p) for p in textbook_figures(out_dir, ckpt.model)]
+def explain_checkpoint(path: str | Path | Loaded, request: ExplainRequest) -> dict[str, Any]:
+    """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`) and ``request``; with its
+    ``textbook``, also :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
+    request.check()
+    ckpt, splits = explainable_data(path, request)
+    with RunDir(request.out).open("explain", overwrite=request.overwrite):
+        report = explain_example(ckpt.model, splits, request)
+        if request.textbook:
+            report["files"] += [str(p) for p in textbook_figures(request.out, ckpt.model)]
     return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
 
 
 def audit_checkpoint(
-    path: str | Path | Loaded,
-    out_dir: str | Path,
-    *,
-    dataset: str | None = None,
-    data_dir: str | Path | None = None,
-    samples: int = 100,
-    methods: Sequence[str] | None = None,
-    split: str = "val",
-    seed: int = 0,
-    sanity_epochs: int = 5,
-    threshold: float = 0.5,
-    patch_size: int | None = None,
-    steps: int | None = None,
-    retrainer: Retrainer | None = None,
-    device: str = "auto",
-    overwrite: bool = False,
-    options: DataOptions | None = None,
+    path: str | Path | Loaded, request: ExplainRequest, retrainer: Retrainer | None = None
 ) -> AuditResult:
-    """:func:`~vitlab.explain.audit.audit` a checkpoint and :func:`write_audit` the result to ``out_dir``.
+    """:func:`~vitlab.explain.audit.audit` a checkpoint as ``request`` asks (its ``samples``, ``method``,
+    ``split``, ``seed``, ``sanity_epochs``, ``threshold``, ``patch_size``, ``steps``) and :func:`write_audit` the
+    result to ``request.out``.
 
     The permuted-label copy is trained ``sanity_epochs`` epochs by ``retrainer(ckpt)`` (:data:`Retrainer`);
     ``sanity_epochs`` 0 or no ``retrainer`` skips that check.
     """
-    check_explain_options(
-        patch_size=patch_size, samples=samples, sanity_epochs=sanity_epochs, threshold=threshold, steps=steps, seed=seed
-    )
-    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
+    request.check()
+    ckpt, splits = explainable_data(path, request)
     if is_encoder(ckpt.model):
         raise ConfigError(
             f"the audit scores maps by the predicted class's probability, and {ckpt.path} is an encoder without a "
             f"classifier head: fine-tune it (vitlab train --init) first, or explain it without --audit"
         )
-    with RunDir(out_dir).open("audit", overwrite=overwrite):
-        retrain = retrainer(ckpt) if retrainer is not None and sanity_epochs > 0 else None
-        result = audit(
-            ckpt.model,
-            splits,
-            samples,
-            methods,
-            seed,
-            split,
-            retrain,
-            sanity_epochs,
-            threshold,
-            patch_size=patch_size,
-            steps=steps,
+    with RunDir(request.out).open("audit", overwrite=request.overwrite):
+        retrain = retrainer(ckpt) if retrainer is not None and request.sanity_epochs > 0 else None
+        options = AuditOptions(
+            samples=request.sample_count(),
+            methods=request.methods(),
+            seed=request.seed,
+            split=request.split,
+            sanity_epochs=request.sanity_epochs,
+            threshold=request.threshold,
+            patch_size=request.patch_size,
+            steps=request.steps,
         )
-        write_audit(result, out_dir)
+        result = audit(ckpt.model, splits, options, retrain)
+        write_audit(result, request.out)
     return result
 
 
@@ -316,22 +340,17 @@ def check_encoder_methods(methods: Sequence[str]) -> list[str]:
     return [m for m in methods if m in ATTENTION_METHODS]
 
 
-def explainable_data(
-    path: str | Path | Loaded,
-    dataset: str | None,
-    data_dir: str | Path | None,
-    device: str,
-    options: DataOptions | None = None,
-) -> tuple[Loaded, DataSplits]:
-    """:func:`~vitlab.runs.checkpoint_data`, refusing a kind explain does not read before its data is loaded;
-    ``options`` (``--image-size``, ``--set data.FIELD``) change how image files are read, the model run at
-    that size. The images explained are held in memory (``--loader memory`` unless a loader is set)."""
-    ckpt = path if isinstance(path, Loaded) else load_checkpoint(path, device)
+def explainable_data(path: str | Path | Loaded, request: ExplainRequest) -> tuple[Loaded, DataSplits]:
+    """:func:`~vitlab.runs.checkpoint_data` for ``request``'s dataset, data folder and device, refusing a kind
+    explain does not read before its data is loaded; its ``options`` (``--image-size``, ``--set data.FIELD``)
+    change how image files are read, the model run at that size. The images explained are held in memory
+    (``--loader memory`` unless a loader is set)."""
+    ckpt = path if isinstance(path, Loaded) else load_checkpoint(path, request.device)
     check_explainable(ckpt)
-    options = options or DataOptions()
+    options = request.options or DataOptions()
     if options.loader == "auto":
         options = replace(options, loader="memory")
-    ckpt, splits = checkpoint_data(ckpt, dataset, data_dir, device, options=options)
+    ckpt, splits = checkpoint_data(ckpt, request.dataset, request.data_dir, request.device, options=options)
     run_at_size(ckpt.model, splits.image_shape[1:])
     return ckpt, splits
 
@@ -346,26 +365,14 @@ def check_explainable(ckpt: Loaded) -> None:
         )
 
 
-def probe_checkpoint(
-    path: str | Path | Loaded,
-    out_dir: str | Path,
-    probes: Sequence[str],
-    *,
-    dataset: str | None = None,
-    data_dir: str | Path | None = None,
-    split: str = "val",
-    samples: int = 1000,
-    patch_size: int | None = None,
-    seed: int = 0,
-    device: str = "auto",
-    overwrite: bool = False,
-    options: DataOptions | None = None,
-) -> dict[str, Any]:
-    """Run ``probes`` (:data:`~vitlab.explain.input_probes.PROBES`) on the first ``samples`` images of ``split`` and
-    write ``probes.json``, ``probes.md`` and (with ``attention``) ``attention_depth.png`` into ``out_dir``;
-    return the JSON's content."""
-    check_explain_options(patch_size=patch_size, samples=samples, seed=seed)
-    ckpt, splits = explainable_data(path, dataset, data_dir, device, options)
+def probe_checkpoint(path: str | Path | Loaded, request: ExplainRequest) -> dict[str, Any]:
+    """Run ``request.probes`` (:data:`~vitlab.explain.input_probes.PROBES`) on the first ``samples`` images of
+    its ``split`` and write ``probes.json``, ``probes.md`` and (with ``attention``) ``attention_depth.png`` into
+    ``request.out``; return the JSON's content."""
+    request.check()
+    ckpt, splits = explainable_data(path, request)
+    split, samples, out_dir, overwrite = request.split, request.sample_count(), request.out, request.overwrite
+    probes, patch_size, seed = request.probes or (), request.patch_size, request.seed
     data = _split(splits, split)
     model = ckpt.model.eval()
     device_of = next(model.parameters()).device
