@@ -4,21 +4,16 @@ import pytest
 
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
+from vitlab.tasks.dense import DenseTrainConfig
 
 
 @pytest.mark.slow
 def test_compare_heads_rows():
     from vitlab.experiments.segment import compare_heads, heads_table
 
-    rows = compare_heads(
-        ("linear", "decoder"),
-        (8,),
-        count=20,
-        image_size=32,
-        epochs=1,
-        device="cpu",
-        model={"embed_dim": 32, "depth": 1, "num_heads": 2, "decoder_width": 16},
-    )
+    small = {"embed_dim": 32, "depth": 1, "num_heads": 2, "decoder_width": 16}
+    config = DenseTrainConfig(count=20, image_size=32, epochs=1, device="cpu", model=small)
+    rows = compare_heads(("linear", "decoder"), (8,), config)
     assert [(r["head"], r["patch"]) for r in rows] == [("linear", 8), ("decoder", 8)]
     assert all(0 <= r["boundary_acc"] <= 1 for r in rows)
     assert heads_table(rows).count("\n") == 3
@@ -28,7 +23,7 @@ def test_compare_refuses_zero_epochs(tmp_path, capsys):
     from vitlab.experiments.segment import compare_heads
 
     with pytest.raises(ConfigError, match="epochs must be"):
-        compare_heads(("linear",), (8,), epochs=0)
+        compare_heads(("linear",), (8,), DenseTrainConfig(epochs=0))
     assert main(["compare", "--task", "segment", "--epochs", "0", "--patches", "8", "--out", str(tmp_path)]) == 2
     assert "epochs must be a positive integer" in capsys.readouterr().err
 
@@ -38,8 +33,8 @@ def test_cli_compare_segment_passes_the_time_limit(tmp_path, monkeypatch, capsys
 
     seen = {}
 
-    def fake_compare_heads(heads, patches, **kwargs):
-        seen.update(kwargs, heads=heads, patches=patches)
+    def fake_compare_heads(heads, patches, config, progress=None):
+        seen.update(time_limit_s=config.time_limit_s, epochs=config.epochs, heads=heads, patches=patches)
         return [
             {"head": h, "patch": p, "mean_iou": 0.5, "pixel_acc": 0.9, "boundary_acc": 0.4, "params": 1, "seconds": 1.0}
             for p in patches

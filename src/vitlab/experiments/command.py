@@ -153,18 +153,7 @@ def _segment(options: Mapping[str, Any], say: Say | None) -> CommandOutput:
     """``--task segment``: :func:`~vitlab.experiments.segment.segment_study` in ``--out`` (default
     ``runs/NAME``)."""
     set_threads(options.get("threads", 1))
-    table, path = segment_study(
-        options.get("out") or Path("runs") / (options.get("name") or "compare"),
-        heads=options.get("head"),
-        patches=options.get("patches"),
-        dataset=options.get("dataset"),
-        data_dir=options.get("data_dir"),
-        epochs=options.get("epochs"),
-        minutes=options.get("minutes"),
-        device=options.get("device"),
-        overwrite=bool(options.get("overwrite")),
-        say=say,
-    )
+    table, path = segment_study(options.get("out") or Path("runs") / (options.get("name") or "compare"), options, say)
     return CommandOutput(table, [f"report: {path}"])
 
 

@@ -9,11 +9,12 @@ boundary band (pixels next to a class change).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data.shapes import SHAPES_COUNT, load_dense_dataset
+from ..data.shapes import load_dense_dataset
 from ..errors import DataError
 from .files import open_study, write_file
 from .training import DenseTrainConfig, dense_run
@@ -27,39 +28,21 @@ EPOCHS = 30
 def compare_heads(
     heads: Sequence[str] = HEADS,
     patches: Sequence[int] = PATCHES,
-    *,
-    dataset: str = "shapes",
-    data_dir: str | None = None,
-    count: int = SHAPES_COUNT,
-    image_size: int = 64,
-    epochs: int = EPOCHS,
-    seed: int = 0,
-    device: str = "auto",
-    time_limit_s: float | None = None,
-    model: dict[str, Any] | None = None,
+    config: DenseTrainConfig | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train every (patch, head) pair on the same split and seed; rows of ``head``, ``patch``,
-    ``mean_iou``, ``pixel_acc``, ``boundary_acc`` (test split), ``params``, ``seconds``. Every
-    setting is checked (as a :class:`~vitlab.tasks.dense.DenseTrainConfig`) before the data is made."""
+    """Train every (patch, head) pair on the same split and seed, each ``config`` (default: a
+    :class:`~vitlab.tasks.dense.DenseTrainConfig`'s own, the shapes dataset for :data:`EPOCHS` epochs) with that
+    head and ``model.patch_size``; rows of ``head``, ``patch``, ``mean_iou``, ``pixel_acc``, ``boundary_acc`` (test
+    split), ``params``, ``seconds``. Every setting is checked (as a config) before the data is made."""
+    base = DenseTrainConfig() if config is None else config
     configs = [
-        DenseTrainConfig(
-            task="segment",
-            head=head,
-            dataset=dataset,
-            data_dir=data_dir,
-            count=count,
-            image_size=image_size,
-            epochs=epochs,
-            seed=seed,
-            device=device,
-            time_limit_s=time_limit_s,
-            model={**(model or {}), "patch_size": patch},
-        )
+        replace(base, task="segment", head=head, model={**base.model, "patch_size": patch})
         for patch in patches
         for head in heads
     ]
-    splits = load_dense_dataset(dataset, data_dir, seed=seed, image_size=image_size, count=count)
+    dataset, data_dir, seed = base.dataset, base.data_dir, base.seed
+    splits = load_dense_dataset(dataset, data_dir, seed=seed, image_size=base.image_size, count=base.count)
     rows = []
     for cfg in configs:
         r = dense_run(cfg, splits)
@@ -98,33 +81,28 @@ def head_line(row: dict[str, Any]) -> str:
 
 
 def segment_study(
-    out: str | Path,
-    *,
-    heads: Sequence[str] | None = None,
-    patches: Sequence[int] | None = None,
-    dataset: str | None = None,
-    data_dir: str | None = None,
-    epochs: int | None = None,
-    minutes: float | None = None,
-    device: str | None = None,
-    overwrite: bool = False,
-    say: Callable[[str], None] | None = None,
+    out: str | Path, options: Mapping[str, Any], say: Callable[[str], None] | None = None
 ) -> tuple[str, Path]:
     """``vitlab compare --task segment``: :func:`compare_heads` in the study folder ``out`` (refused when
-    it holds another study, unless ``overwrite``), ``None`` standing for the command's defaults (heads
-    :data:`HEADS`, patches :data:`PATCHES`, the shapes dataset, :data:`EPOCHS` epochs, no time limit
-    (``minutes`` per run otherwise), the CPU for ``auto``); ``say`` hears a line per trained head. Returns
-    the markdown table and the path of ``heads.md`` it was written to."""
+    it holds another study, unless ``options["overwrite"]``). ``options`` are the command's ``head``,
+    ``patches``, ``dataset``, ``data_dir``, ``epochs``, ``minutes`` and ``device``, a missing one or ``None``
+    standing for its default (heads :data:`HEADS`, patches :data:`PATCHES`, the shapes dataset, :data:`EPOCHS`
+    epochs, no time limit (``minutes`` per run otherwise), the CPU for ``auto``); ``say`` hears a line per trained
+    head. Returns the markdown table and the path of ``heads.md`` it was written to."""
     out = Path(out)
-    with open_study(out, {"study": "segment heads"}, overwrite):
-        rows = compare_heads(
-            heads or list(HEADS),
-            patches or list(PATCHES),
-            dataset=dataset or "shapes",
-            data_dir=data_dir,
+    minutes, device, epochs = options.get("minutes"), options.get("device"), options.get("epochs")
+    with open_study(out, {"study": "segment heads"}, bool(options.get("overwrite"))):
+        config = DenseTrainConfig(
+            dataset=options.get("dataset") or "shapes",
+            data_dir=options.get("data_dir"),
             epochs=EPOCHS if epochs is None else epochs,
             time_limit_s=None if minutes is None else minutes * 60,
             device="cpu" if device in (None, "auto") else device,
+        )
+        rows = compare_heads(
+            options.get("head") or list(HEADS),
+            options.get("patches") or list(PATCHES),
+            config,
             progress=None if say is None else (lambda row: say(head_line(row))),
         )
         table = heads_table(rows)
