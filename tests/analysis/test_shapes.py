@@ -36,4 +36,4 @@ def test_traced_shapes_follow_the_formulas(image, patch, dim, heads, class_token
 
 def test_trace_refuses_attention_too_large_to_hold():
     with pytest.raises(ValueError, match="vitlab cost"):
-        trace_shapes(image=64, patch=2, dim=32, heads=4, max_entries=1000)
+        trace_shapes(image=2048, patch=2, dim=32, heads=4)

@@ -30,6 +30,9 @@ SHAPE_LAYOUT = {
     "block output": "(B, T, D)",
 }
 
+MAX_ENTRIES = 2**28  # attention scores a trace holds at most (1 GiB at fp32)
+MAX_PARAMS = 2**28  # parameters a traced model holds at most
+
 
 @torch.no_grad()
 def trace_shapes(
@@ -40,16 +43,14 @@ def trace_shapes(
     class_token: bool = False,
     channels: int = 3,
     depth: int = 1,
-    max_entries: int = 2**28,
-    max_params: int = 2**28,
 ) -> dict[str, tuple[int, ...]]:
     """Shapes of the tensors inside a ViT with these sizes, read from one forward pass at batch 1.
 
     Builds a ``depth``-block :class:`VisionTransformer` (no head), runs a random image through
     it with hooks on the patch embedding, the first block's attention and the last block, and
     forms ``Q, K, V``, ``QK^T`` and the attention weights from the attention layer's real input.
-    Refuses sizes whose ``H x T x T`` scores exceed ``max_entries``, or whose model has more than
-    ``max_params`` parameters (each 1 GiB at fp32 by default), before allocating either.
+    Refuses sizes whose ``H x T x T`` scores exceed :data:`MAX_ENTRIES`, or whose model has more than
+    :data:`MAX_PARAMS` parameters (each 1 GiB at fp32), before allocating either.
 
     Returns:
         ``{name: shape}`` in forward order, with the names and layouts of :data:`SHAPE_LAYOUT`.
@@ -66,16 +67,16 @@ def trace_shapes(
         pool="token" if class_token else "mean",
     )
     tokens = config.grid[0] * config.grid[1] + int(class_token)
-    if heads * tokens * tokens > max_entries:
+    if heads * tokens * tokens > MAX_ENTRIES:
         raise ConfigError(
             f"{heads} heads x {tokens}^2 tokens = {heads * tokens * tokens:,} attention scores "
-            f"exceed max_entries={max_entries:,}: use a larger patch or smaller image, or price "
+            f"exceed the {MAX_ENTRIES:,} traced at most: use a larger patch or smaller image, or price "
             f"it without running it (vitlab cost)"
         )
-    if config.approx_params > max_params:
+    if config.approx_params > MAX_PARAMS:
         raise ConfigError(
             f"a ViT of depth {depth}, width {dim} on {tokens} tokens has about {config.approx_params:,} "
-            f"parameters, above max_params={max_params:,}: lower the depth (one block shows every shape)"
+            f"parameters, above the {MAX_PARAMS:,} traced at most: lower the depth (one block shows every shape)"
             f" or the width, or price it without running it (vitlab cost)"
         )
     model = VisionTransformer(config).eval()

@@ -21,7 +21,7 @@ from .aggregates import aggregate
 from .compare import run_compare
 from .config import CompareConfig
 from .executors import Executor, make_executor, set_threads
-from .pitfalls import SEEDS, run_pitfalls, verdict_table
+from .pitfalls import SEEDS, PitfallsSettings, run_pitfalls, verdict_table
 from .plan import skipped_summary
 from .records import RunPlan, RunRecord
 from .segment import segment_study
@@ -173,12 +173,15 @@ def _pitfalls(options: Mapping[str, Any], executor: Executor, say: Say | None) -
     set_threads(options.get("threads", 1))
     name = options.get("name") or PITFALLS
     seeds = options.get("seeds")
-    result = run_pitfalls(
-        options.get("out") or Path("runs") / name,
+    settings = PitfallsSettings(
         seeds=SEEDS if seeds is None else seeds,
         dataset=options.get("dataset"),
         data_dir=options.get("data_dir"),
         device=options.get("device") or "auto",
+    )
+    result = run_pitfalls(
+        options.get("out") or Path("runs") / name,
+        settings,
         executor=executor,
         progress=None if say is None else Progress(say),
         overwrite=bool(options.get("overwrite")),

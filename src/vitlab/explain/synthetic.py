@@ -16,6 +16,8 @@ import torch
 from ..data import DataSplits, ImageDataset, stratified_split
 from ..errors import ConfigError
 
+FRACTIONS = (0.7, 0.15, 0.15)  # train / val / test shares of the key-patch task
+
 
 def patch_patterns(num_classes: int, patch_size: int) -> torch.Tensor:
     """``(num_classes, P, P)`` distinct 0/1 patterns with ``P*P // 2`` lit pixels each."""
@@ -69,9 +71,8 @@ def key_patch_splits(
     num_classes: int = 4,
     noise: float = 0.1,
     seed: int = 0,
-    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15),
 ) -> DataSplits:
-    """:func:`make_key_patch` split stratified and seeded into train / val / test."""
+    """:func:`make_key_patch` split stratified and seeded into train / val / test (:data:`FRACTIONS`)."""
     full = make_key_patch(num_images, image_size, patch_size, key_patch, num_classes, noise, seed)
-    train, val, test = (full.subset(i) for i in stratified_split(full.labels.numpy(), fractions, seed))
+    train, val, test = (full.subset(i) for i in stratified_split(full.labels.numpy(), FRACTIONS, seed))
     return DataSplits("key-patch", train, val, test, hflip_ok=False)

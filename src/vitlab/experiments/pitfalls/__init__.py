@@ -26,7 +26,7 @@ exact. Nothing is written in: every verdict comes from the runs.
 
 from .catalogue import NAME, PROFILES, PUBLISHED_TEST_ACC, SEEDS, Effect, Pitfall, Profile, pitfalls_for
 from .report import render_pitfalls, verdict_table, write_pitfalls
-from .run import run_pitfalls
+from .run import PitfallsSettings, run_pitfalls
 from .studies import Study, base_fields, execution_groups, pick_profile, plan_studies
 from .verdicts import (
     Part,
@@ -62,6 +62,7 @@ __all__ = [
     "plan_studies",
     "point_parts",
     "render_pitfalls",
+    "PitfallsSettings",
     "run_pitfalls",
     "trend_part",
     "verdict_table",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,21 @@ from .studies import Study, execution_groups, pick_profile, plan_studies
 from .verdicts import PitfallsResult, verdicts
 
 
+@dataclass(frozen=True)
+class PitfallsSettings:
+    """What a pitfalls run studies: ``seeds`` per grid cell, on ``dataset`` (None: the profile's own, see
+    :func:`~vitlab.experiments.pitfalls.studies.pick_profile`) read from ``data_dir``, trained on ``device``."""
+
+    seeds: int = SEEDS
+    dataset: str | None = None
+    data_dir: str | None = None
+    device: str = "auto"
+
+
 def run_pitfalls(
     out_dir: str | Path | None,
+    settings: PitfallsSettings = PitfallsSettings(),
     *,
-    seeds: int = SEEDS,
-    dataset: str | None = None,
-    data_dir: str | None = None,
-    device: str = "auto",
     executor: Executor | None = None,
     progress: Any = None,
     overwrite: bool = False,
@@ -30,13 +39,14 @@ def run_pitfalls(
     """Plan every pitfall's grids, run them together on ``executor`` and, with ``out_dir``, write
     ``results.json`` and ``report.md`` there (a study folder: an existing one is refused unless
     ``overwrite``)."""
+    seeds, dataset, data_dir, device = settings.seeds, settings.dataset, settings.data_dir, settings.device
     start, cpu_start = time.perf_counter(), time.process_time()
     profile, reason = pick_profile(dataset, data_dir)
     studies = plan_studies(profile, seeds, data_dir, device)
-    settings = {"preset": NAME, "dataset": profile.dataset, "seeds": seeds, "device": device}
+    recorded = {"preset": NAME, "dataset": profile.dataset, "seeds": seeds, "device": device}
     if out_dir is None:
         return _run(studies, profile, reason, executor, progress, start, cpu_start)
-    with open_study(out_dir, settings, overwrite):
+    with open_study(out_dir, recorded, overwrite):
         result = _run(studies, profile, reason, executor, progress, start, cpu_start)
         result.files = write_pitfalls(result, out_dir)
     return result
