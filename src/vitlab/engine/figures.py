@@ -8,6 +8,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from ..plotting import fit, map_colorbar
+
 
 def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = None, title: str = "") -> None:
     """Bars of accuracy per confidence bin against the diagonal, from :func:`metrics.reliability`
@@ -31,7 +33,8 @@ def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = Non
             linewidth=1.5,
             label="after temperature scaling",
         )
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=title or "reliability")
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy")
+    ax.set_title(fit(title or "reliability", 4.0, 10), fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -40,11 +43,12 @@ def plot_reliability(bins: dict, path: str | Path, calibrated: dict | None = Non
 def plot_confusion(
     confusion: Sequence[Sequence[int]], classes: Sequence[str], path: str | Path, title: str = ""
 ) -> None:
-    """The confusion matrix (rows true, columns predicted) as a heat map with counts."""
+    """The confusion matrix (rows true, columns predicted) as a heat map with counts and a colour bar on their
+    range."""
     k = len(classes)
-    fig = Figure(figsize=(max(4.0, 0.45 * k + 1.5),) * 2)
+    fig = Figure(figsize=(max(4.0, 0.45 * k + 1.5) + 1, max(4.0, 0.45 * k + 1.5)))
     ax = fig.subplots()
-    ax.imshow(confusion, cmap="Blues")
+    map_colorbar(fig, [ax.imshow(confusion, cmap="Blues")], ax, "images", fontsize=8)
     if k <= 30:
         peak = max(max(row) for row in confusion) or 1
         for i, row in enumerate(confusion):
@@ -61,6 +65,7 @@ def plot_confusion(
                     )
         ax.set_xticks(range(k), classes, rotation=90, fontsize=7)
         ax.set_yticks(range(k), classes, fontsize=7)
-    ax.set(xlabel="predicted", ylabel="true", title=title or "confusion")
+    ax.set(xlabel="predicted", ylabel="true")
+    ax.set_title(fit(title or "confusion", fig.get_figwidth() - 1.5, 10), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -21,6 +21,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..plotting import fit
 from .aggregates import Aggregate
 from .axes import VARIANTS, augment_words
 from .files import write_file
@@ -163,7 +164,8 @@ def plot_gap(aggregates: Sequence[Aggregate], path: str | Path) -> None:
         )
     ax.legend(fontsize=8)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(settings)), [_title(s, rows) for s in settings], fontsize=8)
+    group = fig.get_figwidth() * 0.8 / max(1, len(settings))  # inches of axis per group
+    ax.set_xticks(range(len(settings)), [fit(_title(s, rows), group, 8) for s in settings], fontsize=8)
     ax.set(ylabel="final train acc − best val acc", title="train − validation gap (higher: more overfitting)")
     ax.grid(axis="y", alpha=0.3)
     _save(fig, path)

@@ -14,6 +14,10 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+
+from ..plotting import fit, map_colorbar, picture
+from .maps import Query
 
 DPI = 100
 PANEL = 2.0  # inches per image panel
@@ -27,76 +31,108 @@ def _save(fig: Figure, path: str | Path) -> Path:
 
 
 def _show_image(ax: Axes, image: torch.Tensor) -> tuple[int, int]:
-    """Draw an image ``(C, H, W)`` in [0, 1] (grey for one channel); returns ``(H, W)``."""
+    """Draw an image ``(C, H, W)`` in [0, 1] (grey for one channel) as a :func:`~vitlab.plotting.picture`;
+    returns ``(H, W)``."""
     pixels = image.detach().float().cpu().clamp(0, 1)
     if pixels.shape[0] == 1:
-        ax.imshow(pixels[0].numpy(), cmap="gray", vmin=0, vmax=1)
+        picture(ax.imshow(pixels[0].numpy(), cmap="gray", vmin=0, vmax=1))
     else:
-        ax.imshow(pixels[:3].permute(1, 2, 0).numpy())
+        picture(ax.imshow(pixels[:3].permute(1, 2, 0).numpy()))
     ax.set_xticks([])
     ax.set_yticks([])
     height, width = pixels.shape[-2:]
     return height, width
 
 
-def _overlay(ax: Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> None:
+def _overlay(ax: Axes, image: torch.Tensor, grid_map: torch.Tensor, patch: int | None = None) -> AxesImage:
     """The image with a map ``(gh, gw)`` drawn over it, one cell per ``patch``-pixel patch (default:
-    cells that cover the image)."""
+    cells that cover the image); returns the map's image, to be given its scale."""
     h, w = _show_image(ax, image)
     gh, gw = grid_map.shape
     extent = (-0.5, gw * patch - 0.5, gh * patch - 0.5, -0.5) if patch else (-0.5, w - 0.5, h - 0.5, -0.5)
-    ax.imshow(
+    shown = ax.imshow(
         grid_map.detach().float().cpu().numpy(), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest"
     )
     ax.set_xlim(-0.5, w - 0.5)
     ax.set_ylim(h - 0.5, -0.5)
+    return shown
+
+
+def query_words(query: Query | None) -> str:
+    """How a figure names the query whose attention it shows: ``"query: the class token"``, ``"query: the mean
+    of the patch queries"``, ``"query: patch 5"``."""
+    if query is None:
+        return ""
+    words = {"cls": "the class token", "mean": "the mean of the patch queries"}
+    return f"query: {words.get(str(query), f'patch {query}')}"
+
+
+def _suptitle(fig: Figure, title: str, width_in: float, fontsize: float = 8) -> None:
+    if title:
+        fig.suptitle(fit(title, width_in, fontsize), fontsize=fontsize)
 
 
 def plot_maps(
-    image: torch.Tensor, maps: Mapping[str, torch.Tensor], path: str | Path, title: str = "", patch: int | None = None
+    image: torch.Tensor,
+    maps: Mapping[str, torch.Tensor],
+    path: str | Path,
+    title: str = "",
+    patch: int | None = None,
+    query: Query | None = None,
 ) -> Path:
-    """The image ``(C, H, W)`` and each named map ``(gh, gw)`` over it, side by side.
+    """The image ``(C, H, W)`` and each named map ``(gh, gw)`` over it, side by side, each with a colour bar on
+    its own range (the methods' units differ); the attention maps' ``query`` is named in the title.
 
-    Size: ``PANEL * (1 + len(maps))`` by ``PANEL + 0.6`` inches.
+    Size: ``PANEL * (1 + len(maps)) * 1.25`` by ``PANEL + 1.4`` inches.
     """
-    fig = Figure(figsize=(PANEL * (1 + len(maps)), PANEL + 0.6))
+    width = PANEL * (1 + len(maps)) * 1.25
+    fig = Figure(figsize=(width, PANEL + 1.4), layout="constrained")
     axes = fig.subplots(1, 1 + len(maps), squeeze=False)
     _show_image(axes[0, 0], image)
     axes[0, 0].set_title("image", fontsize=8)
     for ax, (name, grid_map) in zip(axes[0, 1:], maps.items()):
-        _overlay(ax, image, grid_map, patch)
+        shown = _overlay(ax, image, grid_map, patch)
         ax.set_title(name, fontsize=8)
-    fig.suptitle(title, fontsize=8)
+        map_colorbar(fig, [shown], ax, "attention weight" if name in ("attention", "rollout") else name, fontsize=6)
+    words = query_words(query) if any(name in ("attention", "rollout") for name in maps) else ""
+    _suptitle(fig, "; ".join(t for t in (title, words) if t), width)
     return _save(fig, path)
 
 
 def plot_head_attention(
     image: torch.Tensor,
     maps: torch.Tensor,
-    spreads: torch.Tensor,
     path: str | Path,
     title: str = "",
     patch: int | None = None,
-    maxima: torch.Tensor | None = None,
+    stats: Mapping[str, torch.Tensor] | None = None,
+    query: Query | None = None,
 ) -> Path:
-    """Per-layer, per-head attention ``(L, H, gh, gw)`` over the image, each panel titled with its
-    head's most-attended key's weight (``maxima (L, H)``, when given) and its spread, named: max − min
-    (``spreads (L, H)``).
+    """Per-layer, per-head attention ``(L, H, gh, gw)`` from ``query`` over the image, on one colour scale (the
+    weights' range over every panel, in one colour bar); each panel titled with its head's most-attended key's
+    weight and its spread, max − min (``stats["max"]``, ``stats["spread"]``: ``(L, H)``, when given).
 
-    Size: ``PANEL * (1 + H)`` by ``PANEL * L + 0.6`` inches.
+    Size: ``PANEL * (1 + H) + 1`` by ``PANEL * L + 1`` inches.
     """
     layers, heads = maps.shape[:2]
-    fig = Figure(figsize=(PANEL * (1 + heads), PANEL * layers + 0.6))
+    width = PANEL * (1 + heads) + 1
+    fig = Figure(figsize=(width, PANEL * layers + 1), layout="constrained")
     axes = fig.subplots(layers, 1 + heads, squeeze=False)
+    shown = []
     for layer in range(layers):
         _show_image(axes[layer, 0], image)
         axes[layer, 0].set_ylabel(f"layer {layer if layers > 1 else 'last'}", fontsize=8)
         for head in range(heads):
             ax = axes[layer, 1 + head]
-            _overlay(ax, image, maps[layer, head], patch)
-            top = "" if maxima is None else f"max {float(maxima[layer, head]):.3f}, "
-            ax.set_title(f"head {head}: {top}max−min {float(spreads[layer, head]):.3f}", fontsize=7)
-    fig.suptitle(title, fontsize=8)
+            shown.append(_overlay(ax, image, maps[layer, head], patch))
+            words = f"head {head}"
+            if stats is not None:
+                words += (
+                    f"\nmax {float(stats['max'][layer, head]):.3f}, max−min {float(stats['spread'][layer, head]):.3f}"
+                )
+            ax.set_title(fit(words, PANEL, 7), fontsize=7)
+    map_colorbar(fig, shown, axes[:, 1:], "attention weight")
+    _suptitle(fig, "; ".join(t for t in (title, query_words(query)) if t), width)
     return _save(fig, path)
 
 
@@ -116,7 +152,7 @@ def plot_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str |
             ylim=(0, 1),
         )
     axes[1].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    _suptitle(fig, title, 9, 9)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -135,7 +171,7 @@ def plot_cascade(
         ax.plot(range(len(stages)), [np.nan if v is None else v for v in values], marker="o", label=name)
     if threshold is not None:
         ax.axhline(threshold, color="grey", linestyle=":", label="threshold")
-    ax.set_xticks(range(len(stages)), stages, rotation=45, ha="right", fontsize=7)
+    ax.set_xticks(range(len(stages)), stages, rotation=90, fontsize=7)
     ax.set(ylabel="Spearman ρ with trained map", ylim=(-1, 1), title="cascading randomisation (head first)")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -149,32 +185,35 @@ def plot_position_similarity(tables: Mapping[str, torch.Tensor], grid: tuple[int
     from .maps import position_similarity
 
     gh, gw = grid
-    fig = Figure(figsize=(3.2 * len(tables), 3.6))
+    fig = Figure(figsize=(3.2 * len(tables) + 1, 3.6), layout="constrained")
     axes = fig.subplots(1, len(tables), squeeze=False)
+    shown = []
     for ax, (name, table) in zip(axes[0], tables.items()):
         sim = position_similarity(table).reshape(gh, gw, gh, gw)
         mosaic = np.full((gh * (gh + 1), gw * (gw + 1)), np.nan)
         for r in range(gh):
             for c in range(gw):
                 mosaic[r * (gh + 1) : r * (gh + 1) + gh, c * (gw + 1) : c * (gw + 1) + gw] = sim[r, c].numpy()
-        image = ax.imshow(mosaic, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+        shown.append(ax.imshow(mosaic, cmap="viridis", interpolation="nearest"))
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="cosine similarity")
+    map_colorbar(fig, shown, axes[0].tolist(), "cosine similarity")
     return _save(fig, path)
 
 
 def plot_matrices(matrices: Mapping[str, torch.Tensor], path: str | Path, title: str = "") -> Path:
     """Named ``(N, N)`` attention matrices side by side (rows queries, columns keys).
-    Size: ``3 * len(matrices)`` by 3.4 inches."""
-    fig = Figure(figsize=(3 * len(matrices), 3.4))
+    One colour bar on the weights' range. Size: ``3 * len(matrices) + 1`` by 3.6 inches."""
+    width = 3 * len(matrices) + 1
+    fig = Figure(figsize=(width, 3.6), layout="constrained")
     axes = fig.subplots(1, len(matrices), squeeze=False)
+    shown = []
     for ax, (name, matrix) in zip(axes[0], matrices.items()):
-        ax.imshow(matrix.detach().cpu().numpy(), cmap="viridis", interpolation="nearest")
+        shown.append(ax.imshow(matrix.detach().cpu().numpy(), cmap="viridis", interpolation="nearest"))
         ax.set(title=name, xlabel="key", ylabel="query")
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    map_colorbar(fig, shown, axes[0].tolist(), "attention weight")
+    _suptitle(fig, title, width, 9)
     return _save(fig, path)
 
 
@@ -216,7 +255,7 @@ def plot_attention_depth(diagnostics: Mapping[str, object], path: str | Path, ti
         ax.axhline(float(diagnostics["uniform_distance"]), color="grey", linestyle="--", label="uniform attention")  # type: ignore[arg-type]
         ax.set(xlabel="layer", ylabel="mean attention distance (px)")
         ax.set_xticks(depth)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(fit(title, 5, 9), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -170,7 +170,7 @@ def explain_example(model: nn.Module, splits: DataSplits, request: ExplainReques
         title = (
             f"{split} #{index}: {data.classes[label]} → {data.classes[int(probs.argmax())]} ({float(probs.max()):.3f})"
         )
-    files = [plot_maps(image, maps, out / "maps.png", title=title, patch=size)]
+    files = [plot_maps(image, maps, out / "maps.png", title=title, patch=size, query=query)]
     report: dict[str, Any] = {
         "split": split,
         "index": index,
@@ -187,7 +187,7 @@ def explain_example(model: nn.Module, splits: DataSplits, request: ExplainReques
         heads, stats = head_attention(model, inputs, query)
         files.append(
             plot_head_attention(
-                image, heads[0], stats["spread"][0], out / "heads.png", title=title, patch=size, maxima=stats["max"][0]
+                image, heads[0], out / "heads.png", title, size, {k: v[0] for k, v in stats.items()}, query
             )
         )
         report["heads"] = {name: value[0].tolist() for name, value in stats.items()}
@@ -243,11 +243,11 @@ def attention_examples(
                 plot_head_attention(
                     data.images[i],
                     heads[k],
-                    stats["spread"][k],
                     out / f"attention_{kind}_{k}.png",
-                    title=title,
-                    patch=patch_layout(model, inputs.shape)[0],
-                    maxima=stats["max"][k],
+                    title,
+                    patch_layout(model, inputs.shape)[0],
+                    {name: value[k] for name, value in stats.items()},
+                    query if query is not None else default_query(model),
                 )
             )
     return paths
