@@ -24,51 +24,45 @@ from .norm import build_norm
 from .sparse_attention import SparseAttention
 from .window_attention import WindowAttention
 
+# Each kind's own options: the name build_attention takes -> the name its layer takes.
+KIND_OPTIONS: dict[str, dict[str, str]] = {
+    "window": {"grid": "grid", "window_size": "window_size", "shift": "shift"},
+    "sparse": {"grid": "grid", "sparse_local": "local", "sparse_stride": "stride", "global_tokens": "global_tokens"},
+    "lowrank": {"num_tokens": "num_tokens", "lowrank_k": "rank"},
+    "latent": {"num_latents": "num_latents"},
+}
+_ANY_KIND = {name for names in KIND_OPTIONS.values() for name in names} | {"num_tokens", "grid"}
 
-def build_attention(
-    kind: str,
-    dim: int,
-    num_heads: int,
-    grid: tuple[int, int] | None = None,
-    num_tokens: int | None = None,
-    window_size: int = 7,
-    shift: bool = False,
-    lowrank_k: int = 64,
-    num_latents: int = 16,
-    sparse_local: int | None = None,
-    sparse_stride: int | None = None,
-    global_tokens: int = 0,
-    **common: Any,
-) -> MultiHeadSelfAttention:
+
+def build_attention(kind: str, dim: int, num_heads: int, **options: Any) -> MultiHeadSelfAttention:
     """The self-attention layer of ``kind`` for tokens ``(B, N, D)``, ``D = dim``.
 
-    Each kind reads only its own options: ``"window"`` the token ``grid``, ``window_size`` and
-    ``shift``; ``"lowrank"`` ``num_tokens`` (sequence length) and ``lowrank_k``; ``"latent"``
+    Each kind reads only its own ``options`` (:data:`KIND_OPTIONS`): ``"window"`` the token ``grid``,
+    ``window_size`` and ``shift``; ``"lowrank"`` ``num_tokens`` (sequence length) and ``lowrank_k``; ``"latent"``
     ``num_latents``; ``"sparse"`` the ``grid``, ``sparse_local``, ``sparse_stride`` and ``global_tokens``
-    (:class:`SparseAttention`). ``common`` are :class:`MultiHeadSelfAttention`'s keyword arguments
+    (:class:`SparseAttention`); the other options are :class:`MultiHeadSelfAttention`'s keyword arguments
     (``qkv_bias``, ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_eps``, ``fused``; ``rel_pos`` for
     ``"full"``, ``"lsa"`` and ``"sparse"``).
     """
+    own = {layer: options[name] for name, layer in KIND_OPTIONS.get(kind, {}).items() if name in options}
+    common = {name: value for name, value in options.items() if name not in _ANY_KIND}
     if kind in MultiHeadSelfAttention.kinds:
         return MultiHeadSelfAttention(dim, num_heads, kind=kind, **common)
     if kind == "linear":
         return LinearAttention(dim, num_heads, **common)
     if kind == "latent":
-        return LatentAttention(dim, num_heads, num_latents=num_latents, **common)
+        return LatentAttention(dim, num_heads, **own, **common)
+    if kind in ("window", "sparse") and own.get("grid") is None:
+        what = "windowed" if kind == "window" else kind
+        raise ConfigError(f"{what} attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
     if kind == "window":
-        if grid is None:
-            raise ConfigError("windowed attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
-        return WindowAttention(dim, num_heads, grid=grid, window_size=window_size, shift=shift, **common)
+        return WindowAttention(dim, num_heads, **own, **common)
     if kind == "sparse":
-        if grid is None:
-            raise ConfigError("sparse attention needs the token grid: pass grid=(gh, gw) (a model passes its own)")
-        return SparseAttention(
-            dim, num_heads, grid=grid, local=sparse_local, stride=sparse_stride, global_tokens=global_tokens, **common
-        )
+        return SparseAttention(dim, num_heads, **own, **common)
     if kind == "lowrank":
-        if num_tokens is None:
+        if own.get("num_tokens") is None:
             raise ConfigError("low-rank attention needs the sequence length: pass num_tokens (a model passes its own)")
-        return LowRankAttention(dim, num_heads, num_tokens=num_tokens, rank=lowrank_k, **common)
+        return LowRankAttention(dim, num_heads, **own, **common)
     raise ConfigError(f"unknown attention kind {kind!r}: choose one of {ATTENTION_KINDS}")
 
 

@@ -23,6 +23,8 @@ matrix that multiplies ``V``), formed explicitly, for inspection at small ``N``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -61,32 +63,15 @@ class LinearAttention(MultiHeadSelfAttention):
 
     kinds = ("linear",)
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int = 8,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_eps: float = 1e-6,
-        fused: bool = True,
-    ) -> None:
-        if attn_drop:
+    def __init__(self, dim: int, num_heads: int = 8, **common: Any) -> None:
+        """``common``: :class:`MultiHeadSelfAttention`'s options (``qkv_bias``, ``qk_norm``, ``proj_drop``,
+        ``norm_eps``, ``fused``; ``attn_drop`` only 0)."""
+        if common.get("attn_drop"):
             raise ConfigError(
-                f"linear attention forms no attention weights to drop, got attn_drop={attn_drop}: "
+                f"linear attention forms no attention weights to drop, got attn_drop={common['attn_drop']}: "
                 f"set attn_drop=0 (use proj_drop or drop_path to regularise)"
             )
-        super().__init__(
-            dim,
-            num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            proj_drop=proj_drop,
-            norm_eps=norm_eps,
-            fused=fused,
-            kind="linear",
-        )
+        super().__init__(dim, num_heads, kind="linear", **common)
 
     def _attend(
         self,
@@ -109,30 +94,10 @@ class LowRankAttention(MultiHeadSelfAttention):
 
     kinds = ("lowrank",)
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int = 8,
-        num_tokens: int = 197,
-        rank: int = 64,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_eps: float = 1e-6,
-        fused: bool = True,
-    ) -> None:
-        super().__init__(
-            dim,
-            num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            norm_eps=norm_eps,
-            fused=fused,
-            kind="lowrank",
-        )
+    def __init__(self, dim: int, num_heads: int = 8, num_tokens: int = 197, rank: int = 64, **common: Any) -> None:
+        """``common``: :class:`MultiHeadSelfAttention`'s options (``qkv_bias``, ``qk_norm``, ``attn_drop``,
+        ``proj_drop``, ``norm_eps``, ``fused``)."""
+        super().__init__(dim, num_heads, kind="lowrank", **common)
         if num_tokens < 1 or rank < 1:
             raise ConfigError(f"low-rank attention needs num_tokens >= 1 and rank >= 1, got {num_tokens} and {rank}")
         self.num_tokens, self.rank = num_tokens, rank
@@ -175,29 +140,10 @@ class LatentAttention(MultiHeadSelfAttention):
 
     kinds = ("latent",)
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int = 8,
-        num_latents: int = 16,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_eps: float = 1e-6,
-        fused: bool = True,
-    ) -> None:
-        super().__init__(
-            dim,
-            num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            norm_eps=norm_eps,
-            fused=fused,
-            kind="latent",
-        )
+    def __init__(self, dim: int, num_heads: int = 8, num_latents: int = 16, **common: Any) -> None:
+        """``common``: :class:`MultiHeadSelfAttention`'s options (``qkv_bias``, ``qk_norm``, ``attn_drop``,
+        ``proj_drop``, ``norm_eps``, ``fused``)."""
+        super().__init__(dim, num_heads, kind="latent", **common)
         if num_latents < 1:
             raise ConfigError(f"num_latents must be >= 1, got {num_latents}")
         self.latents = nn.Parameter(torch.zeros(num_latents, dim))

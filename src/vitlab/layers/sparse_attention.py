@@ -24,8 +24,9 @@ path returns the weights ``(B, H, N, N)``, zero outside the pattern.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import nn
 
 from ..errors import ConfigError
 from ..ops.attention import PairBias, SparseLayout, merge_heads, sparse_attention, sparse_layout, sparse_pattern
@@ -48,7 +49,7 @@ class SparseAttention(MultiHeadSelfAttention):
             itself only).
         stride: and to those a multiple of ``stride`` positions away (``stride >= N``: none).
         global_tokens: the first ``G`` tokens are global (a model passes its prefix tokens).
-        The rest as :class:`~vitlab.layers.attention.MultiHeadSelfAttention` (``rel_pos`` included).
+        common: :class:`~vitlab.layers.attention.MultiHeadSelfAttention`'s options (``rel_pos`` included).
     """
 
     kinds = ("sparse",)
@@ -61,26 +62,9 @@ class SparseAttention(MultiHeadSelfAttention):
         local: int | None = None,
         stride: int | None = None,
         global_tokens: int = 0,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_eps: float = 1e-6,
-        fused: bool = True,
-        rel_pos: nn.Module | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(
-            dim,
-            num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            norm_eps=norm_eps,
-            fused=fused,
-            kind="sparse",
-            rel_pos=rel_pos,
-        )
+        super().__init__(dim, num_heads, kind="sparse", **common)
         for name, value, low in (("local", local, 0), ("stride", stride, 1), ("global_tokens", global_tokens, 0)):
             if value is not None and value < low:
                 raise ConfigError(f"sparse attention's {name} must be >= {low}, got {value}")

@@ -18,6 +18,8 @@ attention pool by the mean of the patch tokens instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -54,24 +56,11 @@ class WindowAttention(MultiHeadSelfAttention):
         grid: tuple[int, int] = (14, 14),
         window_size: int | tuple[int, int] = 7,
         shift: bool = False,
-        qkv_bias: bool = True,
-        qk_norm: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        norm_eps: float = 1e-6,
-        fused: bool = True,
+        **common: Any,
     ) -> None:
-        super().__init__(
-            dim,
-            num_heads,
-            qkv_bias=qkv_bias,
-            qk_norm=qk_norm,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            norm_eps=norm_eps,
-            fused=fused,
-            kind="window",
-        )
+        """``common``: :class:`~vitlab.layers.attention.MultiHeadSelfAttention`'s options (``qkv_bias``,
+        ``qk_norm``, ``attn_drop``, ``proj_drop``, ``norm_eps``, ``fused``)."""
+        super().__init__(dim, num_heads, kind="window", **common)
         self.grid = _pair(grid, "grid")
         window = _pair(window_size, "window_size")
         self.window_size, self.shift_size = fit_window(
