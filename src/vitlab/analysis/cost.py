@@ -51,7 +51,7 @@ class AttentionCost:
             linear attention, the entries of its key-value state instead.
         score_flops: FLOPs forming the scores for the whole batch, all heads.
         value_flops: FLOPs applying the weights to the values (``weights @ V``), batch and heads.
-        memory: bytes of the scores ``(B, H, entries)`` at ``bytes_per_entry``.
+        memory: bytes of the scores ``(B, H, entries)`` in fp32 (:data:`BYTES_FP32` each).
     """
 
     entries: int
@@ -60,13 +60,11 @@ class AttentionCost:
     memory: int
 
 
-def full_attention(
-    tokens: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
-) -> AttentionCost:
+def full_attention(tokens: int, dim: int, heads: int, batch: int = 1) -> AttentionCost:
     """Every token attends to every token: scores ``(B, H, N, N)``, ``2 B H N^2 d`` FLOPs each way."""
     entries = tokens * tokens
     flops = 2 * batch * entries * dim  # H heads x d = D
-    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+    return AttentionCost(entries, flops, flops, batch * heads * entries * BYTES_FP32)
 
 
 def window_attention(
@@ -76,7 +74,6 @@ def window_attention(
     heads: int,
     batch: int = 1,
     prefix: int = 0,
-    bytes_per_entry: int = BYTES_FP32,
 ) -> AttentionCost:
     """Attention inside ``window x window`` windows of the patch ``grid`` (Swin's rule: a window no larger
     than the grid; the grid padded to whole windows): ``nW M^2`` scores per head. ``prefix`` tokens, if
@@ -86,12 +83,10 @@ def window_attention(
     tokens = grid[0] * grid[1] + prefix
     entries = (ph // mh) * (pw // mw) * (mh * mw) ** 2 + prefix * (2 * tokens - prefix)
     flops = 2 * batch * entries * dim
-    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+    return AttentionCost(entries, flops, flops, batch * heads * entries * BYTES_FP32)
 
 
-def linear_attention(
-    tokens: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
-) -> AttentionCost:
+def linear_attention(tokens: int, dim: int, heads: int, batch: int = 1) -> AttentionCost:
     """Kernel attention ``phi(Q) (phi(K)^T V) / phi(Q) sum phi(K)``: a ``d x d`` state and a ``d``
     normaliser per head, whatever ``N``; ``2 B N D d`` FLOPs to build the state, as many (plus
     ``2 B N D`` for the normaliser) to read it."""
@@ -101,28 +96,24 @@ def linear_attention(
         head_dim * head_dim + head_dim,
         state,
         state + 2 * batch * tokens * dim,
-        batch * heads * (head_dim * head_dim + head_dim) * bytes_per_entry,
+        batch * heads * (head_dim * head_dim + head_dim) * BYTES_FP32,
     )
 
 
-def lowrank_attention(
-    tokens: int, rank: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
-) -> AttentionCost:
+def lowrank_attention(tokens: int, rank: int, dim: int, heads: int, batch: int = 1) -> AttentionCost:
     """Linformer: keys and values projected to ``rank`` rows (``2 B k N D`` FLOPs each), then
     ``N x k`` scores per head."""
     entries, project = tokens * rank, 2 * batch * rank * tokens * dim
     flops = 2 * batch * entries * dim + project
-    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+    return AttentionCost(entries, flops, flops, batch * heads * entries * BYTES_FP32)
 
 
-def latent_attention(
-    tokens: int, latents: int, dim: int, heads: int, batch: int = 1, bytes_per_entry: int = BYTES_FP32
-) -> AttentionCost:
+def latent_attention(tokens: int, latents: int, dim: int, heads: int, batch: int = 1) -> AttentionCost:
     """``L`` latents pool keys and values (``L x N`` scores, weights applied to ``[K, V]``), then every
     token reads the ``L`` summaries (``N x L``): ``2 N L`` scores per head."""
     one = 2 * batch * tokens * latents * dim  # one N x L (or L x N) product over all heads
     entries = 2 * tokens * latents
-    return AttentionCost(entries, 2 * one, 3 * one, batch * heads * entries * bytes_per_entry)
+    return AttentionCost(entries, 2 * one, 3 * one, batch * heads * entries * BYTES_FP32)
 
 
 def offset_pairs(n: int, step: int, reach: int) -> int:
@@ -161,7 +152,6 @@ def sparse_attention(
     heads: int,
     batch: int = 1,
     prefix: int = 0,
-    bytes_per_entry: int = BYTES_FP32,
 ) -> AttentionCost:
     """A fixed sparse pattern on the patch ``grid`` (``local`` and ``stride`` ``None``: the grid's width) with
     ``prefix`` global tokens: :func:`sparse_slots` scores per head, ``2 B S D`` FLOPs each way."""
@@ -170,7 +160,7 @@ def sparse_attention(
         grid[0] * grid[1], width if local is None else local, width if stride is None else stride, prefix
     )
     flops = 2 * batch * entries * dim
-    return AttentionCost(entries, flops, flops, batch * heads * entries * bytes_per_entry)
+    return AttentionCost(entries, flops, flops, batch * heads * entries * BYTES_FP32)
 
 
 @dataclass(frozen=True)
