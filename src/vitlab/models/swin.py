@@ -145,42 +145,32 @@ class SwinConfig(ModelConfig):
 
 
 class SwinStage(nn.Module):
-    """Feature map ``(B, H, W, C_in) -> (B, H', W', C)``: patch merging (or ``nn.Identity`` in the first
-    stage), then ``depth`` blocks of windowed attention on the ``grid`` (``H' x W'``), shifted in odd blocks."""
+    """Stage ``stage`` of a Swin ``config``: feature map ``(B, H, W, C_in) -> (B, H', W', C)``, patch merging (or
+    ``nn.Identity`` in the first stage), then its depth of blocks of windowed attention on its grid (``H' x W'``),
+    shifted in odd blocks, the ``i``-th dropping its path at rate ``drop_paths[i]``."""
 
-    def __init__(
-        self,
-        in_dim: int,
-        dim: int,
-        grid: tuple[int, int],
-        depth: int,
-        num_heads: int,
-        window_size: int,
-        merge: bool,
-        drop_paths: list[float],
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
-        dropout: float = 0.0,
-        attn_drop: float = 0.0,
-        norm_eps: float = 1e-5,
-    ) -> None:
+    def __init__(self, config: SwinConfig, stage: int, drop_paths: list[float]) -> None:
         super().__init__()
-        self.downsample = PatchMerging(in_dim, dim, norm_eps=norm_eps) if merge else nn.Identity()
+        dims, eps = config.dims, config.norm_eps
+        dim = dims[stage]
+        self.downsample = PatchMerging(dims[stage - 1], dim, norm_eps=eps) if stage > 0 else nn.Identity()
         self.blocks = nn.ModuleList(
             [
                 Block(
                     dim,
-                    num_heads,
-                    mlp_ratio,
-                    qkv_bias=qkv_bias,
-                    dropout=dropout,
-                    attn_drop=attn_drop,
+                    config.num_heads[stage],
+                    config.mlp_ratio,
+                    qkv_bias=config.qkv_bias,
+                    dropout=config.drop_rate,
+                    attn_drop=config.attn_drop_rate,
                     drop_path=drop_paths[i],
-                    norm_eps=norm_eps,
+                    norm_eps=eps,
                     attention="window",
-                    attention_options=dict(grid=grid, window_size=window_size, shift=i % 2 == 1),
+                    attention_options=dict(
+                        grid=config.stage_grids[stage], window_size=config.window_size, shift=i % 2 == 1
+                    ),
                 )
-                for i in range(depth)
+                for i in range(config.depths[stage])
             ]
         )
 
@@ -211,26 +201,7 @@ class SwinTransformer(nn.Module):
         self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=cfg.norm_eps)
         rates = torch.linspace(0, cfg.drop_path_rate, sum(cfg.depths)).split(list(cfg.depths))
         dims = cfg.dims
-        self.stages = nn.ModuleList(
-            [
-                SwinStage(
-                    dims[max(s - 1, 0)],
-                    dims[s],
-                    cfg.stage_grids[s],
-                    cfg.depths[s],
-                    cfg.num_heads[s],
-                    cfg.window_size,
-                    merge=s > 0,
-                    drop_paths=rates[s].tolist(),
-                    mlp_ratio=cfg.mlp_ratio,
-                    qkv_bias=cfg.qkv_bias,
-                    dropout=cfg.drop_rate,
-                    attn_drop=cfg.attn_drop_rate,
-                    norm_eps=cfg.norm_eps,
-                )
-                for s in range(len(cfg.depths))
-            ]
-        )
+        self.stages = nn.ModuleList([SwinStage(cfg, s, rates[s].tolist()) for s in range(len(cfg.depths))])
         self.norm = nn.LayerNorm(dims[-1], eps=cfg.norm_eps)
         self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
         self.head = nn.Linear(dims[-1], cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
