@@ -50,6 +50,8 @@ from ..ops.attention import merge_heads, scaled_dot_product_attention, with_weig
 from ..ops.positions import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
+Grid = tuple[int, int]  # the token grid (gh, gw)
+Attended = tuple[torch.Tensor, torch.Tensor | None]  # output (B, N, D), weights (B, H, N, N) or None
 ATTENTION_KINDS = ("full", "lsa", "window", "linear", "lowrank", "latent", "sparse")
 
 
@@ -169,13 +171,8 @@ class MultiHeadSelfAttention(nn.Module):
         return q, k, v
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         """``(output (B, N, D), weights (B, H, N, N) if need_weights)``: the token mixing that subclasses
         replace. The explicit path runs when weights are needed or ``fused`` is off. With ``queries = n``
         only the first ``n`` tokens query (output ``(B, n, D)``, weights ``(B, H, n, N)``)."""

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..errors import ConfigError, DataError
 from ..ops.attention import merge_heads, scaled_dot_product_attention, split_heads
-from .attention import MultiHeadSelfAttention, Rope
+from .attention import Attended, Grid, MultiHeadSelfAttention, Rope
 
 
 def positive_features(x: torch.Tensor) -> torch.Tensor:
@@ -74,13 +74,8 @@ class LinearAttention(MultiHeadSelfAttention):
         super().__init__(dim, num_heads, kind="linear", **common)
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         out, weights = linear_attention(*self.qkv_heads(x, rope), need_weights=need_weights)
         return self.proj_drop(self.proj(merge_heads(out[..., :queries, :]))), weights
 
@@ -105,13 +100,8 @@ class LowRankAttention(MultiHeadSelfAttention):
         self.value_proj = nn.Parameter(torch.randn(rank, num_tokens) / num_tokens**0.5)
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         if x.shape[1] != self.num_tokens:
             raise DataError(
                 f"low-rank attention was built for {self.num_tokens} tokens and got {x.shape[1]}: its "
@@ -150,13 +140,8 @@ class LatentAttention(MultiHeadSelfAttention):
         nn.init.trunc_normal_(self.latents, std=0.02)
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         q, k, v = self.qkv_heads(x, rope)
         latents = split_heads(self.latents.expand(x.shape[0], -1, -1), self.num_heads)  # (B, H, L, d)
         dropout, explicit = (self.attn_drop if self.training else 0.0), need_weights or not self.fused

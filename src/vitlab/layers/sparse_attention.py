@@ -30,7 +30,7 @@ import torch
 
 from ..errors import ConfigError
 from ..ops.attention import PairBias, SparseLayout, merge_heads, sparse_attention, sparse_layout, sparse_pattern
-from .attention import MultiHeadSelfAttention, Rope
+from .attention import Attended, Grid, MultiHeadSelfAttention, Rope
 from .relative_position import RelativePositionBias
 
 # Tokens from which the blocked kernel is the fast path. On one CPU thread (widths 64-192, batches 1-32) the masked
@@ -102,13 +102,8 @@ class SparseAttention(MultiHeadSelfAttention):
         return rel_pos.relative_position_bias_table.to(dtype), rel_pos.relative_position_index
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         """The blocked kernel (:func:`~vitlab.ops.attention.sparse_attention`); the masked dense kernel when
         the weights are needed, ``fused`` is off or there are fewer than :data:`BLOCKED_FROM` tokens."""
         if need_weights or not self.fused or x.shape[1] < BLOCKED_FROM:

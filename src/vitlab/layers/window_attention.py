@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..ops.attention import scaled_dot_product_attention
 from ..ops.patches import _pair
 from ..ops.windows import fit_window, relative_position_index, window_layout
-from .attention import MultiHeadSelfAttention, Rope
+from .attention import Attended, Grid, MultiHeadSelfAttention, Rope
 
 
 class WindowAttention(MultiHeadSelfAttention):
@@ -77,13 +77,8 @@ class WindowAttention(MultiHeadSelfAttention):
         return self.relative_position_bias_table[self.relative_position_index.flatten()].view(m, m, -1).permute(2, 0, 1)
 
     def _attend(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        grid: tuple[int, int] | None,
-        need_weights: bool,
-        queries: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, x: torch.Tensor, rope: Rope | None, grid: Grid | None, need_weights: bool, queries: int | None = None
+    ) -> Attended:
         gh, gw = self.grid if grid is None else grid
         n = x.shape[1]
         if gh * gw != n:
