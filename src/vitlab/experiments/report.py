@@ -4,15 +4,11 @@ tables, sections and conclusions in one page) and the figures (:func:`write_repo
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .. import __version__
 from ..runs.layout import REPORT, RESULTS
 from .aggregates import Aggregate, Lead, aggregate, compute_leads
 from .axes import CNN_WORDS, join_words
@@ -23,6 +19,7 @@ from .records import CompareResult
 from .sections import (
     attention_lines,
     diverged_lines,
+    environment,
     execution_words,
     normalization_words,
     padding_lines,
@@ -194,14 +191,7 @@ def write_report(result: CompareResult, out_dir: str | Path) -> dict[str, Path]:
         "data": result.data,
         "seconds": result.seconds,
         "cpu_seconds": result.cpu_seconds,
-        "environment": {
-            "vitlab": __version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available(),
-            **result.execution,
-        },
+        "environment": environment(result.execution),
         "axes": [asdict(axis) for axis in result.plan.axes],
         "runs": [record.to_dict() for record in result.records.values()],
         "skipped": result.plan.skipped,

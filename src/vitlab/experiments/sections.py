@@ -4,11 +4,15 @@ attention figures."""
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from .. import __version__
 from ..data import AugmentConfig
 from .aggregates import Aggregate
 from .axes import VARIANTS
@@ -25,6 +29,19 @@ def normalization_words(normalization: str) -> str:
         if normalization == "unit"
         else "pixels standardised by the training rows' per-channel mean and standard deviation"
     )
+
+
+def environment(execution: dict[str, Any]) -> dict[str, Any]:
+    """What a study's ``results.json`` records of where it ran: vitlab, torch and Python versions, torch threads,
+    CUDA, and how the runs were executed (``execution``)."""
+    return {
+        "vitlab": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+        **execution,
+    }
 
 
 def execution_words(execution: dict[str, Any]) -> str:

@@ -52,6 +52,12 @@ def check_params(config: Any, params: int, reduce: str) -> None:
         )
 
 
+def check_mlp_ratio(dim: int, mlp_ratio: float, name: str = "mlp_ratio") -> None:
+    """Raise :class:`ConfigError` if an MLP of ``int(dim * mlp_ratio)`` units would have none."""
+    if int(dim * mlp_ratio) < 1:
+        raise ConfigError(f"{name} {mlp_ratio} gives an MLP of int({dim} * {mlp_ratio}) = 0 units: raise {name}")
+
+
 def transformer_block_params(dim: int, hidden: int) -> int:
     """Parameters of one pre-norm block of width ``dim``, MLP ``hidden``: qkv and proj
     ``4 D^2 + 4 D``, MLP ``2 D h + h + D``, two LayerNorms ``4 D``."""

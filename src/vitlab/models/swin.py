@@ -39,6 +39,7 @@ from .config import (
     MAX_WIDTH,
     RATE,
     ModelConfig,
+    check_mlp_ratio,
     check_params,
     transformer_block_params,
 )
@@ -105,11 +106,7 @@ class SwinConfig(ModelConfig):
                     f"stage {stage} has width {dim} (embed_dim * 2^{stage}), not divisible by "
                     f"num_heads[{stage}] = {heads}: choose head counts that divide the widths"
                 )
-        if int(self.embed_dim * self.mlp_ratio) < 1:
-            raise ConfigError(
-                f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
-                f"= 0 units: raise mlp_ratio"
-            )
+        check_mlp_ratio(self.embed_dim, self.mlp_ratio)
         check_params(self, self.approx_params, "embed_dim, depths or window_size")
 
     @property

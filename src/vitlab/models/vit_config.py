@@ -31,6 +31,7 @@ from .config import (
     MAX_WIDTH,
     RATE,
     ModelConfig,
+    check_mlp_ratio,
     check_params,
     transformer_block_params,
 )
@@ -193,11 +194,7 @@ class ViTConfig(ModelConfig):
                 f"causal=True masks the scores of full attention, got attention={self.attention!r}: "
                 f"set attention='full' or causal=False"
             )
-        if int(self.embed_dim * self.mlp_ratio) < 1:
-            raise ConfigError(
-                f"mlp_ratio {self.mlp_ratio} gives an MLP of int({self.embed_dim} * {self.mlp_ratio}) "
-                f"= 0 units: raise mlp_ratio"
-            )
+        check_mlp_ratio(self.embed_dim, self.mlp_ratio)
         if self.pos_embed in POSITION_WIDTH and (width := self.position_width) % POSITION_WIDTH[self.pos_embed]:
             what = "head width embed_dim / num_heads" if self.pos_embed == "rope" else "embed_dim"
             raise ConfigError(

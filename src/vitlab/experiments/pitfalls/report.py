@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
-from ... import __version__
 from ...reporting import markdown_table
 from ...runs.layout import REPORT, RESULTS
 from ..aggregates import aggregate
 from ..files import write_file
-from ..sections import execution_words
+from ..sections import environment, execution_words
 from ..tables import results_table, signed
 from .catalogue import NAME
 from .studies import Study
@@ -157,12 +153,7 @@ def write_pitfalls(result: PitfallsResult, out_dir: str | Path) -> dict[str, Pat
         "reason": result.reason,
         "seconds": result.seconds,
         "cpu_seconds": result.cpu_seconds,
-        "environment": {
-            "vitlab": __version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            **result.execution,
-        },
+        "environment": environment(result.execution),
         "verdicts": [asdict(v) for v in result.verdicts],
         "studies": [
             {
