@@ -1,6 +1,6 @@
 """The plain pieces every report uses, on the ground floor so that any floor may render one: a Markdown
-table, and the verdict of seed-paired differences (reproduced / not reproduced / inconclusive, by two
-standard errors)."""
+table, a plain-text table of aligned columns, and the verdict of seed-paired differences (reproduced / not
+reproduced / inconclusive, by two standard errors)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list
         "|" + "|".join(" --- " for _ in header) + "|",
         *("| " + " | ".join(row) + " |" for row in body),
     ]
+
+
+def aligned_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a plain-text table: ``header`` and ``rows``, every cell right-aligned, each column as wide as
+    its widest cell, columns two spaces apart."""
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in [header, *rows]]
 
 
 def judge(differences: Sequence[float], sign: int) -> tuple[float, float | None, str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..reporting import aligned_table
 from .cost import TEXTBOOK_PAIRS, CostRow, Interactions, cost_figure, cost_table, interactions
-from .table import aligned_table
 
 PLOT_SIDES = (224, 320, 448, 640, 896, 1024, 1536, 2048)  # a plot without image sides: these, at patch 16
 FLOPS = (("", "K", "M", "G", "T", "P"), 1000)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from .table import aligned_table
+from ..reporting import aligned_table
 
 QK_DIMS = (4, 16, 64, 256)  # qk_variance_report: the head widths d_k it measures
 QK_SAMPLES = 10_000
