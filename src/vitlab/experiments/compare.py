@@ -76,7 +76,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data.augment import normalize
+from ..data.preprocess import normalize
 from ..errors import ConfigError
 from ..explain import attention_examples
 from .config import CompareConfig

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..data import DataSplits, ImageDataset
-from ..data.augment import normalize
+from ..data.preprocess import normalize
 from ..explain.input_probes import permutation_probe
 from ..explain.robustness import Probes, robustness
 from ..models import VisionTransformer

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset
-from ..data.augment import normalize
+from ..data.preprocess import normalize
 from ..engine.evaluate import predict_logits
 from ..errors import ConfigError
 from ..models import VisionTransformer

@@ -9,8 +9,8 @@
 - ``files``: atomic writes with the user's umask, strict JSON.
 """
 
+from ..data.config import DataConfig
 from .checkpoint import save_checkpoint
-from .data_config import DataConfig, pretrained_cfg
 from .files import atomic_write, read_json, write_json
 from .load import checkpoint_data, load_checkpoint
 from .loaded import Loaded
@@ -24,7 +24,6 @@ __all__ = [
     "atomic_write",
     "checkpoint_data",
     "create_model",
-    "pretrained_cfg",
     "load_checkpoint",
     "load_matching_weights",
     "read_json",

@@ -13,10 +13,10 @@ import torch
 from torch import nn
 
 from ..data import DataSplits, load_dataset
+from ..data.config import DataConfig
 from ..data.options import DataOptions
 from ..data.photo_sources import SOURCES as PHOTO_SOURCES
 from ..errors import CheckpointError
-from .data_config import DataConfig
 
 
 @dataclass

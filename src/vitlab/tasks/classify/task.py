@@ -22,8 +22,9 @@ from torch import nn
 
 from ...checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
 from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
-from ...data.augment import PRESETS, normalize_
+from ...data.augment import PRESETS
 from ...data.options import DataOptions
+from ...data.preprocess import normalize_
 from ...data.stream import StreamDataset
 from ...engine.config import RunConfig
 from ...engine.distributed import all_reduce_sum
