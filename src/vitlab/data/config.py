@@ -175,37 +175,34 @@ class DataConfig:
         }
 
     def exact_in(self, target: str) -> None:
-        """Nothing when ``target`` ("timm", "hf" or "onnx") reproduces this pipeline pixel for pixel, else a
-        :class:`ConfigError` naming what it cannot express and what can."""
+        """Nothing when ``target`` ("timm", "hf" or "onnx", whose metadata records vitlab's own fields) reproduces
+        this pipeline pixel for pixel, else a :class:`ConfigError` naming what it cannot express and what can."""
         pre = self.preprocess()
         where = f"this model's preprocessing ({pre.describe()})"
-        other = "export --to onnx (its recorded preprocessing is vitlab's own)"
         if target == "timm" and (pre.resize_backend, pre.crop_rounding) != ("pil", "round"):
             raise ConfigError(
                 f"{where} is a Hugging Face image processor's (torchvision's resampling, a floored crop margin), "
-                f"which timm's create_transform does not reproduce exactly: export --to hf or {other.split(' (')[0]}"
+                f"which timm's create_transform does not reproduce exactly: export --to hf or --to onnx"
             )
         if target != "hf":
             return
-        if self.in_chans != 3:
-            raise ConfigError(
-                f"{where} reads {self.in_chans}-channel images; transformers' image processors give RGB: "
-                f"export --to timm or {other.split(' (')[0]}"
-            )
         (height, width), (scale_h, scale_w) = pre.image_size, pre.scale_size
-        if pre.crop_mode == "border" or (pre.crop_mode == "center" and (height != width or scale_h != scale_w)):
-            raise ConfigError(
-                f"{where}: transformers' image processors resize to a square or a shortest edge, with no "
-                f"{'padding to the aspect ratio' if pre.crop_mode == 'border' else 'non-square centre crop'}: "
-                f"export --to timm or {other.split(' (')[0]}"
+        if self.in_chans != 3:
+            why = f"reads {self.in_chans}-channel images; transformers' image processors give RGB"
+        elif pre.crop_mode == "border":
+            why = "pads to keep the aspect ratio; transformers' image processors resize without padding"
+        elif pre.crop_mode == "center" and (height != width or scale_h != scale_w):
+            why = "centre-crops a non-square size from a shortest-edge resize, which transformers cannot express"
+        elif pre.crop_rounding == "round" and (
+            pre.crop_mode == "center" or any(round(m / 2) != m // 2 for m in (scale_h - height, scale_w - width))
+        ):  # a centre crop's margin on a photo's longer side can be any number, an odd one among them
+            why = (
+                "centre-crops an odd margin rounding half to even (torchvision's CenterCrop, as timm), where "
+                "transformers' image processors floor it: some photos would be cut one pixel apart"
             )
-        odd = any(round(m / 2) != m // 2 for m in (scale_h - height, scale_w - width))
-        if pre.crop_rounding == "round" and (odd or pre.crop_mode == "center"):  # center: a photo's longer side
-            raise ConfigError(
-                f"{where}: its centre crop rounds an odd margin half to even (torchvision's CenterCrop, as timm), "
-                f"where transformers' image processors floor it, so some photos would be cut one pixel "
-                f"apart: export --to timm or {other.split(' (')[0]}"
-            )
+        else:
+            return
+        raise ConfigError(f"{where} {why}: export --to timm or --to onnx, which reproduce it exactly")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "image_size": list(self.image_size), "mean": list(self.mean), "std": list(self.std)}

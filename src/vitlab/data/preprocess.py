@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
@@ -350,6 +350,42 @@ def normalize_(
     same numbers without two more batch-sized tensors. Returns ``images``."""
     mean_t, std_t = _statistics(images, mean, std)
     return images.sub_(mean_t).div_(std_t)
+
+
+def resize_images(images: torch.Tensor, size: tuple[int, int], antialias: bool = True) -> torch.Tensor:
+    """Float images ``(N, C, H, W)`` in [0, 1] resized bilinearly to ``size``: a tensor dataset read at another
+    size (Fashion-MNIST's 28 x 28 at 32; ``antialias``, clamped to [0, 1] where the kernel overshoots), or a
+    tensor image fed to a model of another size (``antialias=False``, as the model was trained)."""
+    resized = torch.nn.functional.interpolate(
+        images, size=size, mode="bilinear", antialias=antialias, align_corners=False
+    )
+    return resized.clamp_(0, 1) if antialias else resized
+
+
+class Normalizes(Protocol):
+    """What turns pixels into a model's input: a :class:`Preprocess`, a :class:`Statistics`, a
+    :class:`~vitlab.data.DataConfig` or a :class:`~vitlab.data.DataSplits`."""
+
+    def normalize(self, pixels: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Per-channel ``mean`` and ``std`` of pixels in [0, 1] (numbers, or tensors on the pixels' device)."""
+
+    mean: Sequence[float] | torch.Tensor
+    std: Sequence[float] | torch.Tensor
+
+    @classmethod
+    def unit(cls, channels: int) -> Statistics:
+        """Mean 0 and std 1: pixels fed in [0, 1] as they are."""
+        return cls((0.0,) * channels, (1.0,) * channels)
+
+    def normalize(self, pixels: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+        """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> ``(x - mean) / std``; ``in_place`` reuses a float batch's
+        own tensor."""
+        pixels = unit_pixels(pixels)
+        return (normalize_ if in_place else normalize)(pixels, self.mean, self.std)
 
 
 def _pixels(image: Image.Image) -> torch.Tensor:

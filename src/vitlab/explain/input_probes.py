@@ -170,11 +170,12 @@ def occlusion_probe(
     """Accuracy with a share of the ``patch``-pixel patches removed (:func:`~vitlab.explain.robustness.
     robustness` on normalised images: tokens dropped where the model can, pixels zeroed always)."""
     from ..data import ImageDataset
+    from ..data.preprocess import Statistics
     from .robustness import Probes, robustness
 
     channels = images.shape[1]
     data = ImageDataset(images.cpu(), labels.cpu(), [str(i) for i in range(int(labels.max()) + 1)])
-    (entry,) = robustness(model, data, (0.0,) * channels, (1.0,) * channels, [patch], Probes(tuple(shares), ()))
+    (entry,) = robustness(model, data, Statistics.unit(channels), [patch], Probes(tuple(shares), ()))
     return entry
 
 

@@ -74,7 +74,7 @@ class Loaded:
         }
         where = data_dir or (data.data_dir if same else None)
         if name in PHOTO_SOURCES:
-            preprocess = options.preprocess(data.preprocess())
+            preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
             splits = load_dataset(name, where, preprocess=preprocess, **common)
             if preprocess.mean is not None and preprocess.std is not None:
