@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from ..data.preprocess import resize_images
 from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
 from ..layers.position import NoPosition
@@ -191,7 +191,7 @@ def resolution_probe(
     for scale in scales:
         size = (max(patch, round(scale * height / patch) * patch), max(patch, round(scale * width / patch) * patch))
         row: dict[str, Any] = {"scale": scale, "size": list(size)}
-        resized = F.interpolate(images, size=size, mode="bilinear", align_corners=False)
+        resized = resize_images(images, size, antialias=False)
         net = model
         try:
             if isinstance(model, VisionTransformer):

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import Check, Float, Int, Seq, check_fields
-from ..data.preprocess import normalize
+from ..data.preprocess import Statistics
 from ..errors import CheckpointError, ConfigError
 from ..layers.mlp import MLP
 from .config import (
@@ -366,7 +366,7 @@ class PromptableModel(nn.Module):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
-        return normalize(images, self.mean.flatten(), self.std.flatten())
+        return Statistics(self.mean.flatten(), self.std.flatten()).normalize(images)
 
     def encode_image(self, images: torch.Tensor) -> ImageEncoding:
         """Images ``(B, 3, H, W)`` in [0, 1] -> :class:`ImageEncoding` (embedding ``(B, C, H/P, W/P)``,
