@@ -3,6 +3,7 @@ bit for bit, its normalisation torchvision's, its Hugging Face processor transfo
 refusal naming why), and the user's overrides apply once."""
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -88,39 +89,43 @@ def test_resolve_applies_the_users_overrides_once():
 @pytest.mark.parametrize(
     "geometry",
     [
-        dict(crop_mode="squash", crop_pct=1.0, interpolation="bicubic"),
-        dict(crop_mode="squash", crop_pct=0.8, interpolation="bilinear"),  # 80 -> 64: an even margin
+        dict(crop_mode="center", crop_pct=0.875, interpolation="bicubic"),  # a timm model's
+        dict(crop_mode="squash", crop_pct=64 / 67, interpolation="bilinear"),  # vitlab's, an odd margin
+        dict(crop_mode="border", crop_pct=1.0),
         dict(crop_mode="center", crop_pct=0.875, resize_backend="tensor", crop_rounding="floor"),  # an HF model's
-        dict(crop_mode="squash", crop_pct=1.0, interpolation="bicubic", resize_backend="tensor", crop_rounding="floor"),
+        dict(crop_mode="squash", crop_pct=0.8, interpolation="bicubic", resize_backend="tensor", crop_rounding="floor"),
     ],
-    ids=["squash", "squash-crop", "hf-center", "hf-squash"],
+    ids=["timm-center", "squash-odd", "border", "hf-center", "hf-squash"],
 )
-def test_hf_processor_gives_the_eval_transforms_pixels(geometry):
+def test_hf_processor_as_transformers_loads_it_gives_the_eval_transforms_pixels(geometry, tmp_path):
     transformers = pytest.importorskip("transformers")
+    pytest.importorskip("timm")
     data = config(**geometry)
-    processor_config = data.hf_processor()
-    kind = getattr(transformers, processor_config["image_processor_type"])
-    processor = kind(**{k: v for k, v in processor_config.items() if k != "image_processor_type"})
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(data.hf_processor()))
+    processor = transformers.AutoImageProcessor.from_pretrained(tmp_path)
     for k, (width, height) in enumerate(SIZES):
         image = photo(width, height, k)
         theirs = processor(images=image, return_tensors="pt")["pixel_values"][0]
-        assert (theirs - data.eval_transform()(image)).abs().max() <= 1e-5, (width, height)
+        ours = data.eval_transform()(image)
+        if data.resize_backend == "pil":  # timm's own transforms
+            assert torch.equal(theirs, ours), (width, height)
+        else:  # the same pixels; transformers rescales by multiplying with 1/255
+            assert (theirs - ours).abs().max() <= 1e-5, (width, height)
 
 
 @pytest.mark.parametrize(
     "fields, named",
     [
-        (dict(crop_mode="center", crop_pct=0.875, interpolation="bicubic"), "rounding half to even"),
-        (dict(crop_mode="squash", crop_pct=64 / 67), "rounding half to even"),  # 67 -> 64: a margin of 3
-        (dict(crop_mode="border"), "pads to keep the aspect ratio"),
-        (dict(crop_mode="center", image_size=(64, 48), crop_rounding="floor"), "non-square"),
+        (dict(crop_mode="center", resize_backend="pil", crop_rounding="floor"), "mixes timm's and transformers'"),
+        (dict(crop_mode="border", resize_backend="tensor", crop_rounding="floor"), "pads to keep the aspect"),
+        (dict(crop_mode="center", image_size=(64, 48), resize_backend="tensor", crop_rounding="floor"), "non-square"),
         (dict(in_chans=1, mean=(0.5,), std=(0.2,)), "1-channel"),
     ],
 )
 def test_hf_refuses_what_no_image_processor_reproduces(fields, named):
     with pytest.raises(ConfigError, match=named) as refused:
         config(**fields).hf_processor()
-    assert "--to timm or --to onnx" in str(refused.value) and "\n" not in str(refused.value)
+    assert "--to onnx" in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_timm_refuses_a_hugging_face_pipeline_and_onnx_takes_all():

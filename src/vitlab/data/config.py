@@ -145,27 +145,31 @@ class DataConfig:
         }
 
     def hf_processor(self) -> dict[str, Any]:
-        """A Hugging Face ``preprocessor_config.json`` whose image processor computes :meth:`eval_transform`
-        exactly (PIL's resampling under a ``...Pil`` processor, as timm; torchvision's under the default one, as
-        a model read from Hugging Face), or a :class:`ConfigError` saying which part of this pipeline no
-        transformers image processor expresses."""
+        """A Hugging Face ``preprocessor_config.json`` whose image processor, as ``AutoImageProcessor`` loads it,
+        computes :meth:`eval_transform` exactly, or a :class:`ConfigError` saying why none does.
+
+        timm's pipeline (PIL's resampling, torchvision's crop rounding: vitlab's own, a timm model's) is
+        transformers' ``TimmWrapperImageProcessor`` of :meth:`pretrained_cfg` (timm's transforms, bit for bit;
+        it needs timm installed). A Hugging Face model's pipeline (torchvision's resampling, a floored crop)
+        is transformers' own ViT, DeiT or CLIP image processor, on its default torchvision backend."""
         self.exact_in("hf")
         pre = self.preprocess()
+        if pre.resize_backend == "pil":
+            cfg = {k: list(v) if isinstance(v, tuple) else v for k, v in self.pretrained_cfg().items()}
+            return {"image_processor_type": "TimmWrapperImageProcessor", "pretrained_cfg": cfg}
         (height, width), (scale_h, scale_w) = pre.image_size, pre.scale_size
-        suffix = "Pil" if pre.resize_backend == "pil" else ""
         out: dict[str, Any]
         if pre.crop_mode == "center":
-            out = {"image_processor_type": f"CLIPImageProcessor{suffix}", "size": {"shortest_edge": scale_h}}
+            out = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": scale_h}}
         elif (scale_h, scale_w) == (height, width):
-            out = {"image_processor_type": f"ViTImageProcessor{suffix}", "size": {"height": height, "width": width}}
+            out = {"image_processor_type": "ViTImageProcessor", "size": {"height": height, "width": width}}
         else:
-            out = {"image_processor_type": f"DeiTImageProcessor{suffix}", "size": {"height": scale_h, "width": scale_w}}
-        crop = {"height": height, "width": width}
+            out = {"image_processor_type": "DeiTImageProcessor", "size": {"height": scale_h, "width": scale_w}}
         return out | {
             "do_resize": True,
             "resample": PIL_CODES[pre.interpolation],
             "do_center_crop": (scale_h, scale_w) != (height, width),
-            "crop_size": crop,
+            "crop_size": {"height": height, "width": width},
             "do_rescale": True,
             "rescale_factor": 1 / 255,
             "do_normalize": True,
@@ -179,7 +183,8 @@ class DataConfig:
         this pipeline pixel for pixel, else a :class:`ConfigError` naming what it cannot express and what can."""
         pre = self.preprocess()
         where = f"this model's preprocessing ({pre.describe()})"
-        if target == "timm" and (pre.resize_backend, pre.crop_rounding) != ("pil", "round"):
+        conventions = (pre.resize_backend, pre.crop_rounding)
+        if target == "timm" and conventions != ("pil", "round"):
             raise ConfigError(
                 f"{where} is a Hugging Face image processor's (torchvision's resampling, a floored crop margin), "
                 f"which timm's create_transform does not reproduce exactly: export --to hf or --to onnx"
@@ -188,21 +193,22 @@ class DataConfig:
             return
         (height, width), (scale_h, scale_w) = pre.image_size, pre.scale_size
         if self.in_chans != 3:
-            why = f"reads {self.in_chans}-channel images; transformers' image processors give RGB"
+            why = f"reads {self.in_chans}-channel images, where transformers' image processors give RGB"
+        elif conventions not in (("pil", "round"), ("tensor", "floor")):
+            why = (
+                "mixes timm's and transformers' conventions (resampling by "
+                f"{'PIL' if pre.resize_backend == 'pil' else 'torchvision'}, a crop margin "
+                f"{'rounded' if pre.crop_rounding == 'round' else 'floored'}), which no image processor has"
+            )
+        elif conventions == ("pil", "round"):
+            return
         elif pre.crop_mode == "border":
-            why = "pads to keep the aspect ratio; transformers' image processors resize without padding"
+            why = "pads to keep the aspect ratio, which transformers' own image processors do not"
         elif pre.crop_mode == "center" and (height != width or scale_h != scale_w):
             why = "centre-crops a non-square size from a shortest-edge resize, which transformers cannot express"
-        elif pre.crop_rounding == "round" and (
-            pre.crop_mode == "center" or any(round(m / 2) != m // 2 for m in (scale_h - height, scale_w - width))
-        ):  # a centre crop's margin on a photo's longer side can be any number, an odd one among them
-            why = (
-                "centre-crops an odd margin rounding half to even (torchvision's CenterCrop, as timm), where "
-                "transformers' image processors floor it: some photos would be cut one pixel apart"
-            )
         else:
             return
-        raise ConfigError(f"{where} {why}: export --to timm or --to onnx, which reproduce it exactly")
+        raise ConfigError(f"{where} {why}: export --to onnx, which records it exactly")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "image_size": list(self.image_size), "mean": list(self.mean), "std": list(self.std)}

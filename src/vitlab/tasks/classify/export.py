@@ -14,7 +14,8 @@ TARGETS = ("onnx", "timm", "hf")
 LOADERS = {
     "onnx": 'onnxruntime.InferenceSession("{out}")  (input "images", output "logits")',
     "timm": 'timm.create_model("local-dir:{out}", pretrained=True)',
-    "hf": 'transformers.ViTForImageClassification.from_pretrained("{out}")',
+    "hf": 'transformers.pipeline("image-classification", model="{out}")  (its image processor feeds the model '
+    "as vitlab does; a timm-style pipeline's needs timm installed)",
 }
 
 
