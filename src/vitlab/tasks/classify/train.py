@@ -107,8 +107,9 @@ def with_statistics(splits: DataSplits, mean: tuple[float, ...] | None, std: tup
 
 
 def resize_splits(splits: DataSplits, size: int | tuple[int, int]) -> DataSplits:
-    """In-memory ``splits`` resized to ``size`` (bilinear, antialiased), e.g. 28x28 Fashion-MNIST at 32."""
-    target = (size, size) if isinstance(size, int) else tuple(size)
+    """In-memory ``splits`` resized to ``size`` (:func:`~vitlab.data.preprocess.resize_images`), e.g. 28x28
+    Fashion-MNIST at 32."""
+    target = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
     def resized(part: str) -> ImageDataset:
         data = splits.in_memory(part, "resizing")
