@@ -1,7 +1,8 @@
 """Runs on disk: the one checkpoint format and the one run folder.
 
 - ``checkpoint``: the format: :func:`save_checkpoint`, reading and verifying a safetensors file.
-- ``data_config``: :class:`DataConfig`, what a model needs from its input; ``loaded``: :class:`Loaded`.
+- :class:`DataConfig` (:mod:`vitlab.data.config`, re-exported): what a model needs from its input, recorded in
+  every checkpoint; ``loaded``: :class:`Loaded`.
 - ``load``: :func:`load_checkpoint`, any model source (a vitlab file or run folder, a hub id, or through
   ``foreign``: timm, Hugging Face, Keras); ``weights``: :func:`load_matching_weights`, :func:`create_model`.
 - ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume); what a folder
