@@ -40,16 +40,31 @@ def test_export_onnx_runs_in_onnxruntime(checkpoint, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_export_hf_loads_in_transformers(checkpoint, tmp_path):
+def test_export_hf_loads_in_transformers(tmp_path, capsys):
     transformers = pytest.importorskip("transformers")
+    pytest.importorskip("timm")
+    model = build_registered("vit-seed", pool="token", class_token=True, fc_norm=None, in_chans=3)
+    data = DataConfig((28, 28), 3, (0.29,) * 3, (0.35,) * 3, [f"c{i}" for i in range(10)], dataset="cifar10")
+    checkpoint = save_checkpoint(model, tmp_path / "model.safetensors", "classifier", data, name="vit-seed")
     out = tmp_path / "hf"
     assert main(["export", str(checkpoint), "--to", "hf", "--out", str(out)]) == 0
     model = transformers.ViTForImageClassification.from_pretrained(out).eval()
-    images = torch.rand(2, 1, 28, 28)
+    images = torch.rand(2, 3, 28, 28)
     with torch.no_grad():
         got = model(pixel_values=images).logits
     torch.testing.assert_close(got, logits_of(checkpoint, images), atol=1e-5, rtol=0)
     assert json.loads((out / "config.json").read_text())["id2label"]["3"] == "c3"
+    processor = transformers.AutoImageProcessor.from_pretrained(out)
+    assert processor.data_config["mean"] == pytest.approx((0.29,) * 3)  # the model's own, not ImageNet's
+
+
+@pytest.mark.slow
+def test_export_hf_refuses_a_greyscale_model_in_one_line(checkpoint, tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["export", str(checkpoint), "--to", "hf", "--out", str(tmp_path / "hf")]) == 2
+    refusal = capsys.readouterr().err.strip()
+    assert len(refusal.splitlines()) == 1 and "1-channel" in refusal and "--to onnx" in refusal
+    assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.slow

@@ -1,11 +1,10 @@
-"""BatchAugment: each step checked against an oracle or a property; determinism; presets; normalize."""
+"""BatchAugment: each step checked against an oracle or a property; determinism; presets."""
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torchvision.transforms.v2 import functional as TF
 
-from vitlab.data import AugmentConfig, BatchAugment, Normalize, normalize
+from vitlab.data import AugmentConfig, BatchAugment
 
 
 def augment(**config):
@@ -116,12 +115,3 @@ def test_presets_respect_hflip_hint_and_validation():
         AugmentConfig(auto="autoaugment")
     with pytest.raises(ValueError, match="erasing is a probability"):
         AugmentConfig(erasing=1.5)
-
-
-def test_normalize_matches_torchvision():
-    images, mean, std = torch.rand(4, 3, 5, 5), (0.1, 0.2, 0.3), (0.5, 0.25, 2.0)
-    expected = TF.normalize(images, list(mean), list(std))
-    torch.testing.assert_close(normalize(images, mean, std), expected)
-    torch.testing.assert_close(Normalize(mean, std)(images), expected)
-    with pytest.raises(ValueError, match="3 means"):
-        normalize(torch.rand(2, 1, 4, 4), mean, std)

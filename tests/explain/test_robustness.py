@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from vitlab.data import ImageDataset
+from vitlab.data.preprocess import Statistics
 from vitlab.explain.robustness import (
     Probes,
     centre_crop,
@@ -72,7 +73,7 @@ def test_a_vit_drops_the_masked_tokens_before_its_blocks():
     model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[1]))
     data = own_predictions(model, torch.rand(64, 1, 8, 8))
     seen.clear()
-    entries = robustness(model, data, [0.0], [1.0], [2], Probes(masks=(0.0, 0.25, 0.5), crops=()))
+    entries = robustness(model, data, Statistics.unit(1), [2], Probes(masks=(0.0, 0.25, 0.5), crops=()))
     # clean (16 + class token), then per share: dropped (1 + kept tokens), zeroed (all 17)
     assert seen == [17, 17, 17, 1 + 12, 17, 1 + 8, 17]
     (entry,) = entries
@@ -86,7 +87,9 @@ def test_models_that_cannot_drop_tokens_are_zeroed_only():
     assert not drops_tokens(cnn) and not drops_tokens(rel) and drops_tokens(build_registered("vit-digits", **DIGITS))
     images = torch.rand(16, 1, 8, 8)
     for model in (cnn, rel):
-        entries = robustness(model, own_predictions(model, images), [0.0], [1.0], [2, 4], Probes((0.0, 0.5), (0.75,)))
+        entries = robustness(
+            model, own_predictions(model, images), Statistics.unit(1), [2, 4], Probes((0.0, 0.5), (0.75,))
+        )
         assert [e["patch"] for e in entries] == [2, 4]
         for entry in entries:
             assert entry["drop_0"] is None and entry["drop_0.5"] is None

@@ -24,7 +24,8 @@ def small_vit(**options) -> VisionTransformer:
 
 def data_for(model, classes=("a", "b", "c", "d", "e")) -> DataConfig:
     cfg = model.config
-    return DataConfig(tuple(cfg.img_size), cfg.in_chans, (0.4,) * cfg.in_chans, (0.2,) * cfg.in_chans, list(classes))
+    size = tuple(cfg.img_size) if isinstance(cfg.img_size, (tuple, list)) else (cfg.img_size, cfg.img_size)
+    return DataConfig(size, cfg.in_chans, (0.4,) * cfg.in_chans, (0.2,) * cfg.in_chans, list(classes))
 
 
 @pytest.mark.slow
@@ -34,7 +35,7 @@ def test_onnx_runs_in_onnxruntime_like_torch(name, tmp_path, perturb):
     pytest.importorskip("onnxscript")
     model = perturb(build_registered(name)).eval()
     cfg = model.config
-    path = export_onnx(model, tmp_path / "model.onnx", cfg.img_size, cfg.in_chans)
+    path = export_onnx(model, tmp_path / "model.onnx", data_for(model))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for batch in (1, 3):  # the batch axis is free
         images = torch.randn(batch, cfg.in_chans, *cfg.img_size)
@@ -60,12 +61,12 @@ def test_onnx_runs_in_onnxruntime_like_torch(name, tmp_path, perturb):
 def test_hf_folder_loads_with_the_same_logits(options, tmp_path, perturb):
     transformers = pytest.importorskip("transformers")
     model = perturb(small_vit(**options))
-    folder = export_hf(model, tmp_path / "hf", ["a", "b", "c", "d", "e"], mean=(0.5,) * 3, std=(0.25,) * 3)
+    folder = export_hf(model, tmp_path / "hf", ["a", "b", "c", "d", "e"], data_for(model))
     hf = transformers.ViTForImageClassification.from_pretrained(folder).eval()
     images = torch.randn(2, 3, *model.config.img_size)
     assert (hf(pixel_values=images).logits - model(images)).abs().max() <= 1e-5
     assert hf.config.id2label[4] == "e" and hf.config.layer_norm_eps == model.config.norm_eps
-    assert json.loads((folder / "preprocessor_config.json").read_text())["image_std"] == [0.25] * 3
+    assert json.loads((folder / "preprocessor_config.json").read_text())["pretrained_cfg"]["std"] == [0.2] * 3
 
 
 @torch.no_grad()

@@ -63,13 +63,14 @@ class RotationTask(Task):
             acc = (model(rotate(self.val_images, turns)).argmax(1) == turns).float().mean()
         return {"val_acc": float(acc)}
 
-    def data_config(self) -> dict[str, Any]:
-        return DataConfig((8, 8), 1, (0.0,), (1.0,), ["0", "90", "180", "270"]).to_dict()
+    def data_config(self) -> DataConfig:
+        return DataConfig((8, 8), 1, (0.0,), (1.0,), ["0", "90", "180", "270"])
 
 
 def predict(loaded: Loaded, request: PredictRequest) -> str:
-    image = torch.tensor(list(Image.open(request.images[0]).convert("L").getdata()), dtype=torch.float32)
-    turn = loaded.model(image.view(1, 1, 8, 8) / 255).argmax(1).item()
+    data = loaded.data
+    image = data.eval_transform()(data.load_image(request.images[0]))  # (1, 8, 8): as the model was fed
+    turn = loaded.model(image[None]).argmax(1).item()
     return f"{request.images[0]}: turned {loaded.data.classes[turn]} degrees"
 
 

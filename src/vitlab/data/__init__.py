@@ -5,18 +5,21 @@
 manifest, WebDataset shards, a Hugging Face dataset; :func:`read_records`), splits held in memory or
 streamed (:class:`StreamDataset`: uint8 batches decoded in ``DataLoader`` workers), each image read
 through a :class:`Preprocess` (timm's eval pipeline exactly). :class:`DataOptions` are a run's data
-fields. :class:`BatchAugment` augments whole batches; :func:`normalize` standardises;
-:func:`decode_image` / :func:`read_image` read one image file or refuse it.
+fields. :class:`DataConfig` is what a model needs from its input (size, crop, filter, mean/std, channels,
+classes) and builds it: ``data.eval_transform()(data.load_image(path))``. :class:`BatchAugment` augments
+whole batches; :func:`normalize` standardises; :func:`decode_image` / :func:`read_image` read one image
+file or refuse it.
 """
 
-from .augment import AugmentConfig, BatchAugment, Normalize, normalize
+from .augment import AugmentConfig, BatchAugment
+from .config import DataConfig
 from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits
 from .fetch import download
 from .image import decode_image, read_image
 from .loader import BatchLoader, ShardSampler
 from .options import DataOptions
 from .photo_sources import read_records
-from .preprocess import Preprocess
+from .preprocess import Preprocess, normalize
 from .records import Records, split_records
 from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
 from .split import stratified_order, stratified_split
@@ -28,10 +31,10 @@ __all__ = [
     "BatchAugment",
     "BatchLoader",
     "ShardSampler",
+    "DataConfig",
     "DataOptions",
     "DataSplits",
     "ImageDataset",
-    "Normalize",
     "Preprocess",
     "Records",
     "StreamDataset",

@@ -1,4 +1,4 @@
-"""Batched augmentation on in-memory tensors, and normalisation.
+"""Batched augmentation on in-memory tensors (normalisation is :mod:`vitlab.data.preprocess`'s).
 
 Everything works on a whole batch ``(B, C, H, W)`` float in ``[0, 1]`` at once, with per-sample
 randomness: random crop with padding (one padded tensor, per-sample offsets gathered in one index),
@@ -16,7 +16,7 @@ its seed and leaves the global random state untouched.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -302,40 +302,3 @@ def adjust_saturation(images: torch.Tensor, factor: torch.Tensor | float) -> tor
     """Blend with each pixel's grey level (0: greyscale, 1: unchanged); 1-channel images are already grey, so this
     is the identity on them."""
     return images if images.shape[1] == 1 else blend(images, luma(images), factor)
-
-
-def normalize(
-    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
-) -> torch.Tensor:
-    """``(images - mean) / std`` per channel; images ``(B, C, H, W)``, mean and std of length C."""
-    if images.ndim != 4 or len(mean) != images.shape[1] or len(std) != images.shape[1]:
-        raise DataError(
-            f"need images (B, C, H, W) and C means and stds; got images {tuple(images.shape)}, "
-            f"{len(mean)} means, {len(std)} stds"
-        )
-    shape = (1, -1, 1, 1)
-    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
-    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
-    return (images - mean_t) / std_t
-
-
-def normalize_(
-    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
-) -> torch.Tensor:
-    """:func:`normalize` in place on ``images`` (a batch's own float tensor, e.g. fresh from uint8): the
-    same numbers without two more batch-sized tensors. Returns ``images``."""
-    shape = (1, -1, 1, 1)
-    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
-    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
-    return images.sub_(mean_t).div_(std_t)
-
-
-@dataclass
-class Normalize:
-    """Callable form of :func:`normalize`, e.g. ``Normalize(splits.mean, splits.std)(images)``."""
-
-    mean: Sequence[float]
-    std: Sequence[float]
-
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        return normalize(images, self.mean, self.std)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
+from .preprocess import Statistics
 from .split import held_out_parts, stratified_order
 
 if TYPE_CHECKING:
@@ -120,6 +121,11 @@ class DataSplits:
     @property
     def num_classes(self) -> int:
         return len(self.train.classes)
+
+    def normalize(self, pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 or float-in-[0, 1] pixels ``(..., C, H, W)`` -> the model's input ``(x - mean) / std`` by these
+        splits' statistics."""
+        return Statistics(self.mean, self.std).normalize(pixels)
 
     def in_memory(self, part: str, purpose: str) -> ImageDataset:
         """Split ``part`` (``train``, ``val``, ``test``) as in-memory tensors, for work that indexes every image

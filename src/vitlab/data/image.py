@@ -27,6 +27,7 @@ import torch
 from PIL import Image
 
 from ..errors import DataError
+from .preprocess import Preprocess, unit_pixels
 
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "PPM")
 MAX_PIXELS = 1 << 26
@@ -116,7 +117,5 @@ def read_image(
         image = image.convert("RGB" if channels == 3 else "L")
     except _DECODE_ERRORS as err:
         raise DataError(f"{path}: image mode {image.mode} cannot be converted ({err}); save it as RGB") from err
-    if size is not None:
-        image = image.resize((size, size), Image.Resampling.BILINEAR)
-    pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255)
-    return pixels[None] if channels == 1 else pixels.permute(2, 0, 1).contiguous()
+    side = (image.height, image.width) if size is None else (size, size)
+    return unit_pixels(Preprocess(image_size=side, channels=channels).eval_image(image))

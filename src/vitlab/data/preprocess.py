@@ -16,8 +16,12 @@ antialiased kernels (transformers' default torchvision image processors do; PIL'
 grey level or more in places), and ``crop_rounding="floor"`` floors an odd centre-crop margin where
 torchvision's ``CenterCrop`` rounds it.
 
-Images leave as uint8 ``(C, H, W)``; normalisation is the caller's: ``(x.float() / 255 - mean) / std``.
-``Preprocess()`` (32 x 32, squash, bilinear) gives the pixels of :func:`vitlab.data.read_image` exactly.
+Images leave :meth:`Preprocess.eval_image` as uint8 ``(C, H, W)``; :meth:`Preprocess.normalize` (and the
+functions :func:`normalize` / :func:`normalize_` for a dataset's own statistics) turn pixels into the model's
+input, ``(x / 255 - mean) / std``. This module is the one place that computes that, and the one place that
+picks a resampling filter: every other module asks a :class:`Preprocess` (or its
+:class:`~vitlab.data.config.DataConfig`). ``Preprocess()`` (32 x 32, squash, bilinear) gives the pixels of
+:func:`vitlab.data.read_image` exactly.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
@@ -33,7 +37,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F
 from torchvision.transforms.v2 import functional as F2
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")
 CROP_MODES = ("center", "squash", "border")  # timm's crop_mode values
@@ -53,7 +57,9 @@ _MODES = {name: InterpolationMode(name) for name in INTERPOLATIONS}
 # transformers' pil_torch_interpolation_mapping sends PIL's NEAREST to torchvision's NEAREST_EXACT
 _TENSOR_MODES = {**_MODES, "nearest": InterpolationMode.NEAREST_EXACT}
 _TENSOR_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
-_PIL_CODES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
+PIL_CODES = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
+"""PIL's resampling code of each filter (a Hugging Face ``resample``)."""
+_PIL_CODES = {code: name for name, code in PIL_CODES.items()}
 
 
 def _fail(field: str, value: Any, allowed: str) -> ConfigError:
@@ -143,6 +149,14 @@ class Preprocess:
         """``(floor(H / crop_pct), floor(W / crop_pct))``: the size the resize aims at (timm's ``scale_size``)."""
         return math.floor(self.image_size[0] / self.crop_pct), math.floor(self.image_size[1] / self.crop_pct)
 
+    def describe(self) -> str:
+        """One line: size, resize and crop, filter and its implementation."""
+        (height, width), (scale_h, scale_w) = self.image_size, self.scale_size
+        how = {"squash": "both sides", "center": "the shorter side", "border": "the longer side (padded)"}
+        crop = f", centre crop {height}x{width}" if (scale_h, scale_w) != (height, width) else ""
+        library = "PIL's" if self.resize_backend == "pil" else "torchvision's"
+        return f"resize {how[self.crop_mode]} to {scale_h}x{scale_w}{crop}, {self.interpolation} ({library})"
+
     def convert(self, image: Image.Image) -> Image.Image:
         """``image`` in this pipeline's mode: ``convert("RGB")`` or ``convert("L")`` (a no-op when it is already)."""
         mode = "RGB" if self.channels == 3 else "L"
@@ -192,13 +206,19 @@ class Preprocess:
         return pixels.contiguous()
 
     def normalize(self, pixels: torch.Tensor) -> torch.Tensor:
-        """uint8 ``(..., C, H, W)`` -> float32 ``(x / 255 - mean) / std`` (needs mean and std)."""
+        """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> float32 ``(x - mean) / std`` (needs mean and std)."""
         if self.mean is None or self.std is None:
             raise ConfigError("this preprocess has no mean/std (the dataset's own statistics): normalise with those")
-        shape = (-1, 1, 1)
-        mean = torch.tensor(self.mean, dtype=torch.float32, device=pixels.device).view(shape)
-        std = torch.tensor(self.std, dtype=torch.float32, device=pixels.device).view(shape)
-        return (pixels.float() / 255 - mean) / std
+        return normalize(unit_pixels(pixels), self.mean, self.std)
+
+    def eval_input(self, image: Image.Image) -> torch.Tensor:
+        """The model's input for ``image``: :meth:`eval_image`, then :meth:`normalize`: float32 ``(C, H, W)``."""
+        return self.normalize(self.eval_image(image))
+
+    def train_input(self, image: Image.Image, generator: torch.Generator, **crop: Any) -> torch.Tensor:
+        """A training input for ``image``: :meth:`train_image` (``crop``: its ``scale``, ``ratio``, ``hflip``),
+        then :meth:`normalize`: float32 ``(C, H, W)``."""
+        return self.normalize(self.train_image(image, generator, **crop))
 
     def _resize(self, image: Image.Image, size: int | list[int]) -> torch.Tensor:
         if self.resize_backend == "pil":
@@ -293,6 +313,79 @@ class Preprocess:
         model's input channels (1 for a greyscale model: one mean and std, or one broadcast).
         """
         return _from_hf(cls, processor, backend, channels)
+
+
+def unit_pixels(pixels: torch.Tensor) -> torch.Tensor:
+    """uint8 pixels -> float32 in [0, 1] (``x / 255``); float pixels (already in [0, 1]) as they are."""
+    return pixels.float().div_(255) if pixels.dtype == torch.uint8 else pixels
+
+
+def _statistics(
+    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    channels = images.shape[-3] if images.ndim >= 3 else -1
+    if images.ndim < 3 or len(mean) != channels or len(std) != channels:
+        raise DataError(
+            f"need images (..., C, H, W) and C means and stds; got images {tuple(images.shape)}, "
+            f"{len(mean)} means, {len(std)} stds"
+        )
+    shape = (-1, 1, 1)
+    mean_t = torch.as_tensor(mean, dtype=images.dtype, device=images.device).view(shape)
+    std_t = torch.as_tensor(std, dtype=images.dtype, device=images.device).view(shape)
+    return mean_t, std_t
+
+
+def normalize(
+    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
+) -> torch.Tensor:
+    """``(images - mean) / std`` per channel; images float ``(..., C, H, W)`` in [0, 1], mean and std of length C."""
+    mean_t, std_t = _statistics(images, mean, std)
+    return (images - mean_t) / std_t
+
+
+def normalize_(
+    images: torch.Tensor, mean: Sequence[float] | torch.Tensor, std: Sequence[float] | torch.Tensor
+) -> torch.Tensor:
+    """:func:`normalize` in place on ``images`` (a batch's own float tensor, e.g. fresh from uint8): the
+    same numbers without two more batch-sized tensors. Returns ``images``."""
+    mean_t, std_t = _statistics(images, mean, std)
+    return images.sub_(mean_t).div_(std_t)
+
+
+def resize_images(images: torch.Tensor, size: tuple[int, int], antialias: bool = True) -> torch.Tensor:
+    """Float images ``(N, C, H, W)`` in [0, 1] resized bilinearly to ``size``: a tensor dataset read at another
+    size (Fashion-MNIST's 28 x 28 at 32; ``antialias``, clamped to [0, 1] where the kernel overshoots), or a
+    tensor image fed to a model of another size (``antialias=False``, as the model was trained)."""
+    resized = torch.nn.functional.interpolate(
+        images, size=size, mode="bilinear", antialias=antialias, align_corners=False
+    )
+    return resized.clamp_(0, 1) if antialias else resized
+
+
+class Normalizes(Protocol):
+    """What turns pixels into a model's input: a :class:`Preprocess`, a :class:`Statistics`, a
+    :class:`~vitlab.data.DataConfig` or a :class:`~vitlab.data.DataSplits`."""
+
+    def normalize(self, pixels: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Per-channel ``mean`` and ``std`` of pixels in [0, 1] (numbers, or tensors on the pixels' device)."""
+
+    mean: Sequence[float] | torch.Tensor
+    std: Sequence[float] | torch.Tensor
+
+    @classmethod
+    def unit(cls, channels: int) -> Statistics:
+        """Mean 0 and std 1: pixels fed in [0, 1] as they are."""
+        return cls((0.0,) * channels, (1.0,) * channels)
+
+    def normalize(self, pixels: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+        """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> ``(x - mean) / std``; ``in_place`` reuses a float batch's
+        own tensor."""
+        pixels = unit_pixels(pixels)
+        return (normalize_ if in_place else normalize)(pixels, self.mean, self.std)
 
 
 def _pixels(image: Image.Image) -> torch.Tensor:

@@ -248,14 +248,12 @@ def load_shapes_splits(count: int = SHAPES_COUNT, image_size: int = 64, seed: in
 def _read_rgb(path: Path, size: int) -> tuple[torch.Tensor, float, float]:
     """An image file (through :func:`~vitlab.data.image.decode_image`: 16-bit scaled, a pixel budget checked
     from the header) -> ``(3, size, size)`` in [0, 1] and the x, y scale factors applied."""
-    from PIL import Image
-
     from .image import decode_image
+    from .preprocess import Preprocess, unit_pixels
 
     im = decode_image(path)
     w, h = im.size
-    arr = np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
-    return torch.from_numpy(arr).permute(2, 0, 1), size / w, size / h
+    return unit_pixels(Preprocess(image_size=(size, size)).eval_image(im)), size / w, size / h
 
 
 def load_mask_folder(

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import ImageDataset, normalize
+from ..data import ImageDataset
+from ..data.preprocess import Normalizes
 from ..data.stream import StreamDataset
 from .metrics import calibration_bins, confusion_matrix, ece_from_bins, fit_temperature, per_class_accuracy, reliability
 
@@ -30,13 +31,13 @@ def eval_batch_size(device: torch.device) -> int:
 def predict_logits(
     model: nn.Module,
     images: torch.Tensor,
-    mean: Sequence[float],
-    std: Sequence[float],
+    inputs: Normalizes,
     batch_size: int | None = None,
     amp: bool = True,
 ) -> torch.Tensor:
-    """Logits ``(N, K)`` float32 for ``images (N, C, H, W)`` in [0, 1] (on the model's device), scored
-    ``batch_size`` at a time (default :func:`eval_batch_size` of the images' device).
+    """Logits ``(N, K)`` float32 for ``images (N, C, H, W)`` in [0, 1] (on the model's device) normalised by
+    ``inputs`` (a data config, the splits, their statistics), scored ``batch_size`` at a time (default
+    :func:`eval_batch_size` of the images' device).
 
     Puts ``model`` in eval mode; bf16 autocast on CUDA when ``amp``.
     """
@@ -44,7 +45,7 @@ def predict_logits(
     device = images.device
     batch_size = batch_size or eval_batch_size(device)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-        chunks = [model(normalize(chunk, mean, std)).float() for chunk in images.split(batch_size)]
+        chunks = [model(inputs.normalize(chunk)).float() for chunk in images.split(batch_size)]
     return torch.cat(chunks)
 
 
@@ -75,24 +76,23 @@ def classification_report(
 def evaluate_model(
     model: nn.Module,
     dataset: ImageDataset | StreamDataset,
-    mean: Sequence[float],
-    std: Sequence[float],
+    inputs: Normalizes,
     *,
     calibration: ImageDataset | StreamDataset | None = None,
     n_bins: int = 15,
     batch_size: int | None = None,
     amp: bool = True,
 ) -> dict[str, Any]:
-    """:func:`classification_report` of ``model`` on ``dataset`` (images normalised by ``mean``/``std``).
+    """:func:`classification_report` of ``model`` on ``dataset`` (images normalised by ``inputs``).
 
     With a ``calibration`` set (the validation split), also fits a temperature ``T`` on it by
     minimising NLL and adds ``temperature`` and ``calibrated`` (the report of ``logits / T``).
     Data are moved to the model's device.
     """
-    logits, labels = dataset_logits(model, dataset, mean, std, batch_size, amp)
+    logits, labels = dataset_logits(model, dataset, inputs, batch_size, amp)
     report = classification_report(logits, labels, dataset.classes, n_bins)
     if calibration is not None:
-        temperature = fit_temperature(*dataset_logits(model, calibration, mean, std, batch_size, amp))
+        temperature = fit_temperature(*dataset_logits(model, calibration, inputs, batch_size, amp))
         report["temperature"] = temperature
         report["calibrated"] = classification_report(logits / temperature, labels, dataset.classes, n_bins)
     return report
@@ -102,28 +102,26 @@ def evaluate_model(
 def dataset_logits(
     model: nn.Module,
     dataset: ImageDataset | StreamDataset,
-    mean: Sequence[float],
-    std: Sequence[float],
+    inputs: Normalizes,
     batch_size: int | None = None,
     amp: bool = True,
     index: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32 on the CPU, labels (N,))`` of ``model`` on the images ``index`` (default
     all) of an in-memory :class:`ImageDataset` or a streamed split (uint8 batches decoded in its
-    ``DataLoader`` workers, scaled and normalised on the model's device; an image it skips as
+    ``DataLoader`` workers, normalised by ``inputs`` on the model's device; an image it skips as
     unreadable is left out of both)."""
     device = next(model.parameters()).device
     index = torch.arange(len(dataset)) if index is None else index
     if isinstance(dataset, ImageDataset):
         images = dataset.images[index.to(dataset.images.device)].to(device)
-        return predict_logits(model, images, mean, std, batch_size, amp).cpu(), dataset.labels[index].cpu()
+        return predict_logits(model, images, inputs, batch_size, amp).cpu(), dataset.labels[index].cpu()
     model.eval()
     batch_size = batch_size or eval_batch_size(device)
     chunks, labels = [], []
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
         for images, targets in dataset.batches(index, batch_size):
-            pixels = images.to(device, non_blocking=True).float().div_(255)
-            chunks.append(model(normalize(pixels, mean, std)).float().cpu())
+            chunks.append(model(inputs.normalize(images.to(device, non_blocking=True))).float().cpu())
             labels.append(targets)
     if not chunks:
         return torch.empty(0, 0), torch.empty(0, dtype=torch.long)

@@ -335,7 +335,7 @@ class Engine:
         leaves the previous epoch's set or this one."""
         run_dir, task = self.run_dir, self.task
         assert run_dir is not None
-        data = task.data_config()
+        data = task.data_config().to_dict()
         name = getattr(task.deliverable(task.model), "registered_name", None)
         state = {
             "kind": task.run_kind,

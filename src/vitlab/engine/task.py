@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from ..data import DataConfig
 from .config import RunConfig
 from .distributed import DistEnv
 from .optim import build_optimizer
@@ -83,8 +84,8 @@ class Task:
         """The module a checkpoint holds (an MAE run delivers its encoder)."""
         return model
 
-    def data_config(self) -> dict[str, Any]:
-        """What a user of the checkpoint needs to feed it (see :class:`vitlab.runs.DataConfig`)."""
+    def data_config(self) -> DataConfig:
+        """What a user of the checkpoint needs to feed it: the one object that builds its input."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:

@@ -76,7 +76,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data.augment import normalize
 from ..errors import ConfigError
 from ..explain import attention_examples
 from .config import CompareConfig
@@ -189,7 +188,7 @@ def _run_compare(config: CompareConfig, progress: ProgressFn | None, executor: E
     records = {key: outcome.record for key, outcome in outcomes.items()}
     device = study_device(config.device)
     sample = full.in_memory("val", "the forward-speed measurement").images[:256]
-    measure_forward(plan, records, shape, normalize(sample.to(device), full.mean, full.std))
+    measure_forward(plan, records, shape, full.normalize(sample.to(device)))
     result = CompareResult(config, plan, records, data, 0.0, 0.0, execution=executor.describe())
     if config.out_dir is not None:
         result.attention = attention_figures(config, plan, outcomes, shape, device)

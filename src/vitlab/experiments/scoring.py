@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from ..data import DataSplits, ImageDataset
-from ..data.augment import normalize
 from ..explain.input_probes import permutation_probe
 from ..explain.robustness import Probes, robustness
 from ..models import VisionTransformer
@@ -52,7 +51,7 @@ def record_run(
         device = next(model.parameters()).device
 
         def logits(net: nn.Module, data: ImageDataset) -> torch.Tensor:
-            return predict_logits(net, data.images.to(device), splits.mean, splits.std).cpu()
+            return predict_logits(net, data.images.to(device), splits).cpu()
 
         held = splits.in_memory("val", "token merging")
         val = classification_report(merged_val := logits(merged, held), held.labels, held.classes)
@@ -69,7 +68,7 @@ def record_run(
         )
     if probes is not None:
         held_out = splits.in_memory("test" if splits.test is not None else "val", "--robustness")
-        fields["robustness"] = robustness(scored, held_out, splits.mean, splits.std, run.mask_patches, probes)
+        fields["robustness"] = robustness(scored, held_out, splits, run.mask_patches, probes)
     if train_eval:
         fields["train_eval_acc"] = eval_mode_train_accuracy(scored, splits)
     if permute:
@@ -96,7 +95,7 @@ def eval_mode_train_accuracy(model: nn.Module, splits: DataSplits) -> float:
     train = splits.in_memory("train", "the eval-mode training accuracy")
     images, labels = train.images[:TRAIN_EVAL_ROWS], train.labels[:TRAIN_EVAL_ROWS]
     device = next(model.parameters()).device
-    logits = predict_logits(model, images.to(device), splits.mean, splits.std).cpu()
+    logits = predict_logits(model, images.to(device), splits).cpu()
     return float((logits.argmax(-1) == labels).float().mean())
 
 
@@ -106,7 +105,7 @@ def permuted_rows(model: nn.Module, splits: DataSplits, run: RunPlan) -> list[di
     meets, the first)."""
     held_out = splits.in_memory("test" if splits.test is not None else "val", "the permutation probe")
     device = next(model.parameters()).device
-    images = normalize(held_out.images[:PERMUTE_IMAGES].to(device), splits.mean, splits.std)
+    images = splits.normalize(held_out.images[:PERMUTE_IMAGES].to(device))
     labels = held_out.labels[:PERMUTE_IMAGES].to(device)
     return permutation_probe(model.eval(), images, labels, run.mask_patches[0])["rows"]
 

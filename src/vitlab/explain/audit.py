@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data import DataSplits, ImageDataset, normalize
+from ..data import DataSplits, ImageDataset
 from ..engine import predict_logits
 from ..errors import ConfigError
 from ..runs import atomic_write, write_json
@@ -269,8 +269,8 @@ def audit(
     methods = list(dict.fromkeys([*(applicable_methods(model) if methods is None else methods), "occlusion"]))
     model.eval()
     device = next(model.parameters()).device
-    inputs_all = normalize(data.images.to(device), splits.mean, splits.std)
-    probs = predict_logits(model, data.images.to(device), splits.mean, splits.std, amp=False).softmax(-1)
+    inputs_all = splits.normalize(data.images.to(device))
+    probs = predict_logits(model, data.images.to(device), splits, amp=False).softmax(-1)
     confidence, prediction = probs.max(-1)
     labels = data.labels.to(device)
     g = torch.Generator().manual_seed(seed)

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from ..data.preprocess import resize_images
 from ..errors import ConfigError
 from ..layers.attention import MultiHeadSelfAttention
 from ..layers.position import NoPosition
@@ -176,11 +176,12 @@ def occlusion_probe(
     """Accuracy with a share of the ``patch``-pixel patches removed (:func:`~vitlab.explain.robustness.
     robustness` on normalised images: tokens dropped where the model can, pixels zeroed always)."""
     from ..data import ImageDataset
+    from ..data.preprocess import Statistics
     from .robustness import Probes, robustness
 
     channels = images.shape[1]
     data = ImageDataset(images.cpu(), labels.cpu(), [str(i) for i in range(int(labels.max()) + 1)])
-    (entry,) = robustness(model, data, (0.0,) * channels, (1.0,) * channels, [patch], Probes(tuple(shares), ()))
+    (entry,) = robustness(model, data, Statistics.unit(channels), [patch], Probes(tuple(shares), ()))
     return entry
 
 
@@ -196,7 +197,7 @@ def resolution_probe(
     for scale in scales:
         size = (max(patch, round(scale * height / patch) * patch), max(patch, round(scale * width / patch) * patch))
         row: dict[str, Any] = {"scale": scale, "size": list(size)}
-        resized = F.interpolate(images, size=size, mode="bilinear", align_corners=False)
+        resized = resize_images(images, size, antialias=False)
         net = model
         try:
             if isinstance(model, VisionTransformer):

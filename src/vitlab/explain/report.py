@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from ..checks import Float, Int, Maybe
-from ..data import DataSplits, ImageDataset, normalize
+from ..data import DataSplits, ImageDataset
 from ..data.options import DataOptions
 from ..errors import ConfigError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
@@ -153,7 +153,7 @@ def explain_example(model: nn.Module, splits: DataSplits, request: ExplainReques
     model.eval()
     device = next(model.parameters()).device
     image = data.images[index]
-    inputs = normalize(image[None].to(device), splits.mean, splits.std)
+    inputs = splits.normalize(image[None].to(device))
     encoder = is_encoder(model)
     methods = applicable_methods(model) if methods is None else list(methods)
     if encoder:
@@ -217,7 +217,7 @@ def attention_examples(
     model.eval()
     device = next(model.parameters()).device
     data = splits.in_memory("val", "explanations")
-    inputs = normalize(data.images.to(device), splits.mean, splits.std)
+    inputs = splits.normalize(data.images.to(device))
     confidence, prediction = torch.cat([model(chunk).float().softmax(-1) for chunk in inputs.split(512)]).max(-1)
     correct = prediction == data.labels.to(device)
     out = Path(out_dir)
@@ -376,7 +376,7 @@ def probe_checkpoint(path: str | Path | Loaded, request: ExplainRequest) -> dict
     data = _split(splits, split)
     model = ckpt.model.eval()
     device_of = next(model.parameters()).device
-    images = normalize(data.images[:samples].to(device_of), splits.mean, splits.std)
+    images = splits.normalize(data.images[:samples].to(device_of))
     labels = None if is_encoder(model) else data.labels[:samples].to(device_of)
     with RunDir(out_dir).open("explain", overwrite=overwrite):
         result = run_probes(model, images, labels, probes, patch_size, seed)

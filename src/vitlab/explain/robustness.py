@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import ImageDataset
-from ..data.augment import normalize
+from ..data.preprocess import Normalizes
 from ..engine.evaluate import predict_logits
 from ..errors import ConfigError
 from ..models import VisionTransformer
@@ -124,20 +124,19 @@ def _zeroed(model: nn.Module, patch: int, x: torch.Tensor, keep: torch.Tensor | 
 def robustness(
     model: nn.Module,
     data: ImageDataset,
-    mean: Sequence[float],
-    std: Sequence[float],
+    inputs: Normalizes,
     patches: Sequence[int],
     probes: Probes,
 ) -> list[dict[str, Any]]:
     """Accuracies of ``model`` (eval mode) on ``data`` (images ``(N, C, H, W)`` in [0, 1], normalised
-    by ``mean`` / ``std``): one entry per patch grid of ``patches``, ``{"patch", "clean", and per share
-    f of probes.masks "drop_f" (None unless the model drops tokens) and "zero_f", per side c of
+    by ``inputs``, the splits or their statistics): one entry per patch grid of ``patches``, ``{"patch",
+    "clean", and per share f of probes.masks "drop_f" (None unless the model drops tokens) and "zero_f", per side c of
     probes.crops "crop_c"}`` (keys by :func:`probe_key`). ``clean`` is scored as the training scores
     its test split."""
     device = next(model.parameters()).device
     raw, labels = data.images.to(device), data.labels.to(device)
-    clean = int((predict_logits(model, raw, mean, std).argmax(dim=-1) == labels).sum()) / max(1, len(labels))
-    images = normalize(raw, mean, std)
+    clean = int((predict_logits(model, raw, inputs).argmax(dim=-1) == labels).sum()) / max(1, len(labels))
+    images = inputs.normalize(raw)
     model.eval()
     crops = {probe_key("crop", c): _accuracy(partial(_cropped, model, c), images, labels) for c in probes.crops}
     vit = model if isinstance(model, VisionTransformer) and drops_tokens(model) else None

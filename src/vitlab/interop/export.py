@@ -1,16 +1,18 @@
 """A vitlab model for other runtimes: ONNX, Hugging Face, timm.
 
-    export_onnx(model, path, image_size, in_chans)  any image model -> one .onnx file: input "images"
-                                                    (B, C, H, W), output "logits" (B, classes), B free
-    export_hf(model, folder, class_names)           class-token ViT -> config.json + model.safetensors
-                                                    (+ preprocessor_config.json given mean and std):
-                                                    transformers.ViTForImageClassification.from_pretrained
-    export_timm(model, folder, data_config)         ViT -> timm's folder layout, config.json (architecture,
-                                                    model_args, pretrained_cfg) + model.safetensors:
-                                                    timm.create_model("local-dir:" + folder, pretrained=True)
+    export_onnx(model, path, data)          any image model -> one .onnx file: input "images" (B, C, H, W),
+                                            output "logits" (B, classes), B free; the data config's
+                                            preprocessing in its metadata ("pretrained_cfg", "vitlab.preprocess")
+    export_hf(model, folder, classes, data) class-token ViT -> config.json + model.safetensors (+ given
+                                            ``data``, a preprocessor_config.json computing its eval transform):
+                                            transformers.ViTForImageClassification.from_pretrained
+    export_timm(model, folder, data)        ViT -> timm's folder layout, config.json (architecture,
+                                            model_args, pretrained_cfg) + model.safetensors:
+                                            timm.create_model("local-dir:" + folder, pretrained=True)
 
-Each writes only what the target computes exactly (to float tolerance) and refuses the rest with a
-:class:`~vitlab.errors.ConfigError` naming the option; an existing target is kept unless
+``data`` is the model's :class:`~vitlab.data.DataConfig`. Each writes only what the target computes exactly
+(the model to float tolerance, the preprocessing pixel for pixel: :meth:`~vitlab.data.DataConfig.exact_in`)
+and refuses the rest with a :class:`~vitlab.errors.ConfigError` naming the option; an existing target is kept unless
 ``overwrite=True``. None imports transformers or timm; ONNX export needs ``onnx`` and ``onnxscript``.
 """
 
@@ -19,12 +21,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from ..data.config import DataConfig
 from ..errors import ConfigError, RunFolderError, require
 from ..models.vit import VisionTransformer
 from ..ops.patches import _pair
@@ -35,16 +38,6 @@ from .timm.encoder import TIMM_LAYERNORM_EPS
 ONNX_OPSET = 18
 WEIGHTS = "model.safetensors"
 TIMM_ARCHITECTURE = "vit_base_patch16_224"  # any timm ViT entry point: model_args set every size
-
-
-class DataLike(Protocol):
-    """What an export reads of a data config (``vitlab.runs.DataConfig`` is one)."""
-
-    image_size: tuple[int, int]
-    in_chans: int
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    classes: list[str]
 
 
 def _free(*paths: Path, overwrite: bool) -> None:
@@ -73,16 +66,21 @@ def _vit(model: nn.Module, target: str) -> VisionTransformer:
 def export_onnx(
     model: nn.Module,
     path: str | Path,
-    image_size: int | tuple[int, int],
-    in_chans: int,
+    data: DataConfig,
     opset: int = ONNX_OPSET,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``model`` (eval mode) as an ONNX graph: ``images (B, in_chans, H, W) -> logits``, batch size free.
+    """Write ``model`` (eval mode) as an ONNX graph: ``images (B, C, H, W) -> logits`` at ``data``'s channels and
+    size, batch size free, with ``data``'s preprocessing in the model's metadata: ``pretrained_cfg`` (timm's
+    keys, JSON) and ``vitlab.preprocess`` (every field of :class:`~vitlab.data.preprocess.Preprocess`, JSON).
 
     Uses PyTorch's ``torch.export``-based exporter; weights are inside the one file.
     """
     require("onnxscript", "dev", "ONNX export")
+    import onnx
+
+    data.exact_in("onnx")
+    image_size, in_chans = data.image_size, data.in_chans
     path = Path(path)
     _free(path, overwrite=overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +103,16 @@ def export_onnx(
         )
     finally:
         model.train(was_training)
+    graph = onnx.load(str(path))
+    outputs = getattr(getattr(model, "config", None), "num_classes", None)
+    onnx.helper.set_model_props(
+        graph,
+        {
+            "pretrained_cfg": json.dumps(data.pretrained_cfg(outputs)),
+            "vitlab.preprocess": json.dumps(data.preprocess().to_dict()),
+        },
+    )
+    onnx.save(graph, str(path))
     return path
 
 
@@ -112,50 +120,39 @@ def export_hf(
     model: nn.Module,
     folder: str | Path,
     class_names: Sequence[str],
-    mean: Sequence[float] | None = None,
-    std: Sequence[float] | None = None,
+    data: DataConfig | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Write a Hugging Face ``ViTForImageClassification`` folder computing ``model``'s logits.
 
     Args:
         class_names: one per output (``id2label``); empty for ``"0", "1", ...``.
-        mean, std: the per-channel normalisation of images in [0, 1]; given, a
-            ``preprocessor_config.json`` for ``ViTImageProcessor`` is written too.
+        data: the model's data config; given, a ``preprocessor_config.json`` whose image processor computes
+            its eval transform exactly (:meth:`~vitlab.data.DataConfig.hf_processor`) is written too.
 
     Raises:
-        ConfigError: for options Hugging Face's ViT cannot express (mean pooling, registers, ...).
+        ConfigError: for options Hugging Face's ViT cannot express (mean pooling, registers, ...), or
+            preprocessing no transformers image processor reproduces.
     """
     vit = _vit(model, "Hugging Face")
     config = hf_config_json(vit.config, class_names)
+    processor = None if data is None else data.hf_processor()
     folder = Path(folder)
     _free(folder / "config.json", folder / WEIGHTS, overwrite=overwrite)
     folder.mkdir(parents=True, exist_ok=True)
     save_file(to_hf_state_dict(vit), str(folder / WEIGHTS), metadata={"format": "pt"})
     _write_json(folder / "config.json", config)
-    if mean is not None and std is not None:
-        height, width = _pair(vit.config.img_size, "img_size")
-        _write_json(
-            folder / "preprocessor_config.json",
-            {
-                "image_processor_type": "ViTImageProcessor",
-                "do_resize": True,
-                "size": {"height": height, "width": width},
-                "resample": 2,
-                "do_rescale": True,
-                "rescale_factor": 1 / 255,
-                "do_normalize": True,
-                "image_mean": list(mean),
-                "image_std": list(std),
-            },
-        )
+    if processor is not None:
+        _write_json(folder / "preprocessor_config.json", processor)
     return folder
 
 
-def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[str, Any]:
+def timm_config_json(model: VisionTransformer, data_config: DataConfig) -> dict[str, Any]:
     """timm's ``config.json`` for ``model``: ``architecture``, ``model_args`` (every
     ``VisionTransformer`` argument) and ``pretrained_cfg`` (input size, mean, std, classes, and the resize
-    and crop a :class:`~vitlab.runs.DataConfig` records: interpolation, crop_pct, crop_mode)."""
+    and crop ``data_config`` records: interpolation, crop_pct, crop_mode); preprocessing timm's
+    ``create_transform`` would not reproduce exactly is refused."""
+    data_config.exact_in("timm")
     cfg = model.config
     if cfg.norm_eps != TIMM_LAYERNORM_EPS:
         raise ConfigError(
@@ -176,9 +173,9 @@ def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[st
             "architecture": TIMM_ARCHITECTURE,
             "input_size": [cfg.in_chans, *_pair(cfg.img_size, "img_size")],
             "fixed_input_size": not cfg.dynamic_img_size,
-            "interpolation": getattr(data_config, "interpolation", "bicubic"),
-            "crop_pct": getattr(data_config, "crop_pct", 1.0),
-            "crop_mode": getattr(data_config, "crop_mode", "center"),
+            "interpolation": data_config.interpolation,
+            "crop_pct": data_config.crop_pct,
+            "crop_mode": data_config.crop_mode,
             "mean": list(data_config.mean),
             "std": list(data_config.std),
             "num_classes": cfg.num_classes,
@@ -188,7 +185,7 @@ def timm_config_json(model: VisionTransformer, data_config: DataLike) -> dict[st
     }
 
 
-def export_timm(model: nn.Module, folder: str | Path, data_config: DataLike, overwrite: bool = False) -> Path:
+def export_timm(model: nn.Module, folder: str | Path, data_config: DataConfig, overwrite: bool = False) -> Path:
     """Write ``model`` in timm's folder layout: ``model.safetensors`` (timm names, see
     :func:`~vitlab.interop.to_timm_state_dict`) and ``config.json`` (:func:`timm_config_json`).
 

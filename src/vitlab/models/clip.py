@@ -28,6 +28,7 @@ from torch import nn
 
 from ..checks import Check, Float, Int, OneOf, Seq, check_fields
 from ..data.captions import CONTEXT_LENGTH, VOCAB
+from ..data.preprocess import Statistics
 from ..errors import ConfigError
 from ..layers.block import Block
 from .config import MAX_DEPTH, MAX_HEADS, MAX_TOKENS, MAX_WIDTH, ModelConfig, check_params, transformer_block_params
@@ -208,7 +209,7 @@ class CLIPModel(nn.Module):
 
     def image_features(self, images: torch.Tensor) -> torch.Tensor:
         """Images ``(B, C, H, W)`` in [0, 1] -> the image tower's pooled features ``(B, Dv)``, before the projection."""
-        features = self.visual((images - self.mean) / self.std)
+        features = self.visual(Statistics(self.mean.flatten(), self.std.flatten()).normalize(images))
         assert isinstance(features, torch.Tensor)
         return features
 

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import Check, Float, Int, Seq, check_fields
+from ..data.preprocess import Statistics
 from ..errors import CheckpointError, ConfigError
 from ..layers.mlp import MLP
 from .config import (
@@ -365,7 +366,7 @@ class PromptableModel(nn.Module):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
-        return (images - self.mean) / self.std
+        return Statistics(self.mean.flatten(), self.std.flatten()).normalize(images)
 
     def encode_image(self, images: torch.Tensor) -> ImageEncoding:
         """Images ``(B, 3, H, W)`` in [0, 1] -> :class:`ImageEncoding` (embedding ``(B, C, H/P, W/P)``,

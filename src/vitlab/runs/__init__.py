@@ -1,7 +1,8 @@
 """Runs on disk: the one checkpoint format and the one run folder.
 
 - ``checkpoint``: the format: :func:`save_checkpoint`, reading and verifying a safetensors file.
-- ``data_config``: :class:`DataConfig`, what a model needs from its input; ``loaded``: :class:`Loaded`.
+- :class:`DataConfig` (:mod:`vitlab.data.config`, re-exported): what a model needs from its input, recorded in
+  every checkpoint; ``loaded``: :class:`Loaded`.
 - ``load``: :func:`load_checkpoint`, any model source (a vitlab file or run folder, a hub id, or through
   ``foreign``: timm, Hugging Face, Keras); ``weights``: :func:`load_matching_weights`, :func:`create_model`.
 - ``rundir``: :class:`RunDir`, the run folder (file names, lock, refusal of foreign runs, resume); what a folder
@@ -9,8 +10,8 @@
 - ``files``: atomic writes with the user's umask, strict JSON.
 """
 
+from ..data.config import DataConfig
 from .checkpoint import save_checkpoint
-from .data_config import DataConfig, pretrained_cfg
 from .files import atomic_write, read_json, write_json
 from .load import checkpoint_data, load_checkpoint
 from .loaded import Loaded
@@ -24,7 +25,6 @@ __all__ = [
     "atomic_write",
     "checkpoint_data",
     "create_model",
-    "pretrained_cfg",
     "load_checkpoint",
     "load_matching_weights",
     "read_json",

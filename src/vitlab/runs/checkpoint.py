@@ -33,9 +33,9 @@ from safetensors.torch import save as safetensors_save
 from torch import nn
 
 from .. import __version__
+from ..data.config import DataConfig
 from ..errors import CheckpointError, ConfigError
 from ..models.registry import build_from_config, build_registered, list_models
-from .data_config import DataConfig
 from .files import atomic_write
 from .kinds import checkpoint_kinds
 from .loaded import Loaded

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..data.config import DataConfig
 from ..data.preprocess import Preprocess
 from ..errors import CheckpointError, ConfigError
 from ..interop.checkpoint import foreign_model, read_state_dict
@@ -21,7 +22,6 @@ from ..interop.timm.config import timm_fields, timm_label_names
 from ..models.registry import build_registered
 from ..ops.patches import _pair
 from .checkpoint import metadata_value, read_safetensors
-from .data_config import DataConfig
 from .loaded import Loaded
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -5,7 +5,7 @@
 folder, a timm or Hugging Face state dict (``.safetensors``, ``.pth``, ``.bin``, ``{"state_dict": ...}``), or a
 Keras ``.keras`` file (those three: :mod:`vitlab.runs.foreign`), or a Hugging Face hub model id (``timm/NAME.TAG``,
 ``hf-hub:timm/NAME``, ``ORG/NAME``; see :mod:`vitlab.runs.hub`), and returns the model (eval mode) with its
-:class:`~vitlab.runs.data_config.DataConfig`. A foreign model's preprocessing is its own: a timm ``pretrained_cfg``
+:class:`~vitlab.data.DataConfig`. A foreign model's preprocessing is its own: a timm ``pretrained_cfg``
 (in a ``config.json`` beside the weights or in the file's metadata) or a Hugging Face ``preprocessor_config.json``.
 Files vitlab wrote before this format (metadata ``config`` or ``vitlab_config``, dense ``dense_config``) still load.
 What it must guess for a foreign file is returned in ``Loaded.guessed`` and recorded in the
@@ -29,7 +29,6 @@ from ..device import resolve_device
 from ..errors import CheckpointError, VitlabError
 from ..interop.checkpoint import read_state_dict
 from .checkpoint import is_vitlab, load_vitlab, read_safetensors
-from .data_config import pretrained_cfg
 from .foreign import is_hf_folder, load_foreign, load_hf_folder, load_keras
 from .hub import hub_checkpoint, is_hub_id
 from .layout import BEST, LAST, SUMMARY, WEIGHTS
@@ -145,7 +144,8 @@ def load_checkpoint(
     if source_id is not None:
         loaded.metadata["source_id"] = source_id
     loaded.model.to(device).eval()
-    loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)  # type: ignore[assignment]
+    outputs = getattr(getattr(loaded.model, "config", None), "num_classes", None)
+    loaded.model.pretrained_cfg = loaded.data.pretrained_cfg(outputs)  # type: ignore[assignment]
     return loaded
 
 

@@ -13,10 +13,10 @@ import torch
 from torch import nn
 
 from ..data import DataSplits, load_dataset
+from ..data.config import DataConfig
 from ..data.options import DataOptions
 from ..data.photo_sources import SOURCES as PHOTO_SOURCES
 from ..errors import CheckpointError
-from .data_config import DataConfig
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Loaded:
         }
         where = data_dir or (data.data_dir if same else None)
         if name in PHOTO_SOURCES:
-            preprocess = options.preprocess(data.preprocess())
+            preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
             splits = load_dataset(name, where, preprocess=preprocess, **common)
             if preprocess.mean is not None and preprocess.std is not None:

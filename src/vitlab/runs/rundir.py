@@ -54,6 +54,7 @@ from torch import nn
 
 from .. import __version__
 from ..checks import run_folder_name
+from ..data.config import DataConfig
 from ..errors import CheckpointError, RunFolderError
 from .checkpoint import checkpoint_bytes, recorded_epoch, save_checkpoint
 from .commit import (
@@ -67,7 +68,6 @@ from .commit import (
     state_bytes,
 )
 from .contents import DAMAGED, FOREIGN, OLDER, Found, describe, inspect_folder, listing
-from .data_config import DataConfig
 from .files import atomic_write, check_writable_dir, clean_temp_files, current_umask, json_bytes, own_folder, read_json
 from .kinds import resumable_kinds
 from .layout import (

@@ -11,7 +11,6 @@ from torch import nn
 
 from ..errors import CheckpointError, ConfigError
 from ..models.registry import build_registered
-from .data_config import pretrained_cfg
 from .load import load_checkpoint
 
 
@@ -76,5 +75,5 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
                 f"pass its config fields"
             )
         model.load_state_dict(source)
-        model.pretrained_cfg = pretrained_cfg(model, loaded.data)  # type: ignore[assignment]
+        model.pretrained_cfg = loaded.data.pretrained_cfg(getattr(getattr(model, "config", None), "num_classes", None))  # type: ignore[assignment]
     return model

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ...checks import Check, Float, Int, Maybe, OneOf, Seq, check_fields, reject_unknown
+from ...data.preprocess import Statistics
 from ...errors import ConfigError
 from ..config import (
     MAX_CLASSES,
@@ -179,7 +180,7 @@ class DenseModel(nn.Module):
         self.register_buffer("std", torch.tensor(config.std).view(1, -1, 1, 1))
 
     def forward(self, images: torch.Tensor) -> dict:
-        x = (images - self.mean) / self.std
+        x = Statistics(self.mean.flatten(), self.std.flatten()).normalize(images)
         maps = self.backbone.forward_intermediates(
             x, self.config.block_indices(), norm=True, stop_early=True, intermediates_only=True
         )

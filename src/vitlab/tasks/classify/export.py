@@ -14,7 +14,8 @@ TARGETS = ("onnx", "timm", "hf")
 LOADERS = {
     "onnx": 'onnxruntime.InferenceSession("{out}")  (input "images", output "logits")',
     "timm": 'timm.create_model("local-dir:{out}", pretrained=True)',
-    "hf": 'transformers.ViTForImageClassification.from_pretrained("{out}")',
+    "hf": 'transformers.pipeline("image-classification", model="{out}")  (its image processor feeds the model '
+    "as vitlab does; a timm-style pipeline's needs timm installed)",
 }
 
 
@@ -30,9 +31,9 @@ def export_checkpoint(source: str | Path, target: str, out: str, *, opset: int =
         )
     data = loaded.data
     if target == "onnx":
-        export_onnx(loaded.model, out, data.image_size, data.in_chans, opset=opset, overwrite=overwrite)
+        export_onnx(loaded.model, out, data, opset=opset, overwrite=overwrite)
     elif target == "hf":
-        export_hf(loaded.model, out, data.classes, mean=data.mean, std=data.std, overwrite=overwrite)
+        export_hf(loaded.model, out, data.classes, data, overwrite=overwrite)
     else:
         export_timm(loaded.model, out, data, overwrite=overwrite)
     height, width = data.image_size
@@ -41,9 +42,9 @@ def export_checkpoint(source: str | Path, target: str, out: str, *, opset: int =
             f"read   {loaded.path}  ({loaded.kind}{f', {loaded.name}' if loaded.name else ''})",
             f"wrote  {out}  ({target}: images (B, {data.in_chans}, {height}, {width}) -> "
             f"{len(data.classes) or 'the'} class logits)",
-            f"input  each image resized ({data.crop_mode}, crop_pct {data.crop_pct:g}, {data.interpolation}) and "
-            f"centre-cropped to {height}x{width}, pixels in [0, 1], then (x - mean) / std with mean "
-            f"{tuple(data.mean)} std {tuple(data.std)}: vitlab.load_checkpoint(CKPT).data.preprocess() does it",
+            f"input  each image: {data.preprocess().describe()}, pixels in [0, 1], then (x - mean) / std with mean "
+            f"{tuple(data.mean)} std {tuple(data.std)}, exactly as written there; in vitlab: "
+            f"data = vitlab.load_checkpoint(CKPT).data; data.eval_transform()(data.load_image(PATH))",
             f"load   {LOADERS[target].format(out=out)}",
         ]
     )

@@ -1,8 +1,8 @@
 """Classify image files with any classifier checkpoint: ``classify_files(loaded, paths, top_k)``.
 
 Each image is read as the checkpoint's data config says (its channels; resized, centre-cropped and
-filtered as its :class:`~vitlab.data.preprocess.Preprocess` records, which for a timm or Hugging Face
-model is that library's own eval pipeline; pixels in [0, 1], then ``(x - mean) / std``) and scored; the
+filtered and normalised by its :class:`~vitlab.data.DataConfig`'s ``eval_transform``, which for a timm or
+Hugging Face model is that library's own eval pipeline) and scored; the
 ``top_k`` classes come back with their softmax probabilities.
 """
 
@@ -15,8 +15,6 @@ from pathlib import Path
 
 import torch
 
-from ...data import normalize
-from ...data.image import decode_image
 from ...data.options import DataOptions
 from ...errors import CheckpointError, DataError
 from ...runs import Loaded
@@ -80,22 +78,19 @@ def classify_files(
         )
     if top_k < 1:
         raise DataError(f"--top-k must be at least 1, got {top_k}")
-    data, model = loaded.data, loaded.model.eval()
-    preprocess = (options or DataOptions()).preprocess(data.preprocess())
-    run_at_size(model, preprocess.image_size)
+    data, model = loaded.data.resolve(options), loaded.model.eval()
+    run_at_size(model, data.image_size)
     if data.in_chans not in (1, 3):
         raise DataError(f"{loaded.path} takes {data.in_chans}-channel images; image files give 1 or 3")
     files = image_files(paths)
     device = next(model.parameters()).device
-    mean, std = torch.tensor(data.mean, device=device), torch.tensor(data.std, device=device)
     outputs: int = getattr(getattr(model, "config", None), "num_classes", 0)
     classes = output_names(data.classes, outputs, loaded.path)
-    results = []
+    transform, results = data.eval_transform(), []
     for start in range(0, len(files), batch_size):
         chunk = files[start : start + batch_size]
-        pixels = torch.stack([preprocess.eval_image(decode_image(f)) for f in chunk])
-        images = pixels.to(device).float() / 255
-        probs = model(normalize(images, mean, std)).float().softmax(dim=-1)
+        inputs = torch.stack([transform(data.load_image(f)) for f in chunk]).to(device)
+        probs = model(inputs).float().softmax(dim=-1)
         if len(classes) < probs.shape[-1]:  # a model whose config does not say its outputs
             classes = output_names(classes, probs.shape[-1], loaded.path)
         values, indices = probs.topk(min(top_k, probs.shape[-1]), dim=-1)

@@ -21,9 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
-from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
-from ...data.augment import PRESETS, normalize_
+from ...data import AugmentConfig, BatchAugment, DataConfig, DataSplits, ImageDataset
+from ...data.augment import PRESETS
 from ...data.options import DataOptions
+from ...data.preprocess import Statistics, unit_pixels
 from ...data.stream import StreamDataset
 from ...engine.config import RunConfig
 from ...engine.distributed import all_reduce_sum
@@ -37,7 +38,6 @@ from ...models import build_registered
 from ...models.registry import build_from_config, get_config, list_models
 from ..distill import DISTILL_KINDS, distillation_loss
 
-GEOMETRY = ("crop_pct", "crop_mode", "interpolation", "resize_backend", "crop_rounding")
 """The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
 
 # Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
@@ -282,8 +282,7 @@ def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
 def as_pixels(images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A batch on ``device`` as float pixels in [0, 1]: a streamed uint8 batch is scaled there, after the
     copy (a quarter of the bytes of float32)."""
-    images = images.to(device, non_blocking=True)
-    return images.float().div_(255) if images.dtype == torch.uint8 else images
+    return unit_pixels(images.to(device, non_blocking=True))
 
 
 class ClassificationTask(Task):
@@ -325,7 +324,7 @@ class ClassificationTask(Task):
         self.augment_config = augment
         self.augment: BatchAugment | None = None
         self.epoch_seed = 0
-        self.mean, self.std = tuple(splits.mean), tuple(splits.std)
+        self.inputs = Statistics(tuple(splits.mean), tuple(splits.std))
 
     def prepare(self, env: Any, amp: bool) -> None:
         super().prepare(env, amp)
@@ -333,8 +332,8 @@ class ClassificationTask(Task):
         self.train_set = _on(self.train_data, device)
         self.val_set = _on(self.splits.val, device)
         self.test_set = _on(self.splits.test, device) if self.splits.test is not None else None
-        self.mean_t = torch.tensor(self.mean, device=device)
-        self.std_t = torch.tensor(self.std, device=device)
+        mean, std = self.inputs.mean, self.inputs.std
+        self.device_inputs = Statistics(torch.tensor(mean, device=device), torch.tensor(std, device=device))
         if self.teacher is not None:
             self.teacher = self.teacher.to(device).eval().requires_grad_(False)
 
@@ -368,7 +367,7 @@ class ClassificationTask(Task):
         targets = labels
         if self.augment is not None:
             images, targets = self.augment(images, labels)
-        inputs = normalize_(images, self.mean_t, self.std_t)
+        inputs = self.device_inputs.normalize(images, in_place=True)
         outputs = net(inputs)
         cfg = self.config
         if self.teacher is None:
@@ -402,7 +401,7 @@ class ClassificationTask(Task):
         ``world_size``-th image and the sums are all-reduced."""
         rank, world = self.env.rank, self.env.world_size
         index = torch.arange(rank, len(data), world)
-        logits, labels = dataset_logits(model, data, self.mean, self.std, amp=self.amp, index=index)
+        logits, labels = dataset_logits(model, data, self.inputs, amp=self.amp, index=index)
         logits, labels = logits.to(self.env.device), labels.to(self.env.device)
         loss = F.cross_entropy(logits, labels, reduction="sum").double().reshape(1)
         sums = all_reduce_sum(torch.cat([loss, calibration_bins(logits.softmax(dim=1), labels).flatten()]))
@@ -423,20 +422,9 @@ class ClassificationTask(Task):
         train = self.splits.train
         return [f"{self.splits.name}: {train.bad_report()}"] if isinstance(train, StreamDataset) and train.bad else []
 
-    def data_config(self) -> dict[str, Any]:
-        chans, height, width = self.splits.image_shape
+    def data_config(self) -> DataConfig:
         cfg = self.config
-        return {
-            "image_size": [height, width],
-            "in_chans": chans,
-            "mean": list(self.mean),
-            "std": list(self.std),
-            "classes": list(self.splits.train.classes),
-            "normalization": getattr(self.splits, "normalization", cfg.normalization),
-            "dataset": self.splits.name,
-            "data_dir": None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir)),
-            "seed": cfg.seed,
-            "rows": cfg.rows,
-            "splits": self.splits.identity(),
-            **({k: getattr(self.preprocess, k) for k in GEOMETRY} if self.preprocess is not None else {}),
-        }
+        data_dir = None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir))
+        data = DataConfig.from_splits(self.splits, data_dir=data_dir, seed=cfg.seed, rows=cfg.rows)
+        data.splits = self.splits.identity()
+        return data if self.preprocess is None else data.with_preprocess(self.preprocess)

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ...data import DataSplits, ImageDataset, load_dataset
 from ...data.options import DataOptions
 from ...data.photo_sources import SOURCES as PHOTO_SOURCES
-from ...data.preprocess import Preprocess
+from ...data.preprocess import Preprocess, resize_images
 from ...engine import Reporter, seed_everything
 from ...engine.evaluate import evaluate_model
 from ...errors import CheckpointError, ConfigError, DataError
@@ -108,15 +107,15 @@ def with_statistics(splits: DataSplits, mean: tuple[float, ...] | None, std: tup
 
 
 def resize_splits(splits: DataSplits, size: int | tuple[int, int]) -> DataSplits:
-    """In-memory ``splits`` resized to ``size`` (bilinear, antialiased), e.g. 28x28 Fashion-MNIST at 32."""
-    target = (size, size) if isinstance(size, int) else tuple(size)
+    """In-memory ``splits`` resized to ``size`` (:func:`~vitlab.data.preprocess.resize_images`), e.g. 28x28
+    Fashion-MNIST at 32."""
+    target = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
     def resized(part: str) -> ImageDataset:
         data = splits.in_memory(part, "resizing")
         if tuple(data.images.shape[2:]) == target:
             return data
-        images = F.interpolate(data.images, size=target, mode="bilinear", antialias=True, align_corners=False)
-        return ImageDataset(images.clamp_(0, 1), data.labels, data.classes)
+        return ImageDataset(resize_images(data.images, target), data.labels, data.classes)
 
     test = None if splits.test is None else resized("test")
     return replace(splits, train=resized("train"), val=resized("val"), test=test)
@@ -332,9 +331,7 @@ def evaluate_checkpoint(
                 f"{loaded.path} has {outputs} outputs but {splits.name} has "
                 f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)"
             )
-        report = evaluate_model(
-            loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
-        )
+        report = evaluate_model(loaded.model, data, splits, calibration=splits.val if temperature_scale else None)
         name = loaded.name or type(loaded.model).__name__
         report = {
             "checkpoint": str(loaded.path),

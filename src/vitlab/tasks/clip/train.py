@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ...checks import Check, Fields, Float, Int, OneOf, Text
+from ...data import DataConfig
 from ...data.captions import (
     CaptionedShapes,
     CaptionSplits,
@@ -40,7 +41,6 @@ from ...models import build_registered, get_config
 from ...models.clip import CLIPConfig, CLIPModel
 from ...models.config import MAX_SIDE
 from ...models.vit_config import ViTConfig
-from ...runs import DataConfig
 from ..run import RunResult
 from .contrastive import clip_loss, retrieval_metrics
 from .zeroshot import TEMPLATES, classify, embed_images, embed_texts
@@ -201,10 +201,10 @@ class CLIPTask(Task):
         assert isinstance(model, CLIPModel)
         return evaluate_clip(model, self.splits.test)
 
-    def data_config(self) -> dict[str, Any]:
+    def data_config(self) -> DataConfig:
         """Images in [0, 1] (the model normalises them itself); the classes of the zero-shot task."""
         cfg, size = self.config, self.images.shape[-1]
-        return DataConfig.raw_pixels(size, SHAPE_CLASSES, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows).to_dict()
+        return DataConfig.raw_pixels(size, SHAPE_CLASSES, self.splits.name, cfg.data_dir, cfg.seed, cfg.rows)
 
 
 def build_task(config: CLIPTrainConfig, splits: CaptionSplits | None, reporter: Reporter) -> CLIPTask:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torchvision.ops import box_convert
 
-from ...data.image import decode_image
+from ...data.options import DataOptions
 from ...device import resolve_device
 from ...errors import CheckpointError
 from ...models.dense import DenseModel
@@ -121,15 +121,10 @@ def predict_file(
 ) -> Path:
     """Run a ``segmenter`` / ``detector`` checkpoint (any source :func:`vitlab.runs.load_checkpoint`
     reads) on one image file, resized to the model's size; write the overlay PNG to ``out``."""
-    from PIL import Image
-
     loaded = dense_checkpoint(checkpoint, device)
     model = cast(DenseModel, loaded.model)  # dense_checkpoint admits only dense kinds
-    size = model.config.img_size
-    im = decode_image(image)  # the one image door: a pixel budget from the header, 16-bit scaled
-    x = torch.from_numpy(
-        np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR), np.float32) / 255
-    ).permute(2, 0, 1)[None]
+    data = loaded.data.resolve(DataOptions(image_size=model.config.img_size))  # the model normalises itself
+    x = data.eval_transform()(data.load_image(image))[None]
     classes = tuple(loaded.data.classes)
     if model.config.task == "segment":
         pil = overlay(x[0], mask=predict_masks(model, x)[0], classes=classes)

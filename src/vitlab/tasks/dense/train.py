@@ -23,13 +23,14 @@ from torch import nn
 from torchvision.ops import box_convert
 
 from ...checks import Check, Fields, Int, Maybe, OneOf
+from ...data import DataConfig
 from ...data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError, DataError
 from ...models.config import MAX_SIDE
 from ...models.dense import HEADS, DenseConfig, DenseModel
-from ...runs import DataConfig, RunDir, read_json
+from ...runs import RunDir, read_json
 from ...runs.layout import CONFIG, EVALUATION
 from ..run import RunResult
 from .losses import DetectionLoss, MaskClassificationLoss
@@ -258,7 +259,7 @@ class DenseTask(Task):
     def test(self, model: nn.Module) -> dict[str, Any]:
         return evaluate_dense(cast(DenseModel, model), self.splits.test)
 
-    def data_config(self) -> dict[str, Any]:
+    def data_config(self) -> DataConfig:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
         return raw_pixel_data(self.config, self.splits, cast(DenseModel, self.model).config.img_size)
 
@@ -276,10 +277,10 @@ def config_splits(config: DenseTrainConfig | Any) -> DenseSplits:
     )
 
 
-def raw_pixel_data(config: RunConfig, splits: DenseSplits, size: int) -> dict[str, Any]:
+def raw_pixel_data(config: RunConfig, splits: DenseSplits, size: int) -> DataConfig:
     """A dense or promptable checkpoint's data config: images in [0, 1] of ``size`` pixels (the model
     normalises them itself), the object classes, and where they came from."""
-    return DataConfig.raw_pixels(size, splits.classes, splits.name, config.data_dir, config.seed, config.rows).to_dict()
+    return DataConfig.raw_pixels(size, splits.classes, splits.name, config.data_dir, config.seed, config.rows)
 
 
 def build_task(config: DenseTrainConfig, splits: DenseSplits | None, reporter: Reporter) -> DenseTask:

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...data.image import decode_image
+from ...data.image import read_image
+from ...data.preprocess import resize_images
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...models.promptable import FOREGROUND, PADDING, PromptableModel, box_prompt
@@ -75,7 +76,7 @@ def segment(
     size = model.config.img_size
     xy, lab = prompt_tensors(points, labels, box)
     xy = xy * torch.tensor([size / w, size / h])
-    x = F.interpolate(image[None].float(), size=(size, size), mode="bilinear", align_corners=False)
+    x = resize_images(image[None].float(), (size, size), antialias=False)
     out = model(x.to(device), xy[None].to(device), lab[None].to(device))
     logits = F.interpolate(out["masks"].float(), size=(h, w), mode="bilinear", align_corners=False)[0]
     iou, order = out["iou"][0].float().sort(descending=True)
@@ -130,8 +131,7 @@ def predict_file(
 
     loaded = promptable_checkpoint(checkpoint, device)
     model = cast(PromptableModel, loaded.model)  # promptable_checkpoint admits only this kind
-    im = decode_image(image)  # the one image door: a pixel budget from the header, 16-bit scaled
-    x = torch.from_numpy(np.asarray(im.convert("RGB"), np.float32) / 255).permute(2, 0, 1)
+    x = read_image(image)  # the one image door, at its own size: (3, H, W) in [0, 1]
     masks, ious = segment(model, x, points, labels, box)
     xy, lab = prompt_tensors(points, labels, None) if points is not None else (None, None)
     pil = overlay_prompt(x, masks[0], xy, lab, box)

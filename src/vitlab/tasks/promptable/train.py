@@ -14,12 +14,13 @@ end; the test figures are those of the final model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import torch
 from torch import nn
 
 from ...checks import Check, Float, Int, OneOf
+from ...data import DataConfig
 from ...data.shapes import DenseDataset, DenseSplits, check_generated
 from ...engine import Reporter, Task, seed_everything
 from ...engine.distributed import DistEnv
@@ -195,7 +196,7 @@ class PromptableTask(Task):
     def test(self, model: nn.Module) -> dict[str, float]:
         return self.evaluate(model, "test")
 
-    def data_config(self) -> dict[str, Any]:
+    def data_config(self) -> DataConfig:
         """Images in [0, 1] (the model normalises them itself), the object classes, where they came from."""
         return raw_pixel_data(self.config, self.splits, self.model.config.img_size)
 

@@ -24,14 +24,15 @@ import torch
 from torch import nn
 
 from ...checks import Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
-from ...data import DataSplits, load_dataset, normalize
+from ...data import DataConfig, DataSplits, load_dataset
+from ...data.preprocess import Statistics
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv, all_reduce_sum
 from ...errors import ConfigError
 from ...models import build_registered
 from ...models.config import MAX_CLASSES, MAX_SIDE
 from ...models.vit import VisionTransformer
-from ...runs import DataConfig, RunDir
+from ...runs import RunDir
 from ...runs.layout import METRICS
 from ..classify.task import ModelFields
 from ..run import RunResult
@@ -152,21 +153,22 @@ class PretrainTask(Task):
     def prepare(self, env: DistEnv, amp: bool) -> None:
         super().prepare(env, amp)
         self.images = self.images.to(env.device)
-        self.mean = torch.tensor(self.splits.mean, device=env.device)
-        self.std = torch.tensor(self.splits.std, device=env.device)
+        self.inputs = Statistics(
+            torch.tensor(self.splits.mean, device=env.device), torch.tensor(self.splits.std, device=env.device)
+        )
 
     def train_size(self) -> int:
         return len(self.images)
 
     def batch(self, index: torch.Tensor) -> torch.Tensor:
         """Normalised images ``(B, C, H, W)``."""
-        return normalize(self.images[index.to(self.images.device)], self.mean, self.std)
+        return self.inputs.normalize(self.images[index.to(self.images.device)])
 
-    def data_config(self) -> dict[str, Any]:
+    def data_config(self) -> DataConfig:
         cfg = self.config
         data = DataConfig.from_splits(self.splits, data_dir=cfg.data_dir, seed=cfg.seed, rows=cfg.rows)
         data.classes = []  # an encoder has no outputs to name
-        return data.to_dict()
+        return data
 
     def finish(self, run_dir: RunDir, model: nn.Module) -> None:
         from .figures import plot_pretrain_loss

@@ -9,7 +9,6 @@ features with weights ``exp(similarity / T)`` (DINO's protocol).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...data import ImageDataset, normalize
+from ...data import ImageDataset
+from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ..requests import EvaluateRequest
@@ -26,17 +26,15 @@ PROBES = ("linear", "knn")
 
 
 @torch.no_grad()
-def extract_features(
-    model: nn.Module, images: torch.Tensor, mean: Sequence[float], std: Sequence[float], batch_size: int = 512
-) -> torch.Tensor:
-    """Pooled features ``(N, D)`` float32 for ``images (N, C, H, W)`` in [0, 1]; ``model`` in eval mode."""
+def extract_features(model: nn.Module, images: torch.Tensor, inputs: Normalizes, batch_size: int = 512) -> torch.Tensor:
+    """Pooled features ``(N, D)`` float32 for ``images (N, C, H, W)`` in [0, 1] normalised by ``inputs`` (the
+    splits, a data config); ``model`` in eval mode."""
     model.eval()
     device = next(model.parameters()).device
-    mean_t, std_t = torch.tensor(mean, device=device), torch.tensor(std, device=device)
     backbone: Any = model
     chunks = []
     for chunk in images.split(batch_size):
-        tokens = backbone.forward_features(normalize(chunk.to(device), mean_t, std_t))
+        tokens = backbone.forward_features(inputs.normalize(chunk.to(device)))
         chunks.append(backbone.forward_head(tokens, pre_logits=True).float())
     return torch.cat(chunks)
 
@@ -103,15 +101,14 @@ def probe_model(
     model: nn.Module,
     train: ImageDataset,
     test: ImageDataset,
-    mean: Sequence[float],
-    std: Sequence[float],
+    inputs: Normalizes,
     method: str = "linear",
     k: int = 20,
 ) -> float:
     """Frozen-feature accuracy of ``model`` on ``test`` by ``method`` (``linear`` | ``knn``) fitted on ``train``."""
     if method not in PROBES:
         raise ConfigError(f"unknown probe {method!r}: choose one of {PROBES}")
-    xtr, xte = extract_features(model, train.images, mean, std), extract_features(model, test.images, mean, std)
+    xtr, xte = extract_features(model, train.images, inputs), extract_features(model, test.images, inputs)
     ytr, yte = train.labels.to(xtr.device), test.labels.to(xte.device)
     if method == "linear":
         return linear_probe(xtr, ytr, xte, yte, len(train.classes))
@@ -134,9 +131,7 @@ def probe_checkpoint(
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = splits.in_memory(split, f"the {method} probe")
-    acc = probe_model(
-        ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits.mean, splits.std, method, k
-    )
+    acc = probe_model(ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits, method, k)
     return {
         "checkpoint": str(ckpt.path),
         "model": ckpt.name,
