@@ -94,7 +94,13 @@ def split_indices(
 
 
 def split_rule(
-    held_out: tuple[float, ...], what: str, seed: int, rows: int | None, *, val: str | None = None, test: str | None = None
+    held_out: tuple[float, ...],
+    what: str,
+    seed: int,
+    rows: int | None,
+    *,
+    val: str | None = None,
+    test: str | None = None,
 ) -> str:
     """One line saying how :func:`split_indices` split ``what`` (e.g. "the 1797 images"); ``val`` / ``test``
     describe an official split the source brought (then no held-out fraction makes it)."""

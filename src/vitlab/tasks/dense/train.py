@@ -23,7 +23,9 @@ from torch import nn
 from torchvision.ops import box_convert
 
 from ...checks import Check, Fields, Int, Maybe, OneOf
-from ...data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
+from ...data import list_datasets, load_dense_dataset
+from ...data.dense import DenseDataset, DenseSplits
+from ...data.shapes import SHAPES_COUNT, check_generated
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError, DataError
@@ -96,7 +98,7 @@ class DenseTrainConfig(ShapesRunConfig):
             **super().checks(),
             "task": OneOf(TASKS),
             "head": Maybe(OneOf(sum(HEADS.values(), ()))),
-            "dataset": OneOf(DENSE_DATASETS),
+            "dataset": OneOf(tuple(list_datasets("dense"))),
             "image_size": Int(1, MAX_SIDE),
         }
 

@@ -20,7 +20,9 @@ import torch
 from torch import nn
 
 from ...checks import Check, Float, Int, OneOf
-from ...data.shapes import DenseDataset, DenseSplits, check_generated
+from ...data.dense import DenseDataset, DenseSplits
+from ...data.registry import dataset_specs
+from ...data.shapes import check_generated
 from ...engine import Reporter, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import DataError
@@ -32,7 +34,7 @@ from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 
 KIND = "promptable"  # the run's and the checkpoint's kind
-DATASETS = ("shapes",)  # datasets with instance masks
+DATASETS = tuple(spec.name for spec in dataset_specs("dense") if "instances" in spec.provides)
 DERIVED = ("img_size", "mean", "std")  # PromptableConfig fields a run sets from its data
 
 
