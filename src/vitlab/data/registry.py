@@ -177,7 +177,7 @@ def where_read(spec: DatasetSpec) -> str:
     try:
         return str(locate_dataset(spec.name, target=spec.target))
     except DataError:
-        return "not found (vitlab data download)"
+        return f"not found (vitlab data download {spec.name})"
 
 
 def _existing(what: str, path: Path) -> Path:
