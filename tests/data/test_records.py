@@ -13,12 +13,11 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlab.data import load_dataset, make_splits, read_image
-from vitlab.data import records as records_module
 from vitlab.data import load as load_module
+from vitlab.data import load_dataset, make_splits, read_image, read_records
+from vitlab.data import records as records_module
 from vitlab.data.dataset import ImageDataset, Source
 from vitlab.data.image import decode_image
-from vitlab.data import read_records
 from vitlab.data.preprocess import Preprocess
 from vitlab.data.records import split_records
 from vitlab.data.stream import StreamDataset

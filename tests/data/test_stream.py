@@ -8,8 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlab.data import ShardSampler, load_dataset
-from vitlab.data import read_records
+from vitlab.data import ShardSampler, load_dataset, read_records
 from vitlab.data.preprocess import Preprocess
 from vitlab.data.stream import StreamDataset, sample_seeds
 from vitlab.errors import DataError

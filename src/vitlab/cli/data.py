@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from ..data import NORMALIZATIONS, download
-from ..data.registry import dataset_specs, where_read
 from ..data.fetch import DEADLINE
+from ..data.registry import dataset_specs, where_read
 from ..errors import ConfigError
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
