@@ -9,8 +9,8 @@ from PIL import Image
 
 from vitlab.cli.main import main
 from vitlab.data import load_dataset
+from vitlab.data.memory import DecodedSplit, decode_records
 from vitlab.data.preprocess import Preprocess
-from vitlab.data.stream import DecodedSplit, decode_records
 from vitlab.models import build_registered
 from vitlab.runs import DataConfig, save_checkpoint
 

@@ -15,7 +15,7 @@ part, fixed for a given seed, never a file's tail.
 - The photo sources (``folder``, ``manifest``, ``wds``, ``hf``), read from ``data_dir`` through a
   :class:`~vitlab.data.preprocess.Preprocess` (default: 32x32 squashed, bilinear, RGB). Official splits
   are kept; without them 70/15/15 as above. ``loader="memory"`` holds them in memory as float32 splits
-  (:class:`~vitlab.data.stream.DecodedSplit`), each decoded the first time its images are used, so a
+  (:class:`~vitlab.data.memory.DecodedSplit`), each decoded the first time its images are used, so a
   command that scores one split never decodes another; ``"stream"`` gives
   :class:`~vitlab.data.stream.StreamDataset` splits decoded on demand; ``"auto"`` streams when the decoded
   float32 images (``N*C*H*W*4`` bytes) would exceed :data:`MEMORY_LIMIT` or a quarter of the available
@@ -38,11 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError
 from .dataset import NORMALIZATIONS, DataSplits, make_splits
+from .memory import DecodedSplit
 from .options import LOADERS
 from .preprocess import Preprocess
 from .records import Records, split_records
 from .registry import DatasetSpec, dataset_spec, locate_dataset, photo_sources
-from .stream import DecodedSplit, StreamDataset
+from .stream import StreamDataset
 
 if TYPE_CHECKING:
     from .captions import CaptionSplits
