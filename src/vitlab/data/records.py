@@ -3,11 +3,11 @@
 A :class:`Records` is a split's images as references into a :class:`Store` (a file, a tar member, a row of
 a Hugging Face dataset), their labels ``(N,)`` int64 and the class names; :meth:`Records.open` decodes one
 through the one image door (:func:`~vitlab.data.image.decode_image`), so every unreadable item is a
-:class:`~vitlab.errors.DataError` naming it. The sources that index them are
-:mod:`~vitlab.data.photo_sources` (:func:`~vitlab.data.photo_sources.read_records`); they share
+:class:`~vitlab.errors.DataError` naming it. The photo sources that index them (``*_records.py``) are
+registered in :mod:`~vitlab.data.registry` (:func:`~vitlab.data.registry.read_records`); they share
 :data:`SPLIT_NAMES`, :class:`Names`, :class:`FileStore` and the :class:`ProgressCounter` here.
-:func:`split_records` makes the splits a source does not have, by the rule of
-:func:`~vitlab.data.dataset.make_splits`.
+:func:`split_records` makes the splits a source does not have, by the one rule
+(:func:`~vitlab.data.split.split_indices`).
 """
 
 from __future__ import annotations

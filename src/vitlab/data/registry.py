@@ -180,6 +180,15 @@ def where_read(spec: DatasetSpec) -> str:
         return f"not found (vitlab data download {spec.name})"
 
 
+def read_records(name: str, data_dir: str | Path, *, progress: Any = None, **options: Any) -> dict[str, Any]:
+    """Index photo source ``name`` at ``data_dir`` without decoding a pixel: ``{"train", "val"?, "test"?}``
+    :class:`~vitlab.data.records.Records` (``options``: ``image_column``, ``label_column`` for ``hf``)."""
+    spec = dataset_spec(name)
+    if not spec.streams:
+        raise DataError(f"{name} is not a photo source; choose one of {photo_sources()}")
+    return spec.reader(data_dir, progress=progress, **options)
+
+
 def _existing(what: str, path: Path) -> Path:
     if not path.exists():
         raise DataError(f"--data-dir {path} does not exist; pass the {what}")
@@ -309,12 +318,3 @@ for _spec in (
     ),
 ):
     register_dataset(_spec)
-
-
-def read_records(name: str, data_dir: str | Path, *, progress: Any = None, **options: Any) -> dict[str, Any]:
-    """Index photo source ``name`` at ``data_dir`` without decoding a pixel: ``{"train", "val"?, "test"?}``
-    :class:`~vitlab.data.records.Records` (``options``: ``image_column``, ``label_column`` for ``hf``)."""
-    spec = dataset_spec(name)
-    if not spec.streams:
-        raise DataError(f"{name} is not a photo source; choose one of {photo_sources()}")
-    return spec.reader(data_dir, progress=progress, **options)

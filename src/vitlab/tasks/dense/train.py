@@ -201,7 +201,7 @@ def build_dense_model(config: DenseTrainConfig, splits: DenseSplits) -> DenseMod
 
 
 class DenseTask(Task):
-    """Segmentation or detection on :class:`~vitlab.data.shapes.DenseSplits`. The training images
+    """Segmentation or detection on :class:`~vitlab.data.dense.DenseSplits`. The training images
     (and masks) live on the device; validation and test data stay on the CPU, scored in batches."""
 
     drop_last = False

@@ -130,7 +130,7 @@ def build_promptable_model(config: PromptableTrainConfig, splits: DenseSplits) -
 
 
 class PromptableTask(Task):
-    """Promptable segmentation on :class:`~vitlab.data.shapes.DenseSplits` with instance masks.
+    """Promptable segmentation on :class:`~vitlab.data.dense.DenseSplits` with instance masks.
     Prompts are drawn on the CPU from the task's per-epoch generator; batches then move to the device."""
 
     model: PromptableModel
