@@ -111,8 +111,8 @@ def warm_page_cache(paths: list[str]) -> int:
 
 
 def vitlab_stream(root: Path, args: argparse.Namespace) -> Callable[[int], Iterator[int]]:
+    from vitlab.data import read_records
     from vitlab.data.augment import normalize_
-    from vitlab.data.photo_sources import read_records
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.stream import StreamDataset
     from vitlab.tasks.classify.task import as_pixels
@@ -408,8 +408,8 @@ def bench_stages(args: argparse.Namespace) -> dict:
     from timm.data import create_transform
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
+    from vitlab.data import read_records
     from vitlab.data.augment import normalize_
-    from vitlab.data.photo_sources import read_records
     from vitlab.data.preprocess import Preprocess
     from vitlab.data.stream import StreamDataset, sample_seeds
     from vitlab.tasks.classify.task import as_pixels

@@ -19,7 +19,8 @@ import platform
 
 import torch
 
-from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
+from vitlab.data import load_dense_dataset
+from vitlab.data.shapes import SHAPES_COUNT
 from vitlab.tasks import run as run_task
 from vitlab.tasks.dense import DenseTrainConfig
 

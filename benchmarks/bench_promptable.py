@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from vitlab.data.shapes import SHAPES_COUNT, load_dense_dataset
+from vitlab.data import load_dense_dataset
+from vitlab.data.shapes import SHAPES_COUNT
 from vitlab.tasks import run
 from vitlab.tasks.promptable import PromptableTrainConfig
 

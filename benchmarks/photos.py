@@ -8,8 +8,9 @@ filled shapes (ellipses, rectangles, polygons; the class sets the base hue and t
 Gaussian noise, saved as an RGB JPEG at quality 90 with random width and height in ``sizes`` — so files
 decode like photos of that size (~23 KB each at 224-320 px, texture and noise included) rather than flat colour fields.
 Image ``i`` depends only on ``(seed, i)``; ``layout="flat"`` writes ``root/CLASS/NNNNNN.jpg``,
-``"splits"`` writes ``root/train/CLASS/...`` and ``root/val/CLASS/...`` (every ``val_every``-th image in
-val). Generation runs in two processes and is cached: a folder whose ``.photos.json`` marker records the
+``"splits"`` writes ``root/train/CLASS/...`` and ``root/val/CLASS/...`` (every ``val_every``-th image of
+each class in val, so both splits hold every class).
+Generation runs in two processes and is cached: a folder whose ``.photos.json`` marker records the
 same parameters is reused as it is.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 MARKER = ".photos.json"
-VERSION = 1  # bump when the images a given set of parameters produces change
+VERSION = 2  # bump when the images a given set of parameters produces change
 
 
 def class_name(c: int) -> str:
@@ -97,7 +98,8 @@ def make_photo_folder(
     """Write ``n`` JPEG photos under ``root`` (or reuse them when its marker records these parameters).
 
     ``layout``: ``"flat"`` (``root/CLASS/*.jpg``) or ``"splits"`` (``root/train/CLASS``, ``root/val/CLASS``,
-    every ``val_every``-th image in val). Returns ``root``. A folder without the marker, or with one for
+    every ``val_every``-th image of each class in val: stratified, whatever ``classes`` and ``val_every``).
+    Returns ``root``. A folder without the marker, or with one for
     other parameters, is replaced only if it holds nothing but what this function wrote (its marker, class
     folders of ``.jpg`` files); anything else is refused.
     """
@@ -128,8 +130,8 @@ def make_photo_folder(
         for c in range(classes):
             (partial / split / class_name(c)).mkdir(parents=True, exist_ok=True)
 
-    def split_of(i: int) -> str:
-        return "" if layout == "flat" else ("val" if i % val_every == val_every - 1 else "train")
+    def split_of(i: int) -> str:  # image i is the (i // classes)-th of its class (label = i % classes)
+        return "" if layout == "flat" else ("val" if (i // classes) % val_every == val_every - 1 else "train")
 
     chunk = 250
     jobs = [

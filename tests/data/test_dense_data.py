@@ -7,7 +7,9 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlab.data.shapes import generate_shapes, load_coco_boxes, load_dense_dataset, load_mask_folder
+from vitlab.data import load_dense_dataset
+from vitlab.data.dense import load_coco_boxes, load_mask_folder
+from vitlab.data.shapes import generate_shapes
 
 
 def test_shapes_is_seeded_and_consistent():

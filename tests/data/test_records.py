@@ -13,12 +13,11 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlab.data import load_dataset, make_splits, read_image
+from vitlab.data import load as load_module
+from vitlab.data import load_dataset, make_splits, read_image, read_records
 from vitlab.data import records as records_module
-from vitlab.data import registry as registry_module
 from vitlab.data.dataset import ImageDataset, Source
 from vitlab.data.image import decode_image
-from vitlab.data.photo_sources import read_records
 from vitlab.data.preprocess import Preprocess
 from vitlab.data.records import split_records
 from vitlab.data.stream import StreamDataset
@@ -349,7 +348,7 @@ def test_sixteen_bit_and_palette_pngs_decode_like_eight_bit(tmp_path):
 def test_auto_loader_streams_what_would_not_fit(sources, monkeypatch):
     small = load_dataset("folder", sources["folder"], loader="auto")
     assert small.loader == "memory" and "within min(2 GiB" in small.loader_reason
-    monkeypatch.setattr(registry_module, "MEMORY_LIMIT", 1000)
+    monkeypatch.setattr(load_module, "MEMORY_LIMIT", 1000)
     big = load_dataset("folder", sources["folder"], loader="auto", workers=0)
     assert big.loader == "stream" and isinstance(big.train, StreamDataset) and "over min(2 GiB" in big.loader_reason
     assert big.train.train and not big.val.train and big.image_shape == (3, 32, 32)

@@ -1,11 +1,25 @@
-"""load_dataset: the one split rule, rows, normalization, option checking, and where files are found."""
+"""The one dataset registry (every target, plug-ins, `vitlab data list`) and load_dataset: the one split rule,
+rows, normalization, option checking, and where files are found."""
 
 import numpy as np
 import pytest
 import torch
 
-from vitlab.data import ImageDataset, list_datasets, load_dataset, locate_dataset, make_splits, stratified_order
+from vitlab.cli.main import main
+from vitlab.data import (
+    DatasetSpec,
+    ImageDataset,
+    dataset_spec,
+    list_datasets,
+    load_dataset,
+    load_dense_dataset,
+    locate_dataset,
+    make_splits,
+    register_dataset,
+    stratified_order,
+)
 from vitlab.data.dataset import Source
+from vitlab.data.registry import dataset_specs, photo_sources, unregister_dataset
 from vitlab.data.split import stratified_split
 from vitlab.data.synthetic import make_synthetic
 from vitlab.errors import DataError
@@ -157,3 +171,45 @@ def test_synthetic_classes_are_learnable():
     means = torch.stack([x[y == c].mean(0) for c in range(10)])
     pred = torch.cdist(splits.test.images.flatten(1), means).argmin(1)
     assert (pred == splits.test.labels).float().mean() > 0.3
+
+
+def test_one_registry_holds_every_target():
+    specs = {(spec.target, spec.name): spec for spec in dataset_specs()}
+    assert set(list_datasets("dense")) == {"shapes", "mask-folder", "coco"} and list_datasets("captions") == ["shapes"]
+    assert {name for target, name in specs if target == "classify"} == set(list_datasets())
+    assert photo_sources() == ["folder", "manifest", "wds", "hf"]
+    assert all(specs[("classify", name)].storage == "memory or stream" for name in photo_sources())
+    assert specs[("dense", "shapes")].provides == ("masks", "boxes", "instances")
+    with pytest.raises(DataError, match=r"unknown dataset 'coco' \(coco is a dense dataset\); choose one of"):
+        load_dataset("coco")
+    with pytest.raises(DataError, match=r"unknown dense dataset 'digits' \(digits is a classify dataset\)"):
+        load_dense_dataset("digits")
+    with pytest.raises(DataError, match=r"mask-folder reads your files|reads your files: pass data_dir"):
+        load_dense_dataset("mask-folder")
+    with pytest.raises(DataError, match=r"shapes is generated; it takes no --data-dir"):
+        load_dense_dataset("shapes", "/tmp")
+
+
+def test_a_registered_dataset_is_listed_loaded_and_shown(capsys):
+    def read_stripes(num_images: int = 30) -> Source:
+        return Source(indexed(np.arange(num_images) % 3), (0.2,), what=f"the {num_images} stripes")
+
+    spec = register_dataset(
+        DatasetSpec("stripes", "classify", read_stripes, "generated", "a plug-in", options=("num_images",))
+    )
+    try:
+        assert "stripes" in list_datasets() and dataset_spec("stripes") is spec
+        splits = load_dataset("stripes", num_images=60, seed=1)
+        assert (
+            len(splits.train) + len(splits.val) == 60 and "stratified random 20% of the 60 stripes" in splits.split_rule
+        )
+        with pytest.raises(DataError, match="already registered"):
+            register_dataset(spec)
+        assert main(["data", "list"]) == 0
+        rows = {tuple(line.split()[:2]) for line in capsys.readouterr().out.splitlines()}
+        assert {(s.name, s.target) for s in dataset_specs()} <= rows and ("stripes", "classify") in rows
+        assert main(["data", "info", "--dataset", "stripes"]) == 0
+        assert "rule     val: stratified random 20% of the 30 stripes (seed 0)" in capsys.readouterr().out
+    finally:
+        unregister_dataset("stripes")
+    assert "stripes" not in list_datasets()

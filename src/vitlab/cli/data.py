@@ -5,16 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data import NORMALIZATIONS, describe_dataset, download, list_datasets
+from ..data import NORMALIZATIONS, download
 from ..data.fetch import DEADLINE
+from ..data.registry import dataset_specs, where_read
 from ..errors import ConfigError
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
 
 
 def run_list(args: argparse.Namespace) -> int:
-    for name in list_datasets():
-        print(f"{name:14s} {describe_dataset(name)}")
+    rows = [("name", "target", "reads from", "held in", "what")]
+    rows += [(s.name, s.target, where_read(s), s.storage, s.description) for s in dataset_specs()]
+    widths = [max(len(row[k]) for row in rows) for k in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
     return 0
 
 
@@ -24,10 +28,13 @@ def run_info(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"vitlab data info --set takes data.FIELD=VALUE, got {unknown}: e.g. --set data.crop_pct=0.9")
     data = {k.removeprefix("data."): v for k, v in options.items()} | data_options(args)
+    name = args.dataset or args.name
+    if name is None or (args.dataset and args.name and args.dataset != args.name):
+        raise ConfigError("vitlab data info takes one dataset: --dataset NAME (see `vitlab data list`)")
     indexed = lambda n: print(f"indexed {n:,} image files", file=sys.stderr)  # noqa: E731
     print(
         dataset_info(
-            args.name,
+            name,
             args.data_dir,
             seed=args.seed,
             rows=args.rows,
@@ -49,10 +56,13 @@ def run_download(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="list, describe and download datasets")
     data_sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    q = data_sub.add_parser("list", help="the dataset names, and where their files were found")
+    q = data_sub.add_parser(
+        "list", help="every dataset of every target: where it reads from, memory or stream, what it is"
+    )
     q.set_defaults(func=run_list)
     q = data_sub.add_parser("info", help="where a dataset was found, its splits, image shape, classes and statistics")
-    q.add_argument("name", help="dataset name (see `vitlab data list`)")
+    q.add_argument("--dataset", help="dataset name (see `vitlab data list`)")
+    q.add_argument("name", nargs="?", help=argparse.SUPPRESS)
     q.add_argument(
         "--data-dir",
         default=None,

@@ -1,14 +1,15 @@
 """Datasets, readers, transforms and loaders.
 
-``load_dataset(name, data_dir, seed=, rows=, normalization=)`` gives :class:`DataSplits`: tensors in memory
-(digits, MNIST, CIFAR; :class:`BatchLoader` batches them by indexing), or, for image files (a folder, a
-manifest, WebDataset shards, a Hugging Face dataset; :func:`read_records`), splits held in memory or
-streamed (:class:`StreamDataset`: uint8 batches decoded in ``DataLoader`` workers), each image read
-through a :class:`Preprocess` (timm's eval pipeline exactly). :class:`DataOptions` are a run's data
-fields. :class:`DataConfig` is what a model needs from its input (size, crop, filter, mean/std, channels,
-classes) and builds it: ``data.eval_transform()(data.load_image(path))``. :class:`BatchAugment` augments
-whole batches; :func:`normalize` standardises; :func:`decode_image` / :func:`read_image` read one image
-file or refuse it.
+Every dataset is a :class:`DatasetSpec` in one registry (:mod:`vitlab.data.registry`: ``list_datasets``,
+``dataset_spec``, ``register_dataset``). ``load_dataset(name, data_dir, seed=, rows=, normalization=)`` gives
+:class:`DataSplits`: tensors in memory (digits, MNIST, CIFAR; :class:`BatchLoader` batches them by indexing),
+or, for image files (a folder, a manifest, WebDataset shards, a Hugging Face dataset; :func:`read_records`),
+splits held in memory (decoded when first used) or streamed (:class:`StreamDataset`: uint8 batches decoded in
+``DataLoader`` workers), each image read through a :class:`Preprocess` (timm's eval pipeline exactly).
+:class:`DataOptions` are a run's data fields. :class:`DataConfig` is what a model needs from its input (size,
+crop, filter, mean/std, channels, classes) and builds it: ``data.eval_transform()(data.load_image(path))``.
+:class:`BatchAugment` augments whole batches; :func:`normalize`
+standardises; :func:`decode_image` / :func:`read_image` read one image file or refuse it.
 """
 
 from .augment import AugmentConfig, BatchAugment
@@ -16,12 +17,20 @@ from .config import DataConfig
 from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits
 from .fetch import download
 from .image import decode_image, read_image
+from .load import load_caption_dataset, load_dataset, load_dense_dataset
 from .loader import BatchLoader, ShardSampler
 from .options import DataOptions
-from .photo_sources import read_records
 from .preprocess import Preprocess, normalize
 from .records import Records, split_records
-from .registry import describe_dataset, list_datasets, load_dataset, locate_dataset
+from .registry import (
+    DatasetSpec,
+    dataset_spec,
+    describe_dataset,
+    list_datasets,
+    locate_dataset,
+    read_records,
+    register_dataset,
+)
 from .split import stratified_order, stratified_split
 from .stream import StreamDataset
 
@@ -34,21 +43,26 @@ __all__ = [
     "DataConfig",
     "DataOptions",
     "DataSplits",
+    "DatasetSpec",
     "ImageDataset",
     "Preprocess",
     "Records",
     "StreamDataset",
     "Source",
+    "dataset_spec",
     "decode_image",
     "describe_dataset",
     "download",
     "list_datasets",
+    "load_caption_dataset",
     "load_dataset",
+    "load_dense_dataset",
     "locate_dataset",
     "make_splits",
     "normalize",
     "read_image",
     "read_records",
+    "register_dataset",
     "split_records",
     "stratified_order",
     "stratified_split",

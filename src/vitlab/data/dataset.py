@@ -23,7 +23,7 @@ import torch
 
 from ..errors import DataError
 from .preprocess import Statistics
-from .split import held_out_parts, stratified_order
+from .split import split_indices, split_rule
 
 if TYPE_CHECKING:
     from .stream import StreamDataset
@@ -210,23 +210,16 @@ class Source:
 def make_splits(
     name: str, source: Source, *, seed: int = 0, rows: int | None = None, normalization: str = "standardize"
 ) -> DataSplits:
-    """Split ``source`` stratified and seeded (see the module docstring) and keep ``rows`` training images.
+    """Split ``source`` stratified and seeded (:func:`~vitlab.data.split.split_indices`) and keep ``rows``
+    training images.
 
     Raises :class:`DataError` when a split would be empty (saying how many images each class needs)
     or when ``rows`` is not in ``1..len(pool)``.
     """
-    data, held = source.data, source.held_out
+    data = source.data
     labels = data.labels.numpy()
-    parts = held_out_parts(labels, held, seed, name, len(data.classes))
+    parts = split_indices(labels, source.held_out, seed, rows, name, len(data.classes))
     pool = parts[0]
-    if rows is not None:
-        if not 1 <= rows <= len(pool):
-            raise DataError(
-                f"rows={rows} but the {name} training pool has {len(pool)} images; choose 1 <= rows <= {len(pool)}"
-            )
-        rank = np.empty(len(labels), dtype=np.int64)
-        rank[stratified_order(labels, seed)] = np.arange(len(labels))
-        pool = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
     test = source.test if source.test is not None else (data.subset(parts[2]) if len(parts) > 2 else None)
     fingerprints = {
         "train": index_fingerprint(pool, labels[pool]),
@@ -237,6 +230,7 @@ def make_splits(
         fingerprints["test"] = index_fingerprint(np.arange(len(official)), official, "official test")
     elif len(parts) > 2:
         fingerprints["test"] = index_fingerprint(parts[2], labels[parts[2]])
+    official_test = "the official test file" if source.test is not None else None
     return DataSplits(
         name,
         data.subset(pool),
@@ -245,7 +239,7 @@ def make_splits(
         hflip_ok=source.hflip_ok,
         normalization=normalization,
         source=source.origin,
-        split_rule=split_rule(source, seed, rows),
+        split_rule=split_rule(source.held_out, source.what, seed, rows, test=official_test),
         fingerprints=fingerprints,
     )
 
@@ -256,15 +250,3 @@ def index_fingerprint(index: np.ndarray, labels: np.ndarray, what: str = "") -> 
     digest.update(np.ascontiguousarray(index, dtype=np.int64).tobytes())
     digest.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
     return digest.hexdigest()
-
-
-def split_rule(source: Source, seed: int, rows: int | None) -> str:
-    """One line saying how :func:`make_splits` splits ``source``."""
-    percent = " and ".join(f"{round(100 * f)}%" for f in source.held_out)
-    parts = "val" if len(source.held_out) == 1 else "val and test"
-    rule = f"{parts}: stratified random {percent} of {source.what} (seed {seed})"
-    if source.test is not None:
-        rule += "; test: the official test file"
-    if rows is not None:
-        rule += f"; train: the first {rows} of the rest in a stratified order (seed {seed})"
-    return rule

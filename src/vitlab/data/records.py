@@ -3,11 +3,11 @@
 A :class:`Records` is a split's images as references into a :class:`Store` (a file, a tar member, a row of
 a Hugging Face dataset), their labels ``(N,)`` int64 and the class names; :meth:`Records.open` decodes one
 through the one image door (:func:`~vitlab.data.image.decode_image`), so every unreadable item is a
-:class:`~vitlab.errors.DataError` naming it. The sources that index them are
-:mod:`~vitlab.data.photo_sources` (:func:`~vitlab.data.photo_sources.read_records`); they share
+:class:`~vitlab.errors.DataError` naming it. The photo sources that index them (``*_records.py``) are
+registered in :mod:`~vitlab.data.registry` (:func:`~vitlab.data.registry.read_records`); they share
 :data:`SPLIT_NAMES`, :class:`Names`, :class:`FileStore` and the :class:`ProgressCounter` here.
-:func:`split_records` makes the splits a source does not have, by the rule of
-:func:`~vitlab.data.dataset.make_splits`.
+:func:`split_records` makes the splits a source does not have, by the one rule
+(:func:`~vitlab.data.split.split_indices`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from PIL import Image
 
 from ..errors import DataError
 from .image import decode_image
-from .split import held_out_parts, stratified_order
+from .split import split_indices, split_rule
 
 SPLIT_NAMES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 """Folder, manifest, shard and parquet names of the official splits -> the split they are."""
@@ -160,37 +160,26 @@ def split_records(
 ) -> tuple[Records, Records, Records | None, str]:
     """``(train, val, test or None, rule)`` from a source's ``{"train", "val"?, "test"?}``.
 
-    Official splits are kept. Without ``val`` the training records are split stratified and seeded as
-    :func:`~vitlab.data.dataset.make_splits` splits a source of the same labels: ``held_out`` fractions
-    (validation, then test when there is no official test), and ``rows`` keeps the first ``rows`` of the
-    pool in the seeded stratified order of all the records before splitting (nested, stratified). So a
-    source read in memory and streamed gives the same members.
+    Official splits are kept. The rest is :func:`~vitlab.data.split.split_indices`' rule, the one
+    :func:`~vitlab.data.dataset.make_splits` follows: without ``val``, the ``held_out`` fractions (validation,
+    then test when there is no official test) of the training records; ``rows`` keeps the first ``rows`` of
+    the pool in the seeded stratified order of all the training records. So a source read in memory and
+    streamed gives the same members.
     """
     train = records["train"]
     val, test = records.get("val"), records.get("test")
-    labels = train.labels
     what = f"the {len(train)} images" if val is None and test is None else f"the {len(train)} training images"
-    if val is not None:
-        parts = [np.arange(len(train))]
-        rule = f"val: the official validation split ({len(val)} images)"
-    else:
-        held = held_out if test is None else held_out[:1]
-        parts = held_out_parts(labels, held, seed, name, len(train.classes))
-        percent = " and ".join(f"{round(100 * f)}%" for f in held)
-        rule = f"{'val' if len(held) == 1 else 'val and test'}: stratified random {percent} of {what} (seed {seed})"
-        val = train.subset(parts[1])
-    if test is not None:
-        rule += f"; test: the official test split ({len(test)} images)"
-    elif len(parts) > 2:
+    held = () if val is not None else held_out if test is None else held_out[:1]
+    parts = split_indices(train.labels, held, seed, rows, name, len(train.classes))
+    rule = split_rule(
+        held,
+        what,
+        seed,
+        rows,
+        val=None if val is None else f"the official validation split ({len(val)} images)",
+        test=None if test is None else f"the official test split ({len(test)} images)",
+    )
+    val = train.subset(parts[1]) if val is None else val
+    if test is None and len(parts) > 2:
         test = train.subset(parts[2])
-    pool = parts[0]
-    if rows is not None:
-        if not 1 <= rows <= len(pool):
-            raise DataError(
-                f"rows={rows} but the {name} training pool has {len(pool)} images; choose 1 <= rows <= {len(pool)}"
-            )
-        rank = np.empty(len(labels), dtype=np.int64)
-        rank[stratified_order(labels, seed)] = np.arange(len(labels))
-        pool = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
-        rule += f"; train: the first {rows} of the rest in a stratified order (seed {seed})"
-    return train.subset(pool), val, test, rule
+    return train.subset(parts[0]), val, test, rule

@@ -1,352 +1,320 @@
-"""Datasets by name: ``load_dataset(name, data_dir, seed=..., rows=..., normalization=..., **options)``.
+"""Every dataset vitlab reads, in one table of :class:`DatasetSpec`: its name, the target it feeds, its reader,
+how its files are found, the options a user may set, and whether it is held in memory or can be streamed.
 
-Every dataset is split by :func:`~vitlab.data.dataset.make_splits`'s rule: each class is shuffled with
-``seed`` (default 0) and cut, so validation (and test, when made here) is a *stratified random* part,
-fixed for a given seed, never a file's tail.
+Targets: ``classify`` (images and one label each: :func:`~vitlab.data.load.load_dataset`), ``dense`` (images
+with masks and boxes: :func:`~vitlab.data.load.load_dense_dataset`) and ``captions`` (images with captions:
+:func:`~vitlab.data.load.load_caption_dataset`). A name is unique within its target (``shapes`` is both the
+dense scenes and the captioned ones).
 
-- ``digits``: scikit-learn's 1,797 8x8 digits (embedded), 70/15/15 train/val/test.
-- ``synthetic``: generated shapes and textures, 70/15/15.
-- ``mnist`` / ``fashion-mnist`` / ``cifar10`` / ``cifar100``: validation is 10% of the training file(s), the
-  test split is the official test file. With only the test file (e.g. MNIST's t10k alone),
-  validation is 20% of it and there is no test split. Their files are searched for as
-  :mod:`vitlab.data.paths` says (``$VITLAB_DATA``, ``~/.cache/vitlab/data``, ``/usr/share/datasets``)
-  unless ``data_dir`` is given.
-- The photo sources (:mod:`vitlab.data.photo_sources`), read from ``data_dir`` through a
-  :class:`~vitlab.data.preprocess.Preprocess` (default: 32x32 squashed, bilinear, RGB): ``folder`` (class
-  sub-folders, or ``train/`` ``val/`` ``test/`` folders of them), ``manifest`` (a CSV or JSON list of
-  ``path,label``), ``wds`` (WebDataset tar shards, a brace pattern), ``hf`` (a ``datasets`` folder or
-  parquet files). Official splits are kept; without them 70/15/15 as above. ``loader="memory"`` decodes
-  them into in-memory float32 splits, ``"stream"`` gives :class:`~vitlab.data.stream.StreamDataset` splits
-  decoded on demand, ``"auto"`` streams when the decoded float32 images (``N*C*H*W*4`` bytes) would exceed
-  :data:`MEMORY_LIMIT` or a quarter of the available memory (``splits.loader``, ``splits.loader_reason``).
+How a dataset finds its files (:attr:`DatasetSpec.reads`):
 
-``rows`` keeps ``rows`` images of the training pool: the first of a seeded stratified order of all the
-images, so the subset keeps the class proportions, a smaller ``rows`` is nested in a larger one, and it
-does not depend on the validation size. ``normalization`` is ``"standardize"`` (mean and std of the
-kept training images) or ``"unit"`` (mean 0, std 1: pixels stay in [0, 1]).
+- ``embedded`` / ``generated``: no files (digits; synthetic, shapes); it takes no ``data_dir``.
+- ``searched``: official files (MNIST, Fashion-MNIST, CIFAR) looked for in ``data_dir``, else where
+  :mod:`vitlab.data.paths` says (``$VITLAB_DATA``, ``~/.cache/vitlab/data``, ``/usr/share/datasets``); the
+  spec's ``locator(folder)`` says where in a folder they are (None: not there).
+- ``given``: the user's own files at ``data_dir`` (a folder of images, a manifest, WebDataset shards, a Hugging
+  Face dataset, a mask folder, a COCO JSON); ``locator(data_dir)`` checks it and returns the path to read.
+
+Readers, by target: ``classify`` tensor sets ``(data_dir?, seed?, **options) -> Source``
+(:class:`~vitlab.data.dataset.Source`, split by :func:`~vitlab.data.dataset.make_splits`); ``classify`` photo
+sources ``(path, progress=, **options) -> {"train", "val"?, "test"?: Records}``
+(:class:`~vitlab.data.records.Records`, indexed without decoding a pixel; see :mod:`vitlab.data.load` for how
+they become splits); ``dense`` ``(path?, image_size=, seed=, count=?) -> DenseSplits``; ``captions``
+``(count=, image_size=, seed=, plain=) -> CaptionSplits``. :func:`register_dataset` adds one.
 """
 
 from __future__ import annotations
 
-import inspect
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import DataError
+from .captions import load_caption_splits
 from .cifar import locate_cifar10, locate_cifar100, read_cifar10, read_cifar100
-from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits
+from .dense import load_coco_boxes, load_mask_folder
 from .digits import read_digits
+from .folder_records import read_folder_records
+from .hf_records import read_hf_records
+from .manifest_records import read_manifest_records
 from .mnist import locate_mnist, read_mnist
 from .paths import existing_dir, install_hint, search_dirs
-from .photo_sources import SOURCES, read_records
-from .records import Records, split_records
+from .shapes import load_shapes_splits
 from .synthetic import read_synthetic
+from .wds_records import read_wds_records
 
-if TYPE_CHECKING:
-    from .preprocess import Preprocess
-    from .stream import StreamDataset
-
-LOADERS = ("auto", "memory", "stream")
-MEMORY_LIMIT = 2 << 30
-"""``loader="auto"`` streams a photo dataset whose decoded float32 images exceed this (2 GiB) or a quarter
-of the available memory, whichever is less."""
-DEFAULT_WORKERS = 2
+TARGETS = ("classify", "dense", "captions")
+READS = ("embedded", "generated", "searched", "given")
 PHOTO_OPTIONS = ("image_size", "channels", "hflip_ok")
-HF_OPTIONS = ("image_column", "label_column")
+"""Options of every photo source: the side (or ``(H, W)``) and channels images are read at; ``hflip_ok=False``
+when mirroring changes the class."""
 
 
 @dataclass(frozen=True)
-class DatasetEntry:
-    """A reader ``(data_dir?, seed?, **options) -> Source``; ``locate(folder) -> Path | None`` finds its
-    files in a folder (None: the reader takes ``data_dir`` as given, or reads no files)."""
+class DatasetSpec:
+    """One dataset: ``name`` (unique within ``target``: classify | dense | captions), its ``reader`` (see the
+    module docstring), ``reads`` (embedded | generated | searched | given) and the ``locator`` that finds its
+    files, the reader ``options`` a user may set, a one-line ``description``, ``streams`` (its images can be
+    streamed from their files rather than held in memory) and what a dense dataset ``provides`` of
+    ``masks``, ``boxes`` and ``instances``."""
 
-    loader: Callable[..., Source] | None
+    name: str
+    target: str
+    reader: Callable[..., Any]
+    reads: str
     description: str
-    locate: Callable[[Path], Path | None] | None = None
+    locator: Callable[[Path], Path | None] | None = None
+    options: tuple[str, ...] = ()
+    streams: bool = False
+    provides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS or self.reads not in READS:
+            raise DataError(
+                f"dataset {self.name!r}: target {self.target!r} and reads {self.reads!r} must be one of "
+                f"{TARGETS} and {READS}"
+            )
+        if (self.locator is None) != (self.reads in ("embedded", "generated")):
+            raise DataError(
+                f"dataset {self.name!r} reads {self.reads} files: give a locator exactly when it reads files"
+            )
+
+    @property
+    def storage(self) -> str:
+        """Where its images live while a run uses them: ``memory`` or ``memory or stream``."""
+        return "memory or stream" if self.streams else "memory"
 
 
-DATASETS: dict[str, DatasetEntry] = {
-    "digits": DatasetEntry(read_digits, "scikit-learn's 1,797 real 8x8 handwritten digits (embedded)"),
-    "mnist": DatasetEntry(
-        partial(read_mnist, variant="mnist"), "MNIST 28x28 digits, IDX files", partial(locate_mnist, variant="mnist")
-    ),
-    "fashion-mnist": DatasetEntry(
-        partial(read_mnist, variant="fashion-mnist"),
-        "Fashion-MNIST 28x28 clothes, IDX files",
-        partial(locate_mnist, variant="fashion-mnist"),
-    ),
-    "cifar10": DatasetEntry(read_cifar10, "CIFAR-10 32x32 colour photos, python batches", locate_cifar10),
-    "cifar100": DatasetEntry(
-        read_cifar100, "CIFAR-100 32x32 colour photos, 100 fine classes, python batches", locate_cifar100
-    ),
-    "folder": DatasetEntry(
-        None, "class sub-folders of PNG/JPEG/WebP/BMP images, or train/ val/ test/ folders of them (--data-dir DIR)"
-    ),
-    "manifest": DatasetEntry(None, "a CSV or JSON list of image paths and labels (--data-dir FILE)"),
-    "wds": DatasetEntry(None, "WebDataset tar shards of jpg/png + cls members (--data-dir 'train-{000..009}.tar')"),
-    "hf": DatasetEntry(None, "a Hugging Face datasets save_to_disk folder or parquet files (--data-dir DIR)"),
-    "synthetic": DatasetEntry(read_synthetic, "generated shapes and textures (for tests)"),
-}
+_SPECS: dict[tuple[str, str], DatasetSpec] = {}
 
 
-def list_datasets() -> list[str]:
-    """The names ``load_dataset`` accepts."""
-    return list(DATASETS)
+def register_dataset(spec: DatasetSpec) -> DatasetSpec:
+    """Add ``spec`` to the registry (refusing a second dataset of the same name and target)."""
+    key = (spec.target, spec.name)
+    if key in _SPECS:
+        raise DataError(f"a {spec.target} dataset named {spec.name!r} is already registered")
+    _SPECS[key] = spec
+    return spec
 
 
-def describe_dataset(name: str) -> str:
-    """One line about dataset ``name``: what it is and, for one that is searched for, where its files
-    were found or how to get them."""
-    entry = _entry(name)
-    if entry.locate is None:
-        return entry.description
-    try:
-        return f"{entry.description}; found in {locate_dataset(name)}"
-    except DataError:
-        return f"{entry.description}; not found: {install_hint(name)}"
+def unregister_dataset(name: str, target: str = "classify") -> None:
+    """Remove a dataset :func:`register_dataset` added (for plug-ins and tests)."""
+    _SPECS.pop((target, name), None)
 
 
-def locate_dataset(name: str, data_dir: str | Path | None = None) -> Path | None:
-    """The folder holding dataset ``name``'s files (searched as :mod:`vitlab.data.paths` says unless
-    ``data_dir`` is given), or None for a dataset that reads no files.
+def dataset_specs(target: str | None = None) -> list[DatasetSpec]:
+    """Every registered dataset (of ``target``), in the order registered."""
+    return [spec for spec in _SPECS.values() if target in (None, spec.target)]
+
+
+def list_datasets(target: str = "classify") -> list[str]:
+    """The names of ``target``'s datasets (what ``load_dataset`` accepts for ``classify``)."""
+    return [spec.name for spec in dataset_specs(target)]
+
+
+def photo_sources() -> list[str]:
+    """The classification datasets read from the user's image files, in memory or streamed."""
+    return [spec.name for spec in dataset_specs("classify") if spec.streams]
+
+
+def dataset_spec(name: str, target: str = "classify") -> DatasetSpec:
+    """The spec of ``target``'s dataset ``name``; :class:`DataError` naming the choices when there is none."""
+    spec = _SPECS.get((target, name))
+    if spec is None:
+        others = [s.target for s in dataset_specs() if s.name == name]
+        elsewhere = f" ({name} is a {' and '.join(others)} dataset)" if others else ""
+        kind = "" if target == "classify" else f"{target} "
+        raise DataError(f"unknown {kind}dataset {name!r}{elsewhere}; choose one of {list_datasets(target)}")
+    return spec
+
+
+def locate_dataset(name: str, data_dir: str | Path | None = None, target: str = "classify") -> Path | None:
+    """The path dataset ``name`` reads (searched as :mod:`vitlab.data.paths` says unless ``data_dir`` is
+    given), or None for an embedded or generated one.
 
     Raises :class:`DataError` when the files are not found (saying how to get them), when ``data_dir``
-    does not exist, and when one is given for an embedded or generated dataset.
+    does not exist, when one is missing for the user's files, and when one is given for a dataset that
+    reads no files.
     """
-    entry = _entry(name)
-    if entry.loader is None:
-        return _locate_photos(name, data_dir)
-    if "data_dir" not in inspect.signature(entry.loader).parameters:
+    spec = dataset_spec(name, target)
+    if spec.locator is None:
         if data_dir is not None:
-            kind = "embedded" if name == "digits" else "generated"
-            raise DataError(f"{name} is {kind}; it takes no --data-dir (got {data_dir})")
+            raise DataError(f"{name} is {spec.reads}; it takes no --data-dir (got {data_dir})")
         return None
-    if entry.locate is None:
+    if spec.reads == "given":
         if data_dir is None:
             raise DataError(f"dataset {name!r} reads your files: pass data_dir (--data-dir DIR)")
-        return existing_dir(data_dir, name)
+        return spec.locator(Path(data_dir).expanduser())
     tried = search_dirs(name, data_dir)
     for folder in tried:
-        found = entry.locate(folder)
+        found = spec.locator(folder)
         if found is not None:
             return found
     raise DataError(f"{name}: no files in {' or '.join(map(str, tried))}; {install_hint(name)}")
 
 
-def load_dataset(
-    name: str,
-    data_dir: str | Path | None = None,
-    *,
-    seed: int = 0,
-    rows: int | None = None,
-    normalization: str = "standardize",
-    preprocess: Preprocess | None = None,
-    loader: str = "auto",
-    workers: int | None = None,
-    max_bad: int = 0,
-    progress: Callable[[int], None] | None = None,
-    **options: Any,
-) -> DataSplits:
-    """Load dataset ``name`` as splits: in memory, images ``(N, C, H, W)`` float32 in [0, 1], or streamed.
-
-    ``options`` go to the dataset's reader (e.g. ``image_size`` for folder and synthetic); see the
-    module docstring for where files are found, each dataset's split rule and what ``rows`` keeps.
-    ``splits.source`` says where the images came from, ``splits.split_rule`` how they were split.
-
-    For the photo sources (folder, manifest, wds, hf): ``preprocess`` says how a file becomes an image
-    (the options ``image_size``, ``channels`` override its fields; ``hflip_ok=False`` when mirroring
-    changes the class); ``loader`` is ``auto``, ``memory`` or ``stream`` (see the module docstring);
-    ``workers`` decoding processes (default 2, at most the CPU count); ``max_bad`` unreadable images
-    skipped (and recorded in each split's ``bad``) before :class:`DataError`; ``progress(count)`` hears
-    the indexing of a large source. The other datasets are tensors in memory; they take none of these.
-    """
-    entry = _entry(name)
-    if normalization not in NORMALIZATIONS:
-        raise DataError(f"normalization {normalization!r} is unknown; choose one of {NORMALIZATIONS}")
-    if loader not in LOADERS:
-        raise DataError(f"loader {loader!r} is unknown; choose one of {LOADERS}")
-    if entry.loader is None:
-        return _load_photos(
-            name, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress, options
-        )
-    if preprocess is not None or loader == "stream":
-        raise DataError(
-            f"{name} is a tensor dataset held in memory at its own size; preprocess and loader='stream' are "
-            f"for the photo sources ({', '.join(SOURCES)})"
-        )
-    params = dict(inspect.signature(entry.loader).parameters)
-    fixed = {"data_dir", "seed", *getattr(entry.loader, "keywords", {})}
-    unknown = sorted(set(options) - set(params) - fixed)
-    if unknown:
-        accepted = [p for p in params if p not in fixed]
-        raise DataError(f"dataset {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")
-    folder = locate_dataset(name, data_dir)
-    if folder is not None:
-        options["data_dir"] = folder
-    if "seed" in params:
-        options["seed"] = seed
-    splits = make_splits(name, entry.loader(**options), seed=seed, rows=rows, normalization=normalization)
-    splits.loader_reason = f"{name} is a tensor dataset, held in memory"
-    return splits
+def describe_dataset(name: str, target: str = "classify") -> str:
+    """One line about dataset ``name``: what it is and, for one that is searched for, where its files
+    were found or how to get them."""
+    spec = dataset_spec(name, target)
+    if spec.reads != "searched":
+        return spec.description
+    try:
+        return f"{spec.description}; found in {locate_dataset(name, target=target)}"
+    except DataError:
+        return f"{spec.description}; not found: {install_hint(name)}"
 
 
-def _locate_photos(name: str, data_dir: str | Path | None) -> Path:
-    """``data_dir`` of a photo source: a folder (folder), a file or folder (manifest, hf), a pattern (wds)."""
-    if data_dir is None:
-        raise DataError(f"dataset {name!r} reads your files: pass data_dir (--data-dir DIR)")
-    if name == "folder":
-        return existing_dir(data_dir, name)
-    path = Path(data_dir).expanduser()
-    if name != "wds" and not path.exists():
-        raise DataError(f"--data-dir {path} does not exist; pass the {name} file or folder")
+def where_read(spec: DatasetSpec) -> str:
+    """Where ``spec``'s images come from, in a few words: embedded, generated, the folder its official files
+    were found in (or ``not found``), or the ``--data-dir`` the user gives."""
+    if spec.reads in ("embedded", "generated"):
+        return spec.reads
+    if spec.reads == "given":
+        return "--data-dir (your files)"
+    try:
+        return str(locate_dataset(spec.name, target=spec.target))
+    except DataError:
+        return f"not found (vitlab data download {spec.name})"
+
+
+def read_records(name: str, data_dir: str | Path, *, progress: Any = None, **options: Any) -> dict[str, Any]:
+    """Index photo source ``name`` at ``data_dir`` without decoding a pixel: ``{"train", "val"?, "test"?}``
+    :class:`~vitlab.data.records.Records` (``options``: ``image_column``, ``label_column`` for ``hf``)."""
+    spec = dataset_spec(name)
+    if not spec.streams:
+        raise DataError(f"{name} is not a photo source; choose one of {photo_sources()}")
+    return spec.reader(data_dir, progress=progress, **options)
+
+
+def _existing(what: str, path: Path) -> Path:
+    if not path.exists():
+        raise DataError(f"--data-dir {path} does not exist; pass the {what}")
     return path
 
 
-def _load_photos(
-    name: str,
-    data_dir: str | Path | None,
-    seed: int,
-    rows: int | None,
-    normalization: str,
-    preprocess: Preprocess | None,
-    loader: str,
-    workers: int | None,
-    max_bad: int,
-    progress: Callable[[int], None] | None,
-    options: dict[str, Any],
-) -> DataSplits:
-    from .preprocess import Preprocess
-    from .stream import StreamDataset, decode_records
-
-    allowed = PHOTO_OPTIONS + (HF_OPTIONS if name == "hf" else ())
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise DataError(f"dataset {name!r} has no option(s) {unknown}; it accepts {list(allowed)}")
-    if workers is None:
-        workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
-    if workers < 0 or max_bad < 0:
-        raise DataError(f"workers and max_bad must be >= 0, got {workers} and {max_bad}")
-    hflip_ok = bool(options.pop("hflip_ok", True))
-    preprocess = _photo_preprocess(
-        preprocess or Preprocess(), options.pop("image_size", None), options.pop("channels", None)
-    )
-    folder = _locate_photos(name, data_dir)
-    records = read_records(name, folder, progress=progress, **options)
-    train, val, test, rule = split_records(records, seed, rows, name=name)
-    chosen, reason = choose_loader(loader, [train, val, test], preprocess)
-    parts: list[Records | None] = [train, val, test]
-    given = (preprocess.mean, preprocess.std) if preprocess.mean is not None and preprocess.std is not None else None
-    data: list[ImageDataset | StreamDataset | None] = []
-    bad: dict[str, str] = {}
-    if chosen == "memory":
-        for records_part in parts:
-            if records_part is None:
-                data.append(None)
-                continue
-            images, labels = decode_records(records_part, preprocess, workers=workers, max_bad=max_bad, bad=bad)
-            data.append(ImageDataset(images, labels, records_part.classes))
-    else:
-        streams = [
-            None
-            if part is None
-            else StreamDataset(part, preprocess, train=k == 0, hflip=hflip_ok, workers=workers, max_bad=max_bad)
-            for k, part in enumerate(parts)
-        ]
-        for stream in streams:
-            if stream is not None:
-                stream.bad = bad  # one record of unreadable images for the whole dataset
-        if given is None and streams[0] is not None:
-            given = streams[0].statistics(normalization, workers=workers, max_bad=max_bad)
-        data = list(streams)
-    assert data[0] is not None and data[1] is not None
-    if bad and chosen == "memory":
-        names = list(bad)
-        reason += f"; left out {len(names)} unreadable image(s): {', '.join(names[:3])}" + (
-            " ..." if len(names) > 3 else ""
-        )
-    mean, std = given if given is not None else ((), ())
-    return DataSplits(
-        name,
-        data[0],
-        data[1],
-        data[2],
-        mean=tuple(mean),
-        std=tuple(std),
-        hflip_ok=hflip_ok,
-        normalization=normalization,
-        source=records["train"].origin,
-        split_rule=rule,
-        loader=chosen,
-        loader_reason=reason,
-        fingerprints={k: part.fingerprint() for k, part in zip(("train", "val", "test"), parts) if part is not None},
-    )
+def _pattern(path: Path) -> Path:
+    """A WebDataset path, glob or brace pattern: checked when its shards are listed."""
+    return path
 
 
-def _photo_preprocess(base: Preprocess, image_size: Any, channels: Any) -> Preprocess:
-    """``base`` with the reader options ``image_size`` (an int: a square) and ``channels`` applied."""
-    if image_size is None and channels is None:
-        return base
-    size = base.image_size if image_size is None else image_size
-    pair = (size, size) if isinstance(size, int) else tuple(size)
-    chans = base.channels if channels is None else channels
-    if chans not in (1, 3) or not all(isinstance(s, int) and s >= 1 for s in pair):
-        raise DataError(f"channels must be 1 or 3 and image_size >= 1, got {chans} and {image_size}")
-    if chans != base.channels and base.mean is not None:
-        base = replace(base, mean=None, std=None)
-    return replace(base, image_size=pair, channels=chans)
-
-
-def available_memory() -> int:
-    """Bytes of memory available to this process: ``MemAvailable`` (``/proc/meminfo``) capped by a cgroup
-    limit, else what ``sysconf`` says, else 8 GiB."""
-    available = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            available = 8 << 30
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-        if limit != "max":
-            available = min(available, max(int(limit) - used, 0))
-    except (OSError, ValueError):
-        pass
-    return int(available)
-
-
-def choose_loader(loader: str, parts: list[Records | None], preprocess: Preprocess) -> tuple[str, str]:
-    """``(memory|stream, one-line reason)`` for ``parts`` read through ``preprocess`` (see the module docstring)."""
-    count = sum(len(p) for p in parts if p is not None)
-    channels, (height, width) = preprocess.channels, preprocess.image_size
-    need = count * channels * height * width * 4
-    size = f"{count:,} images at {channels}x{height}x{width} are {_gib(need)} as float32"
-    if loader != "auto":
-        return loader, f"{loader} as asked; {size}"
-    available = available_memory()
-    limit = min(MEMORY_LIMIT, available // 4)
-    where = f"min(2 GiB, a quarter of the {_gib(available)} available)"
-    if need > limit:
-        return "stream", f"{size}, over {where}"
-    return "memory", f"{size}, within {where}"
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 28 else f"{n / (1 << 20):.1f} MiB"
-
-
-def _entry(name: str) -> DatasetEntry:
-    if name not in DATASETS:
-        raise DataError(f"unknown dataset {name!r}; choose one of {list(DATASETS)}")
-    return DATASETS[name]
+for _spec in (
+    DatasetSpec(
+        "digits", "classify", read_digits, "embedded", "scikit-learn's 1,797 real 8x8 handwritten digits (embedded)"
+    ),
+    DatasetSpec(
+        "mnist",
+        "classify",
+        partial(read_mnist, variant="mnist"),
+        "searched",
+        "MNIST 28x28 digits, IDX files",
+        partial(locate_mnist, variant="mnist"),
+    ),
+    DatasetSpec(
+        "fashion-mnist",
+        "classify",
+        partial(read_mnist, variant="fashion-mnist"),
+        "searched",
+        "Fashion-MNIST 28x28 clothes, IDX files",
+        partial(locate_mnist, variant="fashion-mnist"),
+    ),
+    DatasetSpec(
+        "cifar10", "classify", read_cifar10, "searched", "CIFAR-10 32x32 colour photos, python batches", locate_cifar10
+    ),
+    DatasetSpec(
+        "cifar100",
+        "classify",
+        read_cifar100,
+        "searched",
+        "CIFAR-100 32x32 colour photos, 100 fine classes, python batches",
+        locate_cifar100,
+    ),
+    DatasetSpec(
+        "folder",
+        "classify",
+        read_folder_records,
+        "given",
+        "class sub-folders of PNG/JPEG/WebP/BMP images, or train/ val/ test/ folders of them (--data-dir DIR)",
+        partial(existing_dir, name="folder"),
+        PHOTO_OPTIONS,
+        streams=True,
+    ),
+    DatasetSpec(
+        "manifest",
+        "classify",
+        read_manifest_records,
+        "given",
+        "a CSV or JSON list of image paths and labels (--data-dir FILE)",
+        partial(_existing, "manifest file or folder"),
+        PHOTO_OPTIONS,
+        streams=True,
+    ),
+    DatasetSpec(
+        "wds",
+        "classify",
+        read_wds_records,
+        "given",
+        "WebDataset tar shards of jpg/png + cls members (--data-dir 'train-{000..009}.tar')",
+        _pattern,
+        PHOTO_OPTIONS,
+        streams=True,
+    ),
+    DatasetSpec(
+        "hf",
+        "classify",
+        read_hf_records,
+        "given",
+        "a Hugging Face datasets save_to_disk folder or parquet files (--data-dir DIR)",
+        partial(_existing, "hf file or folder"),
+        (*PHOTO_OPTIONS, "image_column", "label_column"),
+        streams=True,
+    ),
+    DatasetSpec(
+        "synthetic",
+        "classify",
+        read_synthetic,
+        "generated",
+        "generated shapes and textures (for tests)",
+        options=("num_images", "image_size", "channels", "noise"),
+    ),
+    DatasetSpec(
+        "shapes",
+        "dense",
+        load_shapes_splits,
+        "generated",
+        "generated scenes of circles, squares, triangles and bars with masks, boxes and instances",
+        options=("count", "image_size"),
+        provides=("masks", "boxes", "instances"),
+    ),
+    DatasetSpec(
+        "mask-folder",
+        "dense",
+        load_mask_folder,
+        "given",
+        "images/NAME.png with masks/NAME.png of class ids (--data-dir DIR)",
+        partial(existing_dir, name="mask-folder"),
+        ("image_size",),
+        provides=("masks", "boxes"),
+    ),
+    DatasetSpec(
+        "coco",
+        "dense",
+        load_coco_boxes,
+        "given",
+        "COCO-style box annotations over a folder of images (--data-dir FILE.json)",
+        partial(_existing, "COCO annotation JSON"),
+        ("image_size",),
+        provides=("boxes",),
+    ),
+    DatasetSpec(
+        "shapes",
+        "captions",
+        load_caption_splits,
+        "generated",
+        "generated scenes of coloured shapes, each with a caption that says exactly what is drawn",
+        options=("count", "image_size", "plain"),
+    ),
+):
+    register_dataset(_spec)

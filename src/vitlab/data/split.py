@@ -1,6 +1,9 @@
-"""The one split rule's index arithmetic, on labels alone: each class shuffled with a seed and cut
-(:func:`stratified_split`), and a seeded order whose every prefix keeps the class proportions
-(:func:`stratified_order`). In-memory datasets and image-file records both split through it."""
+"""The one split rule, on labels alone: each class shuffled with a seed and cut (:func:`stratified_split`), and a
+seeded order whose every prefix keeps the class proportions (:func:`stratified_order`). :func:`split_indices`
+applies it (the held-out parts, then ``rows`` of the training pool) and :func:`split_rule` says it in one line;
+in-memory datasets (:func:`~vitlab.data.dataset.make_splits`) and image-file records
+(:func:`~vitlab.data.records.split_records`) both split through them, so a source read either way gives the
+same members."""
 
 from __future__ import annotations
 
@@ -65,3 +68,50 @@ def held_out_parts(
             f"(one each for {', '.join(names)})"
         )
     return parts
+
+
+def split_indices(
+    labels: np.ndarray, held_out: tuple[float, ...], seed: int, rows: int | None, name: str, num_classes: int
+) -> list[np.ndarray]:
+    """``[training pool, *held-out parts]`` of indices into ``labels``: stratified and seeded
+    (:func:`held_out_parts`; no ``held_out`` fractions: the pool is every index), then the pool cut to its first
+    ``rows`` in the seeded stratified order of *all* the labels (:func:`stratified_order`), so a smaller ``rows``
+    is nested in a larger one and does not depend on the held-out sizes.
+
+    Raises :class:`DataError` when a part would be empty or ``rows`` is not in ``1..len(pool)``.
+    """
+    parts = held_out_parts(labels, held_out, seed, name, num_classes) if held_out else [np.arange(len(labels))]
+    if rows is not None:
+        pool = parts[0]
+        if not 1 <= rows <= len(pool):
+            raise DataError(
+                f"rows={rows} but the {name} training pool has {len(pool)} images; choose 1 <= rows <= {len(pool)}"
+            )
+        rank = np.empty(len(labels), dtype=np.int64)
+        rank[stratified_order(labels, seed)] = np.arange(len(labels))
+        parts[0] = np.sort(pool[np.argsort(rank[pool], kind="stable")[:rows]])
+    return parts
+
+
+def split_rule(
+    held_out: tuple[float, ...],
+    what: str,
+    seed: int,
+    rows: int | None,
+    *,
+    val: str | None = None,
+    test: str | None = None,
+) -> str:
+    """One line saying how :func:`split_indices` split ``what`` (e.g. "the 1797 images"); ``val`` / ``test``
+    describe an official split the source brought (then no held-out fraction makes it)."""
+    if val is not None:
+        rule = f"val: {val}"
+    else:
+        percent = " and ".join(f"{round(100 * f)}%" for f in held_out)
+        parts = "val" if len(held_out) == 1 else "val and test"
+        rule = f"{parts}: stratified random {percent} of {what} (seed {seed})"
+    if test is not None:
+        rule += f"; test: {test}"
+    if rows is not None:
+        rule += f"; train: the first {rows} of the rest in a stratified order (seed {seed})"
+    return rule

@@ -253,27 +253,3 @@ class StreamDataset(Dataset):
         mean = total / count
         var = (squares - count * mean.square()).clamp_min(0) / max(count - 1, 1)
         return tuple(mean.tolist()), tuple(var.sqrt().clamp_min(1e-6).tolist())
-
-
-def decode_records(
-    records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str] | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every image of ``records`` through ``preprocess.eval_image`` -> ``(images (N', C, H, W) float32 in
-    [0, 1], labels (N',) int64)``: the in-memory path, decoded as a stream would (``uint8 / 255``).
-
-    Unreadable images are left out and recorded in ``bad``; more than ``max_bad`` raise :class:`DataError`.
-    Workers are used from 1,024 images on.
-    """
-    stream = StreamDataset(records, preprocess)
-    if bad is not None:
-        stream.bad = bad
-    images = torch.empty((len(records), *stream.image_shape), dtype=torch.float32)
-    labels = torch.empty(len(records), dtype=torch.int64)
-    filled = 0
-    for batch, batch_labels in stream.batches(
-        np.arange(len(records)), 256, workers=workers if len(records) >= 1024 else 0, max_bad=max_bad, pin_memory=False
-    ):
-        images[filled : filled + len(batch)] = batch.float().div_(255)
-        labels[filled : filled + len(batch)] = batch_labels
-        filled += len(batch)
-    return images[:filled], labels[:filled]

@@ -11,8 +11,8 @@ from typing import Any, cast
 from torch import nn
 
 from ..data import DataSplits, load_dataset
-from ..data.photo_sources import SOURCES as PHOTO_SOURCES
 from ..data.preprocess import Preprocess
+from ..data.registry import photo_sources
 from ..errors import ConfigError
 from ..models import VisionTransformer, build_registered, cnn_for_budget, count_params, get_config
 from ..ops.patches import divisibility_error
@@ -220,7 +220,7 @@ def load_splits(config: CompareConfig, seed: int, rows: int | None) -> DataSplit
     models see the pixels as loaded, in [0, 1]). Image files are read at ``image_size`` (default 32) into
     memory; a tensor dataset is resized to it when it is set."""
     common: dict[str, Any] = {"seed": seed, "rows": rows, "normalization": config.normalization}
-    if config.dataset in PHOTO_SOURCES:
+    if config.dataset in photo_sources():
         side = config.image_size or 32
         preprocess = Preprocess(image_size=(side, side))
         return load_dataset(config.dataset, config.data_dir, preprocess=preprocess, loader="memory", **common)

@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data.shapes import load_dense_dataset
+from ..data import load_dense_dataset
+from ..data.shapes import SHAPES_COUNT
 from ..errors import DataError
 from .files import open_study, write_file
 from .training import DenseTrainConfig, dense_run

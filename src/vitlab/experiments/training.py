@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data import DataSplits
-from ..data.shapes import DenseSplits
+from ..data.dense import DenseSplits
 from ..engine.evaluate import classification_report, predict_logits
 from ..engine.measure import forward_costs
 from ..tasks import RunResult, run

@@ -13,7 +13,6 @@ however many requests ask for it at once, and kept under a byte cap (:class:`~vi
 
 from __future__ import annotations
 
-import inspect
 import io
 import secrets
 import threading
@@ -29,7 +28,7 @@ from PIL import Image
 
 from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
 from ..data.preprocess import Preprocess
-from ..data.registry import DATASETS, locate_dataset
+from ..data.registry import dataset_spec, locate_dataset
 from ..errors import DataError
 from .cache import LoadOnce, LoadTimeoutError
 
@@ -165,8 +164,7 @@ def _plain(preprocess: Preprocess) -> bool:
 
 def needs_files(name: str) -> bool:
     """Whether dataset ``name`` reads files (it is not embedded or generated)."""
-    loader = DATASETS[name].loader
-    return loader is None or "data_dir" in inspect.signature(loader).parameters
+    return dataset_spec(name).locator is not None
 
 
 def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | None]:
@@ -179,8 +177,7 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
     """
     if not needs_files(name):
         return None, None
-    entry = DATASETS[name]
-    if entry.loader is None or getattr(entry, "locate", None) is None:
+    if dataset_spec(name).reads == "given":
         if data_dir is None:
             return None, f"{name} reads your own files: start `vitlab explore --data-dir DIR` with them"
         return data_dir, None

@@ -28,7 +28,8 @@ from typing import Any, cast
 
 import torch
 
-from ..data.shapes import DenseDataset, generate_shapes
+from ..data.dense import DenseDataset
+from ..data.shapes import generate_shapes
 from ..errors import VitlabError
 from ..models.promptable import PromptableModel
 from ..runs import DataConfig

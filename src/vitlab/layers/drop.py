@@ -7,12 +7,16 @@ from torch import nn
 
 
 def drop_path(x: torch.Tensor, prob: float, training: bool) -> torch.Tensor:
-    """Zero each sample's branch with probability ``prob`` and rescale survivors by ``1/(1-prob)``."""
+    """Zero each sample's branch of ``x (B, ...)`` with probability ``prob`` and rescale survivors by
+    ``1/(1-prob)``: the ``(B, 1, ..., 1)`` mask is scaled, then multiplies ``x`` once (as timm does), so the full
+    activations are touched once, not twice."""
     if prob == 0.0 or not training:
         return x
     keep = 1.0 - prob
     mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
-    return x * mask / keep
+    if keep > 0.0:
+        mask.div_(keep)
+    return x * mask
 
 
 class DropPath(nn.Module):

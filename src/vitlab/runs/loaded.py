@@ -15,7 +15,7 @@ from torch import nn
 from ..data import DataSplits, load_dataset
 from ..data.config import DataConfig
 from ..data.options import DataOptions
-from ..data.photo_sources import SOURCES as PHOTO_SOURCES
+from ..data.registry import photo_sources
 from ..errors import CheckpointError
 
 
@@ -73,7 +73,7 @@ class Loaded:
             "normalization": data.normalization if same else "standardize",
         }
         where = data_dir or (data.data_dir if same else None)
-        if name in PHOTO_SOURCES:
+        if name in photo_sources():
             preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
             splits = load_dataset(name, where, preprocess=preprocess, **common)
@@ -83,7 +83,7 @@ class Loaded:
         if options.loader == "stream" or options.sets_size:
             raise CheckpointError(
                 f"{name} is a tensor dataset read at its own size; --image-size and the loader are for image files "
-                f"({', '.join(PHOTO_SOURCES)})"
+                f"({', '.join(photo_sources())})"
             )
         splits = load_dataset(name, where, **common)
         if same and data.mean:

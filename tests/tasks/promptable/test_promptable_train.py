@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.data.shapes import load_dense_dataset
+from vitlab.data import load_dense_dataset
 from vitlab.engine.distributed import DistEnv
 from vitlab.errors import CheckpointError, ConfigError
 from vitlab.models.promptable import BOX_TOP_LEFT, FOREGROUND, PADDING, box_prompt

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ...data.options import DataOptions
+from ...data.registry import photo_sources
 from .task import TrainConfig
-from .train import PHOTO_SOURCES, describe_reading, load_splits
+from .train import describe_reading, load_splits
 
 DEFAULT_PHOTO_SIZE = 224  # image files are read at ViT's usual side unless a model or --image-size says
 
@@ -28,7 +29,7 @@ def dataset_info(
     ``normalization``, image files read at ``model``'s input size (else ``data["image_size"]``, else
     :data:`DEFAULT_PHOTO_SIZE`) with the ``data`` options; ``progress`` hears the count of files indexed."""
     data = dict(data or {})
-    if model is None and name in PHOTO_SOURCES:
+    if model is None and name in photo_sources():
         data.setdefault("image_size", DEFAULT_PHOTO_SIZE)
     config = TrainConfig(
         dataset=name,

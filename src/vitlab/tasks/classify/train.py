@@ -19,8 +19,8 @@ from torch import nn
 
 from ...data import DataSplits, ImageDataset, load_dataset
 from ...data.options import DataOptions
-from ...data.photo_sources import SOURCES as PHOTO_SOURCES
 from ...data.preprocess import Preprocess, resize_images
+from ...data.registry import photo_sources
 from ...engine import Reporter, seed_everything
 from ...engine.evaluate import evaluate_model
 from ...errors import CheckpointError, ConfigError, DataError
@@ -47,11 +47,11 @@ def load_splits(
     """
     opts = config.data
     common: dict[str, Any] = {"seed": config.seed, "rows": config.rows, "normalization": config.normalization}
-    if config.dataset not in PHOTO_SOURCES:
+    if config.dataset not in photo_sources():
         if opts.loader == "stream":
             raise ConfigError(
                 f"{config.dataset} is a tensor dataset held in memory; data.loader=stream reads image files "
-                f"(--dataset {'|'.join(PHOTO_SOURCES)})"
+                f"(--dataset {'|'.join(photo_sources())})"
             )
         splits = load_dataset(config.dataset, config.data_dir, **common)
         if opts.image_size is not None:
@@ -235,7 +235,7 @@ def build_task(config: TrainConfig, splits: DataSplits | None, reporter: Reporte
     preprocess = None
     if splits is None:
         recorded = None
-        if config.init is not None and config.dataset in PHOTO_SOURCES:
+        if config.init is not None and config.dataset in photo_sources():
             recorded = load_init(config).data.preprocess()
         splits, preprocess = load_splits(
             config, recorded, lambda n: reporter.note(f"{config.dataset}: {n:,} image files indexed")

@@ -22,14 +22,13 @@ import torch
 from torch import nn
 
 from ...checks import Check, Fields, Float, Int, OneOf, Text
-from ...data import DataConfig
+from ...data import DataConfig, list_datasets, load_caption_dataset
 from ...data.captions import (
     CaptionedShapes,
     CaptionSplits,
     caption_holds,
     description_codes,
     hard_negatives,
-    load_caption_splits,
     parse_caption,
     tokenize,
 )
@@ -45,7 +44,7 @@ from ..run import RunResult
 from .contrastive import clip_loss, retrieval_metrics
 from .zeroshot import TEMPLATES, classify, embed_images, embed_texts
 
-CLIP_DATASETS = ("shapes",)
+CLIP_DATASETS = tuple(list_datasets("captions"))
 VISION_FIELDS = Fields(tuple(f.name for f in fields(ViTConfig)), "vision", values=ViTConfig.checks, prefix=True)
 """``model_overrides["vision"]``: fields of the image tower's ViTConfig, each in its range."""
 # CLIPConfig fields a run sets from its data, never from ``model_overrides``
@@ -210,7 +209,9 @@ class CLIPTask(Task):
 def build_task(config: CLIPTrainConfig, splits: CaptionSplits | None, reporter: Reporter) -> CLIPTask:
     """The engine task of a CLIP run on ``splits`` (default: ``config.count`` generated captioned shapes)."""
     if splits is None:
-        splits = load_caption_splits(config.count, config.image_size, config.seed, config.plain)
+        splits = load_caption_dataset(
+            config.dataset, seed=config.seed, count=config.count, image_size=config.image_size, plain=config.plain
+        )
     if config.rows is not None:
         if config.rows > len(splits.train):
             raise ConfigError(f"rows={config.rows} but the training split has {len(splits.train)} scenes")

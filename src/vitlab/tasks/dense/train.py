@@ -23,8 +23,9 @@ from torch import nn
 from torchvision.ops import box_convert
 
 from ...checks import Check, Fields, Int, Maybe, OneOf
-from ...data import DataConfig
-from ...data.shapes import DENSE_DATASETS, SHAPES_COUNT, DenseDataset, DenseSplits, check_generated, load_dense_dataset
+from ...data import DataConfig, list_datasets, load_dense_dataset
+from ...data.dense import DenseDataset, DenseSplits
+from ...data.shapes import SHAPES_COUNT, check_generated
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import ConfigError, DataError
@@ -97,7 +98,7 @@ class DenseTrainConfig(ShapesRunConfig):
             **super().checks(),
             "task": OneOf(TASKS),
             "head": Maybe(OneOf(sum(HEADS.values(), ()))),
-            "dataset": OneOf(DENSE_DATASETS),
+            "dataset": OneOf(tuple(list_datasets("dense"))),
             "image_size": Int(1, MAX_SIDE),
         }
 
@@ -200,7 +201,7 @@ def build_dense_model(config: DenseTrainConfig, splits: DenseSplits) -> DenseMod
 
 
 class DenseTask(Task):
-    """Segmentation or detection on :class:`~vitlab.data.shapes.DenseSplits`. The training images
+    """Segmentation or detection on :class:`~vitlab.data.dense.DenseSplits`. The training images
     (and masks) live on the device; validation and test data stay on the CPU, scored in batches."""
 
     drop_last = False

@@ -21,7 +21,9 @@ from torch import nn
 
 from ...checks import Check, Float, Int, OneOf
 from ...data import DataConfig
-from ...data.shapes import DenseDataset, DenseSplits, check_generated
+from ...data.dense import DenseDataset, DenseSplits
+from ...data.registry import dataset_specs
+from ...data.shapes import check_generated
 from ...engine import Reporter, Task, seed_everything
 from ...engine.distributed import DistEnv
 from ...errors import DataError
@@ -33,7 +35,7 @@ from .losses import mask_iou, promptable_loss
 from .sampling import centre_points, point_prompt, training_prompts
 
 KIND = "promptable"  # the run's and the checkpoint's kind
-DATASETS = ("shapes",)  # datasets with instance masks
+DATASETS = tuple(spec.name for spec in dataset_specs("dense") if "instances" in spec.provides)
 DERIVED = ("img_size", "mean", "std")  # PromptableConfig fields a run sets from its data
 
 
@@ -129,7 +131,7 @@ def build_promptable_model(config: PromptableTrainConfig, splits: DenseSplits) -
 
 
 class PromptableTask(Task):
-    """Promptable segmentation on :class:`~vitlab.data.shapes.DenseSplits` with instance masks.
+    """Promptable segmentation on :class:`~vitlab.data.dense.DenseSplits` with instance masks.
     Prompts are drawn on the CPU from the task's per-epoch generator; batches then move to the device."""
 
     model: PromptableModel

@@ -1,0 +1,238 @@
+"""End to end on one photo folder: ``vitlab train`` / ``vitlab evaluate`` against timm's ``train.py`` /
+``validate.py`` logic, interleaved rounds, wall and CPU ratios with their spread, peak memory, the machine's load.
+
+    python benchmarks/bench_e2e.py                                   # 1,000 + 200 photos at 224, 3 rounds
+    python benchmarks/bench_e2e.py --epochs 10 --images 1000        # several epochs of small data
+    python benchmarks/bench_e2e.py --images 60 --val 30 --image-size 64 --rounds 1   # a quick look
+
+The folder is ``benchmarks/photos.py``'s ``--layout splits`` (``train/`` and ``val/``, every class in both; JPEG
+photos of 224-320 px, 10 classes). Each peer runs as its own process (its DataLoader workers included):
+
+- ``vitlab-train``: ``vitlab train --dataset folder --data-dir DIR --model vit-tiny-patch16-224 --image-size S
+  --epochs E --batch-size B --device cpu --set data.workers=W`` (its own loader choice: memory or stream).
+- ``timm-train``: timm's ``train.py`` loop over its documented APIs (``train.py`` itself is not installed with
+  the package): ``create_model(vit_tiny_patch16_224, num_classes=K, img_size=S)``, ``resolve_data_config`` (at ``S``),
+  ``create_dataset("", root=DIR/train)``, ``create_loader(is_training=True, use_prefetcher=False,
+  num_workers=W)`` (RandomResizedCrop + flip, no auto-augment or erasing), ``create_optimizer_v2("adamw")``,
+  cross-entropy, ``E`` epochs, each followed by a validation pass over ``DIR/val`` as ``train.py`` does.
+- ``vitlab-evaluate``: ``vitlab evaluate RUN --split val --device cpu`` on the weights of an untimed vitlab run.
+- ``timm-validate``: ``validate.py``'s loop: ``create_loader(is_training=False)`` over ``DIR/val``, eval mode,
+  ``no_grad``, top-1 (timm's own initial weights: speed and memory are compared, not accuracy).
+
+Per process: wall seconds, CPU seconds (user + system of it and its reaped workers, from ``os.wait4``), and the
+peak of its process tree's summed RSS and PSS (``bench_data.TreeMemory``). ``--rounds`` rounds, the peers'
+order alternating each round; the 1-, 5- and 15-minute load averages are recorded before every run. Reported:
+each round's ratios (speed: timm wall / vitlab wall; CPU: timm CPU / vitlab CPU; memory: vitlab peak / timm
+peak) and their median with min and max. A claim is the median, never the best round; on a shared machine
+read the load beside it.
+
+Prints one JSON object (progress on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_data import TreeMemory, machine  # noqa: E402
+from photos import make_photo_folder  # noqa: E402
+
+TIMM_MODEL = "vit_tiny_patch16_224"
+VITLAB_MODEL = "vit-tiny-patch16-224"
+
+
+def log(*parts: object) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def timed(command: list[str]) -> dict:
+    """Run ``command``; its wall and CPU seconds, peak tree memory, the load before it, and its return code."""
+    load = [round(v, 2) for v in os.getloadavg()]
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        memory = TreeMemory(child.pid)
+        status, usage = None, None
+        while status is None:
+            pid, code, rusage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                status, usage = code, rusage
+                break
+            memory.sample()
+            time.sleep(memory.interval)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        errors = stderr.read().decode(errors="replace")
+    record = {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_pss_mib": memory.record()["peak_pss_mib"],
+        "peak_rss_sum_mib": memory.record()["peak_rss_sum_mib"],
+        "load_before": load,
+        "returncode": child.returncode,
+    }
+    if child.returncode:
+        record["stderr_tail"] = errors[-1500:]
+    return record
+
+
+def timm_peer(args: argparse.Namespace) -> None:
+    """The timm side, run in its own process: ``train`` (train.py's loop) or ``validate`` (validate.py's)."""
+    import timm
+    import torch
+    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm.optim import create_optimizer_v2
+
+    torch.manual_seed(0)
+    root = Path(args.root)
+    classes = len([p for p in (root / "train").iterdir() if p.is_dir()])
+    model = timm.create_model(TIMM_MODEL, num_classes=classes, img_size=args.image_size)
+    config = resolve_data_config({"input_size": (3, args.image_size, args.image_size)}, model=model)
+
+    def loader(split: str, training: bool):
+        dataset = create_dataset("", root=str(root / split), is_training=training)
+        return create_loader(
+            dataset,
+            input_size=config["input_size"],
+            batch_size=args.batch_size,
+            is_training=training,
+            use_prefetcher=False,
+            interpolation=config["interpolation"],
+            mean=config["mean"],
+            std=config["std"],
+            crop_pct=config["crop_pct"],
+            num_workers=args.workers,
+            persistent_workers=False,
+        )
+
+    def validate() -> float:
+        model.eval()
+        correct = total = 0
+        with torch.no_grad():
+            for x, y in loader("val", False):
+                correct += int((model(x).argmax(1) == y).sum())
+                total += len(y)
+        return correct / total
+
+    if args.peer == "timm-validate":
+        validate()
+        return
+    optimizer = create_optimizer_v2(model, opt="adamw", lr=args.lr, weight_decay=0.05)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    train = loader("train", True)
+    for _ in range(args.epochs):
+        model.train()
+        for x, y in train:
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        validate()
+
+
+def vitlab_train(root: Path, out: Path, args: argparse.Namespace) -> list[str]:
+    return [
+        *(sys.executable, "-m", "vitlab", "train", "--dataset", "folder", "--data-dir", str(root)),
+        *("--model", VITLAB_MODEL, "--image-size", str(args.image_size), "--epochs", str(args.epochs)),
+        *("--batch-size", str(args.batch_size), "--lr", str(args.lr), "--device", "cpu", "--quiet"),
+        *("--set", f"data.workers={args.workers}", "--out", str(out), "--overwrite"),
+    ]
+
+
+def peer_command(peer: str, root: Path, args: argparse.Namespace) -> list[str]:
+    return [
+        *(sys.executable, __file__, "--peer", peer, "--root", str(root), "--image-size", str(args.image_size)),
+        *("--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr)),
+        *("--workers", str(args.workers)),
+    ]
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--images", type=int, default=1000, help="training photos")
+    p.add_argument("--val", type=int, default=200, help="validation photos")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cache", type=Path, default=Path("~/.cache/vitlab-bench").expanduser())
+    p.add_argument("--peer", choices=("timm-train", "timm-validate"), help=argparse.SUPPRESS)
+    p.add_argument("--root", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.peer:
+        timm_peer(args)
+        return
+    n = args.images + args.val
+    val_every = max(2, round(n / args.val))
+    root = make_photo_folder(args.cache / f"photos-e2e-{n}-{val_every}", n, layout="splits", val_every=val_every)
+    work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    try:
+        log("setup: an untimed vitlab run for evaluate's weights")
+        setup = timed(vitlab_train(root, work / "weights", argparse.Namespace(**{**vars(args), "epochs": 1})))
+        if setup["returncode"]:
+            raise SystemExit(f"the setup run failed: {setup.get('stderr_tail')}")
+        peers = {
+            "train": {
+                "vitlab": vitlab_train(root, work / "run", args),
+                "timm": peer_command("timm-train", root, args),
+            },
+            "evaluate": {
+                "vitlab": [
+                    *(sys.executable, "-m", "vitlab", "evaluate", str(work / "weights"), "--split", "val"),
+                    *("--device", "cpu", "--set", f"data.workers={args.workers}"),
+                ],
+                "timm": peer_command("timm-validate", root, args),
+            },
+        }
+        rounds: dict[str, list[dict]] = {what: [] for what in peers}
+        for r in range(args.rounds):
+            for what, commands in peers.items():
+                order = ["vitlab", "timm"] if r % 2 == 0 else ["timm", "vitlab"]
+                runs = {}
+                for peer in order:
+                    runs[peer] = timed(commands[peer])
+                    log(f"round {r} {what} {peer}: {runs[peer]}")
+                rounds[what].append(runs)
+        result: dict = {
+            "photos": {"train": args.images, "val": args.val, "root": str(root)},
+            "settings": {k: v for k, v in vars(args).items() if k not in ("peer", "root", "cache")},
+            "machine": machine(),
+            "commands": {what: {peer: " ".join(c) for peer, c in cmds.items()} for what, cmds in peers.items()},
+        }
+        for what, runs in rounds.items():
+            ok = [run for run in runs if all(run[peer]["returncode"] == 0 for peer in run)]
+            entry: dict = {"rounds": runs}
+            if ok:
+                entry["speed_ratio"] = spread([run["timm"]["wall_s"] / run["vitlab"]["wall_s"] for run in ok])
+                entry["cpu_ratio"] = spread([run["timm"]["cpu_s"] / run["vitlab"]["cpu_s"] for run in ok])
+                entry["peak_pss_ratio"] = spread(
+                    [run["vitlab"]["peak_pss_mib"] / max(run["timm"]["peak_pss_mib"], 1e-9) for run in ok]
+                )
+                for peer in ("vitlab", "timm"):
+                    entry[f"{peer}_wall_s"] = spread([run[peer]["wall_s"] for run in ok])
+                    entry[f"{peer}_peak_pss_mib"] = spread([run[peer]["peak_pss_mib"] for run in ok])
+            result[what] = entry
+        result["load_after"] = [round(v, 2) for v in os.getloadavg()]
+        print(json.dumps(result, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""A split of image files held in memory: :class:`DecodedSplit`, decoded whole (:func:`decode_records`) the first
+time its images are used, so loading a dataset decodes nothing and a command that scores one split never opens
+another split's files.
+
+Decoding reads every image through :class:`~vitlab.data.stream.StreamDataset` (``eval_image``, ``uint8 / 255``,
+so an image in memory is exactly the streamed one): in :data:`DECODE_WORKERS_FROM` images or more, in DataLoader
+workers; fewer, in this process with one torch thread (a uint8 crop copy costs 10x more spread over two threads
+than on one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .dataset import ImageDataset
+from .records import Records
+from .stream import StreamDataset
+
+if TYPE_CHECKING:
+    from .preprocess import Preprocess
+
+DECODE_WORKERS_FROM = 256
+"""A split of at least this many images is decoded in DataLoader workers (when it has any)."""
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block with one torch thread, then restore the count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def decode_records(
+    records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every image of ``records`` through ``preprocess.eval_image`` -> ``(images (N', C, H, W) float32 in
+    [0, 1], labels (N',) int64)``: the in-memory path, decoded as a stream would (``uint8 / 255``).
+
+    Unreadable images are left out and recorded in ``bad``; more than ``max_bad`` raise
+    :class:`~vitlab.errors.DataError`. ``workers`` are used from :data:`DECODE_WORKERS_FROM` images on.
+    """
+    stream = StreamDataset(records, preprocess)
+    if bad is not None:
+        stream.bad = bad
+    images = torch.empty((len(records), *stream.image_shape), dtype=torch.float32)
+    labels = torch.empty(len(records), dtype=torch.int64)
+    filled = 0
+    workers = workers if len(records) >= DECODE_WORKERS_FROM else 0
+    with one_thread():
+        for batch, batch_labels in stream.batches(
+            np.arange(len(records)), 256, workers=workers, max_bad=max_bad, pin_memory=False
+        ):
+            images[filled : filled + len(batch)] = batch.float().div_(255)
+            labels[filled : filled + len(batch)] = batch_labels
+            filled += len(batch)
+    return images[:filled], labels[:filled]
+
+
+class DecodedSplit(ImageDataset):
+    """A split of image files held in memory: an :class:`~vitlab.data.dataset.ImageDataset` whose ``images``
+    ``(N, C, H, W)`` float32 in [0, 1] are decoded (:func:`decode_records`) the first time they are used, so
+    loading a dataset decodes nothing and a command that scores one split never opens another's files.
+
+    ``labels``, ``classes`` and ``image_shape`` come from the records and ``preprocess`` without decoding;
+    with ``max_bad > 0`` an unreadable image is left out (and named in ``bad``), so ``labels`` then wait for
+    the decoding too. :meth:`subset` and :meth:`relabeled` stay undecoded until used.
+    """
+
+    def __init__(
+        self, records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str]
+    ) -> None:
+        self.records = records
+        self.preprocess = preprocess
+        self.workers = workers
+        self.max_bad = max_bad
+        self.bad = bad
+        self.classes = records.classes
+        self._decoded: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def decode(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(images, labels)``, decoded now unless they were already."""
+        if self._decoded is None:
+            self._decoded = decode_records(
+                self.records, self.preprocess, workers=self.workers, max_bad=self.max_bad, bad=self.bad
+            )
+        return self._decoded
+
+    @property
+    def images(self) -> torch.Tensor:  # type: ignore[override]
+        return self.decode()[0]
+
+    @property
+    def labels(self) -> torch.Tensor:  # type: ignore[override]
+        if self._decoded is None and not self.max_bad:
+            return torch.from_numpy(self.records.labels)
+        return self.decode()[1]
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)``, from the preprocessing."""
+        height, width = self.preprocess.image_size
+        return self.preprocess.channels, height, width
+
+    def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> ImageDataset:
+        if self._decoded is not None or self.max_bad:
+            return super().subset(index)
+        return self._over(self.records.subset(np.asarray(index)))
+
+    def relabeled(self, index_map: np.ndarray, classes: Sequence[str]) -> ImageDataset:
+        if self._decoded is not None or self.max_bad:
+            return super().relabeled(index_map, classes)
+        return self._over(
+            replace(self.records, labels=np.asarray(index_map)[self.records.labels], classes=list(classes))
+        )
+
+    def _over(self, records: Records) -> DecodedSplit:
+        return DecodedSplit(records, self.preprocess, workers=self.workers, max_bad=self.max_bad, bad=self.bad)
+
+    def __repr__(self) -> str:
+        state = "decoded" if self._decoded is not None else "not decoded yet"
+        return f"DecodedSplit({len(self.records)} records of {self.records.origin!r}, {state})"
