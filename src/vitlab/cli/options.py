@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import Bool, Check, Float, Int, Maybe, OneOf
 from ..errors import ConfigError
-from . import data_options, parse_overrides, read_config_file, refuse_owned
+from . import data_options
 
 if TYPE_CHECKING:
     from ..engine import RunConfig
     from ..tasks import TaskSpec
-
-RUN_FLAGS = ("out_dir", "resume", "overwrite")  # given by --out, --resume, --overwrite; never read from a file
 
 
 def flag(name: str) -> str:
@@ -48,58 +46,30 @@ def add_config_options(parser: argparse.ArgumentParser, specs: list[TaskSpec]) -
     parser.set_defaults(config_flags=tuple(seen))
 
 
-def task_options(spec: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
-    """The task's options (``--device`` among them): the run's saved config (``--resume``) or ``--config
-    FILE``, then the flags given, then ``--set`` (``PREFIX.KEY`` into the config's nested field), then the
-    run-folder flags. A flag another
-    task takes, or a ``--set`` of a field the command line owns (``out_dir`` is ``--out``), is refused."""
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
-
-    config: type[RunConfig] = spec.config
-    sets = parse_overrides(args.set)
-    refuse_owned(sets, config.CLI_OWNED)
-    foreign = [n for n in flagged(args) if n not in spec.options]
-    if foreign:
-        raise ConfigError(f"{flag(foreign[0])} is not an option of task {spec.name!r}: use --set or another task")
-    if args.resume and args.out is None:
-        raise ConfigError("--resume needs the run folder: --out DIR")
-    base = (
-        read_config_file(RunDir(args.out) / CONFIG)
-        if args.resume
-        else read_config_file(args.config)
-        if args.config
-        else {}
-    )
-    options = {k: v for k, v in base.items() if k not in RUN_FLAGS}
-    options |= {name: getattr(args, name) for name in spec.options if getattr(args, name, None) is not None}
-    for key, value in sets.items():
-        prefix, dot, rest = key.partition(".")
-        if dot and prefix in config.NESTED:
-            nested = config.NESTED[prefix]
-            if not isinstance(options.get(nested, {}), dict):
-                raise ConfigError(f"{nested} must be a mapping of {prefix} fields, got {options[nested]!r:.40}")
-            options[nested] = {**(options.get(nested) or {}), rest: value}
-        else:
-            options[key] = value
-    if args.device is not None:  # a flag of every command (see add_common)
-        options["device"] = args.device
-    if "data" in config.NESTED and data_options(args):
-        options["data"] = {**(options.get("data") or {}), **data_options(args)}
-    return {**options, **spec.preset, "out_dir": args.out, "resume": args.resume, "overwrite": args.overwrite}
-
-
 def flagged(args: argparse.Namespace) -> list[str]:
     """The config fields given by a flag of their own (see :func:`add_config_options`)."""
     return [name for name in getattr(args, "config_flags", ()) if getattr(args, name, None) is not None]
 
 
 def task_config(spec: TaskSpec, args: argparse.Namespace, extra: dict[str, Any] | None = None) -> RunConfig:
-    """The run's config for ``spec`` from the command line (see :func:`task_options`), with ``extra``; on
-    ``--resume``, the fields of ``RESUME_SETTABLE`` an option or ``--set`` gives are applied on purpose
-    (``--resume --set lr=1e-4``) instead of refused."""
-    options = {**task_options(spec, args), **(extra or {})}
-    config = spec.config.from_options(options)
-    if args.resume:
-        config.allow_on_resume(set(flagged(args)) | set(parse_overrides(args.set)))
-    return config
+    """The run's config for ``spec`` from the command line, resolved by :func:`vitlab.tasks.resolve_config`:
+    ``--config FILE`` (on ``--resume``, the run's own), then the task's flags, ``--device``, the data flags and
+    ``extra``, then ``--set``. A flag of another task's is refused."""
+    from ..tasks import resolve_config
+
+    foreign = [n for n in flagged(args) if n not in spec.options]
+    if foreign:
+        raise ConfigError(f"{flag(foreign[0])} is not an option of task {spec.name!r}: use --set or another task")
+    options = {name: getattr(args, name, None) for name in spec.options}
+    options["device"] = args.device
+    if "data" in spec.config.NESTED:
+        options |= {f"data.{name}": value for name, value in data_options(args).items()}
+    return resolve_config(
+        spec,
+        None if args.resume else args.config,
+        {**options, **(extra or {})},
+        args.set,
+        out_dir=args.out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
