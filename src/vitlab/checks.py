@@ -9,6 +9,7 @@ It depends on nothing of vitlab's but the errors, so every floor (``data`` inclu
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import os
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,22 @@ def shown(value: Any, limit: int = 40) -> str:
     """``repr(value)``, cut to ``limit`` characters: a hostile value must not flood the one-line message."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+class UnknownKeysError(ConfigError):
+    """Names a mapping does not know (``unknown``): a :class:`ConfigError` a caller that knows more names (a
+    run config taking its model's fields too) can say better."""
+
+    def __init__(self, message: str, unknown: list[str], known: Iterable[str]) -> None:
+        super().__init__(message)
+        self.unknown, self.known = unknown, sorted(known)
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'lr'?)`` for a ``word`` close to one of ``choices`` (difflib's ratio), else ``""``: the
+    one "did you mean" of every refusal of a name (a command, an option, a field, a dataset, a model)."""
+    near = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 class Check:
@@ -103,7 +120,8 @@ class OneOf(Check):
 
     def __call__(self, name: str, value: Any) -> Any:
         if not isinstance(value, str) or value not in self.choices:
-            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+            near = suggest(value, self.choices) if isinstance(value, str) else ""
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}{near}")
         return value
 
 
@@ -207,7 +225,12 @@ class Fields(Check):
         else:
             unknown = sorted(str(k) for k in value if k not in self.known)
             if unknown:
-                raise ConfigError(f"{name}: unknown {self.what} option(s) {unknown}; known: {sorted(self.known)}")
+                raise UnknownKeysError(
+                    f"{name}: unknown {self.what} option(s) {unknown}{suggest(unknown[0], self.known)}; "
+                    f"known: {sorted(self.known)}",
+                    unknown,
+                    self.known,
+                )
         checked = dict(value)
         for key, check in self.nested:  # named as the field is set: ``vision.depth``
             if key in checked and not _is_config(checked[key]):
@@ -274,7 +297,8 @@ def reject_unknown(given: Iterable[str], known: Iterable[str], what: str) -> Non
     known = sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ConfigError(f"unknown {what} option(s) {unknown}; known: {known}")
+        near = suggest(unknown[0], known)
+        raise UnknownKeysError(f"unknown {what} option(s) {unknown}{near}; known: {known}", unknown, known)
 
 
 def run_folder_name(path: str | os.PathLike[str]) -> str:

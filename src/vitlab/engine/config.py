@@ -13,8 +13,24 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
-from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, run_folder_name, shown
+from ..checks import (
+    Bool,
+    Check,
+    Fields,
+    Float,
+    Int,
+    Maybe,
+    OneOf,
+    Text,
+    UnknownKeysError,
+    check_fields,
+    reject_unknown,
+    run_folder_name,
+    shown,
+    suggest,
+)
 from ..errors import ConfigError
+from ..models.registry import get_config, list_models
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")
@@ -168,9 +184,27 @@ class RunConfig:
         return {**{k: v for k, v in options.items() if k in own}, cls.OVERRIDES: {**base, **extra}}
 
     @classmethod
-    def from_options(cls: type[C], options: dict[str, Any]) -> C:
-        """The config from flat options (see :meth:`gather_options`)."""
+    def assemble(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options as :meth:`gather_options` gathers them (a task's config may add steps)."""
         return cls.from_dict(cls.gather_options(options))
+
+    @classmethod
+    def from_options(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options (see :meth:`gather_options`). A key that is neither a field of the config
+        nor of the model's is refused with the nearest name of either (``lrr``: did you mean ``lr``?)."""
+        try:
+            return cls.assemble(options)
+        except UnknownKeysError as err:
+            flat = [key for key in err.unknown if key in options]
+            if cls.OVERRIDES is None or not flat:
+                raise
+            names = [*field_names(cls), *err.known]
+            raise UnknownKeysError(
+                f"unknown option {flat[0]!r}{suggest(flat[0], names)}: not a field of {cls.__name__} nor of the "
+                f"{cls.OVERRIDES_OF} (--help lists the options; every field can be given with --set)",
+                flat,
+                names,
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -187,6 +221,25 @@ class RunFolder(Check):
         if not isinstance(value, str):
             raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
         return run_folder_name(value)
+
+
+@dataclass(frozen=True)
+class ModelFields(Check):
+    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
+    each value in its field's range (how fields relate is checked when the model is built for the data)."""
+
+    model: Any
+
+    def describe(self) -> str:
+        return "a mapping of model config fields"
+
+    def __call__(self, name: str, value: Any) -> dict[str, Any]:
+        registered = self.model in list_models() if isinstance(self.model, str) else False
+        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
+            return Fields((), "model config", open=True)(name, value)
+        config = get_config(self.model)
+        known = tuple(f.name for f in fields(config))
+        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
 
 
 def field_names(cls: type) -> list[str]:

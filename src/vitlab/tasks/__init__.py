@@ -16,6 +16,7 @@ from .dense.spec import DETECT, SEGMENT
 from .promptable.spec import PROMPTABLE
 from .registry import (
     TaskSpec,
+    broken,
     get_task,
     register,
     registered,
@@ -40,6 +41,7 @@ __all__ = [
     "Prediction",
     "RunResult",
     "TaskSpec",
+    "broken",
     "build_student",
     "classify_files",
     "evaluate_checkpoint",

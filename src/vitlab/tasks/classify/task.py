@@ -25,7 +25,7 @@ from ...data import AugmentConfig, BatchAugment, DataSplits, ImageDataset
 from ...data.augment import PRESETS, normalize_
 from ...data.options import DataOptions
 from ...data.stream import StreamDataset
-from ...engine.config import RunConfig
+from ...engine.config import ModelFields, RunConfig
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
 from ...engine.loop import epoch_seed
@@ -34,7 +34,7 @@ from ...engine.optim import build_optimizer, layer_decay_groups
 from ...engine.task import Task
 from ...errors import ConfigError
 from ...models import build_registered
-from ...models.registry import build_from_config, get_config, list_models
+from ...models.registry import build_from_config
 from ..distill import DISTILL_KINDS, distillation_loss
 
 GEOMETRY = ("crop_pct", "crop_mode", "interpolation", "resize_backend", "crop_rounding")
@@ -178,13 +178,13 @@ class TrainConfig(RunConfig):
         return cls(**{**base, **overrides, **merged, "recipe": recipe})
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> TrainConfig:
-        """As :meth:`RunConfig.from_options`; a ``recipe`` among the options supplies the fields not given
+    def assemble(cls, options: dict[str, Any]) -> TrainConfig:
+        """As :meth:`RunConfig.assemble`; a ``recipe`` among the options supplies the fields not given
         (see :meth:`from_recipe`); ``init`` without a ``model`` trains the init checkpoint's own architecture."""
         if options.get("init") is not None and "model" not in options:
             options = {**options, "model": INIT_MODEL}
         if "recipe" not in options:
-            return super().from_options(options)
+            return super().assemble(options)
         given = cls.gather_options({k: v for k, v in options.items() if k != "recipe"})
         return cls.from_recipe(options["recipe"], **given)
 
@@ -210,25 +210,6 @@ class AugmentChoice(Check):
                 raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
             return value
         return Options(AugmentConfig, "augment")(name, value)
-
-
-@dataclass(frozen=True)
-class ModelFields(Check):
-    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
-    each value in its field's range (how fields relate is checked when the model is built for the data)."""
-
-    model: Any
-
-    def describe(self) -> str:
-        return "a mapping of model config fields"
-
-    def __call__(self, name: str, value: Any) -> dict[str, Any]:
-        registered = self.model in list_models() if isinstance(self.model, str) else False
-        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
-            return Fields((), "model config", open=True)(name, value)
-        config = get_config(self.model)
-        known = tuple(f.name for f in fields(config))
-        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
 
 
 INIT_MODEL = "init"

@@ -26,6 +26,7 @@ from torch import nn
 from ...checks import Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
 from ...data import DataSplits, load_dataset, normalize
 from ...engine import Reporter, RunConfig, Task, seed_everything
+from ...engine.config import ModelFields
 from ...engine.distributed import DistEnv, all_reduce_sum
 from ...errors import ConfigError
 from ...models import build_registered
@@ -33,7 +34,6 @@ from ...models.config import MAX_CLASSES, MAX_SIDE
 from ...models.vit import VisionTransformer
 from ...runs import DataConfig, RunDir
 from ...runs.layout import METRICS
-from ..classify.task import ModelFields
 from ..run import RunResult
 from .crops import multi_crop
 from .dino import Centre, DINOHead, DINONet, cosine_momentum, dino_loss, ema_update_, teacher_temperature
