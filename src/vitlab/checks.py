@@ -25,6 +25,11 @@ def shown(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
+# An upper limit at or above these guards the machine rather than saying what the field means: not shown.
+UNBOUNDED = 2**31 - 1
+UNBOUNDED_REAL = 1e6
+
+
 class UnknownKeysError(ConfigError):
     """Names a mapping does not know (``unknown``): a :class:`ConfigError` a caller that knows more names (a
     run config taking its model's fields too) can say better."""
@@ -61,6 +66,8 @@ class Int(Check):
 
     def describe(self) -> str:
         kind = {0: "a non-negative integer", 1: "a positive integer"}.get(self.low, "an integer")
+        if self.high >= UNBOUNDED:  # a machine's limit, not the field's meaning: only the lower bound is said
+            return kind if self.low in (0, 1) else f"{kind} >= {self.low}"
         return f"{kind} in [{self.low}, {self.high}]"
 
     def __call__(self, name: str, value: Any) -> int:
@@ -81,6 +88,8 @@ class Float(Check):
     high_open: bool = False
 
     def describe(self) -> str:
+        if self.high >= UNBOUNDED_REAL:
+            return f"a number {'>' if self.low_open else '>='} {self.low:g}"
         return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
     def __call__(self, name: str, value: Any) -> float:
@@ -226,8 +235,8 @@ class Fields(Check):
             unknown = sorted(str(k) for k in value if k not in self.known)
             if unknown:
                 raise UnknownKeysError(
-                    f"{name}: unknown {self.what} option(s) {unknown}{suggest(unknown[0], self.known)}; "
-                    f"known: {sorted(self.known)}",
+                    f"{name}: unknown {self.what} option(s) {unknown}; known: {sorted(self.known)}"
+                    f"{suggest(unknown[0], self.known)}",
                     unknown,
                     self.known,
                 )
@@ -298,7 +307,7 @@ def reject_unknown(given: Iterable[str], known: Iterable[str], what: str) -> Non
     unknown = sorted(set(given) - set(known))
     if unknown:
         near = suggest(unknown[0], known)
-        raise UnknownKeysError(f"unknown {what} option(s) {unknown}{near}; known: {known}", unknown, known)
+        raise UnknownKeysError(f"unknown {what} option(s) {unknown}; known: {known}{near}", unknown, known)
 
 
 def run_folder_name(path: str | os.PathLike[str]) -> str:

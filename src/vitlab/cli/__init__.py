@@ -4,17 +4,10 @@ option parsing they share."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 from typing import Any
 
 from ..errors import ConfigError
 from ..settings import parse_overrides, read_config_file
-
-
-def from_args(cls: type[Any], args: argparse.Namespace, **given: Any) -> Any:
-    """The dataclass ``cls`` from the options of the same names, and ``given`` (what no option names)."""
-    named = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in given and hasattr(args, f.name)}
-    return cls(**named, **given)
 
 
 def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True) -> None:

@@ -90,6 +90,18 @@ class RunConfig:
     OVERRIDES_OF: ClassVar[str] = "model config"  # what the overrides are fields of, for messages
     # ``--set PREFIX.KEY=VALUE`` sets KEY in the mapping field ``NESTED[PREFIX]`` (``augment.color_jitter``).
     NESTED: ClassVar[dict[str, str]] = {}
+    # What a field means, in a few words: the help of its flag (``vitlab train --help``), beside its range and default.
+    HELP: ClassVar[dict[str, str]] = {
+        "dataset": "dataset name (see `vitlab data list`)",
+        "data_dir": "folder or file holding the dataset's files",
+        "rows": "train on the first N training rows only (default: all)",
+        "seed": "seed of the split, the initial weights and the batch order",
+        "epochs": "passes over the training rows",
+        "batch_size": "images per step on each process",
+        "lr": "peak learning rate",
+        "device": DEVICE_HELP,
+        "compile": "compile the training forward with torch.compile",
+    }
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
 
@@ -196,12 +208,12 @@ class RunConfig:
             return cls.assemble(options)
         except UnknownKeysError as err:
             flat = [key for key in err.unknown if key in options]
-            if cls.OVERRIDES is None or not flat:
-                raise
+            if cls.OVERRIDES is None or cls.known_options() is not None or not flat:
+                raise  # the refusal already weighs every name (see known_options)
             names = [*field_names(cls), *err.known]
             raise UnknownKeysError(
-                f"unknown option {flat[0]!r}{suggest(flat[0], names)}: not a field of {cls.__name__} nor of the "
-                f"{cls.OVERRIDES_OF} (--help lists the options; every field can be given with --set)",
+                f"unknown option {flat[0]!r}{suggest(flat[0], names)}: not a field of "
+                f"{cls.__name__} nor of the {cls.OVERRIDES_OF} (--help lists the options; --set takes every field)",
                 flat,
                 names,
             ) from None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import suggest
 from ..errors import CheckpointError, ConfigError
 from ..runs.kinds import checkpoint_kinds, register_kinds, unregister_kinds
+from .requests import EvaluateRequest, PredictRequest
 
 if TYPE_CHECKING:
     from ..engine import Reporter, RunConfig, Task
@@ -45,7 +46,10 @@ class TaskSpec:
     - ``summary(result) -> dict``: the run folder's ``summary.json``; ``line(result) -> str``: what
       ``vitlab train`` prints.
     - ``evaluate(loaded, request) -> str`` / ``predict(loaded, request) -> str``: ``vitlab evaluate`` /
-      ``vitlab predict`` on one of its checkpoints, as the text to print (None: the command refuses its kinds).
+      ``vitlab predict`` on one of its checkpoints, as the text to print (None: the command refuses its kinds);
+      ``evaluate_request`` / ``predict_request``: the request class each handler takes, an
+      :class:`~vitlab.tasks.EvaluateRequest` / :class:`~vitlab.tasks.PredictRequest` with the task's own
+      options as :func:`~vitlab.tasks.requests.option` fields (each becomes a flag of the command).
     - ``handoff(result) -> str | None``: where the run's files are and what to do next (default: the run folder).
     - ``preset``: config fields the task fixes (``segment`` and ``detect`` share one config, ``task`` told apart).
     - ``run_kinds``: the kinds its run folders record, when not just ``name`` (pretraining: ``mae``, ``dino``).
@@ -67,6 +71,8 @@ class TaskSpec:
     options: tuple[str, ...] = field(default_factory=tuple)
     help: str = ""
     run_kinds: tuple[str, ...] = ()
+    evaluate_request: type[EvaluateRequest] = EvaluateRequest
+    predict_request: type[PredictRequest] = PredictRequest
 
 
 _SPECS: dict[str, TaskSpec] = {}

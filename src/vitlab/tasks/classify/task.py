@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -126,6 +126,18 @@ class TrainConfig(RunConfig):
     distill_alpha: float = 0.5
     distill_temperature: float = 4.0
     data: DataOptions = field(default_factory=DataOptions)
+
+    HELP: ClassVar[dict[str, str]] = {
+        **RunConfig.HELP,
+        "model": "registered model name (see `vitlab models`), timm name or hub id",
+        "augment": "augmentation preset",
+        "init": "start from this checkpoint's matching weights (run folder, file, hub id)",
+        "layer_decay": "scale block i's learning rate by this ** (depth - i)",
+        "teacher": "distil from this checkpoint (DeiT)",
+        "distill": "distillation target",
+        "distill_alpha": "weight of the distillation loss",
+        "distill_temperature": "temperature of soft distillation",
+    }
 
     def checks(self) -> dict[str, Check]:
         source = Maybe(Text("a checkpoint: a run folder, a model file or a hub id", path=True))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import nn
@@ -73,6 +73,13 @@ class PretrainConfig(RunConfig):
     teacher_temp_epochs: int = 10
     teacher_momentum: float = 0.996
     centre_momentum: float = 0.9
+
+    HELP: ClassVar[dict[str, str]] = {
+        **RunConfig.HELP,
+        "model": "registered ViT name (see `vitlab models`)",
+        "images": "which split's images to pretrain on",
+        "local_crops": "DINO: small crops per image",
+    }
 
     def checks(self) -> dict[str, Check]:
         return {
