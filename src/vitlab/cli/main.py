@@ -168,6 +168,8 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
             file=sys.stderr,
         )
         return 130
+    except BrokenPipeError:
+        raise  # the reader went away: main() ends quietly
     except (VitlabError, OSError) as err:
         code = exit_code(err)
         if debug or code is None:
