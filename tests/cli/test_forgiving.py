@@ -4,6 +4,7 @@ means and its default, never a machine's limit as a range."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -111,3 +112,42 @@ def test_a_closed_pipe_ends_quietly():
         err = proc.stderr.read().decode()
         code = proc.wait()
     assert err == "" and code in (0, 141)
+
+
+@pytest.fixture(scope="module")
+def completion_cache(tmp_path_factory):
+    """A cache folder holding the command line's index (built once, as the first Tab does)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def tab(line: str, cache) -> tuple[list[str], str]:
+    """Complete ``line`` as the shell does (argcomplete's protocol); the words offered and the modules imported."""
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "XDG_CACHE_HOME": str(cache),
+    }
+    env |= {"_ARGCOMPLETE_IFS": "\n", "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = "import os, sys\nfrom vitlab.cli.main import main\nos.dup2(1, 8)\nos.dup2(2, 9)\nmain([])"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", script], env=env, capture_output=True, text=True)
+    return [word.strip() for word in done.stdout.split("\n") if word.strip()], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ("vitlab tr", ["train"]),
+        ("vitlab train --mod", ["--model"]),
+        ("vitlab train --model vit-dig", ["vit-digits"]),
+        ("vitlab train --dataset fashion", ["fashion-mnist"]),
+        ("vitlab params vit-d", ["vit-digits"]),
+        ("vitlab predict run.safetensors a.png --top", ["--top-k"]),
+    ],
+)
+def test_a_tab_completes_commands_options_and_registered_names_without_torch(line, offered, completion_cache):
+    tab("vitlab ", completion_cache)  # the first Tab writes the index
+    words, imports = tab(line, completion_cache)
+    assert words == offered
+    assert "| torch" not in imports and "vitlab.models" not in imports

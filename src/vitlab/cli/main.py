@@ -143,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str], command: str | None, debug: bool) -> int:
-    parser = build_parser(command if command in command_modules() else "")
-    if "_ARGCOMPLETE" in os.environ:
+    if "_ARGCOMPLETE" in os.environ:  # a Tab: answered from the command line's index, without torch
         from .complete import complete
 
-        complete(parser)
+        complete()
+    parser = build_parser(command if command in command_modules() else "")
     args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
