@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError, ConfigError
-from ..models.registry import build_registered
+from ..models.registry import build_registered, list_models
 from .data_config import pretrained_cfg
+from .hub import is_hub_id
 from .load import load_checkpoint
 
 
@@ -59,7 +60,20 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
     """:func:`vitlab.models.build_registered` (``name`` with config ``overrides``), then, with
     ``checkpoint_path``, every weight of that checkpoint (any source :func:`load_checkpoint` reads),
     strictly: a checkpoint that does not fit the model exactly is refused. As timm's ``create_model``.
-    The model carries ``pretrained_cfg`` from the checkpoint's data config."""
+    The model carries ``pretrained_cfg`` from the checkpoint's data config.
+
+    ``name`` may also be timm's spelling of a registered name (``vit_tiny_patch16_224``), or, as the command
+    line takes them, a checkpoint itself: a hub id (``timm/vit_tiny_patch16_224.augreg_in21k``, read from the
+    local cache) or a checkpoint file or folder, whose model is returned with its weights."""
+    if name not in list_models() and (is_hub_id(name) or Path(name).exists()):
+        if checkpoint_path is not None or overrides:
+            raise ConfigError(
+                f"{name} is a checkpoint: it brings its own weights and config; drop checkpoint_path and the "
+                f"config fields, or build a registered name (vitlab.list_models())"
+            )
+        loaded = load_checkpoint(name)
+        loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)
+        return loaded.model
     model = build_registered(name, **overrides)
     if checkpoint_path is not None:
         loaded = load_checkpoint(checkpoint_path)
