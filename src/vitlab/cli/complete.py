@@ -111,7 +111,7 @@ def stand_in(shape: dict[str, Any], names: dict[str, list[str]], parser: Any = N
         else:
             action = parser.add_argument(entry["dest"], **keywords)
         if entry["names"]:
-            action.completer = Names(names[entry["names"]])  # type: ignore[attr-defined]
+            action.completer = Names(names[entry["names"]])  # argcomplete reads it
     if shape["commands"]:
         sub = parser.add_subparsers(dest="command")
         for name, inner in shape["commands"].items():

@@ -104,7 +104,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     parser (its usage, and the nearest of its options), not by the top-level one."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        command = getattr(args, "command", None)
+        command = getattr(args, "command", None) or ""
         subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         (subparsers.choices.get(command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     return args

@@ -108,7 +108,7 @@ def add_request_options(parser: argparse.ArgumentParser, command: str) -> None:
             keywords["action"] = "store_true"
         elif "action" not in keywords:
             keywords["type"] = int if kind.startswith("int") else float if kind.startswith("float") else str
-        default = f.default if not callable(f.default_factory) else None  # type: ignore[misc]
+        default = f.default if not callable(f.default_factory) else None
         text = help_text(f.metadata["help"], f.metadata["check"], default)
         parser.add_argument(flag(name), dest=name, default=None, help=f"{', '.join(takers[name])}: {text}", **keywords)
     parser.set_defaults(request_flags=tuple(declared))

@@ -72,7 +72,7 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
                 f"config fields, or build a registered name (vitlab.list_models())"
             )
         loaded = load_checkpoint(name)
-        loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)
+        loaded.model.pretrained_cfg = pretrained_cfg(loaded.model, loaded.data)  # type: ignore[assignment]
         return loaded.model
     model = build_registered(name, **overrides)
     if checkpoint_path is not None:
