@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..errors import ConfigError
-from ..settings import parse_overrides, read_config_file
+from ..settings import merge_settings, parse_overrides, read_config_file
 
 
 def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True) -> None:
@@ -68,7 +68,7 @@ def source_data_options(args: argparse.Namespace) -> Any:
     from ..data.options import DataOptions
 
     sets = {k.removeprefix("data."): v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
-    return DataOptions.from_dict(sets | data_options(args))
+    return DataOptions.from_dict(merge_settings(None, data_options(args), sets))
 
 
 def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -> None:
