@@ -30,6 +30,8 @@ __all__ = [*_LAZY, "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        if _LAZY[name] == "vitlab.runs":  # checkpoints know every task's kinds: the task wing registers them
+            importlib.import_module("vitlab.tasks")
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a subpackage: vitlab.models, ...
         value = importlib.import_module(f"{__name__}.{name}")

@@ -9,6 +9,7 @@ It depends on nothing of vitlab's but the errors, so every floor (``data`` inclu
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import os
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,27 @@ def shown(value: Any, limit: int = 40) -> str:
     """``repr(value)``, cut to ``limit`` characters: a hostile value must not flood the one-line message."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+# An upper limit at or above these guards the machine rather than saying what the field means: not shown.
+UNBOUNDED = 2**31 - 1
+UNBOUNDED_REAL = 1e6
+
+
+class UnknownKeysError(ConfigError):
+    """Names a mapping does not know (``unknown``): a :class:`ConfigError` a caller that knows more names (a
+    run config taking its model's fields too) can say better."""
+
+    def __init__(self, message: str, unknown: list[str], known: Iterable[str]) -> None:
+        super().__init__(message)
+        self.unknown, self.known = unknown, sorted(known)
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'lr'?)`` for a ``word`` close to one of ``choices`` (difflib's ratio), else ``""``: the
+    one "did you mean" of every refusal of a name (a command, an option, a field, a dataset, a model)."""
+    near = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 class Check:
@@ -44,6 +66,8 @@ class Int(Check):
 
     def describe(self) -> str:
         kind = {0: "a non-negative integer", 1: "a positive integer"}.get(self.low, "an integer")
+        if self.high >= UNBOUNDED:  # a machine's limit, not the field's meaning: only the lower bound is said
+            return kind if self.low in (0, 1) else f"{kind} >= {self.low}"
         return f"{kind} in [{self.low}, {self.high}]"
 
     def __call__(self, name: str, value: Any) -> int:
@@ -64,6 +88,8 @@ class Float(Check):
     high_open: bool = False
 
     def describe(self) -> str:
+        if self.high >= UNBOUNDED_REAL:
+            return f"a number {'>' if self.low_open else '>='} {self.low:g}"
         return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
     def __call__(self, name: str, value: Any) -> float:
@@ -103,7 +129,8 @@ class OneOf(Check):
 
     def __call__(self, name: str, value: Any) -> Any:
         if not isinstance(value, str) or value not in self.choices:
-            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
+            near = suggest(value, self.choices) if isinstance(value, str) else ""
+            raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}{near}")
         return value
 
 
@@ -207,7 +234,12 @@ class Fields(Check):
         else:
             unknown = sorted(str(k) for k in value if k not in self.known)
             if unknown:
-                raise ConfigError(f"{name}: unknown {self.what} option(s) {unknown}; known: {sorted(self.known)}")
+                raise UnknownKeysError(
+                    f"{name}: unknown {self.what} option(s) {unknown}; known: {sorted(self.known)}"
+                    f"{suggest(unknown[0], self.known)}",
+                    unknown,
+                    self.known,
+                )
         checked = dict(value)
         for key, check in self.nested:  # named as the field is set: ``vision.depth``
             if key in checked and not _is_config(checked[key]):
@@ -274,7 +306,8 @@ def reject_unknown(given: Iterable[str], known: Iterable[str], what: str) -> Non
     known = sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ConfigError(f"unknown {what} option(s) {unknown}; known: {known}")
+        near = suggest(unknown[0], known)
+        raise UnknownKeysError(f"unknown {what} option(s) {unknown}; known: {known}{near}", unknown, known)
 
 
 def run_folder_name(path: str | os.PathLike[str]) -> str:

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from vitlab.cli import CONFIG_FILE_LIMIT, read_config_file
 from vitlab.cli.main import main
 from vitlab.errors import ConfigError
+from vitlab.settings import CONFIG_FILE_LIMIT, read_config_file
 
 LEVELS = "abcdefghi"
 

@@ -77,4 +77,4 @@ def test_top_k_below_one_is_one_line(tmp_path, image, top_k, capsys):
     model = checkpoint(tmp_path / "m.safetensors")
     assert main(["predict", str(model), str(image), "--top-k", top_k, "--device", "cpu"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and f"--top-k must be at least 1, got {top_k}" in lines[0], lines
+    assert len(lines) == 1 and f"--top-k must be a positive integer in [1, 1000], got {top_k}" in lines[0], lines

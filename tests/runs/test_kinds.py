@@ -1,15 +1,17 @@
-"""Which run and checkpoint kinds exist is what the registered tasks say: vitlab's own, and a package's of its
-own found through the ``vitlab.tasks`` entry-point group."""
+"""Which run and checkpoint kinds exist is what the registered tasks tell runs/: runs checks what it is given (a
+name, a kind no other task has) and loads nothing itself."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
 import sys
 
 import pytest
 
+from vitlab.errors import ConfigError
 from vitlab.runs import kinds
-from vitlab.tasks import unregister
+from vitlab.tasks import registry
 
 PLUGIN = """
 from vitlab.engine import RunConfig
@@ -25,20 +27,49 @@ def test_the_built_in_tasks_name_every_kind():
     assert "evaluate" not in kinds.resumable_kinds() and "compare" not in kinds.resumable_kinds()
 
 
+@pytest.mark.slow  # a fresh interpreter, where nothing has imported the task wing yet
+def test_vitlab_knows_every_kind_before_it_saves_or_loads_a_checkpoint():
+    script = "import vitlab\nvitlab.save_checkpoint\nfrom vitlab.runs import kinds\nprint(kinds.checkpoint_kinds())"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert {"classifier", "encoder", "segmenter"} <= set(eval(out))
+
+
 def test_a_package_of_its_own_adds_its_kinds_through_the_entry_point_group(tmp_path, monkeypatch):
     (tmp_path / "jigsaw_plugin.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
-    entry = importlib.metadata.EntryPoint("jigsaw", "jigsaw_plugin", kinds.ENTRY_POINTS)
-    monkeypatch.setattr(kinds.importlib.metadata, "entry_points", lambda group: [entry] if group == entry.group else [])
-    monkeypatch.setattr(kinds, "_loaded", False)
+    entry = importlib.metadata.EntryPoint("jigsaw", "jigsaw_plugin", registry.ENTRY_POINTS)
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", lambda group: [entry])
+    registry.reload_plugins()
     try:
+        assert "jigsaw" in [spec.name for spec in registry.specs()]
         assert "solver" in kinds.checkpoint_kinds() and "jigsaw" in kinds.resumable_kinds()
     finally:
-        unregister("jigsaw")
+        registry.unregister("jigsaw")
         sys.modules.pop("jigsaw_plugin", None)
+        monkeypatch.undo()
+        registry.reload_plugins()
     assert "solver" not in kinds.checkpoint_kinds()
 
 
 @pytest.mark.parametrize("kind", ["regressor", "", "Classifier"])
 def test_an_unknown_checkpoint_kind_is_not_one(kind):
     assert kind not in kinds.checkpoint_kinds()
+
+
+@pytest.mark.parametrize(
+    ("run_kinds", "checkpoint_kinds", "said"),
+    [
+        (("toy",), ("classifier",), "'classifier' is task 'classify'"),  # a kind another task has
+        (("classify",), ("toy",), "'classify' is task 'classify'"),
+        (("toy",), ("",), "lower-case name"),
+        (("toy",), ("Toy Kind",), "lower-case name"),
+        (("toy",), (3,), "lower-case name"),
+        (("toy",), "toy", "non-empty tuple"),  # a string, not a tuple of names
+        ((), ("toy",), "non-empty tuple"),
+    ],
+)
+def test_runs_refuses_a_malformed_or_taken_kind_and_records_nothing(run_kinds, checkpoint_kinds, said):
+    before = (kinds.checkpoint_kinds(), kinds.resumable_kinds())
+    with pytest.raises(ConfigError, match=said):
+        kinds.register_kinds("toy", run_kinds, checkpoint_kinds)
+    assert (kinds.checkpoint_kinds(), kinds.resumable_kinds()) == before

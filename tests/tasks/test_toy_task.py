@@ -122,4 +122,4 @@ def test_a_task_once_unregistered_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_requests_carry_the_command_options():
-    assert EvaluateRequest("run").split == "test" and PredictRequest("run", ["a.png"]).top_k == 5
+    assert EvaluateRequest("run").split == "test" and PredictRequest("run", ["a.png"]).out is None

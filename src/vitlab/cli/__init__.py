@@ -4,52 +4,10 @@ option parsing they share."""
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["depth=4", "pos_embed=sincos2d", "widths=[16,32]"]`` -> config overrides: JSON values
-    where they parse (numbers, true/false/null, lists), the text otherwise."""
-    overrides = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects key=value, got {item!r}: e.g. --set depth=4")
-        try:
-            overrides[key] = json.loads(text)
-        except json.JSONDecodeError:
-            overrides[key] = text
-    return overrides
-
-
-def from_args(cls: type[Any], args: argparse.Namespace, **given: Any) -> Any:
-    """The dataclass ``cls`` from the options of the same names, and ``given`` (what no option names)."""
-    named = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in given and hasattr(args, f.name)}
-    return cls(**named, **given)
-
-
-def refuse_owned(sets: dict[str, Any], owned: dict[str, str]) -> None:
-    """Refuse a ``--set`` of a field the command line owns (``{field: the option that sets it}``, e.g.
-    ``out_dir`` is ``--out DIR``): it would be dropped, so it is never taken silently."""
-    for key in sets:
-        if key in owned:
-            raise ConfigError(f"--set {key}=...: {key} is set by {owned[key]}, not by --set; use {owned[key]}")
-
-
-def merge_fields(options: dict[str, Any], key: str, extra: dict[str, Any], what: str) -> None:
-    """``options[key]`` (a mapping of ``what`` fields, e.g. a config file's ``model_overrides``) updated with
-    ``extra`` (from ``--set``); a ``options[key]`` that is not a mapping is refused naming ``key``."""
-    base = options.get(key, {})
-    if not extra:
-        return
-    if not isinstance(base, dict):
-        raise ConfigError(f"{key} must be a mapping of {what} fields, got {base!r:.40}: e.g. {{}}")
-    options[key] = {**base, **extra}
+from ..settings import merge_settings, parse_overrides, read_config_file
 
 
 def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True) -> None:
@@ -110,7 +68,7 @@ def source_data_options(args: argparse.Namespace) -> Any:
     from ..data.options import DataOptions
 
     sets = {k.removeprefix("data."): v for k, v in parse_overrides(args.set).items() if k.startswith("data.")}
-    return DataOptions.from_dict(sets | data_options(args))
+    return DataOptions.from_dict(merge_settings(None, data_options(args), sets))
 
 
 def add_source_options(parser: argparse.ArgumentParser, compile: bool = False) -> None:
@@ -166,58 +124,4 @@ def apply_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
-CONFIG_FILE_LIMIT = 1 << 20  # bytes: a config file is a few kilobytes; anything near this is not one
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """A run config from a YAML or JSON file (a run folder's ``config.json`` included): a mapping.
-
-    Budgeted before any work: a file over :data:`CONFIG_FILE_LIMIT` (1 MiB) is refused unread, and a
-    YAML alias (``*name``, which can expand a 10-line file into billions of nodes: "billion laughs")
-    is refused as soon as the parser meets it, each in one line naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"no config file at {path}")
-    limit = f"{CONFIG_FILE_LIMIT // (1 << 20)} MiB"
-    size = path.stat().st_size
-    if size > CONFIG_FILE_LIMIT:
-        raise ConfigError(f"{path} is {size:,} bytes, over the {limit} a config file may hold: is it a config?")
-    with open(path, "rb") as f:
-        raw = f.read(CONFIG_FILE_LIMIT + 1)
-    if len(raw) > CONFIG_FILE_LIMIT:  # a file that grew, or one whose size the file system does not say
-        raise ConfigError(f"{path} holds more than the {limit} a config file may hold: is it a config?")
-    yaml_file = path.suffix in (".yaml", ".yml")
-    try:
-        text = raw.decode()
-        data = _load_yaml(text, path) if yaml_file else json.loads(text)
-    except ConfigError:
-        raise
-    except Exception as err:  # yaml and json raise their own error types (and RecursionError when nested deep)
-        raise ConfigError(
-            f"{path} is not valid {'YAML' if yaml_file else 'JSON'}: {' '.join(str(err).split())[:300]}"
-        ) from err
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config fields, got {type(data).__name__}")
-    return data
-
-
-def _load_yaml(text: str, path: Path) -> Any:
-    """``yaml.safe_load(text)`` with aliases refused: a config never needs one, and their expansion
-    is unbounded work."""
-    import yaml
-
-    class NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
-                raise ConfigError(
-                    f"{path}: line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in "
-                    f"a config file (their expansion is unbounded): write the values out"
-                )
-            return super().compose_node(parent, index)
-
-    loader = NoAliasLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+__all__ = ["parse_overrides", "read_config_file"]  # the settings every command reads (see vitlab.settings)

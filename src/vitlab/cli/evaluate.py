@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_data_options, add_source_options, from_args, load_source, source_data_options
+from . import add_data_options, add_source_options, load_source, source_data_options
 
 SPLITS = ("test", "val", "train")
 
 
 def run(args: argparse.Namespace) -> int:
     """Hand the checkpoint to the task that wrote its kind (see :class:`vitlab.tasks.TaskSpec`)."""
-    from ..tasks import EvaluateRequest, task_for_kind
+    from ..tasks import task_for_kind
+    from .options import request_from_args
 
     loaded = load_source(args, "evaluate")
     spec = task_for_kind(loaded.kind, "evaluate")
-    request = from_args(EvaluateRequest, args, options=source_data_options(args))
+    request = request_from_args(spec, "evaluate", args, options=source_data_options(args))
     print(spec.evaluate(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from .options import add_request_options
+
     p = sub.add_parser(
         "evaluate",
         help="evaluate a checkpoint: accuracy, NLL, calibration, confusion",
@@ -34,14 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="test", choices=SPLITS)
-    p.add_argument("--temperature-scale", action="store_true", help="fit a temperature on val, report before/after")
     p.add_argument("--out", help="folder for metrics.json, reliability.png, confusion.png")
     p.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
-    p.add_argument("--linear-probe", action="store_true", help="accuracy of a linear classifier on frozen features")
-    p.add_argument("--knn", action="store_true", help="accuracy of weighted k-NN on frozen features")
-    p.add_argument("--k", type=int, default=20, help="neighbours for --knn")
-    p.add_argument("--rows", type=int, help="probes: fit on the first N training rows only")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
+    add_request_options(p, "evaluate")
     add_data_options(p)
     add_source_options(p, compile=True)
     p.set_defaults(func=run)

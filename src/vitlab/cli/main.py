@@ -25,8 +25,10 @@ import importlib
 import io
 import os
 import pkgutil
+import re
 import sys
 import warnings
+from typing import NoReturn
 
 from .._version import __version__
 from ..errors import VitlabError
@@ -58,12 +60,34 @@ def command_modules() -> list[str]:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """``argparse`` whose refusal of a command, a choice or an option it does not know names the nearest one
+    (:func:`vitlab.checks.suggest`): ``vitlab trian`` -> did you mean 'train'?"""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message + near_miss(self, message))
+
+
+def near_miss(parser: argparse.ArgumentParser, message: str) -> str:
+    """The "did you mean" for argparse's ``message``: an invalid choice among its choices, an unrecognised
+    option among the parser's options."""
+    from ..checks import suggest
+
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        return suggest(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+    unknown = re.search(r"unrecognized arguments: (.*)", message)
+    if unknown:
+        options = [o for o in unknown.group(1).split() if o.startswith("--")]
+        if options:
+            return suggest(options[0].split("=")[0], parser._option_string_actions)
+    return ""
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``vitlab`` parser; with ``command``, only that command's module is imported (the others
     are listed by name and help); without, every command is built in full."""
-    parser = argparse.ArgumentParser(
-        prog="vitlab", description="Vision Transformers: understand, train, compare, explain and scale."
-    )
+    parser = Parser(prog="vitlab", description="Vision Transformers: understand, train, compare, explain and scale.")
     parser.add_argument("--version", action="version", version=f"vitlab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks (also VITLAB_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -73,6 +97,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=COMMANDS.get(name, ""), add_help=False)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; an option the command does not know is refused by the command's own
+    parser (its usage, and the nearest of its options), not by the top-level one."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None) or ""
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (subparsers.choices.get(command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _command(argv: list[str]) -> str | None:
@@ -92,27 +127,34 @@ def one_line(err: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
-    parser = build_parser(command if command in command_modules() else "")
+    debug = "--debug" in argv or os.environ.get("VITLAB_DEBUG", "") not in ("", "0")
+    shown = warnings.showwarning
+    if not debug:  # a warning (a plug-in skipped while the parser is built, too) is one line
+        warnings.showwarning = lambda message, *_, **__: print(
+            f"vitlab{f' {command}' if command in COMMANDS else ''}: warning: {message}", file=sys.stderr
+        )
     try:
-        import argcomplete
+        return _main(argv, command, debug)
+    except BrokenPipeError:  # the reader went away (`vitlab models | head`): stop quietly, as `yes | head` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail
+        return 128 + 13  # killed by SIGPIPE
+    finally:
+        warnings.showwarning = shown
 
-        argcomplete.autocomplete(build_parser() if "_ARGCOMPLETE" in os.environ else parser)
-    except ImportError:
-        pass
-    args = parser.parse_args(argv)
+
+def _main(argv: list[str], command: str | None, debug: bool) -> int:
+    if "_ARGCOMPLETE" in os.environ:  # a Tab: answered from the command line's index, without torch
+        from .complete import complete
+
+        complete()
+    parser = build_parser(command if command in command_modules() else "")
+    args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    debug = args.debug or os.environ.get("VITLAB_DEBUG", "") not in ("", "0")
-    shown = warnings.showwarning
-    if not debug:
-        warnings.showwarning = lambda message, *_, **__: print(
-            f"vitlab {args.command}: warning: {message}", file=sys.stderr
-        )
-    try:
-        return _run(args, debug)
-    finally:
-        warnings.showwarning = shown
+    code = _run(args, debug)
+    sys.stdout.flush()  # inside the boundary: a closed pipe is seen here
+    return code
 
 
 def _run(args: argparse.Namespace, debug: bool) -> int:
@@ -126,6 +168,8 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
             file=sys.stderr,
         )
         return 130
+    except BrokenPipeError:
+        raise  # the reader went away: main() ends quietly
     except (VitlabError, OSError) as err:
         code = exit_code(err)
         if debug or code is None:

@@ -7,15 +7,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..checks import Bool, Check, Float, Int, Maybe, OneOf
+from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text
 from ..errors import ConfigError
-from . import data_options, parse_overrides, read_config_file, refuse_owned
+from . import data_options
 
 if TYPE_CHECKING:
     from ..engine import RunConfig
     from ..tasks import TaskSpec
-
-RUN_FLAGS = ("out_dir", "resume", "overwrite")  # given by --out, --resume, --overwrite; never read from a file
 
 
 def flag(name: str) -> str:
@@ -23,16 +21,28 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def argument(check: Check, default: Any) -> dict[str, Any]:
-    """``add_argument`` keywords for a field checked by ``check`` whose default is ``default``."""
+def argument(check: Check, default: Any, meaning: str = "") -> dict[str, Any]:
+    """``add_argument`` keywords for a field checked by ``check`` whose default is ``default``: typed by the
+    check, its help the field's ``meaning``, what it allows and its default (:func:`help_text`)."""
     inner = check.check if isinstance(check, Maybe) else check
-    shown = inner.describe()
     if isinstance(inner, Bool):
-        return {"action": "store_true", "default": None, "help": "turn it on"}
+        return {"action": "store_true", "default": None, "help": help_text(meaning or "turn it on", None, default)}
     if isinstance(inner, OneOf):
-        return {"choices": inner.choices, "help": shown}
+        return {"choices": inner.choices, "help": help_text(meaning, None, default)}
     kind = int if isinstance(inner, Int) else float if isinstance(inner, Float) else str
-    return {"type": kind, "help": shown}
+    return {"type": kind, "help": help_text(meaning, inner, default)}
+
+
+def help_text(meaning: str, check: Check | None, default: Any) -> str:
+    """``peak learning rate: a number in (0, 10] (default: 0.003)``: what a flag means, the values its check
+    allows (argparse shows choices itself) and its default (when it has a plain one)."""
+    inner = check.check if isinstance(check, Maybe) else check
+    said = isinstance(inner, (Bool, OneOf)) or (isinstance(inner, Text) and meaning)  # by argparse or the meaning
+    allowed = "" if inner is None or said else inner.describe()
+    text = ": ".join(part for part in (meaning, allowed) if part)
+    if isinstance(default, (bool, int, float, str)) and default is not False and default != "":
+        text += f" (default: {default:g})" if isinstance(default, float) else f" (default: {default})"
+    return text
 
 
 def add_config_options(parser: argparse.ArgumentParser, specs: list[TaskSpec]) -> None:
@@ -44,49 +54,9 @@ def add_config_options(parser: argparse.ArgumentParser, specs: list[TaskSpec]) -
         for name in spec.options:
             if name not in seen:
                 seen.append(name)
-                parser.add_argument(flag(name), dest=name, **argument(checks[name], getattr(config, name)))
+                meaning = spec.config.HELP.get(name, "")
+                parser.add_argument(flag(name), dest=name, **argument(checks[name], getattr(config, name), meaning))
     parser.set_defaults(config_flags=tuple(seen))
-
-
-def task_options(spec: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
-    """The task's options (``--device`` among them): the run's saved config (``--resume``) or ``--config
-    FILE``, then the flags given, then ``--set`` (``PREFIX.KEY`` into the config's nested field), then the
-    run-folder flags. A flag another
-    task takes, or a ``--set`` of a field the command line owns (``out_dir`` is ``--out``), is refused."""
-    from ..runs import RunDir
-    from ..runs.layout import CONFIG
-
-    config: type[RunConfig] = spec.config
-    sets = parse_overrides(args.set)
-    refuse_owned(sets, config.CLI_OWNED)
-    foreign = [n for n in flagged(args) if n not in spec.options]
-    if foreign:
-        raise ConfigError(f"{flag(foreign[0])} is not an option of task {spec.name!r}: use --set or another task")
-    if args.resume and args.out is None:
-        raise ConfigError("--resume needs the run folder: --out DIR")
-    base = (
-        read_config_file(RunDir(args.out) / CONFIG)
-        if args.resume
-        else read_config_file(args.config)
-        if args.config
-        else {}
-    )
-    options = {k: v for k, v in base.items() if k not in RUN_FLAGS}
-    options |= {name: getattr(args, name) for name in spec.options if getattr(args, name, None) is not None}
-    for key, value in sets.items():
-        prefix, dot, rest = key.partition(".")
-        if dot and prefix in config.NESTED:
-            nested = config.NESTED[prefix]
-            if not isinstance(options.get(nested, {}), dict):
-                raise ConfigError(f"{nested} must be a mapping of {prefix} fields, got {options[nested]!r:.40}")
-            options[nested] = {**(options.get(nested) or {}), rest: value}
-        else:
-            options[key] = value
-    if args.device is not None:  # a flag of every command (see add_common)
-        options["device"] = args.device
-    if "data" in config.NESTED and data_options(args):
-        options["data"] = {**(options.get("data") or {}), **data_options(args)}
-    return {**options, **spec.preset, "out_dir": args.out, "resume": args.resume, "overwrite": args.overwrite}
 
 
 def flagged(args: argparse.Namespace) -> list[str]:
@@ -95,11 +65,72 @@ def flagged(args: argparse.Namespace) -> list[str]:
 
 
 def task_config(spec: TaskSpec, args: argparse.Namespace, extra: dict[str, Any] | None = None) -> RunConfig:
-    """The run's config for ``spec`` from the command line (see :func:`task_options`), with ``extra``; on
-    ``--resume``, the fields of ``RESUME_SETTABLE`` an option or ``--set`` gives are applied on purpose
-    (``--resume --set lr=1e-4``) instead of refused."""
-    options = {**task_options(spec, args), **(extra or {})}
-    config = spec.config.from_options(options)
-    if args.resume:
-        config.allow_on_resume(set(flagged(args)) | set(parse_overrides(args.set)))
-    return config
+    """The run's config for ``spec`` from the command line, resolved by :func:`vitlab.tasks.resolve_config`:
+    ``--config FILE`` (on ``--resume``, the run's own), then the task's flags, ``--device``, the data flags and
+    ``extra``, then ``--set``. A flag of another task's is refused."""
+    from ..tasks import resolve_config
+
+    foreign = [n for n in flagged(args) if n not in spec.options]
+    if foreign:
+        raise ConfigError(f"{flag(foreign[0])} is not an option of task {spec.name!r}: use --set or another task")
+    options = {name: getattr(args, name, None) for name in spec.options}
+    options["device"] = args.device
+    if "data" in spec.config.NESTED:
+        options |= {f"data.{name}": value for name, value in data_options(args).items()}
+    return resolve_config(
+        spec,
+        None if args.resume else args.config,
+        {**options, **(extra or {})},
+        args.set,
+        out_dir=args.out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
+
+
+def add_request_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """A flag for each option a registered task's ``command`` (``evaluate`` | ``predict``) request declares
+    (:func:`vitlab.tasks.requests.option`), once however many tasks take it; its help names those tasks."""
+    from ..tasks import specs
+    from ..tasks.requests import task_options
+
+    declared: dict[str, Any] = {}
+    takers: dict[str, list[str]] = {}
+    for spec in specs():
+        if getattr(spec, command) is not None:
+            for f in task_options(getattr(spec, f"{command}_request")):
+                declared.setdefault(f.name, f)
+                takers.setdefault(f.name, []).append(spec.name)
+    for name, f in declared.items():
+        keywords = dict(f.metadata["flag"])
+        kind = str(f.type)
+        if not keywords and kind == "bool":
+            keywords["action"] = "store_true"
+        elif "action" not in keywords:
+            keywords["type"] = int if kind.startswith("int") else float if kind.startswith("float") else str
+        default = f.default if not callable(f.default_factory) else None
+        text = help_text(f.metadata["help"], f.metadata["check"], default)
+        parser.add_argument(flag(name), dest=name, default=None, help=f"{', '.join(takers[name])}: {text}", **keywords)
+    parser.set_defaults(request_flags=tuple(declared))
+
+
+def request_from_args(spec: TaskSpec, command: str, args: argparse.Namespace, **given: Any) -> Any:
+    """The task's ``command`` request from the command line: the options of its request class that were given
+    (checked by their flags' names), and ``given``; a flag of another task's request is refused."""
+    from dataclasses import fields
+
+    from ..checks import check_options
+    from ..tasks.requests import task_options
+
+    cls = getattr(spec, f"{command}_request")
+    own = {f.name: f for f in task_options(cls)}
+    flagged = [name for name in getattr(args, "request_flags", ()) if getattr(args, name, None) is not None]
+    foreign = [name for name in flagged if name not in own]
+    if foreign:
+        takes = ", ".join(flag(name) for name in own) or "none of its own"
+        raise ConfigError(
+            f"{flag(foreign[0])} is not an option of a {spec.name} checkpoint (task {spec.name!r} takes {takes})"
+        )
+    check_options(args, {name: own[name].metadata["check"] for name in flagged if own[name].metadata["check"]})
+    shared = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in own and hasattr(args, f.name)}
+    return cls(**{**shared, **{name: getattr(args, name) for name in flagged}, **given})

@@ -94,10 +94,8 @@ def add_run_options(p: argparse.ArgumentParser, command: str, out: str) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..runs.kinds import load_tasks
-    from ..tasks import specs
+    from ..tasks import broken, specs
 
-    load_tasks()
     tasks = specs("train")
     p = sub.add_parser(
         "train",
@@ -107,7 +105,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{s.name}: {s.help}" for s in tasks),
     )
     p.add_argument(
-        "--task", default="classify", choices=[s.name for s in tasks], help="what to train (default classify)"
+        "--task",
+        default="classify",
+        choices=[*(s.name for s in tasks), *broken()],  # a broken plug-in's task is refused saying why
+        help="what to train (default classify)",
     )
     add_data_options(p)
     recipes = {name: spec.name for spec in tasks for name in spec.config.RECIPES}

@@ -13,8 +13,24 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
-from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text, check_fields, reject_unknown, run_folder_name, shown
+from ..checks import (
+    Bool,
+    Check,
+    Fields,
+    Float,
+    Int,
+    Maybe,
+    OneOf,
+    Text,
+    UnknownKeysError,
+    check_fields,
+    reject_unknown,
+    run_folder_name,
+    shown,
+    suggest,
+)
 from ..errors import ConfigError
+from ..models.registry import get_config, list_models
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")
@@ -74,6 +90,18 @@ class RunConfig:
     OVERRIDES_OF: ClassVar[str] = "model config"  # what the overrides are fields of, for messages
     # ``--set PREFIX.KEY=VALUE`` sets KEY in the mapping field ``NESTED[PREFIX]`` (``augment.color_jitter``).
     NESTED: ClassVar[dict[str, str]] = {}
+    # What a field means, in a few words: the help of its flag (``vitlab train --help``), beside its range and default.
+    HELP: ClassVar[dict[str, str]] = {
+        "dataset": "dataset name (see `vitlab data list`)",
+        "data_dir": "folder or file holding the dataset's files",
+        "rows": "train on the first N training rows only (default: all)",
+        "seed": "seed of the split, the initial weights and the batch order",
+        "epochs": "passes over the training rows",
+        "batch_size": "images per step on each process",
+        "lr": "peak learning rate",
+        "device": DEVICE_HELP,
+        "compile": "compile the training forward with torch.compile",
+    }
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
 
@@ -168,9 +196,27 @@ class RunConfig:
         return {**{k: v for k, v in options.items() if k in own}, cls.OVERRIDES: {**base, **extra}}
 
     @classmethod
-    def from_options(cls: type[C], options: dict[str, Any]) -> C:
-        """The config from flat options (see :meth:`gather_options`)."""
+    def assemble(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options as :meth:`gather_options` gathers them (a task's config may add steps)."""
         return cls.from_dict(cls.gather_options(options))
+
+    @classmethod
+    def from_options(cls: type[C], options: dict[str, Any]) -> C:
+        """The config from flat options (see :meth:`gather_options`). A key that is neither a field of the config
+        nor of the model's is refused with the nearest name of either (``lrr``: did you mean ``lr``?)."""
+        try:
+            return cls.assemble(options)
+        except UnknownKeysError as err:
+            flat = [key for key in err.unknown if key in options]
+            if cls.OVERRIDES is None or cls.known_options() is not None or not flat:
+                raise  # the refusal already weighs every name (see known_options)
+            names = [*field_names(cls), *err.known]
+            raise UnknownKeysError(
+                f"unknown option {flat[0]!r}{suggest(flat[0], names)}: not a field of "
+                f"{cls.__name__} nor of the {cls.OVERRIDES_OF} (--help lists the options; --set takes every field)",
+                flat,
+                names,
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -187,6 +233,25 @@ class RunFolder(Check):
         if not isinstance(value, str):
             raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
         return run_folder_name(value)
+
+
+@dataclass(frozen=True)
+class ModelFields(Check):
+    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
+    each value in its field's range (how fields relate is checked when the model is built for the data)."""
+
+    model: Any
+
+    def describe(self) -> str:
+        return "a mapping of model config fields"
+
+    def __call__(self, name: str, value: Any) -> dict[str, Any]:
+        registered = self.model in list_models() if isinstance(self.model, str) else False
+        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
+            return Fields((), "model config", open=True)(name, value)
+        config = get_config(self.model)
+        known = tuple(f.name for f in fields(config))
+        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
 
 
 def field_names(cls: type) -> list[str]:

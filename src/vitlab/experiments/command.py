@@ -17,6 +17,7 @@ from typing import Any
 
 from ..checks import reject_unknown, run_folder_name
 from ..errors import ConfigError
+from ..settings import merge_settings
 from .aggregates import aggregate
 from .compare import run_compare
 from .config import CompareConfig
@@ -117,7 +118,7 @@ def compare_config(options: Mapping[str, Any], settings: Settings) -> CompareCon
     base = {k: v for k, v in base.items() if k != "out_dir"}
     if base or sets:
         reject_unknown({**base, **sets}, [f.name for f in fields(CompareConfig)], "CompareConfig")
-        given = {**base, **given, **sets}
+        given = merge_settings(base, given, sets)
     preset = options.get("preset") or given.pop("preset", None)
     return CompareConfig.from_preset(preset, **given) if preset else CompareConfig(**given)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch import nn
 
+from ..checks import suggest
 from ..errors import ConfigError
 
 _REGISTRY: dict[str, tuple[Any, str]] = {}
@@ -48,9 +49,7 @@ def get_config(name: str, **overrides: Any) -> Any:
     """The config registered under ``name`` with ``overrides`` applied (a fresh copy)."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"model must be a registered model name (a string), got {name!r:.40}: see `vitlab models`")
-    if name not in _REGISTRY:
-        close = list_models(name.split("-")[0]) or list_models()
-        raise ConfigError(f"unknown model {name!r}; registered models include: {', '.join(close)}")
+    name = registered_name(name)
     config = _REGISTRY[name][0]
     known = {f.name for f in fields(config)}
     unknown = sorted(set(overrides) - known)
@@ -61,6 +60,21 @@ def get_config(name: str, **overrides: Any) -> Any:
     return replace(config, **overrides)
 
 
+def registered_name(name: str) -> str:
+    """``name`` as registered: itself, or timm's spelling of it (``vit_tiny_patch16_224``, a ``.tag`` ignored, is
+    ``vit-tiny-patch16-224``); an unknown name is refused naming the nearest registered one."""
+    if name in _REGISTRY:
+        return name
+    timm = name.split(".")[0].replace("_", "-")
+    if timm in _REGISTRY:
+        return timm
+    close = list_models(name.split("-")[0]) or list_models()
+    raise ConfigError(
+        f"unknown model {name!r}{suggest(timm, _REGISTRY)}; registered models include: {', '.join(close)} "
+        f"(a hub id or a checkpoint loads with vitlab.load_checkpoint)"
+    )
+
+
 def build_registered(name: str, **overrides: Any) -> nn.Module:
     """Build the model registered as ``name``, with config fields replaced by ``overrides``.
 
@@ -68,7 +82,7 @@ def build_registered(name: str, **overrides: Any) -> nn.Module:
     """
     config = get_config(name, **overrides)
     model: Any = _BUILDERS[type(config)](config)
-    model.registered_name = name  # a plain attribute, which the checkpoint reads back with getattr
+    model.registered_name = registered_name(name)  # a plain attribute, which the checkpoint reads back with getattr
     return model
 
 

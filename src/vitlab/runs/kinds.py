@@ -1,27 +1,37 @@
-"""Which kinds of run and checkpoint exist. The task wing says so (each :class:`vitlab.tasks.TaskSpec` registers
-its run kinds and checkpoint kinds here when it is registered); the run folder and the checkpoint format only ask.
+"""Which kinds of run and checkpoint exist. The task wing says so: each :class:`vitlab.tasks.TaskSpec` registers
+its run kinds and checkpoint kinds here when it is registered; the run folder and the checkpoint format only ask.
 
-The tasks are found the way plug-ins are, on the first question: vitlab's own (the module :data:`BUILTIN`,
-loaded by name like any plug-in, so this module imports nothing above it), then every module in the
-``vitlab.tasks`` entry-point group. No list of kinds is written twice, and a package of one's own adds a task
-without editing vitlab.
+This module imports nothing above it: it checks what it is given (names, and that no kind is two tasks'), and
+holds it. Registering vitlab's own tasks is the task wing's doing (importing :mod:`vitlab.tasks`, which
+``vitlab`` itself does before it saves or loads a checkpoint), as is finding a package's tasks through the
+``vitlab.tasks`` entry-point group (:func:`vitlab.tasks.plugins.load_plugins`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
+import re
 
-ENTRY_POINTS = "vitlab.tasks"
-BUILTIN = "vitlab.tasks"  # the module that registers vitlab's own tasks
+from ..errors import ConfigError
+
+KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")  # a kind is recorded in files and typed on command lines
 
 _checkpoints: dict[str, str] = {}  # checkpoint kind -> the task that writes it
 _resumable: dict[str, str] = {}  # run kind (a training) -> its task
-_loaded = False
 
 
 def register_kinds(task: str, run_kinds: tuple[str, ...], checkpoint_kinds: tuple[str, ...]) -> None:
-    """Record that ``task``'s trainings are runs of ``run_kinds`` (resumable) writing ``checkpoint_kinds``."""
+    """Record that ``task``'s trainings are runs of ``run_kinds`` (resumable) writing ``checkpoint_kinds``;
+    a malformed name, or a kind another task has, is refused and nothing is recorded."""
+    for what, names, table in (("run", run_kinds, _resumable), ("checkpoint", checkpoint_kinds, _checkpoints)):
+        if isinstance(names, str) or not names:
+            raise ConfigError(f"task {task!r}: give its {what} kinds as a non-empty tuple of names, got {names!r:.60}")
+        for kind in names:
+            if not isinstance(kind, str) or not KIND.fullmatch(kind):
+                raise ConfigError(
+                    f"task {task!r}: {what} kind {kind!r:.60} must be a lower-case name (letters, digits, _ or -)"
+                )
+            if table.get(kind, task) != task:
+                raise ConfigError(f"{what} kind {kind!r} is task {table[kind]!r}'s: give {task!r} its own")
     _resumable.update(dict.fromkeys(run_kinds, task))
     _checkpoints.update(dict.fromkeys(checkpoint_kinds, task))
 
@@ -33,27 +43,14 @@ def unregister_kinds(task: str) -> None:
             del table[kind]
 
 
-def load_tasks() -> None:
-    """Import :data:`BUILTIN` and the modules of the ``vitlab.tasks`` entry-point group, once (each registers
-    its tasks)."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        plugins = [entry.value.split(":")[0] for entry in importlib.metadata.entry_points(group=ENTRY_POINTS)]
-        for module in dict.fromkeys([BUILTIN, *plugins]):
-            importlib.import_module(module)
-
-
 def checkpoint_kinds() -> tuple[str, ...]:
     """Every checkpoint kind a registered task writes (``classifier``, ``encoder``, ...)."""
-    load_tasks()
     return tuple(_checkpoints)
 
 
 def resumable_kinds() -> tuple[str, ...]:
     """Every run kind that can continue from its last state: the trainings (``classify``, ``mae``, ...)."""
-    load_tasks()
     return tuple(_resumable)
 
 
-__all__ = ["checkpoint_kinds", "load_tasks", "register_kinds", "resumable_kinds", "unregister_kinds"]
+__all__ = ["checkpoint_kinds", "register_kinds", "resumable_kinds", "unregister_kinds"]

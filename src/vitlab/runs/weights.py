@@ -9,8 +9,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..data.config import DataConfig
 from ..errors import CheckpointError, ConfigError
-from ..models.registry import build_registered
+from ..models.registry import build_registered, list_models
+from .hub import is_hub_id
 from .load import load_checkpoint
 
 
@@ -58,7 +60,19 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
     """:func:`vitlab.models.build_registered` (``name`` with config ``overrides``), then, with
     ``checkpoint_path``, every weight of that checkpoint (any source :func:`load_checkpoint` reads),
     strictly: a checkpoint that does not fit the model exactly is refused. As timm's ``create_model``.
-    The model carries ``pretrained_cfg`` from the checkpoint's data config."""
+    The model carries ``pretrained_cfg`` from the checkpoint's data config.
+
+    ``name`` may also be timm's spelling of a registered name (``vit_tiny_patch16_224``), or, as the command
+    line takes them, a checkpoint itself: a hub id (``timm/vit_tiny_patch16_224.augreg_in21k``, read from the
+    local cache) or a checkpoint file or folder, whose model is returned with its weights."""
+    if name not in list_models() and (is_hub_id(name) or Path(name).exists()):
+        if checkpoint_path is not None or overrides:
+            raise ConfigError(
+                f"{name} is a checkpoint: it brings its own weights and config; drop checkpoint_path and the "
+                f"config fields, or build a registered name (vitlab.list_models())"
+            )
+        loaded = load_checkpoint(name)
+        return _with_pretrained_cfg(loaded.model, loaded.data)
     model = build_registered(name, **overrides)
     if checkpoint_path is not None:
         loaded = load_checkpoint(checkpoint_path)
@@ -75,5 +89,11 @@ def create_model(name: str, checkpoint_path: str | Path | None = None, **overrid
                 f"pass its config fields"
             )
         model.load_state_dict(source)
-        model.pretrained_cfg = loaded.data.pretrained_cfg(getattr(getattr(model, "config", None), "num_classes", None))  # type: ignore[assignment]
+        _with_pretrained_cfg(model, loaded.data)
+    return model
+
+
+def _with_pretrained_cfg(model: nn.Module, data: DataConfig) -> nn.Module:
+    """``model`` carrying timm's ``pretrained_cfg`` from the data config it was read with."""
+    model.pretrained_cfg = data.pretrained_cfg(getattr(getattr(model, "config", None), "num_classes", None))  # type: ignore[assignment]
     return model

@@ -2,7 +2,8 @@
 
 - ``registry``: :class:`TaskSpec` (name, config, engine task builder, checkpoint kinds, evaluate / predict
   handlers, summary), :func:`register`, :func:`get_task`, :func:`task_for_kind`.
-- ``run``: :func:`run` ``(spec, config) -> RunResult``, the one entry point of every training.
+- ``run``: :func:`run` ``(spec, config) -> RunResult``, the one entry point of every training, and
+  :func:`resolve_config` (a config file, then options, then ``--set``), the one way its config is resolved.
 - ``requests``: what ``vitlab evaluate`` / ``vitlab predict`` ask of a checkpoint's task.
 - ``classify`` (with ``distill``, DeiT's teacher), ``ssl`` (MAE, DINO, probes), ``dense`` (segment, detect),
   ``promptable``, ``clip``: each a package holding its config, engine task, losses, predictor and spec.
@@ -15,6 +16,7 @@ from .dense.spec import DETECT, SEGMENT
 from .promptable.spec import PROMPTABLE
 from .registry import (
     TaskSpec,
+    broken,
     get_task,
     register,
     registered,
@@ -23,7 +25,7 @@ from .registry import (
     unregister,
 )
 from .requests import EvaluateRequest, PredictRequest
-from .run import RunResult, fit_summary, run
+from .run import RunResult, fit_summary, resolve_config, run
 from .ssl.spec import PRETRAIN
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "Prediction",
     "RunResult",
     "TaskSpec",
+    "broken",
     "build_student",
     "classify_files",
     "evaluate_checkpoint",
@@ -48,6 +51,7 @@ __all__ = [
     "load_splits",
     "register",
     "registered",
+    "resolve_config",
     "run",
     "specs",
     "task_for_kind",

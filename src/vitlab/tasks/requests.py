@@ -1,52 +1,73 @@
-"""What ``vitlab evaluate`` and ``vitlab predict`` ask of a task's checkpoint: one request type each,
-whose fields are the commands' options, handed to the task's handler (see :class:`~vitlab.tasks.TaskSpec`)."""
+"""What ``vitlab evaluate`` and ``vitlab predict`` ask of a task's checkpoint: :class:`EvaluateRequest` and
+:class:`PredictRequest` hold what every task's command takes (the checkpoint, the images or the split, where
+to write, the device, how images are read); a task with options of its own declares a subclass beside its
+handler, each field an :func:`option` (its help and allowed values), and names it in its
+:class:`~vitlab.tasks.TaskSpec` (``evaluate_request`` / ``predict_request``). The command line derives a flag
+from each such field (``top_k`` -> ``--top-k``), so a new task's options are written once, in its own file::
+
+    @dataclass
+    class SegmentPredict(PredictRequest):
+        min_score: float = option(0.5, "boxes below this score are not drawn", Float(0.0, 1.0))
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
+from ..checks import Check, check_fields
 from ..data.options import DataOptions
 
 
+def option(default: Any, help: str, check: Check | None = None, **flag: Any) -> Any:
+    """A request field that the command line offers as a flag: its ``default`` (a list default is copied per
+    request), its ``help``, the values it allows (``check``, applied when the request is made) and any
+    ``argparse`` keywords of its flag (``metavar``, ``nargs``, ``action="append"``)."""
+    metadata = {"help": help, "check": check, "flag": flag}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def task_options(cls: type) -> list[Any]:
+    """The fields of a request class declared with :func:`option` (a task's own), in order."""
+    return [f for f in fields(cls) if "help" in f.metadata]
+
+
 @dataclass
-class EvaluateRequest:
+class Request:
+    """What both commands share: each :func:`option` field is checked when the request is made."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, {f.name: f.metadata["check"] for f in task_options(type(self)) if f.metadata["check"]})
+
+
+@dataclass
+class EvaluateRequest(Request):
     """Score ``checkpoint`` (as given: a run folder, a file, a hub id) on a ``split`` of its dataset (or of
-    ``dataset``); ``out``: a folder for the report files; ``linear_probe`` / ``knn``
-    (with ``k`` neighbours, fitted on the first ``rows`` training rows): accuracy of classifiers on frozen features
-    instead; ``options``: how image files are read."""
+    ``dataset``, read from ``data_dir``); ``out``: a folder for the report files (``overwrite`` one there);
+    ``options``: how image files are read."""
 
     checkpoint: str
     split: str = "test"
     dataset: str | None = None
     data_dir: str | None = None
-    temperature_scale: bool = False
     out: str | None = None
     overwrite: bool = False
-    linear_probe: bool = False
-    knn: bool = False
-    k: int = 20
-    rows: int | None = None
     device: str = "auto"
     options: DataOptions | None = None
 
 
 @dataclass
-class PredictRequest:
-    """Predict with ``checkpoint`` on ``images`` (files or folders): the ``top_k`` classes (as a table,
-    ``json``, or a CSV at ``out``), a dense model's overlay (boxes under ``min_score`` not drawn), a promptable model's
-    mask for ``points`` (``"X,Y"``) and / or ``box`` (``"X0,Y0,X1,Y1"``), a CLIP model's ranking of ``captions``."""
+class PredictRequest(Request):
+    """Predict with ``checkpoint`` on ``images`` (files or folders); ``out``: where the result goes (a task
+    says what it writes); ``options``: how image files are read."""
 
     checkpoint: str
     images: list[str]
-    top_k: int = 5
-    json: bool = False
     out: str | None = None
-    min_score: float = 0.5
-    point: list[str] = field(default_factory=list)
-    box: str | None = None
-    captions: list[str] | None = None
     device: str = "auto"
     options: DataOptions | None = None
 
 
-__all__ = ["EvaluateRequest", "PredictRequest"]
+__all__ = ["EvaluateRequest", "PredictRequest", "Request", "option", "task_options"]

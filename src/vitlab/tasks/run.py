@@ -7,13 +7,19 @@ summary.json <- spec.summary(result)          when the run folder holds a checkp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..engine import Reporter, RunConfig, fit
+from ..errors import ConfigError
 from ..runs import RunDir
+from ..runs.layout import CONFIG
+from ..settings import merge_settings, parse_overrides, read_config_file
 from .registry import TaskSpec, get_task
 from .result import RunResult
+
+RUN_FIELDS = ("out_dir", "resume", "overwrite")  # where and how a run is written: never read from a config file
 
 
 def run(spec: TaskSpec | str, config: RunConfig, data: Any = None, reporter: Reporter | None = None) -> RunResult:
@@ -45,6 +51,52 @@ def run(spec: TaskSpec | str, config: RunConfig, data: Any = None, reporter: Rep
     return result
 
 
+def resolve_config(
+    spec: TaskSpec | str,
+    file: str | Path | Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    sets: Mapping[str, Any] | Iterable[str] | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> RunConfig:
+    """The config of a run of the task ``spec``, from its settings in one order (each later one wins):
+
+    1. ``file``: a YAML or JSON config file, or its mapping; on ``resume``, the run folder's own
+       ``config.json`` (``file`` must then be None);
+    2. ``options``: flat fields of the task's config, or of its model's config (a None value is not given);
+       ``PREFIX.KEY`` sets ``KEY`` of a nested field (``data.image_size``, see ``RunConfig.NESTED``);
+    3. ``sets``: ``KEY=VALUE`` texts (``--set``, values read as JSON where they parse) or a mapping, as options;
+    4. the task's ``preset`` and ``out_dir`` / ``resume`` / ``overwrite`` (a file's or a set's are not taken).
+
+    On ``resume`` the ``RESUME_SETTABLE`` fields ``options`` or ``sets`` give (``lr``) are applied on purpose;
+    any other change from the recorded run is refused when the run folder is opened. This is what
+    ``vitlab train`` / ``pretrain``, the explorer and a Python caller of :func:`run` resolve a run with."""
+    spec = get_task(spec) if isinstance(spec, str) else spec
+    config: type[RunConfig] = spec.config
+    sets = sets if isinstance(sets, Mapping) else parse_overrides(sets or ())
+    for key in sets:
+        if key in config.CLI_OWNED:
+            owner = config.CLI_OWNED[key]
+            raise ConfigError(f"--set {key}=...: {key} is set by {owner}, not by --set; use {owner}")
+    if resume:
+        if out_dir is None:
+            raise ConfigError("resume needs the run folder: --out DIR")
+        if file is not None:
+            raise ConfigError("a resumed run's settings are its own config.json: drop --config")
+        file = RunDir(out_dir) / CONFIG
+    base = read_config_file(file) if isinstance(file, (str, Path)) else dict(file or {})
+    base = {k: v for k, v in base.items() if k not in RUN_FIELDS}
+    merged = merge_settings(base, options, sets, config.NESTED)
+    run_fields = {"out_dir": None if out_dir is None else str(out_dir), "resume": resume, "overwrite": overwrite}
+    resolved = config.from_options({**merged, **spec.preset, **run_fields})
+    if resume:
+        given = {k for k, v in (options or {}).items() if v is not None}
+        resolved.allow_on_resume(given | set(sets))
+    return resolved
+
+
 def fit_summary(test_on: str) -> Callable[[RunResult], dict[str, Any]]:
     """The usual ``summary.json``: the chosen epoch's validation figures, the test figures, epochs, the
     chosen epoch, seconds, parameters, and ``test_on`` (which weights the test measured)."""
@@ -63,4 +115,4 @@ def fit_summary(test_on: str) -> Callable[[RunResult], dict[str, Any]]:
     return summary
 
 
-__all__ = ["RunResult", "fit_summary", "run"]
+__all__ = ["RUN_FIELDS", "RunResult", "fit_summary", "resolve_config", "run"]

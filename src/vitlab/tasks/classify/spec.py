@@ -6,15 +6,36 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+from ...checks import Bool, Int
 from ...runs import Loaded, atomic_write
 from ..registry import TaskSpec, register
-from ..requests import EvaluateRequest, PredictRequest
-from ..ssl.probe import probe_lines
+from ..requests import PredictRequest, option
+from ..ssl.probe import ProbeRequest, probe_lines
 from .predict import Prediction, classify_files
 from .task import TrainConfig
 from .train import build_task, evaluate_checkpoint, run_line, run_summary
+
+
+@dataclass
+class ClassifyEvaluate(ProbeRequest):
+    """A classifier's evaluation: its accuracy, NLL and ECE on a split (with ``temperature_scale``, before and
+    after a temperature fitted on val), or probes of its frozen features."""
+
+    temperature_scale: bool = option(False, "fit a temperature on val, report before/after", Bool())
+
+
+TOP_K = 1000  # classes one prediction may list
+
+
+@dataclass
+class ClassifyPredict(PredictRequest):
+    """A classifier's prediction: each image's ``top_k`` classes as a table, as ``json``, or a CSV (``out``)."""
+
+    top_k: int = option(5, "classes to show per image", Int(1, TOP_K))
+    json: bool = option(False, "print JSON instead of a table", Bool())
 
 
 def evaluation_text(report: dict, out: str | None) -> str:
@@ -35,7 +56,7 @@ def evaluation_text(report: dict, out: str | None) -> str:
     return "\n".join(lines)
 
 
-def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
+def evaluate(loaded: Loaded, request: ClassifyEvaluate) -> str:
     """Accuracy, NLL, ECE (and temperature scaling) on a split; or, with ``linear_probe`` / ``knn``, probes
     of the frozen features."""
     if request.linear_probe or request.knn:
@@ -66,7 +87,7 @@ def prediction_csv(predictions: list[Prediction]) -> str:
     return table.getvalue()
 
 
-def predict(loaded: Loaded, request: PredictRequest) -> str:
+def predict(loaded: Loaded, request: ClassifyPredict) -> str:
     """Each image's top-k classes: a table, JSON (``json``), or a CSV (for a folder, or written to ``out``)."""
     predictions = classify_files(loaded, request.images, top_k=request.top_k, options=request.options)
     if request.json:
@@ -91,6 +112,8 @@ CLASSIFY = register(
         line=run_line,
         evaluate=evaluate,
         predict=predict,
+        evaluate_request=ClassifyEvaluate,
+        predict_request=ClassifyPredict,
         options=(
             "model",
             "dataset",
@@ -113,4 +136,4 @@ CLASSIFY = register(
     )
 )
 
-__all__ = ["CLASSIFY", "evaluate", "predict"]
+__all__ = ["CLASSIFY", "ClassifyEvaluate", "ClassifyPredict", "evaluate", "predict"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +26,7 @@ from ...data.augment import PRESETS
 from ...data.options import DataOptions
 from ...data.preprocess import Statistics, unit_pixels
 from ...data.stream import StreamDataset
-from ...engine.config import RunConfig
+from ...engine.config import ModelFields, RunConfig
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
 from ...engine.loop import epoch_seed
@@ -35,7 +35,7 @@ from ...engine.optim import build_optimizer, layer_decay_groups
 from ...engine.task import Task
 from ...errors import ConfigError
 from ...models import build_registered
-from ...models.registry import build_from_config, get_config, list_models
+from ...models.registry import build_from_config
 from ..distill import DISTILL_KINDS, distillation_loss
 
 """The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
@@ -127,6 +127,18 @@ class TrainConfig(RunConfig):
     distill_temperature: float = 4.0
     data: DataOptions = field(default_factory=DataOptions)
 
+    HELP: ClassVar[dict[str, str]] = {
+        **RunConfig.HELP,
+        "model": "registered model name (see `vitlab models`), timm name or hub id",
+        "augment": "augmentation preset",
+        "init": "start from this checkpoint's matching weights (run folder, file, hub id)",
+        "layer_decay": "scale block i's learning rate by this ** (depth - i)",
+        "teacher": "distil from this checkpoint (DeiT)",
+        "distill": "distillation target",
+        "distill_alpha": "weight of the distillation loss",
+        "distill_temperature": "temperature of soft distillation",
+    }
+
     def checks(self) -> dict[str, Check]:
         source = Maybe(Text("a checkpoint: a run folder, a model file or a hub id", path=True))
         return {
@@ -178,13 +190,13 @@ class TrainConfig(RunConfig):
         return cls(**{**base, **overrides, **merged, "recipe": recipe})
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> TrainConfig:
-        """As :meth:`RunConfig.from_options`; a ``recipe`` among the options supplies the fields not given
+    def assemble(cls, options: dict[str, Any]) -> TrainConfig:
+        """As :meth:`RunConfig.assemble`; a ``recipe`` among the options supplies the fields not given
         (see :meth:`from_recipe`); ``init`` without a ``model`` trains the init checkpoint's own architecture."""
         if options.get("init") is not None and "model" not in options:
             options = {**options, "model": INIT_MODEL}
         if "recipe" not in options:
-            return super().from_options(options)
+            return super().assemble(options)
         given = cls.gather_options({k: v for k, v in options.items() if k != "recipe"})
         return cls.from_recipe(options["recipe"], **given)
 
@@ -210,25 +222,6 @@ class AugmentChoice(Check):
                 raise ConfigError(f"{name} must be {self.describe()}, got {shown(value)}")
             return value
         return Options(AugmentConfig, "augment")(name, value)
-
-
-@dataclass(frozen=True)
-class ModelFields(Check):
-    """Overrides of the registered ``model``'s config fields: a mapping whose keys are fields of that config,
-    each value in its field's range (how fields relate is checked when the model is built for the data)."""
-
-    model: Any
-
-    def describe(self) -> str:
-        return "a mapping of model config fields"
-
-    def __call__(self, name: str, value: Any) -> dict[str, Any]:
-        registered = self.model in list_models() if isinstance(self.model, str) else False
-        if not registered:  # "init" (the init checkpoint's architecture), or a name refused when the model is built
-            return Fields((), "model config", open=True)(name, value)
-        config = get_config(self.model)
-        known = tuple(f.name for f in fields(config))
-        return Fields(known, f"{self.model}'s config", values=getattr(config, "checks", None))(name, value)
 
 
 INIT_MODEL = "init"

@@ -3,20 +3,35 @@ captions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
+from ...checks import Int
 from ...data import read_image
 from ...models.clip import CLIPModel
 from ...runs import Loaded
 from ..classify.predict import image_files
 from ..registry import TaskSpec, register
-from ..requests import PredictRequest
+from ..requests import PredictRequest, option
 from ..run import fit_summary
 from .train import CLIPTrainConfig, build_task, run_line
 from .zeroshot import classify, rank_captions
 
 
-def predict(loaded: Loaded, request: PredictRequest) -> str:
+@dataclass
+class CLIPPredict(PredictRequest):
+    """A CLIP model's zero-shot ``top_k`` classes of each image and, with ``captions``, their ranking."""
+
+    top_k: int = option(5, "classes to show per image", Int(1, 1000))
+    captions: list[str] | None = option(
+        None,
+        "rank these captions for each image (best fit first), e.g. 'a red circle' 'a blue square'",
+        metavar="TEXT",
+        nargs="+",
+    )
+
+
+def predict(loaded: Loaded, request: CLIPPredict) -> str:
     """Each image's zero-shot class probabilities and, with ``captions``, which caption fits best."""
     model, size, classes = cast(CLIPModel, loaded.model), loaded.data.image_size[0], loaded.data.classes
     device = next(model.parameters()).device
@@ -40,9 +55,10 @@ CLIP = register(
         summary=fit_summary("the best epoch's weights (by val_i2t_r1)"),
         line=run_line,
         predict=predict,
+        predict_request=CLIPPredict,
         options=("model", "dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "compile"),
         help="a small CLIP on captioned shapes",
     )
 )
 
-__all__ = ["CLIP"]
+__all__ = ["CLIP", "CLIPPredict"]

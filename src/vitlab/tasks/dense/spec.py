@@ -3,15 +3,25 @@ one config told apart by its ``task`` field."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from ...checks import Float
 from ...errors import DataError
 from ...runs import Loaded
 from ..registry import TaskSpec, register
-from ..requests import EvaluateRequest, PredictRequest
+from ..requests import EvaluateRequest, PredictRequest, option
 from ..run import fit_summary
 from .predict import predict_file
 from .train import DenseTrainConfig, build_task, evaluate_dense_checkpoint, run_line
+
+
+@dataclass
+class DensePredict(PredictRequest):
+    """A dense model's overlay of one image (``out``, default ``IMAGE_overlay.png``); boxes scored under
+    ``min_score`` are not drawn."""
+
+    min_score: float = option(0.5, "boxes below this score are not drawn", Float(0.0, 1.0))
 
 
 def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
@@ -41,7 +51,7 @@ def overlay_path(request: PredictRequest, what: str) -> tuple[str, str]:
     return image, request.out or str(Path(image).with_suffix("")) + "_overlay.png"
 
 
-def predict(loaded: Loaded, request: PredictRequest) -> str:
+def predict(loaded: Loaded, request: DensePredict) -> str:
     """The checkpoint's masks or boxes drawn over one image."""
     image, out = overlay_path(request, "dense")
     return f"wrote {predict_file(request.checkpoint, image, out, min_score=request.min_score, device=request.device)}"
@@ -58,6 +68,7 @@ SEGMENT, DETECT = (
             line=run_line,
             evaluate=evaluate,
             predict=predict,
+            predict_request=DensePredict,
             preset={"task": task},
             options=("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "head", "compile"),
             help=f"{task} on ViT features (dense heads)",
@@ -66,4 +77,4 @@ SEGMENT, DETECT = (
     for task, kind in (("segment", "segmenter"), ("detect", "detector"))
 )
 
-__all__ = ["DETECT", "SEGMENT"]
+__all__ = ["DETECT", "SEGMENT", "DensePredict"]

@@ -91,6 +91,8 @@ class DenseTrainConfig(ShapesRunConfig):
     task: str = "segment"
     head: str | None = None
 
+    HELP: ClassVar[dict[str, str]] = {**RunConfig.HELP, "head": "the dense head on the ViT's features"}
+
     OVERRIDES_OF, DERIVED = "DenseConfig", DERIVED
 
     def checks(self) -> dict[str, Check]:

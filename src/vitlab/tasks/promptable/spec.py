@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import ConfigError
 from ...runs import Loaded
 from ..dense.spec import overlay_path
 from ..registry import TaskSpec, register
-from ..requests import PredictRequest
+from ..requests import PredictRequest, option
 from ..run import fit_summary
 from .predict import predict_file
 from .train import PromptableTrainConfig, build_task, run_line
@@ -23,7 +25,18 @@ def coordinates(text: str, n: int, option: str) -> list[float]:
     return values
 
 
-def predict(loaded: Loaded, request: PredictRequest) -> str:
+@dataclass
+class PromptPredict(PredictRequest):
+    """A promptable model's best mask over one image for its prompts: ``point`` (``"X,Y"``, any number) and /
+    or ``box`` (``"X0,Y0,X1,Y1"``), in the image's pixels."""
+
+    point: list[str] = option(
+        [], "a foreground point in the image's pixels (repeatable)", metavar="X,Y", action="append"
+    )
+    box: str | None = option(None, "a box prompt in the image's pixels", metavar="X0,Y0,X1,Y1")
+
+
+def predict(loaded: Loaded, request: PromptPredict) -> str:
     """The best mask for the point prompts and / or the box prompt, over one image."""
     image, out = overlay_path(request, "promptable")
     if not request.point and request.box is None:
@@ -43,9 +56,10 @@ PROMPTABLE = register(
         summary=fit_summary("the final model (validation runs at the end)"),
         line=run_line,
         predict=predict,
+        predict_request=PromptPredict,
         options=("dataset", "data_dir", "rows", "epochs", "batch_size", "lr", "seed", "compile"),
         help="promptable segmentation from points and boxes",
     )
 )
 
-__all__ = ["PROMPTABLE", "coordinates"]
+__all__ = ["PROMPTABLE", "PromptPredict", "coordinates"]

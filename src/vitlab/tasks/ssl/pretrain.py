@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import nn
@@ -27,6 +27,7 @@ from ...checks import Check, Float, Int, Maybe, OneOf, Options, Text, as_pair
 from ...data import DataConfig, DataSplits, load_dataset
 from ...data.preprocess import Statistics
 from ...engine import Reporter, RunConfig, Task, seed_everything
+from ...engine.config import ModelFields
 from ...engine.distributed import DistEnv, all_reduce_sum
 from ...errors import ConfigError
 from ...models import build_registered
@@ -34,7 +35,6 @@ from ...models.config import MAX_CLASSES, MAX_SIDE
 from ...models.vit import VisionTransformer
 from ...runs import RunDir
 from ...runs.layout import METRICS
-from ..classify.task import ModelFields
 from ..run import RunResult
 from .crops import multi_crop
 from .dino import Centre, DINOHead, DINONet, cosine_momentum, dino_loss, ema_update_, teacher_temperature
@@ -74,6 +74,13 @@ class PretrainConfig(RunConfig):
     teacher_temp_epochs: int = 10
     teacher_momentum: float = 0.996
     centre_momentum: float = 0.9
+
+    HELP: ClassVar[dict[str, str]] = {
+        **RunConfig.HELP,
+        "model": "registered ViT name (see `vitlab models`)",
+        "images": "which split's images to pretrain on",
+        "local_crops": "DINO: small crops per image",
+    }
 
     def checks(self) -> dict[str, Check]:
         return {

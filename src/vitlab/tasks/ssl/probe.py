@@ -9,6 +9,8 @@ features with weights ``exp(similarity / T)`` (DINO's protocol).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...checks import Bool, Int, Maybe
 from ...data import ImageDataset
 from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
-from ..requests import EvaluateRequest
+from ..requests import EvaluateRequest, option
 
 PROBES = ("linear", "knn")
 
@@ -145,7 +148,18 @@ def probe_checkpoint(
     }
 
 
-def probe_lines(request: EvaluateRequest) -> str:
+@dataclass
+class ProbeRequest(EvaluateRequest):
+    """``vitlab evaluate`` of frozen features: a ``linear_probe`` and / or ``knn`` with ``k`` neighbours, fitted
+    on the first ``rows`` training rows."""
+
+    linear_probe: bool = option(False, "accuracy of a linear classifier on frozen features", Bool())
+    knn: bool = option(False, "accuracy of weighted k-NN on frozen features", Bool())
+    k: int = option(20, "neighbours for --knn", Int(1, 100_000))
+    rows: int | None = option(None, "probes: fit on the first N training rows only", Maybe(Int(1, 2**40)))
+
+
+def probe_lines(request: ProbeRequest) -> str:
     """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for."""
     lines = []
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):

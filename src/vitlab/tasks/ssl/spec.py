@@ -6,12 +6,11 @@ from __future__ import annotations
 from ...errors import CheckpointError
 from ...runs import Loaded
 from ..registry import TaskSpec, register
-from ..requests import EvaluateRequest
 from .pretrain import PretrainConfig, build_task, run_handoff, run_line, run_summary
-from .probe import probe_lines
+from .probe import ProbeRequest, probe_lines
 
 
-def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
+def evaluate(loaded: Loaded, request: ProbeRequest) -> str:
     """Probes of the frozen features (an encoder has no classifier head to score)."""
     if not (request.linear_probe or request.knn):
         raise CheckpointError(
@@ -30,6 +29,7 @@ PRETRAIN = register(
         summary=run_summary,
         line=run_line,
         evaluate=evaluate,
+        evaluate_request=ProbeRequest,
         handoff=run_handoff,
         command="pretrain",
         run_kinds=("mae", "dino"),
