@@ -126,7 +126,7 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     available = [s["name"] for s in book.sources() if s["available"]]
     for source in dict.fromkeys([*(name for name in FIRST_SOURCES if name in available), available[0]]):
         book.split(source)  # the first pages' samples, ready
-    shelf = ModelShelf(config.checkpoints)
+    shelf = ModelShelf(config.checkpoints, book)
     run_shelf = RunShelf(config.runs)
     # watched trainings are written into the first root that holds runs (not one that is a run itself)
     root = next((r for r in map(real_path, run_shelf.roots) if r is not None and run_kind(r) is None), None)

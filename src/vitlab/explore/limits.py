@@ -33,7 +33,7 @@ from ..explain.maps import (
 )
 from ..explain.record import attention_weights
 from .arrays import encode_array
-from .images import RequestError, fit_image
+from .images import RequestError, model_images
 from .loaded import Analysis, LoadedModel
 
 Query = str | int
@@ -46,7 +46,7 @@ BATCH = 256
 def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, Any]:
     """``entry`` on every image of ``data`` (a sample split of ``source``): accuracy, and the
     :data:`SHOWN` most confident mistakes and right answers, each ``{ref, label, predicted, confidence}``."""
-    if source != entry.dataset or list(data.classes) != list(entry.classes):
+    if source not in (entry.samples, entry.dataset) or list(data.classes) != list(entry.classes):
         raise RequestError(
             f"{source}'s classes are not those {entry.name} was trained on ({entry.dataset}): "
             f"choose the model's own dataset to see its mistakes"
@@ -54,7 +54,7 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
     probs = []
     with torch.no_grad():
         for start in range(0, len(data), BATCH):
-            images = fit_image(data.images[start : start + BATCH], entry.channels, entry.image_size)
+            images = model_images(data.images[start : start + BATCH], entry.preprocess)
             probs.append(entry.model(normalize(images, entry.mean, entry.std)).float().softmax(-1))
     confidence, predicted = torch.cat(probs).max(-1)
     right = predicted == data.labels

@@ -335,7 +335,7 @@ def evaluate_checkpoint(
         report = evaluate_model(
             loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
         )
-        name = loaded.name or type(loaded.model).__name__
+        name = loaded.display_name
         report = {
             "checkpoint": str(loaded.path),
             "model": name,

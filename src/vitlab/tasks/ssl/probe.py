@@ -139,7 +139,7 @@ def probe_checkpoint(
     )
     return {
         "checkpoint": str(ckpt.path),
-        "model": ckpt.name,
+        "model": ckpt.display_name,
         "dataset": name,
         "split": split,
         "probe": method,
