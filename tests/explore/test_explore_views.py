@@ -14,9 +14,9 @@ from PIL import Image
 
 from vitlab.analysis.cost import ATTENTION_COSTS, Workload, flops
 from vitlab.data import load_dataset, normalize
+from vitlab.data.preprocess import Preprocess
 from vitlab.explore import decode_array
 from vitlab.explore.cost_views import COINCIDE, coinciding, cost_view
-from vitlab.data.preprocess import Preprocess
 from vitlab.explore.images import LabeledImage
 from vitlab.explore.input_views import OOD_MEAN, pad_to_aspect, prepared
 from vitlab.explore.mechanics_views import position_view
