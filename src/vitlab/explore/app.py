@@ -74,6 +74,7 @@ from .training import Trainer
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
 MIN_TOKEN = 16  # characters of a token given by the caller
 PAGES = (pages, tokens, attention, forward, limits, mechanics, cost, runs, train, segment)
+DEFAULT_RUNS = Path("runs")  # the runs folder of the folder the explorer is started in
 FIRST_SOURCES = ("fashion-mnist",)  # the Tokens page starts on the texts' images when they are found
 
 
@@ -127,9 +128,12 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     for source in dict.fromkeys([*(name for name in FIRST_SOURCES if name in available), available[0]]):
         book.split(source)  # the first pages' samples, ready
     shelf = ModelShelf(config.checkpoints, book)
-    run_shelf = RunShelf(config.runs)
+    # without a runs folder, watched trainings go to ./runs (made by the first one), which the Runs page then lists
+    run_shelf = RunShelf(config.runs or [DEFAULT_RUNS.absolute()])
     # watched trainings are written into the first root that holds runs (not one that is a run itself)
     root = next((r for r in map(real_path, run_shelf.roots) if r is not None and run_kind(r) is None), None)
+    if root is None and not config.runs:
+        root = DEFAULT_RUNS.absolute()
     trainer = Trainer(root, book, on_done=lambda path: shelf.add(path).index)
     ctx = Context(config, book, shelf, run_shelf, PromptShelf(run_shelf, book), trainer)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)

@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..data import ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
+from ..data.photo_sources import SOURCES as PHOTO_SOURCES
+from ..data.photo_sources import read_records
 from ..data.preprocess import Preprocess
 from ..data.registry import DATASETS, locate_dataset
 from ..errors import DataError
@@ -198,7 +200,8 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
     An embedded or generated dataset reads no folder: ``(None, None)``. A dataset vitlab searches for
     (MNIST, Fashion-MNIST, CIFAR) is looked for in ``data_dir`` first, then where vitlab looks by
     default (``$VITLAB_DATA``, the cache, ``/usr/share/datasets``): it is available only where its files
-    are found. One that reads the user's own files (a folder of images) reads ``data_dir`` as given.
+    are found. One that reads the user's own files (a folder of images, a manifest, shards) is available only
+    where ``data_dir`` holds that kind of source (indexed, without decoding a pixel).
     """
     if not needs_files(name):
         return None, None
@@ -206,6 +209,11 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
     if entry.loader is None or getattr(entry, "locate", None) is None:
         if data_dir is None:
             return None, f"{name} reads your own files: start `vitlab explore --data-dir DIR` with them"
+        if name in PHOTO_SOURCES:
+            try:
+                read_records(name, data_dir)
+            except (DataError, OSError) as err:
+                return None, f"{data_dir} is not a {name} source: {err}"
         return data_dir, None
     reason = ""
     for where in ([data_dir] if data_dir is not None else []) + [None]:
@@ -252,6 +260,7 @@ class ImageBook:
         self.splits: LoadOnce[ImageDataset] = LoadOnce(SAMPLE_CACHE_BYTES, split_bytes, LOAD_SLOTS, LOAD_WAIT)
         self._uploads: OrderedDict[str, LabeledImage] = OrderedDict()
         self._own: dict[str, OwnSource] = {}
+        self._located: dict[str, tuple[Path | None, str | None]] = {}
         self._lock = threading.Lock()
 
     # -- samples ---------------------------------------------------------------------------------
@@ -264,7 +273,7 @@ class ImageBook:
             for name, own in self._own.items()
         ]
         for name in list_datasets():
-            folder, reason = locate_source(name, self.data_dir)
+            folder, reason = self.locate(name)
             out.append(
                 {
                     "name": name,
@@ -290,7 +299,7 @@ class ImageBook:
             raise RequestError(f"the samples of {name} are still loading ({err}): try again in a moment", 503) from err
 
     def _load_split(self, name: str) -> ImageDataset:
-        folder, reason = locate_source(name, self.data_dir)
+        folder, reason = self.locate(name)
         if reason is not None:
             raise RequestError(reason, 404)
         try:
@@ -301,6 +310,13 @@ class ImageBook:
         if not isinstance(data, ImageDataset):
             raise RequestError(f"{name} is read as a stream of files: the explorer shows images held in memory")
         return data
+
+    def locate(self, name: str) -> tuple[Path | None, str | None]:
+        """:func:`locate_source` of ``name`` in this book's ``data_dir``, looked up once."""
+        with self._lock:
+            if name not in self._located:
+                self._located[name] = locate_source(name, self.data_dir)
+            return self._located[name]
 
     def add_source(self, name: str, source: OwnSource) -> None:
         """Offer ``source`` (a model's own held-out images, read as it reads them) as sample source ``name``."""

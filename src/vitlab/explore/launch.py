@@ -9,11 +9,9 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..runs.layout import BEST, LAST, MODELS, WEIGHTS
 from ..runs.rundir import RunDir
-from .app import ExploreConfig
+from .app import DEFAULT_RUNS, ExploreConfig
 from .guards import bracketed
 from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT
-
-DEFAULT_RUNS = Path("runs")
 
 
 def found_checkpoints(roots: Sequence[str | Path]) -> list[Path]:

@@ -254,6 +254,7 @@ class Trainer:
                 raise RequestError(f"run {self.job.name!r} is training: cancel it or wait for it to end", 409)
             if path.exists() or path.is_symlink():
                 raise RequestError(f"{path} exists: choose another name (the explorer never overwrites a run)", 409)
+            self.root.mkdir(parents=True, exist_ok=True)
             probe = self.book.get(PROBE)
             config = TrainConfig(
                 model=model,

@@ -3,7 +3,7 @@
 // weights at temperature T, Σ wᵢvᵢ, the block output and the prediction. A head or the block's attention can be
 // knocked out (the server re-runs the model with it zeroed) and T re-runs the head at that temperature: the
 // prediction moves with them. A key is linked across the scores, the weights, K, V and the image.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel, setState } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel, setState } from "./api.js";
 import { logControl } from "./controls.js";
 import { cursor, gridHit, link } from "./cursor.js";
 import { colourBar, describe, drawBars, drawOverlay, makeCanvas, paintGrid, paintHeat, paintHighlight, paintImage,
@@ -353,9 +353,9 @@ export function initForward(info) {
   const first = startingModel(info.models, "forward", setting("fmodel"));
   if (!first) {
     const none = $("forward-none");
-    none.hidden = false;
-    none.textContent = info.models.length ? `None of the models loaded can be traced: ${info.models[0].forward_pass}`
-      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE` with a ViT.";
+    none.textContent = info.models.length ? `None of the models loaded can be traced: ${info.models[0].forward_pass}.`
+      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE` with a ViT, or train one here.";
+    offerTraining(page, none, info);
     setState(page, "ready");
     return;
   }

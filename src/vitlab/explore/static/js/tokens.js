@@ -229,7 +229,7 @@ function defaultReader(ref) {
     if (options.includes(wanted)) return wanted;
   }
   const source = ref.split(":")[0];
-  const own = view.models.find((m) => m.dataset === source);
+  const own = view.models.find((m) => m.samples === source);
   if (own) return String(own.index);
   if (source === "upload" && view.models.length) return String(view.models[0].index);
   return "";
