@@ -212,12 +212,13 @@ function drawHeadBars(result) {
   const highlight = key.get() ?? -1;
   state.bars = { values, selected, l, h };
   const geometry = drawBars($("attn-bars"), values, { line: result.uniform,
-    lineLabel: `uniform 1/N = ${prob(result.uniform)}`, selected, highlight, labels: keyLabels(result),
-    top: auto() ? null : 1 });
+    lineLabel: `uniform 1/N = ${prob(result.uniform)}`, selected, highlight, labels: keyLabels(result) });
   const keyAt = (x) => (x < geometry.left ? -1 : Math.min(n - 1, Math.floor((x - geometry.left) / geometry.step)));
   barsCursor.layout(n, 1, keyAt, barsCursor.at);
   $("attn-bars").dataset.highlight = highlight >= 0 ? highlight : "";
-  $("attn-bars-caption").textContent = `layer ${l}, head ${h}: weights over the ${n} keys`;
+  const largest = Math.max(...values.filter(Number.isFinite), result.uniform);
+  $("attn-bars-caption").textContent = `layer ${l}, head ${h}: weights over the ${n} keys (axis 0 to ` +
+    `${prob(largest)}, the largest weight: weights sum to 1 over the keys)`;
 }
 
 function drawSeen(seen, fitted) {

@@ -155,7 +155,7 @@ function drawScores(r) {
   const selected = r.token, highlight = key.get() ?? -1;
   const gs = drawBars($("fwd-scores"), scores, { labels, selected, highlight });
   const gw = drawBars($("fwd-weights"), weights, { labels, selected, highlight, line: r.uniform,
-    lineLabel: `uniform 1/N = ${prob(r.uniform)}`, top: 1 });
+    lineLabel: `uniform 1/N = ${prob(r.uniform)}` });
   $("fwd-scores").dataset.values = JSON.stringify(scores);
   $("fwd-weights").dataset.values = JSON.stringify(weights);
   $("fwd-scores").dataset.highlight = $("fwd-weights").dataset.highlight = highlight >= 0 ? highlight : "";
@@ -165,7 +165,8 @@ function drawScores(r) {
   }
   const at = r.temperature === 1 ? "" : ` at T = ${r.temperature}`;
   $("fwd-scores-caption").textContent = `scores of ${keyName(r.token)} against the ${r.keys} keys`;
-  $("fwd-weights-caption").textContent = `weights softmax(scores / T)${at}; they sum to 1`;
+  $("fwd-weights-caption").textContent = `weights softmax(scores / T)${at}; they sum to 1 (axis 0 to ` +
+    `${prob(Math.max(...weights.filter(Number.isFinite), r.uniform))}, the largest)`;
   $("fwd-scale").textContent = `Scores: ${r.scale}. ${r.temperature === 1 ? "" : `Weights at T = ${r.temperature} ` +
     "(the head's own softmax divided by T; the model is re-run with it)."}`;
 }
