@@ -75,7 +75,7 @@ def truth(entry: LoadedModel, picture: LabeledImage, predicted: str) -> dict[str
     source = picture.ref.partition(":")[0]
     if picture.label is None:
         return {"label": None, "correct": None, "note": "an uploaded or drawn image has no true label"}
-    if source != entry.dataset or picture.label not in entry.classes:
+    if source not in (entry.samples, entry.dataset) or picture.label not in entry.classes:
         return {
             "label": picture.label,
             "correct": None,
