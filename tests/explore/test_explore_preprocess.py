@@ -4,6 +4,8 @@ it is, and the model is named and its photos found as every command does."""
 
 import io
 import warnings
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,8 +88,12 @@ def test_a_model_with_more_outputs_than_class_names_names_each_output(tmp_path):
 @pytest.mark.parametrize("depth", range(4))
 def test_a_relative_data_dir_is_found_beside_the_run_that_recorded_it(tmp_path, monkeypatch, depth):
     project = tmp_path / "project"
-    (project / "photos" / "cat").mkdir(parents=True)
-    run = project / "runs" / "/".join(f"d{i}" for i in range(depth)) / "best" if depth else project / "runs" / "best"
+    for name in ("cat", "dog"):
+        (project / "photos" / name).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((9, 9, 3), 40 * i, dtype=np.uint8)).save(project / "photos" / name / f"{i}.png")
+    # the run folder is named like the data folder, and nested `depth` deep: neither misleads the search
+    run = project / "runs" / Path(*[f"d{i}" for i in range(depth)]) / "photos" / "best"
     run.mkdir(parents=True)
     model = vitlab.create_model("vit-digits", num_classes=2, depth=1, embed_dim=16, num_heads=2)
     data = DataConfig((8, 8), 1, (0.0,), (1.0,), ["cat", "dog"], dataset="folder", data_dir="photos")
@@ -97,3 +103,4 @@ def test_a_relative_data_dir_is_found_beside_the_run_that_recorded_it(tmp_path, 
     monkeypatch.chdir(elsewhere)  # the caller's folder has no photos
     _, loaded = load_model(run / "model.safetensors", 0)
     assert recorded_folder(loaded) == (project / "photos").resolve()
+    assert recorded_folder(replace(loaded, data=replace(data, data_dir="nowhere"))) is None

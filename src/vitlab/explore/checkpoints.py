@@ -21,6 +21,7 @@ from torch import nn
 from ..data import ImageDataset, normalize
 from ..data.options import DataOptions
 from ..data.photo_sources import SOURCES as PHOTO_SOURCES
+from ..data.photo_sources import read_records
 from ..errors import CheckpointError, VitlabError
 from ..explain.maps import applicable_methods, gradient_map
 from ..explain.record import attention_weights
@@ -74,14 +75,29 @@ def model_words(loaded: Loaded) -> str:
 def recorded_folder(loaded: Loaded, given: Path | None = None) -> Path | None:
     """The folder of ``loaded``'s photos as its run recorded it: an absolute ``data_dir`` as it is; a relative one
     against the folders that hold the checkpoint, nearest first (a run folder sits under the folder it was made
-    in), then ``given`` (``--data-dir``); ``None`` when none of them exists."""
-    recorded = loaded.data.data_dir
+    in), then ``given`` (``--data-dir``). The first that holds a source of the recorded kind (indexed, not
+    decoded: a run folder of the same name is not it); ``None`` when none does."""
+    recorded, kind = loaded.data.data_dir, str(loaded.data.dataset)
     candidates: list[Path] = []
     if recorded:
         where = Path(recorded).expanduser()
         candidates = [where] if where.is_absolute() else [folder / where for folder in loaded.path.resolve().parents]
     candidates += [given] if given is not None else []
-    return next((c for c in candidates if c.is_dir()), None)
+    for candidate in candidates:
+        if candidate.is_dir() and holds_source(kind, candidate):
+            return candidate
+    return None
+
+
+def holds_source(kind: str, folder: Path) -> bool:
+    """Whether ``folder`` reads as a photo source of ``kind`` (its records indexed, no pixel decoded)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_records(kind, folder)
+    except (VitlabError, OSError):
+        return False
+    return True
 
 
 def own_source(entry: LoadedModel, loaded: Loaded) -> OwnSource | None:
