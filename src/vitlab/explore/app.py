@@ -11,7 +11,8 @@ module per page.
 Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx status)::
 
     /api/info                      version, limits, sample sources, models, run roots, training limits
-    /api/samples/{source}          sample images (start, count) with labels
+    /api/samples/{source}          sample images (start, count) with labels; ``DATASET@INDEX`` is model INDEX's
+                                   own photos, read as it reads them (found where its run recorded them)
     /api/uploads          POST     a PNG / JPEG file (multipart field "file") -> its image reference
     /api/image                     one image (ref)
     /api/tokens                    patches, token matrix, token count and cost (ref, patch), or as a
@@ -38,7 +39,8 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
     /api/runs/{name}               one run: its table ranked, learning curves, figures, report
     /api/runs/{name}/figures/{file}  a figure of the run (PNG)
     /api/train                     the training limits and the current (or last) watched run
-    /api/train            POST     start a watched run (JSON: name, model, epochs, rows)
+    /api/train            POST     start a watched run (JSON: name, model, epochs, rows; a small body, parsed
+                                   only after its size and nesting are checked); without --runs, into ./runs
     /api/train/cancel     POST     stop the running one at its next step
     /api/train/events              its progress as a server-sent event stream (resumes at Last-Event-ID)
     /api/train/snapshot            the model's attention and positions after an epoch (epoch)
