@@ -17,6 +17,15 @@ interaction, under 1 s for the first load.
 
 There is no peer to compare against in the same process: no other ViT library ships an explorer.
 Prints one JSON line per measurement, then a summary line.
+
+``--photo224`` times a real-size photo model instead: a randomly initialised ViT of vit_tiny's shape
+(vit-tiny-patch16-224: 196 patches, 12 blocks of 3 heads) read as a timm model is (bicubic, centre crop 0.875),
+on a generated folder of 6 classes of 200-400 px photos. A query click (the Attention page's request with the image
+analysed once) must answer in at most 1 s; each Limits panel (verdicts, maps, randomised maps, deletion curves) on an
+image not seen before in at most 15 s. Run it with ``--threads 2``; the load average is printed with the figures
+(the machine may be shared)::
+
+    python benchmarks/bench_explore.py --photo224 --threads 2 --repeats 5
 """
 
 from __future__ import annotations
@@ -370,6 +379,79 @@ def first_loads(base: str, chromium: str, repeats: int) -> list[float]:
     return times
 
 
+QUERY_CLICK_MS, LIMITS_PANEL_MS = 1000.0, 15000.0  # a 224-px model on a CPU
+
+
+def make_photo_model(root: Path) -> Path:
+    """A random vit_tiny-shaped classifier read as timm reads it, trained on ``root/photos`` (as recorded), and that
+    folder of 6 classes x 8 generated 200-400 px photos; the checkpoint's path."""
+    from vitlab import create_model
+    from vitlab.runs import DataConfig, save_checkpoint
+
+    rng = np.random.default_rng(0)
+    classes = [f"class{c}" for c in range(6)]
+    for name in classes:
+        (root / "photos" / name).mkdir(parents=True)
+        for i in range(8):
+            h, w = (int(v) for v in rng.integers(200, 400, size=2))
+            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(root / "photos" / name / f"{i}.jpg")
+    torch.manual_seed(0)
+    model = create_model("vit-tiny-patch16-224", num_classes=len(classes))
+    data = DataConfig(
+        (224, 224), 3, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), classes, dataset="folder", data_dir="photos"
+    )
+    data.crop_pct, data.crop_mode, data.interpolation = 0.875, "center", "bicubic"
+    return save_checkpoint(model, root / "runs" / "photos" / "best" / "model.safetensors", "classifier", data)
+
+
+def photo224(args: argparse.Namespace) -> None:
+    """The ``--photo224`` figures (see the module docstring)."""
+    import os
+
+    with tempfile.TemporaryDirectory(prefix="bench-explore-224-") as tmp:
+        checkpoint = make_photo_model(Path(tmp))
+        began = time.perf_counter()
+        app = create_app(ExploreConfig(checkpoints=[checkpoint]))
+        start_s = time.perf_counter() - began
+        with serve_in_background(app) as base:
+            info = json.loads(urllib.request.urlopen(base + "/api/info").read())
+            source = info["models"][0]["samples"]
+            machine = {"threads": torch.get_num_threads(), "load_average": os.getloadavg(), "vitlab": __version__}
+            print(json.dumps({"bench": "explore-224", "interaction": "start (load, warm up)", "ms": start_s * 1000}))
+            request_ms(base, "/api/attention", {"model": 0, "ref": f"{source}:0"})  # the image analysed once
+            clicks = [
+                request_ms(base, "/api/attention", {"model": 0, "ref": f"{source}:0", "query": 1 + 13 * i % 196})
+                for i in range(args.repeats)
+            ]
+            results = {"attention: click a query patch": summary(clicks)}
+            panels = {
+                "limits: verdicts (the whole held-out split)": ("/api/limits/verdicts", {"source": source}),
+                "limits: maps of a new image": ("/api/limits/maps", {}),
+                "limits: randomised maps of a new image": ("/api/limits/randomised", {}),
+                "limits: deletion curves of a new image": ("/api/limits/deletion", {}),
+                "attention: rollout, gradient, occlusion maps of a new image": ("/api/maps", {}),
+            }
+            for k, (name, (path, extra)) in enumerate(panels.items()):
+                params = {"model": 0, **(extra or {"ref": f"{source}:{k + 1}"})}  # a fresh image: nothing cached
+                results[name] = summary([request_ms(base, path, params)])
+            for name, figures in results.items():
+                print(json.dumps({"bench": "explore-224", "interaction": name, **figures, **machine}))
+    panels_ms = [v["max_ms"] for k, v in results.items() if not k.startswith("attention: click")]
+    print(
+        json.dumps(
+            {
+                "bench": "explore-224",
+                "summary": True,
+                "query_click_median_ms": results["attention: click a query patch"]["median_ms"],
+                "query_click_under_1s": results["attention: click a query patch"]["median_ms"] <= QUERY_CLICK_MS,
+                "slowest_panel_ms": max(panels_ms),
+                "every_panel_under_15s": max(panels_ms) <= LIMITS_PANEL_MS,
+                **machine,
+            }
+        )
+    )
+
+
 def summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     return {
@@ -387,9 +469,13 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=5, help="first page loads to time (default 5)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--photo224", action="store_true", help="a 224-px vit_tiny-shaped photo model's figures")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.photo224:
+        photo224(args)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-explore-") as tmp:
         checkpoint = Path(args.checkpoint) if args.checkpoint else make_runs(Path(tmp))
         runs = Path(args.runs) if args.runs else Path(tmp)

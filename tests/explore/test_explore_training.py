@@ -130,12 +130,13 @@ def test_starting_a_training_needs_the_explorers_origin(watched):
     assert cancel.status_code == 403 and list(root.iterdir()) == []
 
 
-def test_without_a_runs_folder_there_is_nowhere_to_train(runs_root):
+def test_without_a_runs_folder_a_training_goes_to_runs_here(runs_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     client = TestClient(
         create_app(ExploreConfig(checkpoints=[runs_root / "digits-vit"])),
         base_url="http://127.0.0.1",
         headers={"origin": "http://127.0.0.1"},
     )
-    response = client.post("/api/train", json={"name": "x", "epochs": 1})
-    assert response.status_code == 409 and "--runs DIR" in response.json()["error"]
+    assert client.get("/api/train").json()["root"] == str(tmp_path / "runs")
     assert client.get("/api/train/events").status_code == 404
+    assert not (tmp_path / "runs").exists()  # made by the first training, not by looking

@@ -14,9 +14,10 @@ from PIL import Image
 
 from vitlab.analysis.cost import ATTENTION_COSTS, Workload, flops
 from vitlab.data import load_dataset, normalize
+from vitlab.data.preprocess import Preprocess
 from vitlab.explore import decode_array
 from vitlab.explore.cost_views import COINCIDE, coinciding, cost_view
-from vitlab.explore.images import LabeledImage, fit_image
+from vitlab.explore.images import LabeledImage
 from vitlab.explore.input_views import OOD_MEAN, pad_to_aspect, prepared
 from vitlab.explore.mechanics_views import position_view
 from vitlab.explore.run_index import curves, find_runs, overview_row, rank_table, run_table
@@ -157,19 +158,19 @@ def test_an_upload_is_shown_resized_stretched_or_padded(client):
     ref = upload(client, Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 24, 3), dtype=np.uint8)))
     stretched = get(client, "/api/attention", model=0, ref=ref)["seen"]
     assert any("colour to grey" in step for step in stretched["steps"])
-    assert any(step.startswith("resized from 40×24 to 8×8 (stretched") for step in stretched["steps"])
+    assert any(step.startswith("resized (bilinear) from 40×24 to 8×8 (stretched") for step in stretched["steps"])
     kept = get(client, "/api/attention", model=0, ref=ref, keep_aspect="true")
     assert any(step.startswith("padded to the model's aspect") for step in kept["seen"]["steps"])
     maps = get(client, "/api/maps", model=0, ref=ref, keep_aspect="true")
     assert maps["target"] == kept["prediction"]["class"]
 
 
-def test_a_fitted_upload_feeds_the_model_the_same_pixels(client):
+def test_a_fitted_upload_feeds_the_model_the_pixels_predict_reads(client):
     image = Image.fromarray(np.random.default_rng(1).integers(0, 256, (16, 16), dtype=np.uint8))
     ref = upload(client, image)
     seen = get(client, "/api/attention", model=0, ref=ref)
-    pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255)[None, None]
-    assert np.allclose(decode_array(seen["image"]), fit_image(pixels, 1, (8, 8))[0].numpy(), atol=1e-6)
+    expected = Preprocess(image_size=(8, 8), channels=1).eval_image(image).float() / 255
+    assert np.allclose(decode_array(seen["image"]), expected.numpy(), atol=1e-6)
 
 
 def test_learned_positions_without_a_model_name_the_way_out():
@@ -182,9 +183,11 @@ def test_explore_without_checkpoints_loads_the_trained_runs_it_finds(runs_root, 
     from vitlab.cli.main import build_parser
     from vitlab.explore.launch import found_checkpoints
 
-    assert found_checkpoints([runs_root]) == [runs_root / "digits-vit"]  # the study holds no checkpoint
+    kept = sorted((runs_root / "study" / "models").glob("*.safetensors"))  # every model the study trained
+    assert len(kept) >= 2 and found_checkpoints([runs_root]) == [runs_root / "digits-vit", *kept]
     (tmp_path / "runs").symlink_to(runs_root, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
-    assert explore_config(build_parser().parse_args(["explore"])).checkpoints == [Path("runs/digits-vit")]
+    found = explore_config(build_parser().parse_args(["explore"])).checkpoints
+    assert found == [Path("runs/digits-vit"), *(Path("runs/study/models") / k.name for k in kept)]
     given = explore_config(build_parser().parse_args(["explore", "--checkpoint", "mine.safetensors"]))
     assert given.checkpoints == ["mine.safetensors"]

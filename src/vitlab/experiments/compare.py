@@ -78,6 +78,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..explain import attention_examples
+from ..runs.layout import MODELS
 from .config import CompareConfig
 from .execution import RunOutcome, execute
 from .executors import Executor, LocalExecutor
@@ -146,6 +147,20 @@ def attention_figures(
     return {"run": best.key, "label": outcomes[best.key].record.label, "files": files}
 
 
+def keep_models(config: CompareConfig, plan: Plan, outcomes: dict[str, RunOutcome]) -> list[str]:
+    """Write every trained run's checkpoint into ``config.out_dir / models`` as ``NN-LABEL.safetensors`` (plan
+    order), so ``vitlab evaluate`` / ``vitlab explore`` can read each model the study trained; the files written."""
+    files = []
+    for number, run in enumerate(plan.runs):
+        outcome = outcomes[run.key]
+        if outcome.checkpoint is None:
+            continue
+        slug = "".join(c if c.isalnum() else "-" for c in outcome.record.label.lower()).strip("-")
+        files.append(f"{MODELS}/{number:02d}-{'-'.join(filter(None, slug.split('-')))}.safetensors")
+        write_file(Path(str(config.out_dir)) / files[-1], outcome.checkpoint)
+    return files
+
+
 def run_compare(
     config: CompareConfig, progress: ProgressFn | None = None, executor: Executor | None = None, overwrite: bool = False
 ) -> CompareResult:
@@ -192,6 +207,7 @@ def _run_compare(config: CompareConfig, progress: ProgressFn | None, executor: E
     result = CompareResult(config, plan, records, data, 0.0, 0.0, execution=executor.describe())
     if config.out_dir is not None:
         result.attention = attention_figures(config, plan, outcomes, shape, device)
+        keep_models(config, plan, outcomes)
     result.seconds = time.perf_counter() - start
     result.cpu_seconds = task_cpu + (cpu_before - cpu_start) + (time.process_time() - cpu_between)
     if config.out_dir is not None:

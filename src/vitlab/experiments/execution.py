@@ -21,6 +21,8 @@ from ..data import DataSplits
 from ..errors import DivergenceError
 from ..explain.robustness import Probes
 from ..models import ViTConfig, get_config
+from ..runs import DataConfig
+from ..runs.checkpoint import checkpoint_bytes
 from .axes import RECIPE_AUGMENT
 from .config import CompareConfig
 from .executors import Executor
@@ -100,10 +102,13 @@ class RunGroup:
 @dataclass
 class RunOutcome:
     """A run's record and, for a ViT that may be the study's best (:func:`_figure_candidate`), its
-    trained weights (``torch.save`` of the state dict, CPU tensors) for the report's attention figures."""
+    trained weights (``torch.save`` of the state dict, CPU tensors) for the report's attention figures;
+    for a study written to a folder, the trained model as a vitlab checkpoint (:func:`_checkpoint`), which the
+    study keeps so that ``vitlab evaluate`` and ``vitlab explore`` can read every model it trained."""
 
     record: RunRecord
     weights: bytes | None = None
+    checkpoint: bytes | None = None
 
 
 @dataclass
@@ -118,6 +123,15 @@ def _state_bytes(model: nn.Module) -> bytes:
     buffer = io.BytesIO()
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buffer)
     return buffer.getvalue()
+
+
+def _checkpoint(config: CompareConfig, run: RunPlan, result: RunResult, splits: DataSplits) -> bytes:
+    """``run``'s trained model (the weights validation chose) as a vitlab checkpoint: its data config says how it
+    was fed (the study's dataset, seed and rows), its provenance which cell of the study it is."""
+    data = DataConfig.from_splits(splits, data_dir=config.data_dir, seed=run.train["seed"], rows=run.train["rows"])
+    kind = "distilled-classifier" if run.teacher is not None else "classifier"
+    cell = {"run": run.key, "kind": run.kind, **run.axes}
+    return checkpoint_bytes(result.model, kind, data, name=run.model, provenance={"study_cell": cell})
 
 
 class _Workspace:
@@ -214,7 +228,11 @@ def train_group(group: RunGroup) -> GroupResult:
                 train_eval=config.train_eval,
                 permute=config.permute,
             )
-            outcomes[run.key] = RunOutcome(record, _state_bytes(result.model) if _figure_candidate(run) else None)
+            outcomes[run.key] = RunOutcome(
+                record,
+                _state_bytes(result.model) if _figure_candidate(run) else None,
+                _checkpoint(config, run, result, splits) if config.out_dir is not None else None,
+            )
     return GroupResult(outcomes, time.process_time() - cpu_start)
 
 

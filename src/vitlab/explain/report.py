@@ -381,7 +381,7 @@ def probe_checkpoint(path: str | Path | Loaded, request: ExplainRequest) -> dict
     with RunDir(out_dir).open("explain", overwrite=overwrite):
         result = run_probes(model, images, labels, probes, patch_size, seed)
         out = Path(out_dir)
-        name = ckpt.name or type(model).__name__
+        name = ckpt.display_name
         report = {
             "checkpoint": str(ckpt.path),
             "model": name,

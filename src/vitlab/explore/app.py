@@ -11,7 +11,8 @@ module per page.
 Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx status)::
 
     /api/info                      version, limits, sample sources, models, run roots, training limits
-    /api/samples/{source}          sample images (start, count) with labels
+    /api/samples/{source}          sample images (start, count) with labels; ``DATASET@INDEX`` is model INDEX's
+                                   own photos, read as it reads them (found where its run recorded them)
     /api/uploads          POST     a PNG / JPEG file (multipart field "file") -> its image reference
     /api/image                     one image (ref)
     /api/tokens                    patches, token matrix, token count and cost (ref, patch), or as a
@@ -38,7 +39,8 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
     /api/runs/{name}               one run: its table ranked, learning curves, figures, report
     /api/runs/{name}/figures/{file}  a figure of the run (PNG)
     /api/train                     the training limits and the current (or last) watched run
-    /api/train            POST     start a watched run (JSON: name, model, epochs, rows)
+    /api/train            POST     start a watched run (JSON: name, model, epochs, rows; a small body, parsed
+                                   only after its size and nesting are checked); without --runs, into ./runs
     /api/train/cancel     POST     stop the running one at its next step
     /api/train/events              its progress as a server-sent event stream (resumes at Last-Event-ID)
     /api/train/snapshot            the model's attention and positions after an epoch (epoch)
@@ -74,6 +76,7 @@ from .training import Trainer
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
 MIN_TOKEN = 16  # characters of a token given by the caller
 PAGES = (pages, tokens, attention, forward, limits, mechanics, cost, runs, train, segment)
+DEFAULT_RUNS = Path("runs")  # the runs folder of the folder the explorer is started in
 FIRST_SOURCES = ("fashion-mnist",)  # the Tokens page starts on the texts' images when they are found
 
 
@@ -126,10 +129,13 @@ def create_app(config: ExploreConfig | None = None) -> FastAPI:
     available = [s["name"] for s in book.sources() if s["available"]]
     for source in dict.fromkeys([*(name for name in FIRST_SOURCES if name in available), available[0]]):
         book.split(source)  # the first pages' samples, ready
-    shelf = ModelShelf(config.checkpoints)
-    run_shelf = RunShelf(config.runs)
+    shelf = ModelShelf(config.checkpoints, book)
+    # without a runs folder, watched trainings go to ./runs (made by the first one), which the Runs page then lists
+    run_shelf = RunShelf(config.runs or [DEFAULT_RUNS.absolute()])
     # watched trainings are written into the first root that holds runs (not one that is a run itself)
     root = next((r for r in map(real_path, run_shelf.roots) if r is not None and run_kind(r) is None), None)
+    if root is None and not config.runs:
+        root = DEFAULT_RUNS.absolute()
     trainer = Trainer(root, book, on_done=lambda path: shelf.add(path).index)
     ctx = Context(config, book, shelf, run_shelf, PromptShelf(run_shelf, book), trainer)
     app = FastAPI(title="vitlab explore", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)

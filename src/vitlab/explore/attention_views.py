@@ -15,19 +15,12 @@ from typing import Any, cast
 
 import torch
 
-from ..explain.maps import (
-    gradient_map,
-    head_statistics,
-    num_prefix_tokens,
-    occlusion_map,
-    query_rows,
-    rollout_map,
-    to_grid,
-)
+from ..explain.maps import head_statistics, num_prefix_tokens, query_rows, to_grid
 from ..layers.patch_embed import PatchTokenizer
 from .arrays import encode_array
 from .images import LabeledImage, RequestError
 from .layerwise import Query, mean_distances
+from .limits import map_set, occlusion_factor
 from .loaded import Analysis, LoadedModel
 from .ranges import check_range
 
@@ -82,7 +75,7 @@ def truth(entry: LoadedModel, picture: LabeledImage, predicted: str) -> dict[str
     source = picture.ref.partition(":")[0]
     if picture.label is None:
         return {"label": None, "correct": None, "note": "an uploaded or drawn image has no true label"}
-    if source != entry.dataset or picture.label not in entry.classes:
+    if source not in (entry.samples, entry.dataset) or picture.label not in entry.classes:
         return {
             "label": picture.label,
             "correct": None,
@@ -146,27 +139,17 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
 def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
     """Rollout (attention models, from ``query``), gradient and occlusion maps ``(gh, gw)`` for the
     predicted class, each with its value range; computed once per image (rollout once per query)
-    and cached. A model without patches (a CNN) is scored on squares of ``entry.map_patch`` pixels."""
+    and cached (:func:`~vitlab.explore.limits.map_set`). A model without patches (a CNN) is scored on squares
+    of ``entry.map_patch`` pixels; a large grid is occluded in squares of several patches
+    (:func:`~vitlab.explore.limits.occlusion`, whose side in pixels ``occlusion_square`` says)."""
     patch = entry.map_patch
     target = analysis.logits.argmax(-1)
-    wanted: dict[str, tuple] = {"gradient": ("gradient",), "occlusion": ("occlusion",)}
-    if analysis.weights:
-        wanted = {"rollout": ("rollout", query), **wanted}
-    maps = {}
-    for method, key in wanted.items():
-        if key not in analysis.maps:
-            if method == "rollout":
-                try:
-                    value = rollout_map(analysis.weights, query, num_prefix_tokens(entry.model), patch_grid(entry))
-                except ValueError as err:
-                    raise RequestError(str(err)) from err
-            elif method == "gradient":
-                value = gradient_map(entry.model, analysis.inputs, target, patch)
-            else:
-                value = occlusion_map(entry.model, analysis.inputs, target, patch)
-            analysis.maps[key] = value[0].detach()
-        value = analysis.maps[key]
-        maps[method] = {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
+    every = map_set(entry.model, analysis, analysis.weights, target, query, patch, entry.grid, analysis.maps)
+    maps = {
+        method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
+        for method, value in every.items()
+        if method != "attention"
+    }
     return {
         "model": entry.index,
         "query": query,
@@ -174,5 +157,6 @@ def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str,
         "patch": patch,
         "grid": list(entry.grid),
         "patches_of_the_model": entry.patch_size is not None,
+        "occlusion_square": patch * occlusion_factor(entry.grid),
         "maps": maps,
     }

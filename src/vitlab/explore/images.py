@@ -17,6 +17,7 @@ import io
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,13 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..data import ImageDataset, describe_dataset, list_datasets, load_dataset
+from ..data import ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
+from ..data.registry import photo_sources, read_records
 from ..data.preprocess import Preprocess
 from ..data.registry import dataset_spec, locate_dataset
 from ..errors import DataError
 from .cache import LoadOnce, LoadTimeoutError
 
-UPLOAD_FORMATS = ("PNG", "JPEG")
 UPLOAD_LIMIT = 8 * 2**20  # bytes of one uploaded file
 MAX_PIXELS = 4096 * 4096  # width x height of an upload, checked before it is decoded (~67 MB as RGBA)
 DECODE_SLOTS = 2  # uploads decoded at the same time
@@ -43,6 +44,7 @@ SAMPLE_CACHE_BYTES = 256 * 2**20  # bytes of sample splits kept in memory (two C
 LOAD_SLOTS = 2  # sample splits loaded at the same time (one load per source, however many ask)
 LOAD_WAIT = 60.0  # seconds a request waits for a sample split's load before 503
 GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
+UPLOAD_FORMATS = ("PNG", "JPEG")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601 weights: RGB -> grey
 
 
@@ -56,11 +58,13 @@ class RequestError(ValueError):
 
 @dataclass
 class LabeledImage:
-    """An image ``(1, C, H, W)`` in [0, 1], its reference, and its label where known."""
+    """An image ``(1, C, H, W)`` in [0, 1], its reference, its label where known, and for an upload the file
+    itself (``original``), which a model reads as ``vitlab predict`` would (:func:`model_image`)."""
 
     ref: str
     image: torch.Tensor
     label: str | None
+    original: bytes | None = None
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready: reference, label, channels, height, width."""
@@ -71,10 +75,12 @@ class LabeledImage:
 def decode_upload(
     data: bytes, limit: int = UPLOAD_LIMIT, max_side: int = MAX_SIDE, max_pixels: int = MAX_PIXELS
 ) -> torch.Tensor:
-    """Decode a PNG or JPEG file held in memory: ``(1, C, H, W)`` in [0, 1], shrunk to ``max_side``.
+    """Decode an image file held in memory through vitlab's image door (:func:`vitlab.data.decode_image`, as
+    ``vitlab predict`` reads a file: 16-bit greyscale scaled, palettes and CMYK converted): ``(1, C, H, W)`` in
+    [0, 1], shrunk to ``max_side`` for showing (a model reads the file itself, see :func:`model_image`).
 
-    Raises :class:`RequestError`: 413 over ``limit`` bytes or ``max_pixels`` pixels (read from the
-    header, before decoding), 415 for anything Pillow cannot read as PNG or JPEG.
+    Raises :class:`RequestError`: 413 over ``limit`` bytes or ``max_pixels`` pixels (read from the header,
+    before decoding), 415 for anything the door cannot read.
     """
     if len(data) > limit:
         raise RequestError(
@@ -84,35 +90,39 @@ def decode_upload(
         )
     if not data:
         raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
+    img = open_upload(data, max_pixels)
     try:
-        img: Image.Image = Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-        raise RequestError(
-            f"the image declares more pixels than the explorer decodes ({err}): shrink it to at "
-            f"most {max_pixels:,} pixels first",
-            413,
-        ) from err
-    except Exception as err:  # Pillow's parsers raise many exception types on malformed files
+        img = img.convert("L" if img.mode in GREY_MODES else "RGB")
+    except Exception as err:  # Pillow's converters raise many exception types on odd modes
         raise unreadable(err) from err
-    with img:
-        if img.width * img.height > max_pixels:
-            raise RequestError(
-                f"the image is {img.width}x{img.height} = {img.width * img.height:,} pixels, over "
-                f"the explorer's budget of {max_pixels:,}: shrink it first "
-                f"(or start `vitlab explore --max-pixels` higher)",
-                413,
-            )
-        try:
-            img.draft(None, (max_side, max_side))  # JPEG: decode at 1/2, 1/4 or 1/8 scale when that suffices
-            img.load()
-            img = img.convert("L" if img.mode in GREY_MODES else "RGB")
-        except Exception as err:
-            raise unreadable(err) from err
     if max(img.size) > max_side:
         img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
     image = (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
     return grey_if_equal(image)
+
+
+def open_upload(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """The uploaded file ``data``, a PNG or JPEG (its header read first), decoded by
+    :func:`vitlab.data.decode_image`; a refusal as a :class:`RequestError` (413 over ``max_pixels`` pixels, else
+    415)."""
+    try:
+        with Image.open(io.BytesIO(data), formats=UPLOAD_FORMATS):
+            pass  # the header only: the explorer reads no other format
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        pass  # the door below refuses it, naming its pixels
+    except Exception as err:  # Pillow's parsers raise many exception types on malformed headers
+        raise unreadable(err) from err
+    try:
+        return decode_image(bytes(data), "the upload", max_pixels=max_pixels)
+    except DataError as err:
+        if "over the limit" in str(err):
+            raise RequestError(
+                f"{err} (the explorer decodes at most {max_pixels:,} pixels; start `vitlab explore --max-pixels` "
+                f"higher)",
+                413,
+            ) from err
+        raise unreadable(err) from err
 
 
 def grey_if_equal(image: torch.Tensor) -> torch.Tensor:
@@ -125,23 +135,42 @@ def grey_if_equal(image: torch.Tensor) -> torch.Tensor:
 
 def unreadable(err: Exception) -> RequestError:
     return RequestError(
-        f"the upload is not a readable PNG or JPEG image ({type(err).__name__}): "
+        f"the upload is not a readable PNG or JPEG image ({' '.join(str(err).split())[:200]}): "
         f"export it as .png or .jpg and try again",
         415,
     )
 
 
-def fit_image(
-    image: torch.Tensor, channels: int, size: tuple[int, int], preprocess: Preprocess | None = None
-) -> torch.Tensor:
+def as_picture(image: torch.Tensor) -> Image.Image:
+    """``image (C, H, W)`` in [0, 1] (C 1 or 3) as an 8-bit PIL image."""
+    pixels = (image * 255).round().clamp(0, 255).to(torch.uint8)
+    return Image.fromarray(pixels[0].numpy() if pixels.shape[0] == 1 else pixels.permute(1, 2, 0).numpy())
+
+
+def model_images(images: torch.Tensor, preprocess: Preprocess) -> torch.Tensor:
+    """Images ``(B, C, H, W)`` in [0, 1] as a model fed by ``preprocess`` reads them, ``(B, C', H', W')`` in [0, 1]:
+    unchanged when they already have its channels and size (a sample split read for that model, as ``vitlab
+    evaluate`` reads it), else each through the model's own resize and crop (:meth:`Preprocess.eval_image`)."""
+    if tuple(images.shape[1:]) == (preprocess.channels, *preprocess.image_size):
+        return images
+    if images.shape[1] not in (1, 3):
+        raise RequestError(f"cannot read a {images.shape[1]}-channel image: choose a greyscale or RGB image")
+    return torch.stack([preprocess.eval_image(as_picture(image)).float() / 255 for image in images])
+
+
+def model_image(picture: LabeledImage, preprocess: Preprocess) -> torch.Tensor:
+    """``picture`` as the model fed by ``preprocess`` reads it, ``(1, C, H, W)`` in [0, 1]: an upload from its
+    file, as ``vitlab predict`` reads it (the image door, then the model's own resize and crop); a sample as
+    :func:`model_images` says."""
+    if picture.original is not None:
+        return (preprocess.eval_image(open_upload(picture.original)).float() / 255)[None]
+    return model_images(picture.image, preprocess)
+
+
+def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torch.Tensor:
     """``image (1, C, H, W)`` with ``channels`` channels (grey repeated, or RGB by luma) and
-    resized (bilinear, antialiased) to ``size``; returned unchanged when it already fits. A model that
-    records another resize or crop (a timm or Hugging Face model's ``preprocess``) reads the picture
-    through it, as its own library would read the photo."""
-    if preprocess is not None and not _plain(preprocess) and image.shape[1] in (1, 3):
-        pixels = (image[0] * 255).round().clamp(0, 255).to(torch.uint8)
-        picture = Image.fromarray(pixels[0].numpy() if pixels.shape[0] == 1 else pixels.permute(1, 2, 0).numpy())
-        return (preprocess.eval_image(picture).float() / 255)[None].contiguous()
+    resized (bilinear, antialiased) to ``size``, for a model without a recorded preprocessing (a promptable
+    run's input); returned unchanged when it already fits."""
     if image.shape[1] != channels:
         if channels == 3 and image.shape[1] == 1:
             image = image.expand(-1, 3, -1, -1)
@@ -157,11 +186,6 @@ def fit_image(
     return image.clamp(0, 1).contiguous()
 
 
-def _plain(preprocess: Preprocess) -> bool:
-    """vitlab's own reading: the whole picture squashed to the square (what :func:`fit_image` does itself)."""
-    return preprocess.crop_mode == "squash" and preprocess.crop_pct == 1.0 and preprocess.interpolation == "bilinear"
-
-
 def needs_files(name: str) -> bool:
     """Whether dataset ``name`` reads files (it is not embedded or generated)."""
     return dataset_spec(name).locator is not None
@@ -173,13 +197,19 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
     An embedded or generated dataset reads no folder: ``(None, None)``. A dataset vitlab searches for
     (MNIST, Fashion-MNIST, CIFAR) is looked for in ``data_dir`` first, then where vitlab looks by
     default (``$VITLAB_DATA``, the cache, ``/usr/share/datasets``): it is available only where its files
-    are found. One that reads the user's own files (a folder of images) reads ``data_dir`` as given.
+    are found. One that reads the user's own files (a folder of images, a manifest, shards) is available only
+    where ``data_dir`` holds that kind of source (indexed, without decoding a pixel).
     """
     if not needs_files(name):
         return None, None
     if dataset_spec(name).reads == "given":
         if data_dir is None:
             return None, f"{name} reads your own files: start `vitlab explore --data-dir DIR` with them"
+        if name in photo_sources():
+            try:
+                read_records(name, data_dir)
+            except (DataError, OSError) as err:
+                return None, f"{data_dir} is not a {name} source: {err}"
         return data_dir, None
     reason = ""
     for where in ([data_dir] if data_dir is not None else []) + [None]:
@@ -188,6 +218,16 @@ def locate_source(name: str, data_dir: Path | None) -> tuple[Path | None, str | 
         except DataError as err:
             reason = str(err)
     return None, reason
+
+
+@dataclass(frozen=True)
+class OwnSource:
+    """A sample source of one model's own data: what the picker says of it, the folder its files are in, and
+    ``load()``, its held-out split as the model reads it."""
+
+    description: str
+    folder: str | None
+    load: Callable[[], ImageDataset]
 
 
 def split_bytes(data: ImageDataset) -> int:
@@ -214,7 +254,9 @@ class ImageBook:
         self.upload_limit, self.max_side, self.max_pixels = upload_limit, max_side, max_pixels
         self._decoding = threading.BoundedSemaphore(DECODE_SLOTS)
         self.splits: LoadOnce[ImageDataset] = LoadOnce(SAMPLE_CACHE_BYTES, split_bytes, LOAD_SLOTS, LOAD_WAIT)
-        self._uploads: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._uploads: OrderedDict[str, LabeledImage] = OrderedDict()
+        self._own: dict[str, OwnSource] = {}
+        self._located: dict[str, tuple[Path | None, str | None]] = {}
         self._lock = threading.Lock()
 
     # -- samples ---------------------------------------------------------------------------------
@@ -222,9 +264,12 @@ class ImageBook:
     def sources(self) -> list[dict[str, Any]]:
         """Every registered dataset: name, description, availability and, if unavailable, why; where its
         files were found (``null`` for an embedded or generated one)."""
-        out = []
+        out = [
+            {"name": name, "description": own.description, "available": True, "reason": None, "folder": own.folder}
+            for name, own in self._own.items()
+        ]
         for name in list_datasets():
-            folder, reason = locate_source(name, self.data_dir)
+            folder, reason = self.locate(name)
             out.append(
                 {
                     "name": name,
@@ -240,15 +285,17 @@ class ImageBook:
         """The sample split of dataset ``name``: its test split, else its validation split. Loaded once
         however many requests ask at once, and kept while the kept splits stay under
         :data:`SAMPLE_CACHE_BYTES` (the least recently used dropped first)."""
-        if name not in list_datasets():
-            raise RequestError(f"unknown sample source {name!r}: choose one of {list_datasets()} or upload a file", 404)
+        own = self._own.get(name)
+        if own is None and name not in list_datasets():
+            known = [*self._own, *list_datasets()]
+            raise RequestError(f"unknown sample source {name!r}: choose one of {known} or upload a file", 404)
         try:
-            return self.splits.get(name, lambda: self._load_split(name))
+            return self.splits.get(name, own.load if own is not None else lambda: self._load_split(name))
         except LoadTimeoutError as err:
             raise RequestError(f"the samples of {name} are still loading ({err}): try again in a moment", 503) from err
 
     def _load_split(self, name: str) -> ImageDataset:
-        folder, reason = locate_source(name, self.data_dir)
+        folder, reason = self.locate(name)
         if reason is not None:
             raise RequestError(reason, 404)
         try:
@@ -259,6 +306,18 @@ class ImageBook:
         if not isinstance(data, ImageDataset):
             raise RequestError(f"{name} is read as a stream of files: the explorer shows images held in memory")
         return data
+
+    def locate(self, name: str) -> tuple[Path | None, str | None]:
+        """:func:`locate_source` of ``name`` in this book's ``data_dir``, looked up once."""
+        with self._lock:
+            if name not in self._located:
+                self._located[name] = locate_source(name, self.data_dir)
+            return self._located[name]
+
+    def add_source(self, name: str, source: OwnSource) -> None:
+        """Offer ``source`` (a model's own held-out images, read as it reads them) as sample source ``name``."""
+        with self._lock:
+            self._own[name] = source
 
     def samples(self, name: str, start: int = 0, count: int = 24) -> dict[str, Any]:
         """Images ``start .. start+count`` of the sample split, with labels, for the picker."""
@@ -291,11 +350,12 @@ class ImageBook:
         finally:
             self._decoding.release()
         key = secrets.token_hex(8)
+        picture = LabeledImage(f"upload:{key}", image, None, bytes(data))
         with self._lock:
-            self._uploads[key] = image
+            self._uploads[key] = picture
             while len(self._uploads) > KEEP_UPLOADS:
                 self._uploads.popitem(last=False)
-        return LabeledImage(f"upload:{key}", image, None)
+        return picture
 
     # -- references ------------------------------------------------------------------------------
 
@@ -306,13 +366,13 @@ class ImageBook:
             raise RequestError(f"image reference {ref!r} is not SOURCE:INDEX (e.g. digits:0) or upload:ID")
         if source == "upload":
             with self._lock:
-                image = self._uploads.get(key)
-            if image is None:
+                picture = self._uploads.get(key)
+            if picture is None:
                 raise RequestError(
                     f"no upload {key!r} (uploads are kept in memory, the latest {KEEP_UPLOADS}): upload the file again",
                     404,
                 )
-            return LabeledImage(ref, image, None)
+            return picture
         if not key.isdigit():
             raise RequestError(f"image index {key!r} in {ref!r} is not a non-negative integer")
         data, index = self.split(source), int(key)

@@ -13,15 +13,33 @@ from typing import Any
 
 import torch
 
-from ..data import normalize
+from ..data import ImageDataset, normalize
 from .arrays import encode_array
-from .images import LabeledImage
+from .images import LabeledImage, model_images
 from .loaded import Analysis, LoadedModel
 
-# The normalised input of a training image has mean about 0 and std about 1; one whose mean is
-# further than OOD_MEAN from 0, or whose std is outside OOD_STD, is far from what the model learned on.
+# An input is far from the training images when its normalised mean lies more than OOD_MEAN of their spread from
+# theirs, or its std is outside OOD_STD times theirs (see :func:`reference_statistics`).
 OOD_MEAN = 0.75
 OOD_STD = (0.5, 2.0)
+REFERENCE_IMAGES = 64  # held-out images whose normalised statistics stand for the training images'
+PHOTO_MEAN, PHOTO_STD = 0.449, 0.226  # pixel mean and std of natural photos in [0, 1] (ImageNet's, over channels)
+
+
+def reference_statistics(entry: LoadedModel, data: ImageDataset | None) -> tuple[float, float, str]:
+    """The mean and std of the normalised input of ``entry``'s training images, and where they come from: measured
+    on the first :data:`REFERENCE_IMAGES` of ``data`` (its own held-out images, read as it reads them) when given,
+    else those of natural photos (:data:`PHOTO_MEAN`, :data:`PHOTO_STD`) normalised by the model's mean and std."""
+    if data is not None and len(data):
+        inputs = normalize(model_images(data.images[:REFERENCE_IMAGES], entry.preprocess), entry.mean, entry.std)
+        return float(inputs.mean()), float(inputs.std()), f"its {data_words(entry)}"
+    mean = sum((PHOTO_MEAN - m) / s for m, s in zip(entry.mean, entry.std)) / len(entry.mean)
+    std = sum(PHOTO_STD / s for s in entry.std) / len(entry.std)
+    return mean, std, "photos in general"
+
+
+def data_words(entry: LoadedModel) -> str:
+    return f"{entry.dataset} images" if entry.dataset else "training images"
 
 
 def pad_to_aspect(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -53,19 +71,28 @@ def prepared(
     return LabeledImage(f"{picture.ref}|{'|'.join(tags)}", image, picture.label)
 
 
-def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float, inverted: bool = False) -> str | None:
-    """A sentence when the normalised input's ``mean`` and ``std`` are far from the training images'
-    (about 0 and 1; see :data:`OOD_MEAN`, :data:`OOD_STD`), else ``None``. ``image (1, C, H, W)`` is the
-    fitted image in [0, 1], already inverted when ``inverted``: if its inverse would be nearer, the note
-    says to invert it (or, when it is inverted already, to undo that)."""
-    if abs(mean) <= OOD_MEAN and OOD_STD[0] <= std <= OOD_STD[1]:
+def domain_note(
+    entry: LoadedModel,
+    image: torch.Tensor,
+    seen: tuple[float, float],
+    reference: tuple[float, float, str],
+    inverted: bool = False,
+) -> str | None:
+    """A sentence when the normalised input's mean and std (``seen``) are far from the training images'
+    (``reference``: mean, std and where they come from, :func:`reference_statistics`), else ``None``.
+    ``image (1, C, H, W)`` is the fitted image in [0, 1], already inverted when ``inverted``: if its inverse would
+    be nearer, the note says to invert it (or, when it is inverted already, to undo that)."""
+    (mean, std), (ref_mean, ref_std, where) = seen, reference
+    far = abs(mean - ref_mean) > OOD_MEAN * ref_std
+    if not far and OOD_STD[0] * ref_std <= std <= OOD_STD[1] * ref_std:
         return None
     note = (
         f"This input is far from the images the model was trained on: its normalised mean is {mean:+.2f} and "
-        f"its std {std:.2f}, where theirs are about 0 and 1. Read the prediction with care."
+        f"its std {std:.2f}, where those of {where} are about {ref_mean:+.2f} and {ref_std:.2f}. Read the "
+        f"prediction with care."
     )
     inverse = float(normalize(1 - image, entry.mean, entry.std).mean())
-    if abs(inverse) < abs(mean) and abs(mean) > OOD_MEAN:
+    if abs(inverse - ref_mean) < abs(mean - ref_mean) and far:
         if inverted:
             note += (
                 f" Not inverted, its mean would be {inverse:+.2f}: the image was likely right as it was "
@@ -79,13 +106,43 @@ def domain_note(entry: LoadedModel, image: torch.Tensor, mean: float, std: float
     return note
 
 
+def resize_words(entry: LoadedModel, h: int, w: int, keep_aspect: bool) -> str | None:
+    """How the model's own pipeline (:attr:`LoadedModel.preprocess`) takes an ``h x w`` picture to its input size,
+    in words; ``None`` when it already has that size."""
+    pre = entry.preprocess
+    size = pre.image_size
+    if (h, w) == tuple(size):
+        return None
+    target = f"{size[0]}×{size[1]}"
+    scale = "×".join(map(str, pre.scale_size))
+    if pre.crop_mode == "squash":
+        same_aspect = h * size[1] == w * size[0]
+        stretched = "" if keep_aspect or same_aspect else " (stretched: 'keep the aspect ratio' pads it instead)"
+        padded = (
+            "padded to the model's aspect with the border's colour, then " if keep_aspect and not same_aspect else ""
+        )
+        crop = f", centre-cropped to {target}" if pre.crop_pct != 1 else ""
+        return f"{padded}resized ({pre.interpolation}) from {h}×{w} to {scale}{crop}{stretched}"
+    side = "shorter" if pre.crop_mode == "center" else "longer"
+    return (
+        f"resized ({pre.interpolation}) from {h}×{w}, aspect kept, its {side} side to {max(pre.scale_size)}, then "
+        f"centre-{'cropped' if pre.crop_mode == 'center' else 'cropped or padded'} to {target}, as the model was "
+        f"trained to read a picture"
+    )
+
+
 def input_view(
-    entry: LoadedModel, analysis: Analysis, original: torch.Tensor, invert: bool = False, keep_aspect: bool = False
+    entry: LoadedModel,
+    analysis: Analysis,
+    original: torch.Tensor,
+    reference: tuple[float, float, str],
+    invert: bool = False,
+    keep_aspect: bool = False,
 ) -> dict[str, Any]:
     """What the model sees of ``original (1, C, h, w)``: the steps that made its input, the normalised
-    input ``(C, H, W)`` and its range, the input's mean and std, and :func:`domain_note`."""
+    input ``(C, H, W)`` and its range, the input's mean and std, the training images' (``reference``), and
+    :func:`domain_note`."""
     _, c, h, w = original.shape
-    size = entry.image_size
     steps = ["inverted: x becomes 1 − x"] if invert else []
     if c != entry.channels:
         steps.append(
@@ -93,18 +150,12 @@ def input_view(
             if entry.channels == 1
             else "grey repeated into 3 channels"
         )
-    if (h, w) != tuple(size):
-        same_aspect = h * size[1] == w * size[0]
-        how = (
-            "padded to the model's aspect with the border's colour, then resized"
-            if keep_aspect and not same_aspect
-            else "resized"
-        )
-        stretched = "" if keep_aspect or same_aspect else " (stretched: 'keep the aspect ratio' pads it instead)"
-        steps.append(f"{how} from {h}×{w} to {size[0]}×{size[1]}{stretched}")
+    resized = resize_words(entry, h, w, keep_aspect)
+    if resized is not None:
+        steps.append(resized)
     mean_words = ", ".join(f"{m:.3f}" for m in entry.mean)
     std_words = ", ".join(f"{s:.3f}" for s in entry.std)
-    steps.append(f"normalised: (x − mean) / std with the training images' mean {mean_words} and std {std_words}")
+    steps.append(f"normalised: (x − mean) / std with the model's recorded mean {mean_words} and std {std_words}")
     inputs = analysis.inputs[0]
     mean, std = float(inputs.mean()), float(inputs.std())
     return {
@@ -114,5 +165,6 @@ def input_view(
         "steps": steps,
         "mean": mean,
         "std": std,
-        "out_of_domain": domain_note(entry, analysis.image, mean, std, invert),
+        "reference": {"mean": reference[0], "std": reference[1], "of": reference[2]},
+        "out_of_domain": domain_note(entry, analysis.image, (mean, std), reference, invert),
     }

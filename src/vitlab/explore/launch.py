@@ -7,25 +7,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..runs.layout import BEST, LAST, WEIGHTS
+from ..runs.layout import BEST, LAST, MODELS, WEIGHTS
 from ..runs.rundir import RunDir
-from .app import ExploreConfig
+from .app import DEFAULT_RUNS, ExploreConfig
 from .guards import bracketed
 from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT
 
-DEFAULT_RUNS = Path("runs")
-
 
 def found_checkpoints(roots: Sequence[str | Path]) -> list[Path]:
-    """The classifier runs (``vitlab train``) among ``roots`` and their sub-folders that hold a
-    checkpoint (``best/`` or ``last/``), in name order."""
+    """The classifiers among ``roots`` and their sub-folders, in name order: the runs of ``vitlab train`` that
+    hold a checkpoint (``best/`` or ``last/``), and every model a study of ``vitlab compare`` kept (its
+    ``models/*.safetensors``)."""
     folders = [f for root in map(Path, roots) for f in (root, *sorted(p for p in root.iterdir() if p.is_dir()))]
-    return [
-        f
-        for f in folders
-        if RunDir(f).existing_kind() in ("classify", "an older vitlab run")
-        and any((f / kept / WEIGHTS).is_file() for kept in (BEST, LAST))
-    ]
+    found: list[Path] = []
+    for folder in folders:
+        kind = RunDir(folder).existing_kind()
+        if kind in ("classify", "an older vitlab run") and any((folder / k / WEIGHTS).is_file() for k in (BEST, LAST)):
+            found.append(folder)
+        elif kind == "compare" and (folder / MODELS).is_dir():
+            found.extend(sorted(p for p in (folder / MODELS).glob("*.safetensors") if p.is_file()))
+    return found
 
 
 def launch_config(

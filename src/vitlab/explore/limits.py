@@ -33,12 +33,14 @@ from ..explain.maps import (
 )
 from ..explain.record import attention_weights
 from .arrays import encode_array
-from .images import RequestError, fit_image
+from .images import RequestError, model_images
 from .loaded import Analysis, LoadedModel
 
 Query = str | int
 SHOWN = 12  # mistakes and right answers listed
 RANDOM_ORDERS = 8  # random patch orders averaged for the reference deletion curve
+OCCLUSION_SQUARES = 64  # squares occluded at most (one forward pass each): 14x14 patches are occluded 2x2 at a time
+DELETION_STEPS = 16  # points of a deletion curve at most (one forward pass per point and order)
 RANDOM_SEED = 0
 BATCH = 256
 
@@ -46,7 +48,7 @@ BATCH = 256
 def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, Any]:
     """``entry`` on every image of ``data`` (a sample split of ``source``): accuracy, and the
     :data:`SHOWN` most confident mistakes and right answers, each ``{ref, label, predicted, confidence}``."""
-    if source != entry.dataset or list(data.classes) != list(entry.classes):
+    if source not in (entry.samples, entry.dataset) or list(data.classes) != list(entry.classes):
         raise RequestError(
             f"{source}'s classes are not those {entry.name} was trained on ({entry.dataset}): "
             f"choose the model's own dataset to see its mistakes"
@@ -54,7 +56,7 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
     probs = []
     with torch.no_grad():
         for start in range(0, len(data), BATCH):
-            images = fit_image(data.images[start : start + BATCH], entry.channels, entry.image_size)
+            images = model_images(data.images[start : start + BATCH], entry.preprocess)
             probs.append(entry.model(normalize(images, entry.mean, entry.std)).float().softmax(-1))
     confidence, predicted = torch.cat(probs).max(-1)
     right = predicted == data.labels
@@ -79,6 +81,24 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
     }
 
 
+def occlusion_factor(grid: tuple[int, int]) -> int:
+    """The side ``k`` (in cells) of the squares :func:`occlusion` occludes a ``grid`` in: the smallest that makes
+    at most :data:`OCCLUSION_SQUARES` squares."""
+    k = 1
+    while -(-grid[0] // k) * -(-grid[1] // k) > OCCLUSION_SQUARES:
+        k += 1
+    return k
+
+
+def occlusion(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor, patch: int, grid: tuple[int, int]):
+    """:func:`~vitlab.explain.maps.occlusion_map` over ``grid`` ``(gh, gw)`` within a budget: a grid of more than
+    :data:`OCCLUSION_SQUARES` cells is occluded in squares of ``k x k`` cells (the smallest ``k`` that fits; one
+    forward pass per square), each cell given its square's value. Returns the map ``(gh, gw)`` and ``k``."""
+    k = occlusion_factor(grid)
+    value = occlusion_map(model, inputs, target, patch * k)[0]
+    return value.repeat_interleave(k, 0).repeat_interleave(k, 1)[: grid[0], : grid[1]], k
+
+
 def map_set(
     model: nn.Module,
     analysis: Analysis,
@@ -87,21 +107,33 @@ def map_set(
     query: Query,
     patch: int,
     grid: tuple[int, int],
+    cache: dict[tuple, Any] | None = None,
 ) -> dict[str, torch.Tensor]:
     """``{method: (gh, gw)}`` of ``model`` for the analysed input and class ``target``: last-layer attention
-    (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion always."""
+    (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion (:func:`occlusion`)
+    always. Each map is kept in ``cache`` (the analysis's own for the trained model: a map is computed once per
+    image, and once per query where it depends on one)."""
     inputs = analysis.inputs
-    maps: dict[str, torch.Tensor] = {}
+    cache = {} if cache is None else cache
+    prefix = num_prefix_tokens(model)
+    computes: dict[str, tuple[tuple, Any]] = {}
     if weights:
-        prefix = num_prefix_tokens(model)
-        try:
-            maps["attention"] = query_attention(weights[-1:], query, prefix, grid)[0, 0].mean(0)
-            maps["rollout"] = rollout_map(weights, query, prefix, grid)[0]
-        except ValueError as err:
-            raise RequestError(str(err)) from err
-    maps["gradient"] = gradient_map(model, inputs, target, patch)[0]
-    maps["occlusion"] = occlusion_map(model, inputs, target, patch)[0]
-    return {method: value.detach() for method, value in maps.items()}
+        computes["attention"] = (
+            ("attention", query),
+            lambda: query_attention(weights[-1:], query, prefix, grid)[0, 0].mean(0),
+        )
+        computes["rollout"] = (("rollout", query), lambda: rollout_map(weights, query, prefix, grid)[0])
+    computes["gradient"] = (("gradient",), lambda: gradient_map(model, inputs, target, patch)[0])
+    computes["occlusion"] = (("occlusion",), lambda: occlusion(model, inputs, target, patch, grid)[0])
+    maps: dict[str, torch.Tensor] = {}
+    for method, (key, compute) in computes.items():
+        if key not in cache:
+            try:
+                cache[key] = compute().detach()
+            except ValueError as err:
+                raise RequestError(str(err)) from err
+        maps[method] = cache[key]
+    return maps
 
 
 def encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -150,10 +182,10 @@ def deletion_curves(
     model: nn.Module, inputs: torch.Tensor, orders: torch.Tensor, target: torch.Tensor, patch: int
 ) -> torch.Tensor:
     """The deletion half of :func:`vitlab.explain.faithfulness.deletion_insertion` for one input ``(1, C, H, W)`` and
-    many patch orders ``(M, N)``, in one batch: ``(M, N + 1)``, point ``s`` the class-``target`` probability with
+    many patch orders ``(M, N)``, in one batch: ``(M, S + 1)``, point ``s`` the class-``target`` probability with
     the first ``s`` patches of the order set to the mean image (:func:`~vitlab.explain.maps.masked_probs`)."""
     m, n = orders.shape
-    counts = step_counts(n)
+    counts = step_counts(n, min(n, DELETION_STEPS))
     rank = torch.empty_like(orders).scatter_(1, orders, torch.arange(n).expand(m, n))
     keep = rank[:, None, :] >= counts[None, :, None]  # (M, S + 1, N): not among the first s
     copies = inputs.expand(m, *inputs.shape[1:])
@@ -162,12 +194,13 @@ def deletion_curves(
 
 def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Deletion curves ``(S + 1)`` of the predicted class for every map of ``maps`` and for the mean of
-    :data:`RANDOM_ORDERS` seeded random orders, with the area under each (lower: the map found the
-    evidence sooner)."""
+    :data:`RANDOM_ORDERS` seeded random orders (half as many on a grid of more than :data:`OCCLUSION_SQUARES`
+    patches), with the area under each (lower: the map found the evidence sooner)."""
     target = analysis.logits.argmax(-1)
     n = next(iter(maps.values())).numel()
     generator = torch.Generator().manual_seed(RANDOM_SEED)
-    shuffles = [torch.randperm(n, generator=generator) for _ in range(RANDOM_ORDERS)]
+    orders_wanted = RANDOM_ORDERS if n <= OCCLUSION_SQUARES else RANDOM_ORDERS // 2  # a large grid: half as many
+    shuffles = [torch.randperm(n, generator=generator) for _ in range(orders_wanted)]
     orders = torch.cat([*(ranking(value[None]) for value in maps.values()), torch.stack(shuffles)])  # (M + R, N)
     deleted = deletion_curves(entry.model, analysis.inputs, orders, target, entry.map_patch)
     curves = dict(zip(maps, deleted[: len(maps)]))
@@ -176,7 +209,7 @@ def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.
         "model": entry.index,
         "target": entry.classes[int(target)],
         "patches": n,
-        "removed": list(range(n + 1)),
+        "removed": step_counts(n, min(n, DELETION_STEPS)).tolist(),
         "curves": {method: curve.tolist() for method, curve in curves.items()},
         "area": {method: float(curve_area(curve)) for method, curve in curves.items()},
     }

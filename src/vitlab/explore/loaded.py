@@ -21,6 +21,7 @@ from ..layers.block import Block, PostNormBlock
 from ..layers.patch_embed import PatchTokenizer
 from ..layers.position import LearnedPosition, RowColumnPosition, SinCosPosition
 
+DIGIT_SETS = ("digits", "mnist")  # datasets of handwritten digits: a digit drawn on the pad is one of theirs
 MAP_CELLS = 8  # a model without patches is explained on about this many squares per side
 
 
@@ -43,7 +44,10 @@ def forward_unsupported(model: nn.Module) -> str | None:
 
 @dataclass
 class LoadedModel:
-    """A model ready to explain: eval mode, CPU, with its classes and input normalisation."""
+    """A model ready to explain: eval mode, CPU, with its classes and its recorded input pipeline: ``preprocess``
+    (the resize and crop of one picture, as ``vitlab predict`` and ``evaluate`` read it) and ``mean`` / ``std``.
+    ``samples``: the sample source of its own held-out images (its dataset, or its own folder of photos read
+    as it reads them); ``data_dir``: where that folder was found."""
 
     index: int
     path: Path
@@ -53,7 +57,9 @@ class LoadedModel:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     dataset: str | None
-    preprocess: Preprocess | None = None  # how its own library reads a photo (None: vitlab's squash)
+    preprocess: Preprocess
+    samples: str | None = None
+    data_dir: Path | None = None
 
     @property
     def config(self) -> Any:
@@ -102,6 +108,9 @@ class LoadedModel:
             "file": str(self.path),
             "model": self.name,
             "dataset": self.dataset,
+            "samples": self.samples,
+            "data_dir": None if self.data_dir is None else str(self.data_dir),
+            "reads_digits": self.dataset in DIGIT_SETS,
             "classes": self.classes,
             "image_size": list(self.image_size),
             "channels": self.channels,

@@ -254,6 +254,7 @@ class Trainer:
                 raise RequestError(f"run {self.job.name!r} is training: cancel it or wait for it to end", 409)
             if path.exists() or path.is_symlink():
                 raise RequestError(f"{path} exists: choose another name (the explorer never overwrites a run)", 409)
+            self.root.mkdir(parents=True, exist_ok=True)
             probe = self.book.get(PROBE)
             config = TrainConfig(
                 model=model,
@@ -325,7 +326,9 @@ class Trainer:
         return job
 
     def snapshot(self, epoch: int) -> dict[str, Any]:
-        """The current (or last) job's snapshot after ``epoch`` epochs."""
+        """The current (or last) job's snapshot after ``epoch`` epochs, with ``shared_max``: the largest attention
+        weight of every snapshot so far, the one colour scale the page draws every epoch on (so a near-uniform
+        epoch does not look as bright as a peaked one)."""
         job = self.job
         if job is None:
             raise RequestError("no training has run yet: start one on the Runs page", 404)
@@ -333,4 +336,10 @@ class Trainer:
             raise RequestError(
                 f"run {job.name!r} has no snapshot at epoch {epoch}: it has {sorted(job.snapshots)}", 404
             )
-        return {"name": job.name, "classes": job.classes, **job.snapshots[epoch].to_dict(job.classes)}
+        shared = max(float(snap.heat.max()) for snap in list(job.snapshots.values()))
+        return {
+            "name": job.name,
+            "classes": job.classes,
+            "shared_max": shared,
+            **job.snapshots[epoch].to_dict(job.classes),
+        }

@@ -22,6 +22,7 @@ STATE = "state.pt"
 LOCK = ".lock"
 BEST, LAST = "best", "last"
 ATTENTION = "attention"  # `vitlab compare`'s attention figures
+MODELS = "models"  # `vitlab compare`'s trained models, one checkpoint per run
 EVALUATION = "metrics.json"  # what `vitlab evaluate --out` writes
 # Files that mark a folder written by vitlab before run.json existed.
 LEGACY_MARKERS = (CONFIG, METRICS, SUMMARY, RESULTS, EVALUATION, WEIGHTS, BEST, LAST)
@@ -61,7 +62,7 @@ TOP_FILES = frozenset(
     }
 )
 TOP_PATTERNS = ("*.png",)
-FOLDERS = {BEST: (WEIGHTS,), LAST: (WEIGHTS, STATE), ATTENTION: ("*.png",)}
+FOLDERS = {BEST: (WEIGHTS,), LAST: (WEIGHTS, STATE), ATTENTION: ("*.png",), MODELS: ("*.safetensors",)}
 
 # What `atomic_write` named its temporary files before they carried the vitlab prefix: `.NAME.XXXXXXXX.tmp`.
 _LEGACY_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")

@@ -33,6 +33,25 @@ class Loaded:
     path: Path
     guessed: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def display_name(self) -> str:
+        """The model's name for people: the registered name, else the hub id or source it was read from, else
+        its run folder's name (a checkpoint in ``best/`` or ``last/`` is named by the run above it), else the file."""
+        if self.name and self.name != "init":
+            return self.name
+        source = self.metadata.get("source_id")
+        if isinstance(source, str) and source:
+            return source
+        cached = next((p.name for p in self.path.parents if p.name.startswith("models--")), None)
+        if cached is not None:  # a file in the Hugging Face cache: models--ORG--NAME/snapshots/REV/...
+            return cached.removeprefix("models--").replace("--", "/")
+        provenance = self.metadata.get("provenance")
+        run = provenance.get("run") if isinstance(provenance, dict) else None
+        folder = Path(run) if isinstance(run, str) and run else self.path.parent
+        if folder.name in ("best", "last"):
+            folder = folder.parent
+        return folder.name or self.path.stem
+
     def check_finite(self, purpose: str) -> None:
         """Refuse, in one line, a model whose weights hold NaN or infinity: ``purpose`` (e.g. "scoring")
         would give NaN figures or fail inside an optimizer."""

@@ -27,6 +27,7 @@ def router(ctx: Context) -> APIRouter:
         keep_aspect: bool = False,
     ) -> dict[str, Any]:
         entry, original = shelf.get(model), book.get(ref)
+        reference = shelf.reference(entry)
         with shelf.lock:
             analysis = shelf.analyse(entry, prepared(original, entry, invert, keep_aspect))
             view = attention_view(entry, analysis, parse_query(query), temperature)
@@ -34,7 +35,7 @@ def router(ctx: Context) -> APIRouter:
                 "ref": ref,
                 **view,
                 "truth": truth(entry, original, view["prediction"]["class"]),
-                "seen": input_view(entry, analysis, original.image, invert, keep_aspect),
+                "seen": input_view(entry, analysis, original.image, reference, invert, keep_aspect),
             }
 
     @api.get("/api/maps")

@@ -17,14 +17,11 @@ def router(ctx: Context) -> APIRouter:
     book, shelf = ctx.book, ctx.shelf
 
     def trained_maps(entry: Any, analysis: Any, query: Any) -> Any:
-        """The trained model's maps of the analysed image (cached with the analysis)."""
-        key = ("limits", query)
-        if key not in analysis.maps:
-            target = analysis.logits.argmax(-1)
-            analysis.maps[key] = map_set(
-                entry.model, analysis, analysis.weights, target, query, entry.map_patch, entry.grid
-            )
-        return analysis.maps[key]
+        """The trained model's maps of the analysed image (each cached with the analysis)."""
+        target = analysis.logits.argmax(-1)
+        return map_set(
+            entry.model, analysis, analysis.weights, target, query, entry.map_patch, entry.grid, analysis.maps
+        )
 
     @api.get("/api/limits/verdicts")
     def judged(model: int, source: str) -> dict[str, Any]:

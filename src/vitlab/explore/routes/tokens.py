@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from ..cost_views import tokens_view
-from ..images import RequestError, fit_image
+from ..images import RequestError, model_image
 from . import Context
 
 
@@ -26,7 +26,7 @@ def router(ctx: Context) -> APIRouter:
         entry = ctx.shelf.get(model)
         if entry.patch_size is None:
             raise RequestError(f"{entry.name} reads no patches (it is a convolutional network): choose a ViT")
-        image = fit_image(picture.image, entry.channels, entry.image_size)
+        image = model_image(picture, entry.preprocess)
         read_by = {
             "model": entry.index,
             "name": entry.name,

@@ -20,6 +20,8 @@ from ..images import RequestError
 from . import Context
 
 POLL = 0.1  # seconds between two looks at the job's events
+MAX_BODY = 4096  # bytes of a training request (a name, a model, two numbers)
+MAX_NESTING = 4  # lists and objects inside one another in a training request (it has 1)
 STREAM_SECONDS = 20.0  # a stream ends after this long; the browser reconnects where it left off
 
 
@@ -28,6 +30,42 @@ def resume_at(last_event_id: str | None, number: int) -> int:
     ``number``, else from the start."""
     job, _, index = (last_event_id or "").partition(".")
     return int(index) + 1 if job == str(number) and index.isdigit() else 0
+
+
+def nesting(text: str) -> int:
+    """How deep lists and objects nest in JSON ``text``, counted without parsing it (brackets inside strings
+    skipped), so a body nested too deep is refused before the parser recurses into it."""
+    deepest = level = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif char in "]}":
+            level -= 1
+    return deepest
+
+
+def training_request(body: bytes) -> Any:
+    """A training request's body parsed as JSON; :class:`RequestError` (400/413) for one over
+    :data:`MAX_BODY` bytes, nested over :data:`MAX_NESTING` deep, or not JSON text, before any parsing."""
+    usage = 'send the training as JSON {"name": ..., "model": ..., "epochs": ..., "rows": ...}'
+    if len(body) > MAX_BODY:
+        raise RequestError(f"the training request has {len(body):,} bytes, over {MAX_BODY:,}: {usage}", 413)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RequestError(f"the training request is not UTF-8 text ({err.reason}): {usage}") from err
+    if nesting(text) > MAX_NESTING:
+        raise RequestError(f"the training request nests lists or objects over {MAX_NESTING} deep: {usage}")
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise RequestError(f"the training request is not JSON ({err}): {usage}") from err
 
 
 def frame(event: dict[str, Any]) -> str:
@@ -45,11 +83,7 @@ def router(ctx: Context) -> APIRouter:
 
     @api.post("/api/train")
     async def start(request: Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except ValueError as err:
-            raise RequestError(f'send the training as JSON {{"name": ..., "epochs": ...}} ({err})') from err
-        return {"job": trainer.start(body).describe()}
+        return {"job": trainer.start(training_request(await request.body())).describe()}
 
     @api.post("/api/train/cancel")
     def cancel() -> dict[str, Any]:

@@ -269,8 +269,9 @@ def run_summary(result: RunResult) -> dict[str, Any]:
 def run_line(result: RunResult) -> str:
     """What ``vitlab train`` prints after a classification run."""
     config = cast(TrainConfig, result.config)
+    name = f"{config.init} fine-tuned" if config.model == "init" and config.init else config.model  # named by source
     line = (
-        f"{config.model} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
+        f"{name} on {config.dataset}: {result.params:,} parameters, {result.seconds:.1f}s, "
         f"train acc {result.train_acc:.4f}, best val acc {result.best_val_acc:.4f} (epoch {result.best_epoch})"
     )
     if result.test is not None:
@@ -332,7 +333,7 @@ def evaluate_checkpoint(
                 f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)"
             )
         report = evaluate_model(loaded.model, data, splits, calibration=splits.val if temperature_scale else None)
-        name = loaded.name or type(loaded.model).__name__
+        name = loaded.display_name
         report = {
             "checkpoint": str(loaded.path),
             "model": name,

@@ -137,7 +137,7 @@ def probe_checkpoint(
     acc = probe_model(ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits, method, k)
     return {
         "checkpoint": str(ckpt.path),
-        "model": ckpt.name,
+        "model": ckpt.display_name,
         "dataset": name,
         "split": split,
         "probe": method,

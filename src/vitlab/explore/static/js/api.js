@@ -119,3 +119,48 @@ export function startingModel(models, page, wanted = null) {
   if (wanted !== null && Number.isInteger(index) && models[index] && shows(models[index])) return models[index];
   return models.find(best) || models.find(shows) || null;
 }
+
+// A page with no model to show: everything but its title, lead and `note` hidden, and in the note one button that
+// trains the small digits ViT here (a watched run, as on the Runs page) and opens the explorer on it when it ends.
+// Without a way to train (no runs folder), the note says how to start the explorer with a model instead.
+export function offerTraining(page, note, info) {
+  for (const child of page.children) {
+    if (child !== note && !child.matches("h2, .lead")) child.hidden = true;
+  }
+  note.hidden = false;
+  const limits = info.training;
+  if (!limits?.root) return;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "train-offer";
+  button.textContent = `Train a small ViT on the ${limits.dataset} here (${limits.default_epochs} epochs, about half a minute)`;
+  const status = document.createElement("span");
+  status.className = "note";
+  status.setAttribute("role", "status");
+  note.append(" ", button, " ", status);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const stamp = new Date().toISOString().slice(11, 19).replaceAll(":", "");
+    try {
+      await postJSON("/api/train", { name: `first-vit-${stamp}`, model: Object.keys(limits.models)[0],
+        epochs: limits.default_epochs, rows: null });
+    } catch (err) {
+      if (!String(err.message).includes("is training")) { status.textContent = err.message; button.disabled = false; return; }
+    }
+    for (;;) {
+      const { job } = await getJSON("/api/train");
+      const epochs = job.records.length;
+      status.textContent = `training ${job.name}: epoch ${epochs} of ${job.epochs}…`;
+      if (job.status !== "running") {
+        if (job.model_index === null || job.model_index === undefined) {
+          status.textContent = `${job.name}: ${job.message || job.status}`;
+          button.disabled = false;
+          return;
+        }
+        window.location.reload();
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  });
+}

@@ -4,7 +4,7 @@
 // linked across the query image, the bars, every head, every map and the layer grid: hover or focus it on
 // any of them (arrow keys move) and it lights up on all. A model without attention (a CNN) shows its
 // prediction and its gradient and occlusion maps.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel, setState } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel, setState } from "./api.js";
 import { logControl } from "./controls.js";
 import { arrowKeys, cursor, gridHit, link, roving } from "./cursor.js";
 import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, makeCanvas, paintGrid, paintHeat,
@@ -212,12 +212,13 @@ function drawHeadBars(result) {
   const highlight = key.get() ?? -1;
   state.bars = { values, selected, l, h };
   const geometry = drawBars($("attn-bars"), values, { line: result.uniform,
-    lineLabel: `uniform 1/N = ${prob(result.uniform)}`, selected, highlight, labels: keyLabels(result),
-    top: auto() ? null : 1 });
+    lineLabel: `uniform 1/N = ${prob(result.uniform)}`, selected, highlight, labels: keyLabels(result) });
   const keyAt = (x) => (x < geometry.left ? -1 : Math.min(n - 1, Math.floor((x - geometry.left) / geometry.step)));
   barsCursor.layout(n, 1, keyAt, barsCursor.at);
   $("attn-bars").dataset.highlight = highlight >= 0 ? highlight : "";
-  $("attn-bars-caption").textContent = `layer ${l}, head ${h}: weights over the ${n} keys`;
+  const largest = Math.max(...values.filter(Number.isFinite), result.uniform);
+  $("attn-bars-caption").textContent = `layer ${l}, head ${h}: weights over the ${n} keys (axis 0 to ` +
+    `${prob(largest)}, the largest weight: weights sum to 1 over the keys)`;
 }
 
 function drawSeen(seen, fitted) {
@@ -429,6 +430,23 @@ export function addModel(model, models) {
   $("attn-model").append(new Option(modelLabels(models)[model.index], model.index));
 }
 
+// The page's "try this" for the model's own data: the drawing pad for a digits model, a photo of one's own otherwise.
+function tipFor(model) {
+  const tip = $("seen-try");
+  if (model.reads_digits) {
+    tip.innerHTML = "<b>Try this:</b> draw a digit in black on white, then tick <i>invert the image</i>. " +
+      "<b>Notice:</b> the model was trained on light strokes on a dark background; the input's statistics show " +
+      "how far an image is from what it learned on.";
+    return;
+  }
+  const classes = model.classes.slice(0, 4).join(", ") + (model.classes.length > 4 ? ", …" : "");
+  tip.replaceChildren();
+  const parts = [["b", "Try this:"], ["", ` upload a picture of one of its classes (${classes}) and one of something ` +
+    "else. "], ["b", "Notice:"], ["", " the input's statistics show how far a picture is from the images it was " +
+    "trained on, and a confident answer on something else is still an answer."]];
+  for (const [tag, text] of parts) tip.append(tag ? Object.assign(document.createElement(tag), { textContent: text }) : text);
+}
+
 export function initAttention(info) {
   state.models = info.models;
   const select = $("attn-model");
@@ -439,7 +457,7 @@ export function initAttention(info) {
   });
   temperature = logControl($("attn-temperature"), { words: "temperature" });
   if (!info.models.length) {
-    $("attention-none").hidden = false;
+    offerTraining(page, $("attention-none"), info);
     setState(page, "ready");
     return;
   }
@@ -449,6 +467,7 @@ export function initAttention(info) {
     select.value = index;
     const model = info.models[index];
     state.query = query ?? (model.pool === "token" && model.class_token ? "cls" : "mean");
+    tipFor(model);
     refresh();
     refreshPositions();
   };

@@ -242,10 +242,14 @@ export function paintRowColumn(s, box, n, index) {
   }
 }
 
-// Each cell's number (raster order) in its corner, where cells are at least `smallest` pixels.
+// Patch numbers over a picture's grid, only where they leave it visible: each cell at least `smallest` pixels as
+// shown on the screen (a canvas shrunk to a phone's width counts at its shown size) and at most MAX_NUMBERED cells
+// (a 14x14 grid is numbered on hover, not over the picture).
+const MAX_NUMBERED = 64;
 export function paintNumbers(s, box, rows, cols, smallest = 18) {
   const cw = box.w / cols, ch = box.h / rows;
-  if (Math.min(cw, ch) < smallest) return;
+  const shown = s.canvas.getBoundingClientRect().width || s.w;
+  if (Math.min(cw, ch) * (shown / s.w) < smallest || rows * cols > MAX_NUMBERED) return;
   const { ctx } = s;
   const size = Math.max(8, Math.min(12, Math.floor(Math.min(cw, ch) / 3)));
   ctx.font = `600 ${size}px system-ui, sans-serif`;
@@ -367,11 +371,7 @@ export function drawBars(canvas, values, { line = null, lineLabel = "", top = nu
   ctx.strokeStyle = "#98a1b0";
   ctx.lineWidth = 1;
   ctx.beginPath(); ctx.moveTo(left, y(0)); ctx.lineTo(W - right, y(0)); ctx.stroke();
-  if (labels) {
-    ctx.textAlign = "center";
-    const every = Math.ceil(labels.length / Math.max(4, Math.floor((W - left) / 18)));
-    labels.forEach((label, i) => { if (i % every === 0) ctx.fillText(label, left + (i + 0.5) * step, H - 5); });
-  }
+  if (labels) barTicks(ctx, labels, left, step, H - 5);
   if (line !== null) {
     ctx.strokeStyle = "#c92a2a";
     ctx.setLineDash([5, 4]);
@@ -384,6 +384,25 @@ export function drawBars(canvas, values, { line = null, lineLabel = "", top = nu
     ctx.fillText(lineLabel, W - right, 12);
   }
   return { left, step, count: values.length };
+}
+
+// Tick labels under bars, never run together: every k-th label with k a round step (1, 2, 5, 10, 20, 25, 50...)
+// wide enough for the widest label, counted from the first numeric label, and a label that would still touch the
+// previous one (a prefix such as "cls" beside "0") left out.
+function barTicks(ctx, labels, left, step, y) {
+  ctx.textAlign = "center";
+  const widest = Math.max(...labels.map((l) => ctx.measureText(l).width)) + 6;
+  const need = Math.ceil(widest / step);
+  const every = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000].find((k) => k >= need) ?? need;
+  const first = Math.max(0, labels.findIndex((l) => /^-?\d+$/.test(l)));
+  let right = -Infinity;
+  labels.forEach((label, i) => {
+    const shown = i < first ? i === 0 : (i - first) % every === 0;
+    const x = left + (i + 0.5) * step, half = ctx.measureText(label).width / 2;
+    if (!shown || x - half < right + 4) return;
+    ctx.fillText(label, x, y);
+    right = x + half;
+  });
 }
 
 // Small maps laid out in a grid: `rows` x `cols` maps of gh x gw cells each, map k's values at

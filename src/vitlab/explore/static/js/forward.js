@@ -3,7 +3,7 @@
 // weights at temperature T, Σ wᵢvᵢ, the block output and the prediction. A head or the block's attention can be
 // knocked out (the server re-runs the model with it zeroed) and T re-runs the head at that temperature: the
 // prediction moves with them. A key is linked across the scores, the weights, K, V and the image.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel, setState } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel, setState } from "./api.js";
 import { logControl } from "./controls.js";
 import { cursor, gridHit, link } from "./cursor.js";
 import { colourBar, describe, drawBars, drawOverlay, makeCanvas, paintGrid, paintHeat, paintHighlight, paintImage,
@@ -155,7 +155,7 @@ function drawScores(r) {
   const selected = r.token, highlight = key.get() ?? -1;
   const gs = drawBars($("fwd-scores"), scores, { labels, selected, highlight });
   const gw = drawBars($("fwd-weights"), weights, { labels, selected, highlight, line: r.uniform,
-    lineLabel: `uniform 1/N = ${prob(r.uniform)}`, top: 1 });
+    lineLabel: `uniform 1/N = ${prob(r.uniform)}` });
   $("fwd-scores").dataset.values = JSON.stringify(scores);
   $("fwd-weights").dataset.values = JSON.stringify(weights);
   $("fwd-scores").dataset.highlight = $("fwd-weights").dataset.highlight = highlight >= 0 ? highlight : "";
@@ -165,7 +165,8 @@ function drawScores(r) {
   }
   const at = r.temperature === 1 ? "" : ` at T = ${r.temperature}`;
   $("fwd-scores-caption").textContent = `scores of ${keyName(r.token)} against the ${r.keys} keys`;
-  $("fwd-weights-caption").textContent = `weights softmax(scores / T)${at}; they sum to 1`;
+  $("fwd-weights-caption").textContent = `weights softmax(scores / T)${at}; they sum to 1 (axis 0 to ` +
+    `${prob(Math.max(...weights.filter(Number.isFinite), r.uniform))}, the largest)`;
   $("fwd-scale").textContent = `Scores: ${r.scale}. ${r.temperature === 1 ? "" : `Weights at T = ${r.temperature} ` +
     "(the head's own softmax divided by T; the model is re-run with it)."}`;
 }
@@ -353,9 +354,9 @@ export function initForward(info) {
   const first = startingModel(info.models, "forward", setting("fmodel"));
   if (!first) {
     const none = $("forward-none");
-    none.hidden = false;
-    none.textContent = info.models.length ? `None of the models loaded can be traced: ${info.models[0].forward_pass}`
-      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE` with a ViT.";
+    none.textContent = info.models.length ? `None of the models loaded can be traced: ${info.models[0].forward_pass}.`
+      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE` with a ViT, or train one here.";
+    offerTraining(page, none, info);
     setState(page, "ready");
     return;
   }

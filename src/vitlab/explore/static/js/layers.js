@@ -19,14 +19,15 @@ export function drawLayers(canvas, scaleBox, answer, kinds) {
   }
   const scale = { lo: 0, hi: answer.max || 1, map: "viridis" };
   const s = surface(canvas);
-  const layout = paintTiles(s, values, layers, KINDS.length, gh, gw, scale, { ...MARGIN, gap: 6 });
   const { ctx } = s;
-  ctx.fillStyle = "#3d4656";
   ctx.font = "11px system-ui, sans-serif";
+  const margin = { ...MARGIN, left: Math.max(MARGIN.left, Math.ceil(ctx.measureText(`layer ${layers - 1}`).width) + 10) };
+  const layout = paintTiles(s, values, layers, KINDS.length, gh, gw, scale, { ...margin, gap: 6 });
+  ctx.fillStyle = "#3d4656";
   ctx.textAlign = "center";
-  KINDS.forEach(([, label], k) => ctx.fillText(label, MARGIN.left + (k + 0.5) * (layout.size + layout.gap), 11));
+  KINDS.forEach(([, label], k) => ctx.fillText(label, margin.left + (k + 0.5) * (layout.size + layout.gap), 11));
   ctx.textAlign = "right";
-  for (let l = 0; l < layers; l++) ctx.fillText(`layer ${l}`, MARGIN.left - 6, MARGIN.top + l * (layout.size + 6) + 14);
+  for (let l = 0; l < layers; l++) ctx.fillText(`layer ${l}`, margin.left - 6, margin.top + l * (layout.size + 6) + 14);
   colourBar(scaleBox, scale, "attention weight on a patch (one scale for all three)", prob);
   const last = (name) => Math.max(...kinds[name].subarray((layers - 1) * cells));
   describe(canvas, `attention from the query, ${layers} layers by raw, (A + I) / 2 and rollout, one colour scale ` +

@@ -1,7 +1,7 @@
 // Limits page: what attention maps cannot tell. The model's most confident mistakes on its own test images,
 // a right and a wrong answer's maps on one colour scale, the maps of a model whose weights are noise beside the
 // trained model's (with their rank correlation), and each map's deletion curve against random orders.
-import { $, announce, decode, getJSON, latest, modelLabels, startingModel } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel } from "./api.js";
 import { arrowKeys, cursor, gridHit } from "./cursor.js";
 import { colourBar, describe, lineChart, makeCanvas, paintHeat, paintImage, surface } from "./draw.js";
 import { measure, prob, signed } from "./format.js";
@@ -200,7 +200,7 @@ function chooseModel(index, fromLink = false) {
   if (methodsOf(model).includes(wanted)) $("lim-method").value = wanted;
   $("lim-cls").disabled = !model.class_token;
   if (!model.class_token && state.query === "cls") state.query = "mean";
-  runVerdicts(() => getJSON("/api/limits/verdicts", { model: index, source: model.dataset }), drawVerdicts);
+  runVerdicts(() => getJSON("/api/limits/verdicts", { model: index, source: model.samples }), drawVerdicts);
 }
 
 export function initLimits(info) {
@@ -208,17 +208,17 @@ export function initLimits(info) {
   const labels = modelLabels(info.models);
   const available = new Set(info.samples.filter((s) => s.available).map((s) => s.name));
   info.models.forEach((model, i) => {
-    const option = new Option(available.has(model.dataset) ? labels[i] : `${labels[i]} (its data is not found)`, i);
-    option.disabled = !available.has(model.dataset);
+    const option = new Option(available.has(model.samples) ? labels[i] : `${labels[i]} (its data is not found)`, i);
+    option.disabled = !available.has(model.samples);
     $("lim-model").append(option);
   });
-  const usable = info.models.filter((m) => available.has(m.dataset));
+  const usable = info.models.filter((m) => available.has(m.samples));
   if (!usable.length) {
-    $("limits-none").hidden = false;
     $("limits-none").textContent = info.models.length
-      ? "The models' own datasets are not found here: start `vitlab explore --data-dir DIR` with them."
-      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE`.";
-    for (const id of ["verdicts-panel", "pair-panel", "random-panel", "deletion-panel"]) $(id).hidden = true;
+      ? "The models' own datasets are not found here: start `vitlab explore --data-dir DIR` with them, or train " +
+        "a model on a dataset the explorer has."
+      : "No checkpoint loaded: start `vitlab explore --checkpoint RUN_OR_FILE`, or train one here.";
+    offerTraining($("page-limits"), $("limits-none"), info);
     return;
   }
   for (const [kind, name] of [["wrong", "lwrong"], ["right", "lright"]]) {

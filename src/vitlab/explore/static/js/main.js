@@ -23,8 +23,8 @@ let info = null;
 // The samples page `name` reads best: the texts' images on Tokens, the model's own dataset where a model reads.
 function preferredSource(name) {
   if (name === "tokens") return TEXTBOOK_SOURCE;
-  if (name === "attention") return startingModel(info.models, "attention", setting("model"))?.dataset;
-  if (name === "forward") return startingModel(info.models, "forward", setting("fmodel"))?.dataset;
+  if (name === "attention") return startingModel(info.models, "attention", setting("model"))?.samples;
+  if (name === "forward") return startingModel(info.models, "forward", setting("fmodel"))?.samples;
   return null;
 }
 

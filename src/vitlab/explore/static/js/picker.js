@@ -207,6 +207,8 @@ export function follow(source) {
 
 export function initPicker(info, preferred = null) {
   const select = $("picker-source");
+  // the pad draws a digit: offered when no model is loaded (the Tokens page reads any picture) or one reads digits
+  $("pad-box").hidden = info.models.length > 0 && !info.models.some((m) => m.reads_digits);
   for (const source of info.samples) {
     const option = new Option(source.available ? source.name : `${source.name} (not found)`, source.name);
     option.disabled = !source.available;

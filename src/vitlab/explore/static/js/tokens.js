@@ -67,7 +67,8 @@ function tileHit({ gap, cell, rows, cols }) {
 // The token matrix on a tinted ground with its axes: rows are tokens 0..N-1, columns the P²C values.
 function drawMatrix(canvas, matrix, n, width) {
   const s = surface(canvas);
-  const margin = { left: 34, top: 18, right: 4, bottom: 4 };
+  s.ctx.font = "10px system-ui, sans-serif";   // the row ticks' width sets the margin: the axis label clears them
+  const margin = { left: 22 + Math.ceil(s.ctx.measureText(String(n - 1)).width), top: 18, right: 4, bottom: 4 };
   s.ctx.fillStyle = MATRIX_BACK;
   s.ctx.fillRect(0, 0, s.w, s.h);
   const inner = { w: s.w - margin.left - margin.right, h: s.h - margin.top - margin.bottom };
@@ -89,6 +90,7 @@ function drawMatrix(canvas, matrix, n, width) {
   ctx.fillText(String(n - 1), box.x - 4, box.y + box.h);
   ctx.save();
   ctx.translate(10, box.y + box.h / 2); ctx.rotate(-Math.PI / 2); ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
   ctx.fillText("token", 0, 0);
   ctx.restore();
   ctx.textAlign = "left";
@@ -229,7 +231,7 @@ function defaultReader(ref) {
     if (options.includes(wanted)) return wanted;
   }
   const source = ref.split(":")[0];
-  const own = view.models.find((m) => m.dataset === source);
+  const own = view.models.find((m) => m.samples === source);
   if (own) return String(own.index);
   if (source === "upload" && view.models.length) return String(view.models[0].index);
   return "";

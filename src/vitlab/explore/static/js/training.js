@@ -46,7 +46,7 @@ function slider(max) {
 function drawSnapshot(snap) {
   const heat = decode(snap.heat);
   const [layers, heads, gh, gw] = heat.shape;
-  const scale = { lo: 0, hi: snap.heat_max || 1, map: "viridis" };
+  const scale = { lo: 0, hi: snap.shared_max || snap.heat_max || 1, map: "viridis" };   // one scale for every epoch
   const canvas = $("train-heads");
   const s = surface(canvas);
   paintTiles(s, heat.data, layers, heads, gh, gw, scale, { left: 46, top: 14, gap: 5 });
@@ -58,7 +58,8 @@ function drawSnapshot(snap) {
   for (let l = 0; l < layers; l++) ctx.fillText(`layer ${l}`, 40, 14 + l * (size + 5) + 14);
   ctx.textAlign = "center";
   for (let h = 0; h < heads; h++) ctx.fillText(`head ${h}`, 46 + (h + 0.5) * (size + 5), 10);
-  colourBar($("train-heads-scale"), scale, "attention weight (0 to this epoch's largest)", prob);
+  colourBar($("train-heads-scale"), scale, "attention weight (one scale for every epoch: 0 to the largest so far)",
+    prob);
   const entropy = decode(snap.stats.entropy).data;
   const meanEntropy = entropy.reduce((a, b) => a + b, 0) / entropy.length;
   describe(canvas, `attention from the mean of the patches after epoch ${snap.epoch}, ${layers} layers by ${heads} ` +
