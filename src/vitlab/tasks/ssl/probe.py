@@ -19,7 +19,8 @@ from torch import nn
 
 from ...data import ImageDataset, normalize
 from ...errors import ConfigError, DataError
-from ...runs import checkpoint_data
+from ...data.options import DataOptions
+from ...runs import Loaded, checkpoint_data
 from ..requests import EvaluateRequest
 
 PROBES = ("linear", "knn")
@@ -119,7 +120,7 @@ def probe_model(
 
 
 def probe_checkpoint(
-    path: str | Path,
+    path: str | Path | Loaded,
     method: str = "linear",
     *,
     dataset: str | None = None,
@@ -128,9 +129,11 @@ def probe_checkpoint(
     rows: int | None = None,
     k: int = 20,
     device: str = "auto",
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
-    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``
+    (images read as ``options`` say); a model already loaded (:class:`~vitlab.runs.Loaded`) is used as it is."""
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows, options=options)
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = splits.in_memory(split, f"the {method} probe")
@@ -150,13 +153,14 @@ def probe_checkpoint(
     }
 
 
-def probe_lines(request: EvaluateRequest) -> str:
-    """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for."""
+def probe_lines(request: EvaluateRequest, loaded: Loaded | None = None) -> str:
+    """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for (of ``loaded`` when given,
+    else of ``request.checkpoint``)."""
     lines = []
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
         if wanted:
             probe = probe_checkpoint(
-                request.checkpoint,
+                loaded or request.checkpoint,
                 method,
                 dataset=request.dataset,
                 data_dir=request.data_dir,
@@ -164,6 +168,7 @@ def probe_lines(request: EvaluateRequest) -> str:
                 rows=request.rows,
                 k=request.k,
                 device=request.device,
+                options=request.options,
             )
             name = "linear probe" if method == "linear" else f"{request.k}-NN"
             lines.append(
