@@ -104,7 +104,9 @@ def test_progress_on_a_pipe_is_lines_with_an_estimate(monkeypatch):
     for step in range(1, 5):
         reporter.step(1, step, {"loss": 1.5, "acc": 0.25}, images_per_s=2.5)
     lines = pipe.getvalue().splitlines()
-    assert lines[0].startswith("about ") and "for 3 epochs x 4 steps (~2.5 img/s, measured on the first 1 step" in lines[0]
+    assert (
+        lines[0].startswith("about ") and "for 3 epochs x 4 steps (~2.5 img/s, measured on the first 1 step" in lines[0]
+    )
     assert lines[1:] == [  # the first step, then one per line_seconds, and the epoch's last
         step_line(1, 3, 1, 4, {"loss": 1.5, "acc": 0.25}, 2.5),
         step_line(1, 3, 4, 4, {"loss": 1.5, "acc": 0.25}, 2.5),
