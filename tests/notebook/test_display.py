@@ -148,7 +148,8 @@ def test_a_study_shows_its_report_tables_verdicts_and_figures(tmp_path):
     report.write_text(
         "# compare: ViT against a CNN\n\nA study of **two** models on `digits`.\n\n"
         "| Model | Best val accuracy | Verdict |\n| --- | --- | --- |\n| vit-digits | 0.9100 ± 0.0100 | reproduced |\n"
-        "| cnn | 0.9300 | inconclusive |\n\n- the CNN leads at 300 rows\n- another line\n\n![Train − validation gap](gap.png)\n"
+        "| cnn | 0.9300 | inconclusive |\n\n- the CNN leads at 300 rows\n- another line\n\n"
+        "![Train − validation gap](gap.png)\n"
         "\n![missing](absent.png)\n"
     )
     root = parse(display.compare_html(SimpleNamespace(files={"report": report}, records={})))
@@ -178,7 +179,8 @@ def test_an_explanation_shows_its_summary_and_its_maps(tmp_path):
         "maps": {"attention": {"top_patch": [1, 2], "max": 0.0052}},
         "files": [str(maps), str(heads), str(tmp_path / "explain.json")],
     }
-    text = "vit on digits val #0: 3 → 3 (confidence 0.9000)\n  attention   top patch (row, col) (1, 2)  max 0.0052\nwrote ...\n"
+    text = "vit on digits val #0: 3 → 3 (confidence 0.9000)\n"
+    text += "  attention   top patch (row, col) (1, 2)  max 0.0052\nwrote ...\n"
     explained = Explained(report, text)
     root = parse(display.explained_html(explained))
     assert "attention   top patch (row, col) (1, 2)  max 0.0052" in texts(root.find(".//pre"))

@@ -308,7 +308,7 @@ class Engine:
     def rate(self) -> float:
         """The learning rate set for the run at this step: the largest group's (the head's, under layer-wise
         decay, whose lower layers train at smaller rates)."""
-        return max(self.scheduler.get_last_lr())
+        return float(max(self.scheduler.get_last_lr()))
 
     def _out_of_time(self) -> bool:
         limit = self.config.time_limit_s

@@ -117,8 +117,8 @@ def predict(source: str | Path, images: Sequence[str | Path], *, device: str = "
 
     loaded = load(source, device)
     spec = task_for_kind(loaded.kind, "predict")
-    images = [str(i) for i in images]
-    return spec.predict(loaded, PredictRequest(checkpoint=str(source), images=images, device=device, **request))  # type: ignore[misc]
+    files = [str(i) for i in images]
+    return spec.predict(loaded, PredictRequest(checkpoint=str(source), images=files, device=device, **request))  # type: ignore[misc]
 
 
 def explain(source: str | Path, *, out: str | Path = "explain", device: str = "cpu", **request: Any) -> Explained:

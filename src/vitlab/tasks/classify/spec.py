@@ -15,7 +15,7 @@ from ..requests import EvaluateRequest, PredictRequest
 from ..ssl.probe import probe_lines
 from .predict import Prediction, classify_files
 from .task import TrainConfig
-from .train import HeadMismatch, build_task, evaluate_checkpoint, run_line, run_summary
+from .train import HeadMismatchError, build_task, evaluate_checkpoint, run_line, run_summary
 
 
 def evaluation_text(report: dict, out: str | None) -> str:
@@ -53,14 +53,14 @@ def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
             device=request.device,
             options=request.options,
         )
-    except HeadMismatch as mismatch:
+    except HeadMismatchError as mismatch:
         if request.out or request.temperature_scale:  # files and a temperature need the head: refused, with options
             raise
         return frozen_note(mismatch, request.k) + "\n" + probe_lines(replace(request, knn=True), loaded)
     return evaluation_text(report, request.out)
 
 
-def frozen_note(mismatch: HeadMismatch, k: int) -> str:
+def frozen_note(mismatch: HeadMismatchError, k: int) -> str:
     """The line that says why a classifier is scored by its frozen features: its head is for other classes."""
     return (
         f"its head predicts {mismatch.outputs} classes, not {mismatch.dataset}'s {mismatch.classes}: scoring its "

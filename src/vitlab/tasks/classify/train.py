@@ -327,7 +327,7 @@ def evaluate_checkpoint(
             )
         warn_missing_classes(splits, only=split)
         if not head_fits(loaded, data.classes):
-            raise HeadMismatch(loaded, splits.name, len(data.classes))
+            raise HeadMismatchError(loaded, splits.name, len(data.classes))
         report = evaluate_model(
             loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
         )
@@ -352,7 +352,7 @@ def evaluate_checkpoint(
             run_dir.close()
 
 
-class HeadMismatch(DataError):
+class HeadMismatchError(DataError):
     """A classifier's head does not fit the ``classes`` (a count) of ``dataset`` it is asked to score; the
     message names what does apply."""
 

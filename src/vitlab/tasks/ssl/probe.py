@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...data import ImageDataset, normalize
-from ...errors import ConfigError, DataError
 from ...data.options import DataOptions
+from ...errors import ConfigError, DataError
 from ...runs import Loaded, checkpoint_data
 from ..requests import EvaluateRequest
 
