@@ -142,7 +142,7 @@ def probe_checkpoint(
     )
     return {
         "checkpoint": str(ckpt.path),
-        "model": ckpt.name,
+        "model": ckpt.name or type(ckpt.model).__name__,
         "dataset": name,
         "split": split,
         "probe": method,
