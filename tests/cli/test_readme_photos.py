@@ -42,7 +42,11 @@ def photo(path: Path, kind: int, rng: np.random.Generator) -> None:
     image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
     draw = ImageDraw.Draw(image)
     colour = tuple(int(c) for c in (np.array([kind * 40 % 256, 255 - kind * 35, (kind * 90 + 60) % 256])))
-    cx, cy, r = width // 2 + int(rng.integers(-30, 31)), height // 2 + int(rng.integers(-30, 31)), min(width, height) // 4
+    cx, cy, r = (
+        width // 2 + int(rng.integers(-30, 31)),
+        height // 2 + int(rng.integers(-30, 31)),
+        min(width, height) // 4,
+    )
     box = (cx - r, cy - r, cx + r, cy + r)
     [draw.ellipse, draw.rectangle, draw.pieslice, draw.chord, draw.rounded_rectangle, draw.ellipse][kind](
         box, fill=colour, **({"start": 30, "end": 300} if kind in (2, 3) else {})

@@ -219,3 +219,17 @@ def test_the_notebook_calls_are_at_the_top_level():
 
     for name in api.__all__:
         assert getattr(vitlab, name) is getattr(api, name) or name == "explain"
+
+
+@pytest.mark.slow
+def test_a_notebook_shows_a_model_as_html_after_import_vitlab():
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell('import vitlab\nvitlab.create_model("vit-seed")')]
+    )
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    (output,) = notebook.cells[0].outputs
+    shown = parse(output["data"]["text/html"])
+    assert "patch projection" in texts(shown) and "71,946" in texts(shown)  # the textbook's count, by component
