@@ -36,26 +36,7 @@ _LAZY = {
     "run_folder": "vitlab.notebook.api",
 }
 
-__all__ = [*_LAZY, "explain", "__version__"]
-
-
-class _CallablePackage(types.ModuleType):
-    """The ``vitlab.explain`` package, which called is :func:`vitlab.notebook.explain` (``vitlab.explain(RUN)``)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return importlib.import_module("vitlab.notebook.api").explain(*args, **kwargs)
-
-
-class _Vitlab(types.ModuleType):
-    """This module: a subpackage ``explain`` set on it (by the import system, on its first import) is callable."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "explain" and type(value) is types.ModuleType:
-            value.__class__ = _CallablePackage
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Vitlab
+__all__ = [*_LAZY, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -80,4 +61,22 @@ def _register_displays() -> None:
         importlib.import_module("vitlab.notebook.display").register()
 
 
+class _CallablePackage(types.ModuleType):
+    """The ``vitlab.explain`` package, which called is :func:`vitlab.notebook.explain` (``vitlab.explain(RUN)``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return importlib.import_module("vitlab.notebook.api").explain(*args, **kwargs)
+
+
+class _Vitlab(types.ModuleType):
+    """This module: a subpackage ``explain`` set on it (by the import system, on its first import) is callable."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "explain" and type(value) is types.ModuleType:
+            value.__class__ = _CallablePackage
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Vitlab
+__all__.append("explain")
 _register_displays()

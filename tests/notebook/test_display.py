@@ -18,8 +18,7 @@ from vitlab.explain.request import Explained
 from vitlab.models.cnn import count_params
 from vitlab.notebook import display
 from vitlab.notebook.markup import markdown_html
-from vitlab.runs import Loaded
-from vitlab.runs.data_config import DataConfig
+from vitlab.runs import DataConfig, Loaded
 
 
 def parse(html: str) -> ET.Element:

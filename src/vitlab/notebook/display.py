@@ -19,6 +19,7 @@ registers them in a running IPython). Models' and classes' modules never import 
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -167,7 +168,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 def run_html(history: Sequence[dict[str, Any]], summary: dict[str, Any], title: str) -> str:
     """A training's summary table and its curves."""
     png = curves_png(history, title)
-    body = f"<p><strong>{_escape(title)}</strong>: {len(history)} epoch{'s' * (len(history) != 1)}</p>"
+    body = f"<p><strong>{html.escape(title)}</strong>: {len(history)} epoch{'s' * (len(history) != 1)}</p>"
     body += (
         table(("summary", ""), summary_rows(summary)) if summary else "<p>no summary yet (the run has not finished)</p>"
     )
@@ -206,21 +207,19 @@ def compare_html(result: Any) -> str:
 def explained_html(explained: Any) -> str:
     """An explanation: its summary (the prediction, each map's top patch and maximum), then each figure it wrote
     (the image with each map over it, on the figure's own scale), or the audit's / probes' report."""
-    files = [Path(f) for f in getattr(explained.result, "get", lambda *_: [])("files", [])]
-    images = "".join(png_image(f.read_bytes(), f.stem) for f in files if f.suffix == ".png" and f.is_file())
+    images = "".join(png_image(f.read_bytes(), f.stem) for f in _figure_files(explained))
     return frame(text_block(explained.text.rstrip("\n"), "explanation") + images)
 
 
 def explained_png(explained: Any) -> bytes | None:
     """The first figure an explanation wrote (the image and its maps)."""
-    files = [Path(f) for f in getattr(explained.result, "get", lambda *_: [])("files", [])]
-    return next((f.read_bytes() for f in files if f.suffix == ".png" and f.is_file()), None)
+    return next((f.read_bytes() for f in _figure_files(explained)), None)
 
 
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
+def _figure_files(explained: Any) -> list[Path]:
+    """The PNG files an example's or the probes' report lists (an audit's result lists none)."""
+    files = explained.result.get("files", []) if isinstance(explained.result, dict) else []
+    return [Path(f) for f in files if Path(f).suffix == ".png" and Path(f).is_file()]
 
 
 # (module, class) -> its HTML and its PNG (None: none); found by name, so nothing is imported to register them.

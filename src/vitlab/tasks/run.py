@@ -7,7 +7,6 @@ summary.json <- spec.summary(result)          when the run folder holds a checkp
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ def run(spec: TaskSpec | str, config: RunConfig, data: Any = None, reporter: Rep
     spec = get_task(spec) if isinstance(spec, str) else spec
     reporter = reporter or Reporter()
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
-    if run_dir is not None and os.environ.get("RANK", "0") == "0":  # refused before any image is read
+    if run_dir is not None:  # refused before any image is read
         run_dir.check(spec.run_kinds or (spec.name,), resume=config.resume, overwrite=config.overwrite)
     task = spec.build(config, data, reporter)
     fitted = fit(task, config, run_dir, reporter)

@@ -142,7 +142,7 @@ def probe_checkpoint(
     )
     return {
         "checkpoint": str(ckpt.path),
-        "model": ckpt.name or type(ckpt.model).__name__,
+        "model": ckpt.name,
         "dataset": name,
         "split": split,
         "probe": method,
