@@ -327,7 +327,11 @@ def evaluate_checkpoint(
             )
         warn_missing_classes(splits, only=split)
         if not head_fits(loaded, data.classes):
-            raise HeadMismatchError(loaded, splits.name, len(data.classes))
+            raise HeadMismatchError(
+                loaded,
+                splits.name,
+                len(data.classes),
+            )
         report = evaluate_model(
             loaded.model, data, splits.mean, splits.std, calibration=splits.val if temperature_scale else None
         )
