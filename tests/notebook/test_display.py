@@ -55,12 +55,24 @@ def test_a_model_shows_its_parameters_by_component_and_its_shapes():
     root = parse(display.model_html(model))
     pres = [texts(p) for p in root.iter("pre")]
     table, shapes = pres
-    for row in parameter_table(model):
-        assert f"{row.component}" in table and f"{row.params:,}" in table
-    assert f"{count_params(model, trainable_only=False):,}" in table.split("total")[1].splitlines()[0]
+    lines = table.splitlines()
+    assert lines[0].split() == ["component", "size", "params"]  # all trainable: no trainable column
+    for row, line in zip(parameter_table(model), lines[1:]):
+        assert line.strip().startswith(row.component) and line.endswith(f"{row.params:,}")
+    assert lines[-1].split() == ["total", f"{count_params(model, trainable_only=False):,}"]
     c = model.config
     assert f"P={c.patch_size}, D={c.embed_dim}, H={c.num_heads}" in shapes
     assert f"N={(c.img_size[0] // c.patch_size) * (c.img_size[1] // c.patch_size)} patches" in shapes
+
+
+def test_a_model_with_frozen_parts_shows_what_trains():
+    model = vitlab.create_model("vit-seed")
+    model.patch_embed.requires_grad_(False)
+    lines = display.params_text(model).splitlines()
+    assert lines[0].split()[-1] == "trainable"
+    frozen = next(line for line in lines if line.lstrip().startswith("patch projection"))
+    assert frozen.split()[-2:] == ["3,200", "0"]
+    assert lines[-1].split() == ["total", f"{count_params(model, trainable_only=False):,}", f"{count_params(model):,}"]
 
 
 def test_a_cnn_shows_its_table_without_shapes_and_a_foreign_module_is_left_alone():

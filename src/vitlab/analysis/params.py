@@ -204,14 +204,7 @@ def params_report(name: str, overrides: dict[str, Any], limit_gib: float = BUILD
     table's share and the input stage against a 3x3 convolution. Refuses a model over ``limit_gib`` GiB
     (:func:`check_build_size`) before building it."""
     check_build_size(name, overrides, limit_gib)
-    return model_params_report(build_registered(name, **overrides), name, textbook=not overrides)
-
-
-def model_params_report(model: nn.Module, name: str, textbook: bool = False) -> str:
-    """The parameter table of a built ``model`` (called ``name``) as text: one line per component
-    (:func:`parameter_table`) with its size and count, the totals, and for a ViT the learned position table's
-    share and the input stage against a 3x3 convolution; ``textbook``: say when the count with fixed positions
-    is the total the textbook prints for ``name``."""
+    model = build_registered(name, **overrides)
     rows = parameter_table(model)
     total, trainable = count_params(model, trainable_only=False), count_params(model)
     width = max(len("non-trainable"), *(len(r.component) for r in rows)) + 2
@@ -227,7 +220,7 @@ def model_params_report(model: nn.Module, name: str, textbook: bool = False) -> 
             f"\nnote: {positions:,} of these are the learned position table. With fixed positions\n"
             f"(--set pos_embed=sincos2d) the same model has {total:,} - {positions:,} = {fixed:,} parameters."
         )
-        if name in TEXTBOOK_TOTALS and textbook:
+        if name in TEXTBOOK_TOTALS and not overrides:
             lines.append(f"{fixed:,} is {TEXTBOOK_TOTALS[name]}: it counts the positions as not trainable.")
     if isinstance(model, VisionTransformer):
         lines.append(conv_comparison(model, rows, positions))

@@ -1,7 +1,7 @@
 """How vitlab's objects show in a notebook: HTML (and PNG) built from the reports vitlab already renders.
 
 - a model (any ``nn.Module`` of vitlab's): its parameter table by component
-  (:func:`~vitlab.analysis.params.model_params_report`) and, for a ViT, the tensor shapes through a block at its
+  (:func:`~vitlab.analysis.params.parameter_table`) and, for a ViT, the tensor shapes through a block at its
   sizes (:func:`~vitlab.analysis.shapes.shapes_report`);
 - a loaded checkpoint (:class:`~vitlab.runs.Loaded`): where it came from, how its pixels are fed (its data
   config), its classes, and its model's table;
@@ -39,10 +39,25 @@ def model_html(model: Any) -> str | None:
     return frame(_model_body(model))
 
 
-def _model_body(model: Any, name: str | None = None) -> str:
-    from ..analysis.params import model_params_report
+def params_text(model: Any) -> str:
+    """The model's parameters by component (:func:`~vitlab.analysis.params.parameter_table`) in the analysis
+    reports' table (:func:`~vitlab.analysis.table.aligned_table`), a trainable column where some are frozen, and
+    the totals."""
+    from ..analysis.params import parameter_table
+    from ..analysis.table import aligned_table
 
-    body = text_block(model_params_report(model, name or type(model).__name__), "parameters by component")
+    rows = parameter_table(model)
+    frozen = any(r.trainable != r.params for r in rows)
+    header = ["component", "size", "params", *(["trainable"] if frozen else [])]
+    cells = [[r.component, r.size, f"{r.params:,}", *([f"{r.trainable:,}"] if frozen else [])] for r in rows]
+    total, trainable = sum(r.params for r in rows), sum(r.trainable for r in rows)
+    cells += [["total", "", f"{total:,}", *([f"{trainable:,}"] if frozen else [])]]
+    return "\n".join(aligned_table(header, cells))
+
+
+def _model_body(model: Any, name: str | None = None) -> str:
+    title = f"{name or type(model).__name__} ({type(model).__name__}): parameters by component"
+    body = text_block(params_text(model), title)
     shapes = _shapes_text(model)
     return body + (text_block(shapes, "shapes through one block at these sizes") if shapes else "")
 
@@ -259,6 +274,7 @@ __all__ = [
     "loaded_html",
     "loaded_rows",
     "model_html",
+    "params_text",
     "register",
     "result_html",
     "run_html",

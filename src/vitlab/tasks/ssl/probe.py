@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ...data import ImageDataset, normalize
-from ...data.options import DataOptions
 from ...errors import ConfigError, DataError
-from ...runs import Loaded, checkpoint_data
+from ...runs import checkpoint_data
 from ..requests import EvaluateRequest
+
+if TYPE_CHECKING:
+    from ...data.options import DataOptions
+    from ...runs import Loaded
 
 PROBES = ("linear", "knn")
 
