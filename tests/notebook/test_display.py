@@ -97,7 +97,11 @@ def test_a_loaded_checkpoint_shows_its_source_data_config_and_classes():
     assert rows["input"] == "1 x 28 x 28" and rows["mean"] == "0.1307" and rows["std"] == "0.3081"
     assert rows["resize"] == "bilinear, crop squash at 0.875"
     assert rows["classes"].startswith("25: c0, c1,") and rows["classes"].endswith("(5 more)")
-    assert rows["guessed num_heads"] == "4 (from the widths)"
+    assert rows["guessed num_heads"] == "4 (from the widths)" and "file" not in rows
+    loaded.metadata["source_id"] = "timm/vit_tiny_patch16_224.augreg_in21k"  # read from the hub cache
+    rows = cells(parse(display.loaded_html(loaded)))
+    assert rows["source"] == "timm/vit_tiny_patch16_224.augreg_in21k (timm)"
+    assert rows["file"] == "runs/x/best/model.safetensors"
     assert f"{count_params(model, trainable_only=False):,}" in texts(root)
 
 

@@ -80,8 +80,10 @@ def loaded_rows(loaded: Any) -> list[tuple[str, str]]:
     """A loaded checkpoint's source and data config as ``(field, value)`` rows."""
     data = loaded.data
     source = loaded.metadata.get("source") or "vitlab"
+    hub_id = loaded.metadata.get("source_id")
     rows = [
-        ("source", f"{loaded.path} ({source})"),
+        ("source", f"{hub_id or loaded.path} ({source})"),
+        *([("file", str(loaded.path))] if hub_id else []),
         ("kind", str(loaded.kind)),
         ("model", f"{loaded.name or type(loaded.model).__name__} ({type(loaded.model).__name__})"),
         ("dataset", f"{data.dataset or 'not recorded'}" + (f" in {data.data_dir}" if data.data_dir else "")),
