@@ -1,14 +1,12 @@
 """vitlab from Python, as the command line does it: each function is the library call its command makes,
 returning the object (which a notebook shows, see :mod:`vitlab.notebook.display`) instead of printing.
 
-========================================  ==========================================================
-``vitlab train ...``                      ``vitlab.run("classify", dataset=..., epochs=..., out_dir=...)``
-``vitlab compare ...``                    ``vitlab.compare(preset=..., rows=[...], out=...)``
-``vitlab evaluate CKPT ...``              ``vitlab.evaluate(CKPT, split="val", knn=True)``
-``vitlab predict CKPT IMAGE...``          ``vitlab.predict(CKPT, [IMAGE, ...])``
-``vitlab explain CKPT ...``               ``vitlab.explain(CKPT, index=3, out="explain")``
-``load_checkpoint`` / a run folder        ``vitlab.load(CKPT)``, ``vitlab.run_folder(RUN)``
-========================================  ==========================================================
+- ``vitlab train ...``: ``vitlab.run("classify", dataset=..., epochs=..., out_dir=...)`` -> ``RunResult``
+- ``vitlab compare ...``: ``vitlab.compare(preset=..., rows=[...], out=...)`` -> ``CompareResult``
+- ``vitlab evaluate CKPT ...``: ``vitlab.evaluate(CKPT, split="val", knn=True)`` -> the text it prints
+- ``vitlab predict CKPT IMAGE...``: ``vitlab.predict(CKPT, [IMAGE, ...])`` -> the text it prints
+- ``vitlab explain CKPT ...``: ``vitlab.explain(CKPT, index=3, out="explain")`` -> ``Explained``
+- a checkpoint or a run folder: ``vitlab.load(CKPT)`` -> ``Loaded``, ``vitlab.run_folder(RUN)`` -> ``RunFolder``
 
 Progress shows as the commands' does (a notebook widget where ``ipywidgets`` is installed, else lines);
 ``progress=False`` turns it off.
