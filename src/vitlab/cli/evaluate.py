@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evaluate",
         help="evaluate a checkpoint: accuracy, NLL, calibration, confusion",
         description="Evaluate a checkpoint written by `vitlab train --out` (a run folder, a "
-        "checkpoint folder or a model.safetensors) on a split of its dataset.",
+        "checkpoint folder or a model.safetensors) on a split of its dataset. A classifier whose head is for "
+        "other classes than the dataset's (a hub model on your photos) is scored by k-NN on its frozen features.",
     )
     p.add_argument(
         "checkpoint",

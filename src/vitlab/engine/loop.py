@@ -283,7 +283,7 @@ class Engine:
         record: dict[str, Any] = {
             "epoch": epoch + 1,
             **{f"train_{k}": v / seen for k, v in zip(names, values)},
-            "lr": self.scheduler.get_last_lr()[0],
+            "lr": self.rate(),
             "images_per_s": seen / seconds,
             "data_wait": waited / seconds,
             "_start": start,
@@ -305,6 +305,11 @@ class Engine:
         self.step += 1
         self.task.after_step(self.step, self.total_steps)
 
+    def rate(self) -> float:
+        """The learning rate set for the run at this step: the largest group's (the head's, under layer-wise
+        decay, whose lower layers train at smaller rates)."""
+        return float(max(self.scheduler.get_last_lr()))
+
     def _out_of_time(self) -> bool:
         limit = self.config.time_limit_s
         return limit is not None and time.perf_counter() - self.started > limit
@@ -313,7 +318,7 @@ class Engine:
         where = f" ({self.run_dir.checkpoint('last').parent} keeps the last finite epoch)" if self.run_dir else ""
         raise DivergenceError(
             f"training diverged: loss {loss} at epoch {epoch + 1}, batch {batch} (learning rate "
-            f"{self.scheduler.get_last_lr()[0]:.3g}); the learning rate is likely too high: lower --lr{where}"
+            f"{self.rate():.3g}); the learning rate is likely too high: lower --lr{where}"
         )
 
     def _best_model(self) -> nn.Module:

@@ -170,6 +170,18 @@ class RunDir:
             raise
         return self
 
+    def check(self, kinds: Iterable[str], *, resume: bool = False, overwrite: bool = False) -> None:
+        """Refuse now what :meth:`open` would refuse for a run of one of ``kinds`` (the first unless the
+        folder holds another of them), so a command can say so before it reads any data; reads, never writes.
+        Only rank 0 of a ``torchrun`` launch checks (it alone opens the folder, maybe before another rank looks)."""
+        if os.environ.get("RANK", "0") != "0":
+            return
+        if resume and overwrite:
+            raise RunFolderError("--resume and --overwrite contradict each other: choose one")
+        found = self.inspect()
+        kinds = tuple(kinds)
+        self._refuse(found.kind if found.kind in kinds else kinds[0], found, resume, overwrite)
+
     def _refuse(self, kind: str, found: Found, resume: bool, overwrite: bool) -> None:
         resumable = kind in resumable_kinds()  # a training's kind; studies and evaluations cannot resume
         if found.kind == FOREIGN:

@@ -28,8 +28,10 @@ def run(spec: TaskSpec | str, config: RunConfig, data: Any = None, reporter: Rep
     :class:`vitlab.runs.RunDir`), its ``summary.json`` included."""
     spec = get_task(spec) if isinstance(spec, str) else spec
     reporter = reporter or Reporter()
-    task = spec.build(config, data, reporter)
     run_dir = RunDir(config.out_dir) if config.out_dir is not None else None
+    if run_dir is not None:  # refused before any image is read
+        run_dir.check(spec.run_kinds or (spec.name,), resume=config.resume, overwrite=config.overwrite)
+    task = spec.build(config, data, reporter)
     fitted = fit(task, config, run_dir, reporter)
     result = RunResult(
         spec.name,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...checks import Bool, Int
@@ -16,7 +16,7 @@ from ..requests import PredictRequest, option
 from ..ssl.probe import ProbeRequest, probe_lines
 from .predict import Prediction, classify_files
 from .task import TrainConfig
-from .train import build_task, evaluate_checkpoint, run_line, run_summary
+from .train import HeadMismatchError, build_task, evaluate_checkpoint, run_line, run_summary
 
 
 @dataclass
@@ -60,19 +60,32 @@ def evaluate(loaded: Loaded, request: ClassifyEvaluate) -> str:
     """Accuracy, NLL, ECE (and temperature scaling) on a split; or, with ``linear_probe`` / ``knn``, probes
     of the frozen features."""
     if request.linear_probe or request.knn:
-        return probe_lines(request)
-    report = evaluate_checkpoint(
-        loaded,
-        dataset=request.dataset,
-        data_dir=request.data_dir,
-        split=request.split,
-        temperature_scale=request.temperature_scale,
-        out_dir=request.out,
-        overwrite=request.overwrite,
-        device=request.device,
-        options=request.options,
-    )
+        return probe_lines(request, loaded)
+    try:
+        report = evaluate_checkpoint(
+            loaded,
+            dataset=request.dataset,
+            data_dir=request.data_dir,
+            split=request.split,
+            temperature_scale=request.temperature_scale,
+            out_dir=request.out,
+            overwrite=request.overwrite,
+            device=request.device,
+            options=request.options,
+        )
+    except HeadMismatchError as mismatch:
+        if request.out or request.temperature_scale:  # files and a temperature need the head: refused, with options
+            raise
+        return frozen_note(mismatch, request.k) + "\n" + probe_lines(replace(request, knn=True), loaded)
     return evaluation_text(report, request.out)
+
+
+def frozen_note(mismatch: HeadMismatchError, k: int) -> str:
+    """The line that says why a classifier is scored by its frozen features: its head is for other classes."""
+    return (
+        f"its head predicts {mismatch.outputs} classes, not {mismatch.dataset}'s {mismatch.classes}: scoring its "
+        f"frozen features by {k}-NN instead (--linear-probe for a linear probe; vitlab train --init to fine-tune it)"
+    )
 
 
 def prediction_csv(predictions: list[Prediction]) -> str:

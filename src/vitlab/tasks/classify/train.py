@@ -326,11 +326,11 @@ def evaluate_checkpoint(
                 f"{splits.name} has no {split} split here (e.g. MNIST from its test file alone): use --split val"
             )
         warn_missing_classes(splits, only=split)
-        outputs = getattr(loaded.model.config, "num_classes", len(data.classes))
-        if len(data.classes) != outputs:
-            raise DataError(
-                f"{loaded.path} has {outputs} outputs but {splits.name} has "
-                f"{len(data.classes)} classes: evaluate it on its own dataset (--dataset)"
+        if not head_fits(loaded, data.classes):
+            raise HeadMismatchError(
+                loaded,
+                splits.name,
+                len(data.classes),
             )
         report = evaluate_model(loaded.model, data, splits, calibration=splits.val if temperature_scale else None)
         name = loaded.display_name
@@ -352,6 +352,30 @@ def evaluate_checkpoint(
     finally:
         if run_dir is not None:
             run_dir.close()
+
+
+class HeadMismatchError(DataError):
+    """A classifier's head does not fit the ``classes`` (a count) of ``dataset`` it is asked to score; the
+    message names what does apply."""
+
+    def __init__(self, loaded: Loaded, dataset: str, classes: int) -> None:
+        self.outputs, self.dataset, self.classes = outputs_of(loaded), dataset, classes
+        super().__init__(
+            f"{loaded.path} has {self.outputs} outputs but {dataset} has {classes} classes: score its frozen "
+            "features on these classes (--knn or --linear-probe), fine-tune it for them (vitlab train --init), "
+            "or evaluate it on its own dataset (--dataset)"
+        )
+
+
+def outputs_of(loaded: Loaded) -> int | None:
+    """The number of classes ``loaded``'s head predicts (``None`` when its config does not say)."""
+    return getattr(loaded.model.config, "num_classes", None)
+
+
+def head_fits(loaded: Loaded, classes: list[str]) -> bool:
+    """Whether ``loaded``'s head predicts exactly as many classes as ``classes`` (one it does not record fits)."""
+    outputs = outputs_of(loaded)
+    return outputs is None or outputs == len(classes)
 
 
 def write_evaluation(run_dir: RunDir, report: dict[str, Any], classes: list[str], title: str) -> None:

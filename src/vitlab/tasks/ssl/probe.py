@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,10 @@ from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ..requests import EvaluateRequest, option
+
+if TYPE_CHECKING:
+    from ...data.options import DataOptions
+    from ...runs import Loaded
 
 PROBES = ("linear", "knn")
 
@@ -119,7 +123,7 @@ def probe_model(
 
 
 def probe_checkpoint(
-    path: str | Path,
+    path: str | Path | Loaded,
     method: str = "linear",
     *,
     dataset: str | None = None,
@@ -128,9 +132,11 @@ def probe_checkpoint(
     rows: int | None = None,
     k: int = 20,
     device: str = "auto",
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
-    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``
+    (images read as ``options`` say); a model already loaded (:class:`~vitlab.runs.Loaded`) is used as it is."""
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows, options=options)
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = splits.in_memory(split, f"the {method} probe")
@@ -159,13 +165,14 @@ class ProbeRequest(EvaluateRequest):
     rows: int | None = option(None, "probes: fit on the first N training rows only", Maybe(Int(1, 2**40)))
 
 
-def probe_lines(request: ProbeRequest) -> str:
-    """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for."""
+def probe_lines(request: ProbeRequest, loaded: Loaded | None = None) -> str:
+    """``vitlab evaluate --linear-probe`` / ``--knn``: one line per probe asked for (of ``loaded`` when given,
+    else of ``request.checkpoint``)."""
     lines = []
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
         if wanted:
             probe = probe_checkpoint(
-                request.checkpoint,
+                loaded or request.checkpoint,
                 method,
                 dataset=request.dataset,
                 data_dir=request.data_dir,
@@ -173,6 +180,7 @@ def probe_lines(request: ProbeRequest) -> str:
                 rows=request.rows,
                 k=request.k,
                 device=request.device,
+                options=request.options,
             )
             name = "linear probe" if method == "linear" else f"{request.k}-NN"
             lines.append(
