@@ -152,6 +152,7 @@ class Engine:
         self.best_epoch, self.start_epoch, self.step = 0, 0, 0
         self.best_state: dict[str, torch.Tensor] | None = None
         self.started = time.perf_counter()
+        self.stepping = [0.0, 0]  # this process's seconds in the training loop, and its optimiser steps
         trainable, total = self.parameter_counts()
         if trainable < total:  # a frozen or lightly tuned encoder: say what trains
             reporter.note(f"training {trainable:,} of {total:,} parameters ({trainable / total:.2%}); the rest frozen")
@@ -232,7 +233,7 @@ class Engine:
     def cost(self) -> dict[str, Any]:
         """What the training cost: ``trainable_params`` and ``total_params`` of the trained model,
         ``optimizer_state_bytes`` (the optimiser's state tensors: AdamW's two moments per trainable
-        weight) and ``step_seconds`` (the epochs' wall time per optimiser step)."""
+        weight) and ``step_seconds`` (the training loop's wall time per optimiser step, validation left out)."""
         trainable, total = self.parameter_counts()
         state = sum(
             t.numel() * t.element_size()
@@ -240,12 +241,12 @@ class Engine:
             for t in per_param.values()
             if isinstance(t, torch.Tensor)
         )
-        seconds = sum(r["seconds"] for r in self.history)
+        seconds, steps = self.stepping
         return {
             "trainable_params": trainable,
             "total_params": total,
             "optimizer_state_bytes": state,
-            "step_seconds": seconds / max(1, self.step),
+            "step_seconds": seconds / max(1, steps),
         }
 
     def _validate_last(self) -> None:
@@ -311,6 +312,7 @@ class Engine:
         )
         *values, seen = totals.tolist()
         seconds = time.perf_counter() - start
+        self.stepping[0] += seconds
         record: dict[str, Any] = {
             "epoch": epoch + 1,
             **{f"train_{k}": v / seen for k, v in zip(names, values)},
@@ -334,6 +336,7 @@ class Engine:
         if self.ema is not None:
             self.ema.update(self.task.model)
         self.step += 1
+        self.stepping[1] += 1
         self.task.after_step(self.step, self.total_steps)
 
     def _out_of_time(self) -> bool:

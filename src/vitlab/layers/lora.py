@@ -71,6 +71,11 @@ class LoRALinear(nn.Module):
     def out_features(self) -> int:
         return self.base.out_features
 
+    @property
+    def bias(self) -> torch.Tensor | None:
+        """The base layer's bias (LoRA leaves it as it is)."""
+        return self.base.bias
+
     def delta(self, x: torch.Tensor | None = None) -> torch.Tensor:
         """The update: ``x (..., D_in)`` -> ``(..., D_out)``; without ``x``, the weight update ``(D_out, D_in)``."""
         width = self.base.out_features // self.chunks

@@ -224,10 +224,10 @@ def add_lora(model: nn.Module, options: TuneOptions) -> list[str]:
 
 def apply_tuning(model: nn.Module, tuning: Tuning) -> nn.Module:
     """Set ``model`` (a :class:`~vitlab.models.vit.VisionTransformer`, weights loaded) up for ``tuning`` in
-    place: freeze what the mode freezes, add its adapters. Returns ``model``."""
-    check_tunable(model, tuning)
+    place: freeze what the mode freezes, add its adapters. Returns ``model`` (any model under ``full``)."""
     if tuning.mode == "full":
         return model
+    check_tunable(model, tuning)
     model.requires_grad_(False)
     mode, options = tuning.mode, tuning.options
     if mode == "last":
