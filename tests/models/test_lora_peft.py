@@ -44,8 +44,14 @@ def pair(targets, rank=4, alpha=8.0):
     the same A and B, both in float64."""
     torch.manual_seed(0)
     config = transformers.ViTConfig(
-        image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=64, num_labels=5,
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        num_labels=5,
     )
     hf = transformers.ViTForImageClassification(config).eval()
     ours = from_hf(hf).double().eval()

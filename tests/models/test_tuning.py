@@ -93,7 +93,7 @@ def test_layer_decay_still_scales_the_last_blocks():
 def test_merged_model_is_plain_and_gives_the_adapted_logits(mode):
     model = tuned(mode).eval()
     with torch.no_grad():
-        for n, p in model.named_parameters():
+        for p in model.parameters():
             if p.requires_grad:
                 p.add_(0.1 * torch.randn_like(p))  # trained: B non-zero, heads and biases moved
     plain = merged(model).eval()

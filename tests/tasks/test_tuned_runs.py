@@ -6,12 +6,18 @@ import json
 
 import pytest
 import torch
+from test_photo_roundtrip import CLASSES, TIMM_ID, timm_id, write_photos  # noqa: F401  (the fixture)
 
 from vitlab import load_checkpoint
 from vitlab.cli.main import main
-from vitlab.models.tuning import load_adapters, read_adapters
-
-from test_photo_roundtrip import CLASSES, TIMM_ID, timm_id, write_photos  # noqa: F401  (the fixture)
+from vitlab.data import load_dataset
+from vitlab.engine import Reporter
+from vitlab.errors import CheckpointError
+from vitlab.models import build_registered
+from vitlab.models.tuning import TuneOptions, load_adapters, read_adapters
+from vitlab.runs import RunDir
+from vitlab.tasks import run
+from vitlab.tasks.classify import TrainConfig
 
 
 def digits_run(tmp_path, name, *extra):
@@ -41,6 +47,7 @@ def test_a_timm_id_trains_with_lora_and_every_command_takes_the_run(timm_id, tmp
     assert not any("lora" in k for k in tuned.model.state_dict())
     assert main(["evaluate", str(run), "--split", "val", "--device", "cpu"]) == 0
     image = photos / "val" / "bee" / "000.jpg"
+    capsys.readouterr()
     assert main(["predict", str(run), str(image), "--json", "--device", "cpu"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["top"]
 
@@ -60,28 +67,59 @@ def test_a_timm_id_trains_with_lora_and_every_command_takes_the_run(timm_id, tmp
     assert {k.split(".")[-1] for k in tensors if "lora" in k} == {"q", "k", "v", "fc2"}
 
 
+class KilledError(Exception):
+    pass
+
+
+class StopAfter(Reporter):
+    """Raises after epoch ``stop``'s files are written, as a killed process would stop."""
+
+    def __init__(self, stop: int) -> None:
+        self.stop = stop
+
+    def epoch(self, record):
+        if record["epoch"] == self.stop:
+            raise KilledError
+
+
 @pytest.mark.slow
 def test_a_lora_run_resumes_exactly_and_its_adapters_load_onto_its_base_only(tmp_path):
-    once, rc = digits_run(tmp_path, "once", "--tune", "lora", "--set", "tune.rank=4")
-    assert rc == 0
-    twice, rc = digits_run(tmp_path, "twice", "--tune", "lora", "--set", "tune.rank=4", "--epochs", "1")
-    assert rc == 0
-    argv = ["train", "--epochs", "2", "--rows", "200", "--batch-size", "32", "--device", "cpu", "--out", str(twice)]
-    assert main([*argv, "--tune", "lora", "--set", "tune.rank=4", "--resume"]) == 0
-    a, b = load_checkpoint(once / "last").model, load_checkpoint(twice / "last").model
-    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
-        assert torch.equal(x, y), name
+    splits = load_dataset("digits", rows=200, seed=0)
+
+    def config(out, **extra):
+        return TrainConfig(
+            epochs=3,
+            batch_size=32,
+            device="cpu",
+            tune="lora",
+            tune_options=TuneOptions(rank=4, dropout=0.1),
+            model_overrides={"drop_path_rate": 0.1},
+            out_dir=str(tmp_path / out),
+            **extra,
+        )
+
+    run("classify", config("whole"), splits)
+    with pytest.raises(KilledError):
+        run("classify", config("cut"), splits, reporter=StopAfter(2))
+    assert RunDir(tmp_path / "cut").load_state()["epoch"] == 2
+    run("classify", config("cut", resume=True), splits)
+    for name in ("last", "best"):
+        a, b = (load_checkpoint(tmp_path / out / name).model.state_dict() for out in ("whole", "cut"))
+        assert all(torch.equal(a[k], b[k]) for k in a)
 
     adapters = tmp_path / "a.safetensors"
-    assert main(["export", str(once), "--adapters-only", "--out", str(adapters)]) == 0
+    assert main(["export", str(tmp_path / "whole"), "--adapters-only", "--out", str(adapters)]) == 0
     torch.manual_seed(0)  # the run's seed: the same initial base weights
-    from vitlab.models import build_registered
-
-    base = build_registered("vit-digits", num_classes=10, in_chans=1, img_size=(8, 8))
+    base = build_registered("vit-digits", num_classes=10, in_chans=1, img_size=(8, 8), drop_path_rate=0.1)
     load_adapters(base, adapters)
     images = torch.randn(3, 1, 8, 8)
     with torch.no_grad():
-        assert (base.eval()(images) - load_checkpoint(once).model.eval()(images)).abs().max() <= 1e-5
+        best = load_checkpoint(tmp_path / "whole").model.eval()
+        assert (base.eval()(images) - best(images)).abs().max() <= 1e-5
+    torch.manual_seed(1)
+    other = build_registered("vit-digits", num_classes=10, in_chans=1, img_size=(8, 8))
+    with pytest.raises(CheckpointError, match="another base model"):
+        load_adapters(other, adapters)
 
 
 @pytest.mark.slow

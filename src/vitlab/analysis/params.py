@@ -237,7 +237,7 @@ def params_report(
     width = max(len("non-trainable"), *(len(r.component) for r in rows)) + 2
     size_width = max(len("size"), *(len(r.size) for r in rows)) + 2
     trains = tune is not None
-    title = f"{name} ({type(model).__name__})" + (f", --tune {Tuning.of(tune, tune_options).label}" if trains else "")
+    title = f"{name} ({type(model).__name__})" + (f", --tune {Tuning.of(tune, tune_options).label}" if tune else "")
     head = f"{'component':{width}}{'size':{size_width}}{'params':>12}" + (f"{'trainable':>12}" if trains else "")
     lines = [title, head]
     lines += [

@@ -63,8 +63,9 @@ class RunRecord:
     reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
     ``cost``: what the training cost (trainable and total parameters, optimiser state bytes, seconds per
-    step; :attr:`vitlab.engine.loop.FitResult.cost`). ``robustness`` (with ``CompareConfig.robustness``): per patch grid, the accuracies of
-    :func:`~vitlab.explain.robustness.robustness` on the test split (validation without one).
+    step; :attr:`vitlab.engine.loop.FitResult.cost`). ``robustness`` (with ``CompareConfig.robustness``): per
+    patch grid, the accuracies of :func:`~vitlab.explain.robustness.robustness` on the test split (validation
+    without one).
     """
 
     key: str

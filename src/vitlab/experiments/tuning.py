@@ -81,8 +81,10 @@ def tune_verdicts(groups: dict[tuple, dict[str, list[RunRecord]]]) -> tuple[list
             if mode == BASE or not paired:
                 continue
             mean, band, verdict = judge([a - b for a, b in paired], +1)
-            words = "beats full fine-tuning" if verdict == "reproduced" else (
-                "loses to full fine-tuning" if verdict == "not reproduced" else "inconclusive"
+            words = (
+                "beats full fine-tuning"
+                if verdict == "reproduced"
+                else ("loses to full fine-tuning" if verdict == "not reproduced" else "inconclusive")
             )
             spread = "no band (one seed)" if band is None else f"± {band:.4f}"
             body.append([_rows_words(records), mode, f"{mean:+.4f} {spread}", str(len(paired)), f"**{words}**"])

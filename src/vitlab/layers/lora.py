@@ -55,7 +55,10 @@ class LoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         weight = base.weight
         self.lora_a = nn.ParameterDict(
-            {n: nn.Parameter(torch.empty(rank, base.in_features, device=weight.device, dtype=weight.dtype)) for n in self.parts}
+            {
+                n: nn.Parameter(torch.empty(rank, base.in_features, device=weight.device, dtype=weight.dtype))
+                for n in self.parts
+            }
         )
         self.lora_b = nn.ParameterDict(
             {n: nn.Parameter(torch.zeros(width, rank, device=weight.device, dtype=weight.dtype)) for n in self.parts}

@@ -203,9 +203,9 @@ def add_lora(model: nn.Module, options: TuneOptions) -> list[str]:
     layers: dict[str, dict[str, int]] = {}
     chunks: dict[str, int] = {}
     for target in options.targets:
-        path, index, parts = LORA_TARGETS[target]
+        path, index, count = LORA_TARGETS[target]
         layers.setdefault(path, {})[target] = index
-        chunks[path] = parts
+        chunks[path] = count
     wrapped = []
     for i, block in enumerate(cast(nn.ModuleList, model.blocks)):
         for path, parts in layers.items():
@@ -290,13 +290,13 @@ def save_adapters(model: nn.Module, tuning: Tuning, path: str | Path, base: str)
     from safetensors.torch import save_file
 
     state = {k: v.to("cpu").contiguous() for k, v in trainable_state(model).items()}
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     metadata = {
         "format": ADAPTERS_FORMAT,
         "tune": json.dumps(tuning.record()),
         "base": base,
         "base_sha256": base_sha256(model),
-        "model_config": json.dumps(config.to_dict() if hasattr(config, "to_dict") else {}, default=list),
+        "model_config": json.dumps(config.to_dict() if config is not None else {}, default=list),
     }
     path = Path(path)
     save_file(state, str(path), metadata=metadata)

@@ -98,7 +98,9 @@ class VisionTransformer(nn.Module):
         self.reg_token = nn.Parameter(torch.zeros(1, cfg.reg_tokens, dim)) if cfg.reg_tokens else None
         self.prompt_token = nn.Parameter(torch.zeros(1, cfg.prompt_tokens, dim)) if cfg.prompt_tokens else None
         self.deep_prompt = (
-            nn.Parameter(torch.zeros(cfg.depth - 1, cfg.prompt_tokens, dim)) if cfg.prompt_deep and cfg.depth > 1 else None
+            nn.Parameter(torch.zeros(cfg.depth - 1, cfg.prompt_tokens, dim))
+            if cfg.prompt_deep and cfg.depth > 1
+            else None
         )
         self.dist_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.distill_token else None
         self.pos_drop = nn.Dropout(cfg.pos_drop_rate) if cfg.pos_drop_rate > 0 else nn.Identity()
@@ -406,7 +408,8 @@ class VisionTransformer(nn.Module):
         and one group per block, the final norm in the last block's (timm's ``99999``: the previous
         group); the heads match none. ``coarse`` changes nothing for a ViT (as in timm)."""
         return {
-            "stem": r"^(?:class_token|reg_token|prompt_token|deep_prompt|dist_token|pos_embed|patch_embed|norm_pre|shared_rel_pos)",
+            "stem": r"^(?:class_token|reg_token|prompt_token|deep_prompt|dist_token|pos_embed|patch_embed|norm_pre"
+            r"|shared_rel_pos)",
             "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))],
         }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ...errors import ConfigError
 from ...interop import export_hf, export_onnx, export_timm
@@ -80,7 +81,8 @@ def export_adapters(source: str | Path, out: str, *, overwrite: bool = False) ->
     if Path(out).exists() and not overwrite:
         raise ConfigError(f"{out} exists: pass --overwrite to replace it")
     loaded = load_checkpoint(source)
-    model = build_from_config(type(loaded.model.config).__name__, loaded.model.config.to_dict())
+    architecture: Any = loaded.model.config
+    model = build_from_config(type(architecture).__name__, architecture.to_dict())
     tuning = config.tuning
     apply_tuning(model, tuning)
     model.load_state_dict(state.get("best_state") or state["model"])
