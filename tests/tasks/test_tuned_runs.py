@@ -89,6 +89,7 @@ def test_a_lora_run_resumes_exactly_and_its_adapters_load_onto_its_base_only(tmp
     def config(out, **extra):
         return TrainConfig(
             epochs=3,
+            warmup_epochs=1.0,
             batch_size=32,
             device="cpu",
             tune="lora",
