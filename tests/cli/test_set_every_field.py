@@ -23,6 +23,7 @@ from vitlab.models import get_config
 from vitlab.models.clip import CLIPConfig
 from vitlab.models.dense import DenseConfig
 from vitlab.models.promptable import PromptableConfig
+from vitlab.models.tuning import TuneMode, TuneOptions
 from vitlab.tasks.classify import TrainConfig
 from vitlab.tasks.classify.task import AugmentChoice, ModelFields
 from vitlab.tasks.clip import CLIPTrainConfig
@@ -63,12 +64,14 @@ def bad_values(check) -> list:
         return [None, 5, UNKNOWN] + (["heavy"] if isinstance(check, AugmentChoice) else [])
     if isinstance(check, RunFolder):
         return [None, 5, ""]
+    if isinstance(check, TuneMode):
+        return [None, 5, "sideways", "last-0"]
     raise AssertionError(f"no bad values for {check!r}: teach bad_values this check")
 
 
 # command line -> its config class, and the nested configs it sets as PREFIX.KEY
 TASKS = {
-    "classify": (["train"], TrainConfig, {"data": DataOptions, "augment": AugmentConfig}),
+    "classify": (["train"], TrainConfig, {"data": DataOptions, "augment": AugmentConfig, "tune": TuneOptions}),
     "segment": (["train", "--task", "segment"], DenseTrainConfig, {}),
     "promptable": (["train", "--task", "promptable"], PromptableTrainConfig, {}),
     "clip": (["train", "--task", "clip"], CLIPTrainConfig, {}),

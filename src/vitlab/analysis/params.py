@@ -5,7 +5,9 @@ projection, position embedding, each block's attention and MLP, ...); every para
 exactly one row, so the rows always sum to ``count_params(model, trainable_only=False)``.
 Buffers (fixed sinusoidal positions, BatchNorm statistics) are not parameters and never count.
 ``params_report`` builds a registered model and returns that table as text, with the totals, the
-share of a learned position table, and the input stage priced against a 3x3 convolution.
+share of a learned position table, and the input stage priced against a 3x3 convolution; under a training
+mode (``tune``, :mod:`vitlab.models.tuning`) each row also says how many of its parameters train, and the
+report what the mode's optimiser state costs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..layers.patch_embed import PatchEmbedding
 from ..layers.shifted_patch import ShiftedPatchTokenization
 from ..models.cnn import ConvNormAct, SimpleCNN, Stage, count_params
 from ..models.registry import build_registered, get_config
+from ..models.tuning import TuneOptions, Tuning, apply_tuning
 from ..models.vit import VisionTransformer
 
 # Registered models whose count with fixed positions is the total the textbook prints for them.
@@ -107,6 +110,11 @@ def _vit_groups(model: VisionTransformer) -> list[Group]:
         ("position embedding", _shape_text(model.pos_embed.parameters()), list(model.pos_embed.parameters())),
         ("class token", _shape_text(_present(model.class_token)), _present(model.class_token)),
         ("register tokens", _shape_text(_present(model.reg_token)), _present(model.reg_token)),
+        (
+            "prompt tokens",
+            _shape_text(_present(model.prompt_token, model.deep_prompt)),
+            _present(model.prompt_token, model.deep_prompt),
+        ),
         ("pre-norm", _norm_text(_norms(model.norm_pre)), list(model.norm_pre.parameters())),
     ]
     for i, block in enumerate(cast(Iterable[Block], model.blocks), start=1):
@@ -198,21 +206,53 @@ def check_build_size(name: str, overrides: dict[str, Any], limit_gib: float) -> 
         )
 
 
-def params_report(name: str, overrides: dict[str, Any], limit_gib: float = BUILD_LIMIT_GIB) -> str:
+ADAM_STATES = 2
+"""Tensors AdamW keeps per trainable weight (its two moments), each the weight's size."""
+
+
+def tuned_model(name: str, overrides: dict[str, Any], tune: str, options: TuneOptions | None = None) -> nn.Module:
+    """The model registered as ``name`` built for the training mode ``tune`` (prompt tokens in its config when
+    the mode needs them) and set up for it: frozen parts, adapters."""
+    tuning = Tuning.of(tune, options)
+    extra = tuning.model_overrides() if hasattr(get_config(name), "prompt_tokens") else {}
+    return apply_tuning(build_registered(name, **{**extra, **overrides}), tuning)
+
+
+def params_report(
+    name: str,
+    overrides: dict[str, Any],
+    limit_gib: float = BUILD_LIMIT_GIB,
+    tune: str | None = None,
+    tune_options: TuneOptions | None = None,
+) -> str:
     """The parameter table of the model registered as ``name`` (config fields replaced by ``overrides``) as
     text: one line per component with its size and count, the totals, and for a ViT the learned position
-    table's share and the input stage against a 3x3 convolution. Refuses a model over ``limit_gib`` GiB
-    (:func:`check_build_size`) before building it."""
+    table's share and the input stage against a 3x3 convolution. With a training mode ``tune``, the model
+    carries its adapters, each row also counts what trains, and a line prices AdamW's state. Refuses a model
+    over ``limit_gib`` GiB (:func:`check_build_size`) before building it."""
     check_build_size(name, overrides, limit_gib)
-    model = build_registered(name, **overrides)
+    model = build_registered(name, **overrides) if tune is None else tuned_model(name, overrides, tune, tune_options)
     rows = parameter_table(model)
     total, trainable = count_params(model, trainable_only=False), count_params(model)
     width = max(len("non-trainable"), *(len(r.component) for r in rows)) + 2
     size_width = max(len("size"), *(len(r.size) for r in rows)) + 2
-    lines = [f"{name} ({type(model).__name__})", f"{'component':{width}}{'size':{size_width}}{'params':>12}"]
-    lines += [f"{r.component:{width}}{r.size:{size_width}}{r.params:>12,}" for r in rows]
+    trains = tune is not None
+    title = f"{name} ({type(model).__name__})" + (f", --tune {Tuning.of(tune, tune_options).label}" if tune else "")
+    head = f"{'component':{width}}{'size':{size_width}}{'params':>12}" + (f"{'trainable':>12}" if trains else "")
+    lines = [title, head]
+    lines += [
+        f"{r.component:{width}}{r.size:{size_width}}{r.params:>12,}" + (f"{r.trainable:>12,}" if trains else "")
+        for r in rows
+    ]
     for label, count in (("total", total), ("trainable", trainable), ("non-trainable", total - trainable)):
         lines.append(f"{label:{width + size_width}}{count:>12,}")
+    if trains:
+        state = ADAM_STATES * 4 * trainable
+        lines.append(
+            f"\n{trainable:,} of {total:,} parameters train ({trainable / total:.2%}); AdamW keeps "
+            f"{ADAM_STATES} fp32 tensors per trainable weight: {state / 2**20:,.2f} MiB of optimiser state "
+            f"(full fine-tuning: {ADAM_STATES * 4 * total / 2**20:,.2f} MiB)."
+        )
     positions = trainable_position_params(model)
     if positions:
         fixed = total - positions

@@ -219,6 +219,17 @@ def _add_variant_options(p: argparse.ArgumentParser) -> None:
         "floor((H - P) / S) + 1 tokens per side), e.g. patch,4",
     )
     p.add_argument(
+        "--tune",
+        type=_names,
+        help="ViT training modes to compare on a pretrained encoder (--init CKPT or --pretrain): full, head "
+        "(freeze the vision encoder, train the head), last-K, lora, bitfit, prompt; default full",
+    )
+    p.add_argument(
+        "--init",
+        help="a checkpoint every ViT starts from (a run folder, file or hub id), e.g. an encoder trained on "
+        "another dataset; fine-tuned with --layer-decay",
+    )
+    p.add_argument(
         "--lr",
         type=_numbers,
         help="ViT learning rates to compare (the CNN keeps the recipe's), e.g. 1e-3,1e-2; recipe = the recipe's",

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 @dataclass
 class FitResult:
     """What :func:`fit` returns. ``model`` is the deliverable of the model chosen by validation (the
-    last one without a monitor), unwrapped, in eval mode; ``test`` its test metrics."""
+    last one without a monitor), unwrapped, in eval mode; ``test`` its test metrics. ``cost``: what the
+    training cost (:meth:`Engine.cost`): trainable and total parameters of the trained model, the bytes of the
+    optimiser's state, and the mean seconds per optimiser step."""
 
     model: nn.Module
     history: list[dict[str, Any]]
@@ -60,6 +62,7 @@ class FitResult:
     seconds: float
     params: int
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def chosen_val(self) -> dict[str, Any]:
         """The validation figures of the chosen epoch (``best_epoch``: the last one without a monitor),
@@ -149,6 +152,10 @@ class Engine:
         self.best_epoch, self.start_epoch, self.step = 0, 0, 0
         self.best_state: dict[str, torch.Tensor] | None = None
         self.started = time.perf_counter()
+        self.stepping = [0.0, 0]  # this process's seconds in the training loop, and its optimiser steps
+        trainable, total = self.parameter_counts()
+        if trainable < total:  # a frozen or lightly tuned encoder: say what trains
+            reporter.note(f"training {trainable:,} of {total:,} parameters ({trainable / total:.2%}); the rest frozen")
         if run_dir is not None:
             if env.is_main:
                 run_dir.open(
@@ -209,6 +216,7 @@ class Engine:
             sum(r["seconds"] for r in self.history),
             sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad),
         )
+        result.cost = self.cost()
         if self.run_dir is not None and self.env.is_main:
             last = self.run_dir.checkpoint("last")
             best_path = self.run_dir.checkpoint("best") if task.monitor is not None else last
@@ -216,6 +224,30 @@ class Engine:
             result.checkpoints = {k: p for k, p in {"best": best_path, "last": last}.items() if p.is_file()}
             task.finish(self.run_dir, result.model)
         return result
+
+    def parameter_counts(self) -> tuple[int, int]:
+        """``(trainable, total)`` parameters of the trained model (adapters included)."""
+        params = list(self.task.model.parameters())
+        return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+    def cost(self) -> dict[str, Any]:
+        """What the training cost: ``trainable_params`` and ``total_params`` of the trained model,
+        ``optimizer_state_bytes`` (the optimiser's state tensors: AdamW's two moments per trainable
+        weight) and ``step_seconds`` (the training loop's wall time per optimiser step, validation left out)."""
+        trainable, total = self.parameter_counts()
+        state = sum(
+            t.numel() * t.element_size()
+            for per_param in self.optimizer.state.values()
+            for t in per_param.values()
+            if isinstance(t, torch.Tensor)
+        )
+        seconds, steps = self.stepping
+        return {
+            "trainable_params": trainable,
+            "total_params": total,
+            "optimizer_state_bytes": state,
+            "step_seconds": seconds / max(1, steps),
+        }
 
     def _validate_last(self) -> None:
         """Validate the last epoch's model, which the loop left unvalidated, and commit it again
@@ -280,6 +312,7 @@ class Engine:
         )
         *values, seen = totals.tolist()
         seconds = time.perf_counter() - start
+        self.stepping[0] += seconds
         record: dict[str, Any] = {
             "epoch": epoch + 1,
             **{f"train_{k}": v / seen for k, v in zip(names, values)},
@@ -303,6 +336,7 @@ class Engine:
         if self.ema is not None:
             self.ema.update(self.task.model)
         self.step += 1
+        self.stepping[1] += 1
         self.task.after_step(self.step, self.total_steps)
 
     def rate(self) -> float:

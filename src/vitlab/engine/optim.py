@@ -36,7 +36,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-EMBEDDING_PREFIXES = ("patch_embed", "pos_embed", "class_token", "reg_token", "dist_token", "norm_pre")
+EMBEDDING_PREFIXES = ("patch_embed", "pos_embed", "class_token", "reg_token", "prompt_token", "dist_token", "norm_pre")
 
 
 def layer_id(name: str, depth: int) -> int:

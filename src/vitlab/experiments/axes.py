@@ -26,6 +26,7 @@ VARIANTS: dict[str, Any] = {
     "stride": "patch",
     "lr": None,
     "warmup": None,
+    "tune": "full",
 }
 
 
@@ -87,6 +88,11 @@ _VARIANT_WORDS = {
     ("stride", "patch"): "tiling patches",
     ("lr", None): "the recipe's learning rate",
     ("warmup", None): "the recipe's warmup",
+    ("tune", "full"): "full fine-tuning",
+    ("tune", "head"): "a frozen encoder (head only)",
+    ("tune", "lora"): "LoRA adapters",
+    ("tune", "bitfit"): "BitFit (biases and norms)",
+    ("tune", "prompt"): "prompt tuning",
 }
 
 
@@ -102,6 +108,7 @@ VARIANT_FIELDS = {
     "mask": "causal",
     "stride": "patch_stride",
     **VIT_TRAINING,
+    "tune": "tune",
 }
 
 
@@ -129,6 +136,8 @@ def variant_words(name: str, value: Any) -> str:
         return f"overlapping windows every {value} px"
     if name == "lr":
         return f"lr {value:g}"
+    if name == "tune" and str(value).startswith("last"):
+        return f"the last {str(value).removeprefix('last-') or 'K'} blocks tuned"
     if name == "warmup":
         return "no warmup" if value == 0 else f"{value:g} warmup epoch{'s' if value != 1 else ''}"
     return f"{value} {name}"

@@ -56,6 +56,8 @@ CONFIG_OPTIONS = (
     "stride",
     "lr",
     "warmup",
+    "tune",
+    "init",
     "pretrain_epochs",
     "pretrain_images",
     "layer_decay",

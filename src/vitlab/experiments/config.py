@@ -12,6 +12,7 @@ from ..data.augment import PRESETS
 from ..errors import ConfigError
 from ..explain.robustness import Probes
 from ..models import get_config
+from ..models.tuning import parse_mode
 from .axes import CNN_CHOICES, RECIPE_AUGMENT, VARIANT_CHOICES, VARIANTS, VIT_TRAINING
 from .textbook import PRESET
 from .training import DISTILL_KINDS, IMAGE_SETS, RECIPES, TrainConfig
@@ -58,7 +59,9 @@ class CompareConfig:
     ``robustness``: score every trained model with a share ``mask_fractions`` of its patches masked
     and with centre crops of ``crop_fractions`` of the side (see :mod:`~vitlab.explain.robustness`).
     ``block`` / ``norm`` / ``mask`` / ``stride``: the pitfall switches to study; ``lr`` / ``warmup``: the
-    ViT's learning rates and warmup epochs (``None``: the recipe's). ``permute``: score every trained model
+    ViT's learning rates and warmup epochs (``None``: the recipe's). ``tune``: the ViT's training modes
+    (:data:`~vitlab.models.tuning.TUNE_MODES`), each on a pretrained encoder: ``init`` (a checkpoint every ViT
+    starts from, fine-tuned with ``layer_decay``) or the ``pretrain`` axis. ``permute``: score every trained model
     with its patches shuffled (:func:`~vitlab.explain.input_probes.permutation_probe` on up to
     :data:`PERMUTE_IMAGES` held-out images; ViTs with and without their positions). ``train_eval``: also
     score the chosen weights on the training rows in eval mode (:func:`eval_mode_train_accuracy`).
@@ -95,6 +98,8 @@ class CompareConfig:
     stride: list[str] = field(default_factory=lambda: [VARIANTS["stride"]])
     lr: list[float | None] = field(default_factory=lambda: [VARIANTS["lr"]])
     warmup: list[float | None] = field(default_factory=lambda: [VARIANTS["warmup"]])
+    tune: list[str] = field(default_factory=lambda: [VARIANTS["tune"]])
+    init: str | None = None
     pretrain_epochs: int = 40
     pretrain_images: str = "train"
     layer_decay: float = 0.75
@@ -159,6 +164,13 @@ class CompareConfig:
         self.stride = [str(v) for v in self.stride]
         if any(v != "patch" and not (v.isdigit() and int(v) > 0) for v in self.stride):
             raise ConfigError(f"stride values are 'patch' or a number of pixels, e.g. patch,4; got {self.stride}")
+        for mode in self.tune:
+            parse_mode(mode)
+        if set(self.tune) - {"full"} and self.init is None and set(self.pretrain) == {"none"}:
+            raise ConfigError(
+                f"--tune {','.join(self.tune)} freezes (part of) an encoder that nothing pretrained: give "
+                f"--init CKPT (an encoder trained elsewhere) or --pretrain mae|dino"
+            )
         for name, field_name in VIT_TRAINING.items():
             values = getattr(self, name)
             if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):

@@ -169,6 +169,10 @@ class _Workspace:
         teacher, saved when it is a teacher) and the seconds its pretraining took (0 without)."""
         config = self.config
         cfg, pretrain_seconds = train_config(config, run), 0.0
+        if run.kind == "vit" and config.init is not None:
+            cfg = replace(cfg, init=config.init, layer_decay=config.layer_decay)
+        if run.axes.get("tune", "full") != "full":
+            cfg = replace(cfg, tune=run.axes["tune"])
         if run.axes.get("pretrain", "none") != "none":
             init, pretrain_seconds = self.encoder(run)
             cfg = replace(cfg, init=init, layer_decay=config.layer_decay)

@@ -62,8 +62,10 @@ class RunRecord:
     ``val_ece`` is the validation ECE at the best epoch; ``test_acc`` the test accuracy the training
     reports (``None`` without a test split). ``curves`` holds per-epoch ``train_acc``, ``val_acc``,
     ``train_loss``, ``val_loss``. ``train_rows`` is the number of training images actually used.
-    ``robustness`` (with ``CompareConfig.robustness``): per patch grid, the accuracies of
-    :func:`~vitlab.explain.robustness.robustness` on the test split (validation without one).
+    ``cost``: what the training cost (trainable and total parameters, optimiser state bytes, seconds per
+    step; :attr:`vitlab.engine.loop.FitResult.cost`). ``robustness`` (with ``CompareConfig.robustness``): per
+    patch grid, the accuracies of :func:`~vitlab.explain.robustness.robustness` on the test split (validation
+    without one).
     """
 
     key: str
@@ -89,6 +91,7 @@ class RunRecord:
     diverged: bool = False
     train_eval_acc: float | None = None
     permutation: list[dict[str, Any]] | None = None
+    cost: dict[str, Any] | None = None
 
     @property
     def permuted_agreement(self) -> float | None:

@@ -32,6 +32,7 @@ from .tables import cost_lines, leads_table, results_table, token_costs
 from .textbook import PUBLISHED, TEXTBOOK_CNN
 from .textbook_report import Verdict, claim_verdicts, textbook_lines
 from .training import TrainConfig
+from .tuning import tune_lines
 
 FIGURES = {"accuracy_vs_rows": "accuracy_vs_rows.png", "learning_curves": "learning_curves.png", "gap": "gap.png"}
 
@@ -127,6 +128,7 @@ def render_markdown(
         *results_table(aggregates),
         "",
         *variant_lines(result),
+        *tune_lines(result),
         *skipped_lines(result),
         *diverged_lines(result),
         *robustness_lines(result, aggregates),

@@ -80,6 +80,7 @@ def record_run(
         gap=result.train_acc - fields["best_val_acc"],
         seconds=result.seconds if seconds is None else seconds,
         curves=curves,
+        cost=result.cost or None,
         **fields,
     )
 

@@ -96,6 +96,12 @@ class VisionTransformer(nn.Module):
         self.rope = Rotary2d(cfg.grid, dim // cfg.num_heads, cfg.num_prefix_tokens) if cfg.pos_embed == "rope" else None
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.class_token else None
         self.reg_token = nn.Parameter(torch.zeros(1, cfg.reg_tokens, dim)) if cfg.reg_tokens else None
+        self.prompt_token = nn.Parameter(torch.zeros(1, cfg.prompt_tokens, dim)) if cfg.prompt_tokens else None
+        self.deep_prompt = (
+            nn.Parameter(torch.zeros(cfg.depth - 1, cfg.prompt_tokens, dim))
+            if cfg.prompt_deep and cfg.depth > 1
+            else None
+        )
         self.dist_token = nn.Parameter(torch.zeros(1, 1, dim)) if cfg.distill_token else None
         self.pos_drop = nn.Dropout(cfg.pos_drop_rate) if cfg.pos_drop_rate > 0 else nn.Identity()
         self.norm_pre = nn.LayerNorm(dim, eps=cfg.norm_eps) if cfg.pre_norm else nn.Identity()
@@ -161,8 +167,9 @@ class VisionTransformer(nn.Module):
         for token in (self.class_token, self.reg_token):
             if token is not None:
                 nn.init.normal_(token, std=1e-6)
-        if self.dist_token is not None:
-            nn.init.trunc_normal_(self.dist_token, std=0.02)
+        for token in (self.dist_token, self.prompt_token, self.deep_prompt):
+            if token is not None:
+                nn.init.trunc_normal_(token, std=0.02)
 
     @property
     def embed_dim(self) -> int:
@@ -210,8 +217,8 @@ class VisionTransformer(nn.Module):
             self.rope = Rotary2d(grid, self.rope.head_dim, self.rope.num_prefix).to(self.rope.sin.device)
 
     def prefix_tokens(self, batch: int) -> list[torch.Tensor]:
-        """The class, register and distillation tokens, each expanded to the batch: ``(B, 1|R, D)``."""
-        tokens = (self.class_token, self.reg_token, self.dist_token)
+        """The class, register, prompt and distillation tokens, each expanded to the batch: ``(B, 1|R|P, D)``."""
+        tokens = (self.class_token, self.reg_token, self.prompt_token, self.dist_token)
         return [t.expand(batch, -1, -1) for t in tokens if t is not None]
 
     def check_keep(self) -> None:
@@ -280,12 +287,22 @@ class VisionTransformer(nn.Module):
         blocks = self.blocks if depth is None else self.blocks[:depth]
         for i, block in enumerate(blocks):
             queries = readout if i == len(blocks) - 1 else None
+            if self.deep_prompt is not None and i > 0:
+                x = self.replace_prompts(x, i)
             x = (
                 block(x, rope, grid, queries)
                 if block_fn is None
                 else block_fn(i, cast(Block, block), x, rope, grid, queries)
             )
         return self.norm(x)
+
+    def replace_prompts(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Tokens ``(B, R + N, D)`` in front of block ``i >= 1`` with the prompt tokens replaced by that block's
+        own learned set (VPT-deep)."""
+        assert self.deep_prompt is not None
+        start = int(self.class_token is not None) + self.config.reg_tokens
+        prompts = self.deep_prompt[i - 1].expand(x.shape[0], -1, -1)
+        return torch.cat([x[:, :start], prompts, x[:, start + prompts.shape[1] :]], dim=1)
 
     def forward_intermediates(
         self,
@@ -379,7 +396,7 @@ class VisionTransformer(nn.Module):
 
     def no_weight_decay(self) -> set[str]:
         """Names of parameters that weight decay should skip beyond norms and biases."""
-        names = {"class_token", "reg_token", "dist_token"}
+        names = {"class_token", "reg_token", "dist_token", "prompt_token", "deep_prompt"}
         return {
             n
             for n, _ in self.named_parameters()
@@ -391,7 +408,8 @@ class VisionTransformer(nn.Module):
         and one group per block, the final norm in the last block's (timm's ``99999``: the previous
         group); the heads match none. ``coarse`` changes nothing for a ViT (as in timm)."""
         return {
-            "stem": r"^(?:class_token|reg_token|dist_token|pos_embed|patch_embed|norm_pre|shared_rel_pos)",
+            "stem": r"^(?:class_token|reg_token|prompt_token|deep_prompt|dist_token|pos_embed|patch_embed|norm_pre"
+            r"|shared_rel_pos)",
             "blocks": [(r"^blocks\.(\d+)", None), (r"^norm\.", (99999,))],
         }
 

@@ -76,6 +76,10 @@ class ViTConfig(ModelConfig):
     ``distill_token=True`` builds a DeiT student (Touvron et al. 2021): one more prefix token, after the
     class and register tokens, read by its own head ``head_dist`` (see :mod:`vitlab.models.distilled`).
 
+    ``prompt_tokens=P`` prepends ``P`` learned prompt tokens after the position add (visual prompt tuning, Jia
+    et al. 2022), between the registers and the distillation token; ``prompt_deep=True`` replaces them with a
+    fresh learned set in front of every later block (VPT-deep). They are prefix tokens no head reads.
+
     The texts' pitfalls, as switches to measure them: ``block_norm="batchnorm"`` normalises inside every
     block by BatchNorm over the tokens instead of LayerNorm (:mod:`vitlab.layers.norm`); ``causal=True``
     masks every key after its query in sequence order, a language model's mask, on ``full`` attention;
@@ -104,6 +108,8 @@ class ViTConfig(ModelConfig):
     class_token: bool = True  # a learned class token in front
     reg_tokens: int = 0  # register tokens after it (read by no head)
     distill_token: bool = False  # a DeiT distillation token, with its own head head_dist
+    prompt_tokens: int = 0  # learned prompt tokens after the registers (visual prompt tuning), read by no head
+    prompt_deep: bool = False  # a fresh set of prompt tokens in front of every block (VPT-deep), else the first only
     # norms and blocks
     pre_norm: bool = False  # a LayerNorm on the tokens before the first block (timm's norm_pre)
     final_norm: bool = True  # a LayerNorm after the last block (False: none, fc_norm included)
@@ -149,6 +155,8 @@ class ViTConfig(ModelConfig):
         "class_token": Bool(),
         "reg_tokens": Int(0, MAX_TOKENS),
         "distill_token": Bool(),
+        "prompt_tokens": Int(0, MAX_TOKENS),
+        "prompt_deep": Bool(),
         "pre_norm": Bool(),
         "final_norm": Bool(),
         "fc_norm": Maybe(Bool()),
@@ -180,6 +188,8 @@ class ViTConfig(ModelConfig):
             raise ConfigError(
                 "pool='token' reads the class token, but class_token=False: set class_token=True or pool='mean'"
             )
+        if self.prompt_deep and not self.prompt_tokens:
+            raise ConfigError("prompt_deep=True replaces the prompt tokens in every block: set prompt_tokens >= 1")
         if self.embed_dim % self.num_heads:
             raise ConfigError(
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
@@ -273,8 +283,8 @@ class ViTConfig(ModelConfig):
 
     @property
     def num_prefix_tokens(self) -> int:
-        """Tokens ahead of the patch tokens: class token, registers, distillation token."""
-        return int(self.class_token) + self.reg_tokens + int(self.distill_token)
+        """Tokens ahead of the patch tokens: class token, registers, prompt tokens, distillation token."""
+        return int(self.class_token) + self.reg_tokens + self.prompt_tokens + int(self.distill_token)
 
     @property
     def position_width(self) -> int:
@@ -295,7 +305,8 @@ class ViTConfig(ModelConfig):
         heads = (1 + int(self.distill_token)) * (d + 1) * self.num_classes
         blocks = self.depth * (transformer_block_params(d, int(d * self.mlp_ratio)) + mixing)
         relative = {"per_block": self.depth * bias, "shared": bias}.get(self.rel_pos, 0)
-        return self.patch_params + tokens * d + blocks + relative + heads + 4 * d
+        deep = (self.depth - 1) * self.prompt_tokens * d if self.prompt_deep else 0
+        return self.patch_params + tokens * d + blocks + relative + heads + deep + 4 * d
 
     @property
     def patch_params(self) -> int:

@@ -20,7 +20,8 @@ class RunResult:
     validates only at the end or not at all), unwrapped, in eval mode; ``val`` the chosen epoch's
     validation figures without their ``val_`` prefix; ``test`` the test figures measured on ``model``
     (None without a test split); ``history`` the engine's epoch records; ``seconds`` the epochs' wall
-    time; ``params`` the trainable parameters of the deliverable; ``checkpoints`` the files the run
+    time; ``params`` the trainable parameters of the deliverable; ``cost`` what the training cost
+    (:attr:`vitlab.engine.loop.FitResult.cost`); ``checkpoints`` the files the run
     folder holds (``best``, ``last``); ``skipped`` the inputs the task could not read."""
 
     task: str
@@ -34,6 +35,7 @@ class RunResult:
     params: int
     checkpoints: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
 
     @property
     def checkpoint(self) -> Path | None:

@@ -45,6 +45,7 @@ def run(spec: TaskSpec | str, config: RunConfig, data: Any = None, reporter: Rep
         fitted.params,
         fitted.checkpoints,
         sorted(task.skipped()),
+        fitted.cost,
     )
     for note in task.notes():
         reporter.note(note)
@@ -111,6 +112,7 @@ def fit_summary(test_on: str) -> Callable[[RunResult], dict[str, Any]]:
             "best_epoch": result.best_epoch,
             "seconds": result.seconds,
             "params": result.params,
+            "cost": result.cost,
             "test_on": test_on,
         }
 

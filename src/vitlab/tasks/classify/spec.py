@@ -144,6 +144,7 @@ CLASSIFY = register(
             "distill_alpha",
             "distill_temperature",
             "compile",
+            "tune",
         ),
         help="image classification (with --teacher: DeiT distillation)",
     )

@@ -35,10 +35,10 @@ from ...engine.optim import build_optimizer, layer_decay_groups
 from ...engine.task import Task
 from ...errors import ConfigError
 from ...models import build_registered
-from ...models.registry import build_from_config
+from ...models.registry import build_from_config, get_config, list_models
+from ...models.tuning import TuneMode, TuneOptions, Tuning, merged
 from ..distill import DISTILL_KINDS, distillation_loss
 
-"""The preprocessing fields a checkpoint's data config records beside its size and mean/std."""
 
 # Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
 # AdamW (weight decay 0.05), 3 warmup epochs then cosine, label smoothing 0.1, clipping at 1, random
@@ -109,7 +109,9 @@ class TrainConfig(RunConfig):
     ``layer_decay`` scales block ``i``'s rate by ``layer_decay ** (depth - i)``. Distillation:
     ``teacher`` a checkpoint, ``distill`` ``soft`` | ``hard``, weight ``distill_alpha``, temperature
     ``distill_temperature``. ``data`` (:class:`~vitlab.data.options.DataOptions`) says how the images
-    are read: size, crop, filter, mean/std, in memory or streamed.
+    are read: size, crop, filter, mean/std, in memory or streamed. ``tune`` says which weights train
+    (:data:`~vitlab.models.tuning.TUNE_MODES`: ``head`` freezes the vision encoder and trains the head;
+    ``last-K``, ``lora``, ``bitfit``, ``prompt``), ``tune_options`` its settings (``--set tune.rank=8``).
     """
 
     model: str = "vit-digits"
@@ -126,6 +128,8 @@ class TrainConfig(RunConfig):
     distill_alpha: float = 0.5
     distill_temperature: float = 4.0
     data: DataOptions = field(default_factory=DataOptions)
+    tune: str = "full"
+    tune_options: TuneOptions = field(default_factory=TuneOptions)
 
     HELP: ClassVar[dict[str, str]] = {
         **RunConfig.HELP,
@@ -157,12 +161,14 @@ class TrainConfig(RunConfig):
             "distill_alpha": Float(0.0, 1.0),
             "distill_temperature": Float(0.0, 100.0, low_open=True),
             "data": Options(DataOptions, "data", null_ok=True),
+            "tune": TuneMode(),
+            "tune_options": Options(TuneOptions, "tune"),
         }
 
     # ``--recipe NAME`` picks the recipe: ``--set recipe=`` would only relabel the run.
     CLI_OWNED = {**RunConfig.CLI_OWNED, "recipe": "--recipe NAME"}
     OVERRIDES = "model_overrides"
-    NESTED = {"augment": "augment_overrides", "data": "data"}
+    NESTED = {"augment": "augment_overrides", "data": "data", "tune": "tune_options"}
     RECIPES = RECIPES
 
     def check_relations(self) -> None:
@@ -205,7 +211,13 @@ class TrainConfig(RunConfig):
         if isinstance(self.augment, AugmentConfig):
             d["augment"] = asdict(self.augment)
         d["data"] = self.data.to_dict()
+        d["tune_options"] = self.tune_options.to_dict()
         return d
+
+    @property
+    def tuning(self) -> Tuning:
+        """The training mode with its options (``--tune last-2`` sets ``blocks``)."""
+        return Tuning.of(self.tune, self.tune_options)
 
 
 @dataclass(frozen=True)
@@ -233,10 +245,13 @@ def build_model(config: TrainConfig, splits: DataSplits, init_config: Any = None
     """``build_registered(config.model)`` shaped for the data (classes, channels, image size), then
     ``config.model_overrides``; ``model="init"`` builds ``init_config`` (the init checkpoint's model config)."""
     chans, height, width = splits.image_shape
+    base = init_config if config.model == INIT_MODEL else get_config(config.model)
+    tuned = config.tuning.model_overrides() if hasattr(base, "prompt_tokens") else {}  # else refused when tuned
     overrides = {
         "num_classes": splits.num_classes,
         "in_chans": chans,
         "img_size": (height, width),
+        **tuned,
         **config.model_overrides,
     }
     if overrides["num_classes"] < 1:
@@ -388,6 +403,11 @@ class ClassificationTask(Task):
             for g in layer_decay_groups(self.model, cfg.weight_decay, cfg.layer_decay)
         ]
         return build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay, groups=groups)
+
+    def deliverable(self, model: nn.Module) -> nn.Module:
+        """The model, LoRA merged into plain weights when tuned (:func:`~vitlab.models.tuning.merged`): every
+        command loads a tuned run's checkpoint as a plain ViT (prompt tuning's tokens are part of its config)."""
+        return model if self.config.tune == "full" else merged(model)
 
     def scores(self, model: nn.Module, data: ImageDataset) -> dict[str, float]:
         """Loss (NLL), accuracy and ECE of ``model`` on ``data``; each rank scores every
