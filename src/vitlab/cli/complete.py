@@ -16,23 +16,25 @@ import hashlib
 import importlib.metadata
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 NAMES = {"model": "models", "dataset": "datasets"}  # an option or positional of this dest completes to names
 
 
-def complete() -> None:
-    """Answer the completion request in the environment (``_ARGCOMPLETE``, ``COMP_LINE``, ...) and exit."""
+def complete(build: Callable[[], argparse.ArgumentParser]) -> None:
+    """Answer the completion request in the environment (``_ARGCOMPLETE``, ``COMP_LINE``, ...) and exit;
+    ``build()`` makes the real parser when the index must be (re)built."""
     import argcomplete
 
-    shape = index()
+    shape = index(build)
     argcomplete.autocomplete(stand_in(shape, shape["names"]), always_complete_options="long")
 
 
-def index() -> dict[str, Any]:
-    """The command line's shape (see :func:`shape_of`) and names, from the index file; built and written first
-    when it is missing or stale."""
+def index(build: Callable[[], argparse.ArgumentParser]) -> dict[str, Any]:
+    """The command line's shape (see :func:`shape_of`) and names, from the index file; built from ``build()``
+    and written first when it is missing or stale."""
     path = cache_dir() / f"complete-{fingerprint()}.json"
     try:
         return json.loads(path.read_text())
@@ -40,9 +42,8 @@ def index() -> dict[str, Any]:
         pass
     from ..data.registry import list_datasets
     from ..models import list_models
-    from .main import build_parser
 
-    shape = shape_of(build_parser())
+    shape = shape_of(build())
     shape["names"] = {"models": list_models(), "datasets": list_datasets()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -146,7 +146,7 @@ def _main(argv: list[str], command: str | None, debug: bool) -> int:
     if "_ARGCOMPLETE" in os.environ:  # a Tab: answered from the command line's index, without torch
         from .complete import complete
 
-        complete()
+        complete(build_parser)
     parser = build_parser(command if command in command_modules() else "")
     args = parse(parser, argv)
     if not getattr(args, "func", None):
