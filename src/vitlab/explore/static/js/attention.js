@@ -283,14 +283,16 @@ function mapScale(method, range) {
   return { lo: 0, hi: range[1] || 1, map: "viridis" };
 }
 
-function mapFigure(method, map, grid) {
+function mapFigure(method, map, grid, square = null, patch = null) {
   const [gh, gw] = grid;
   const figure = document.createElement("figure");
   figure.className = "heatmap";
   figure.dataset.method = method;
   const caption = document.createElement("figcaption");
   const format = method === "occlusion" ? signed : method === "rollout" ? prob : measure;
-  caption.textContent = `${MAP_TITLES[method] || method}: ${format(map.range[0])} … ${format(map.range[1])}`;
+  const coarse = method === "occlusion" && square && patch && square > patch ? ` (occluded ${square}×${square} ` +
+    `pixels at a time, ${square / patch}×${square / patch} patches, to keep it quick)` : "";
+  caption.textContent = `${MAP_TITLES[method] || method}: ${format(map.range[0])} … ${format(map.range[1])}${coarse}`;
   const canvas = makeCanvas(170, 170);
   canvas.dataset.colourbar = `map-scale-${method}`;
   canvas.classList.add("heatmap");
@@ -316,7 +318,7 @@ function drawMaps(answer) {
   state.maps = answer;
   const row = $("attn-maps-row");
   row.replaceChildren();
-  for (const [method, map] of Object.entries(answer.maps)) row.append(mapFigure(method, map, answer.grid));
+  for (const [method, map] of Object.entries(answer.maps)) row.append(mapFigure(method, map, answer.grid, answer.occlusion_square, answer.patch));
   const squares = answer.patches_of_the_model ? "" : `; it has no patches, so each map scores ${answer.patch}×` +
     `${answer.patch}-pixel squares`;
   $("attn-target").textContent = `for the predicted class ${answer.target}${squares}`;
