@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from ...runs import Loaded, atomic_write
@@ -40,7 +39,7 @@ def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
     """Accuracy, NLL, ECE (and temperature scaling) on a split; or, with ``linear_probe`` / ``knn``, probes
     of the frozen features."""
     if request.linear_probe or request.knn:
-        return probe_lines(request, loaded)
+        return probe_lines(request)
     try:
         report = evaluate_checkpoint(
             loaded,
@@ -56,7 +55,9 @@ def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
     except HeadMismatchError as mismatch:
         if request.out or request.temperature_scale:  # files and a temperature need the head: refused, with options
             raise
-        return frozen_note(mismatch, request.k) + "\n" + probe_lines(replace(request, knn=True), loaded)
+        from dataclasses import replace
+
+        return frozen_note(mismatch, request.k) + "\n" + probe_lines(replace(request, knn=True))
     return evaluation_text(report, request.out)
 
 
