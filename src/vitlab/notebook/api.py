@@ -105,7 +105,8 @@ def evaluate(source: str | Path, *, device: str = "cpu", **request: Any) -> str:
 
     loaded = load(source, device)
     spec = task_for_kind(loaded.kind, "evaluate")
-    return spec.evaluate(loaded, EvaluateRequest(checkpoint=str(source), device=device, **request))  # type: ignore[misc]
+    kind = getattr(spec, "evaluate_request", EvaluateRequest)  # the task's own request type, where it declares one
+    return spec.evaluate(loaded, kind(checkpoint=str(source), device=device, **request))  # type: ignore[misc]
 
 
 def predict(source: str | Path, images: Sequence[str | Path], *, device: str = "cpu", **request: Any) -> str:
@@ -116,7 +117,8 @@ def predict(source: str | Path, images: Sequence[str | Path], *, device: str = "
     loaded = load(source, device)
     spec = task_for_kind(loaded.kind, "predict")
     files = [str(i) for i in images]
-    return spec.predict(loaded, PredictRequest(checkpoint=str(source), images=files, device=device, **request))  # type: ignore[misc]
+    kind = getattr(spec, "predict_request", PredictRequest)  # the task's own request type, where it declares one
+    return spec.predict(loaded, kind(checkpoint=str(source), images=files, device=device, **request))  # type: ignore[misc]
 
 
 def explain(source: str | Path, *, out: str | Path = "explain", device: str = "cpu", **request: Any) -> Explained:

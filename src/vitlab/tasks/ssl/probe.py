@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,10 +24,6 @@ from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ..requests import EvaluateRequest, option
-
-if TYPE_CHECKING:
-    from ...data.options import DataOptions
-    from ...runs import Loaded
 
 PROBES = ("linear", "knn")
 
@@ -123,7 +119,7 @@ def probe_model(
 
 
 def probe_checkpoint(
-    path: str | Path | Loaded,
+    path: str | Path,
     method: str = "linear",
     *,
     dataset: str | None = None,
@@ -132,11 +128,9 @@ def probe_checkpoint(
     rows: int | None = None,
     k: int = 20,
     device: str = "auto",
-    options: DataOptions | None = None,
 ) -> dict[str, Any]:
-    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``
-    (images read as ``options`` say); a model already loaded (:class:`~vitlab.runs.Loaded`) is used as it is."""
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows, options=options)
+    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = splits.in_memory(split, f"the {method} probe")
@@ -172,7 +166,7 @@ def probe_lines(request: ProbeRequest, loaded: Loaded | None = None) -> str:
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
         if wanted:
             probe = probe_checkpoint(
-                loaded or request.checkpoint,
+                request.checkpoint,
                 method,
                 dataset=request.dataset,
                 data_dir=request.data_dir,
@@ -180,7 +174,6 @@ def probe_lines(request: ProbeRequest, loaded: Loaded | None = None) -> str:
                 rows=request.rows,
                 k=request.k,
                 device=request.device,
-                options=request.options,
             )
             name = "linear probe" if method == "linear" else f"{request.k}-NN"
             lines.append(

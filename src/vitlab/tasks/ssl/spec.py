@@ -17,7 +17,7 @@ def evaluate(loaded: Loaded, request: ProbeRequest) -> str:
             f"{loaded.path} is an encoder checkpoint, not a classifier: score its features with --linear-probe "
             f"or --knn, or fine-tune it first (vitlab train --init)"
         )
-    return probe_lines(request, loaded)
+    return probe_lines(request)
 
 
 PRETRAIN = register(
