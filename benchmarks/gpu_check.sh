@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one GPU check: run it whenever a GPU is lent (about 5 minutes on one H200).
+#   bash benchmarks/gpu_check.sh            # from the repository root
+# 1. the CUDA-marked tests (tests/cuda: forward/backward = CPU, bf16 autocast, DDP over NCCL, training on the
+#    GPU, --compile, a streamed epoch);
+# 2. benchmarks/bench_core.py --device cuda: the bf16 matmul peak, then vitlab against timm in the same process
+#    (forward of ViT-Ti/16, train steps of vit-seed and ViT-B/16: images/s and the fraction of the peak).
+# Each part's output goes to stdout and, when $OUT is set, to $OUT/gpu_check_*.txt (bench_core's JSON lines
+# to $OUT/bench_core.jsonl). On a machine without CUDA it says so and exits 0.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "gpu_check: no CUDA device (torch.cuda.is_available() is False): skipped"
+    exit 0
+fi
+out=${OUT:-}
+log() { if [ -n "$out" ]; then tee "$out/$1"; else cat; fi; }
+"$python" -c 'import torch; print("gpu_check:", torch.cuda.get_device_name(), "torch", torch.__version__, "CUDA", torch.version.cuda)' | log gpu_check_device.txt
+status=0
+timeout 300 "$python" -m pytest -m cuda tests/cuda -p no:cacheprovider -q -rs 2>&1 | log gpu_check_tests.txt || status=1
+timeout 240 "$python" benchmarks/bench_core.py --device cuda --rounds 3 2>&1 | log bench_core.jsonl || status=1
+echo "gpu_check: done (exit $status)"
+exit $status
