@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data.shapes import load_dense_dataset
+from ..data.shapes import SHAPES_COUNT, load_dense_dataset
 from ..errors import DataError
 from .files import open_study, write_file
 from .training import DenseTrainConfig, dense_run
@@ -95,6 +95,7 @@ def segment_study(
         config = DenseTrainConfig(
             dataset=options.get("dataset") or "shapes",
             data_dir=options.get("data_dir"),
+            count=SHAPES_COUNT,
             epochs=EPOCHS if epochs is None else epochs,
             time_limit_s=None if minutes is None else minutes * 60,
             device="cpu" if device in (None, "auto") else device,
