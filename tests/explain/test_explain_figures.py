@@ -51,9 +51,9 @@ def test_map_figures_have_the_promised_size(tmp_path):
     image = torch.rand(1, 8, 8)
     maps = {"a": torch.rand(4, 4), "b": torch.rand(4, 4), "c": torch.rand(4, 4)}
     path = plot_maps(image, maps, tmp_path / "maps.png", title="t", patch=2)
-    assert png_size(path) == inches(PANEL * 4, PANEL + 0.6)
-    heads = plot_head_attention(torch.rand(3, 8, 8), torch.rand(2, 3, 4, 4), torch.rand(2, 3), tmp_path / "h.png")
-    assert png_size(heads) == inches(PANEL * 4, PANEL * 2 + 0.6)
+    assert png_size(path) == inches(PANEL * 4 * 1.25, PANEL + 1.4)
+    heads = plot_head_attention(torch.rand(3, 8, 8), torch.rand(2, 3, 4, 4), tmp_path / "h.png")
+    assert png_size(heads) == inches(PANEL * 4 + 1, PANEL * 2 + 1)
     curves = {
         "occlusion": {"deletion": [1, 0.5, 0], "insertion": [0, 0.5, 1]},
         "random": {"deletion": [1, 0.8, 0], "insertion": [0, 0.2, 1]},
@@ -67,12 +67,12 @@ def test_map_figures_have_the_promised_size(tmp_path):
 def test_textbook_figures(tmp_path):
     paths = textbook_figures(tmp_path)
     assert [p.name for p in paths] == ["positions.png", "token_attention.png", "temperature.png"]
-    assert png_size(paths[0]) == inches(3.2 * 2, 3.6)
-    assert png_size(paths[1]) == inches(3 * 3, 3.4)
+    assert png_size(paths[0]) == inches(3.2 * 2 + 1, 3.6)
+    assert png_size(paths[1]) == inches(3 * 3 + 1, 3.6)
     assert png_size(paths[2]) == inches(7, 3.6)
     tables = {"x": torch.randn(9, 8)}
-    assert png_size(plot_position_similarity(tables, (3, 3), tmp_path / "p.png")) == inches(3.2, 3.6)
-    assert png_size(plot_matrices({"m": torch.rand(4, 4)}, tmp_path / "m.png")) == inches(3, 3.4)
+    assert png_size(plot_position_similarity(tables, (3, 3), tmp_path / "p.png")) == inches(3.2 + 1, 3.6)
+    assert png_size(plot_matrices({"m": torch.rand(4, 4)}, tmp_path / "m.png")) == inches(3 + 1, 3.6)
     assert png_size(plot_temperature_sweep(torch.rand(2, 5), [1, 2], tmp_path / "t.png")) == inches(7, 3.6)
 
 
@@ -117,4 +117,4 @@ def test_attention_examples_for_the_compare_report(digits_run, tmp_path):
     assert names[:2] == ["attention_correct_0.png", "attention_correct_1.png"]
     assert all(n.startswith("attention_wrong_") for n in names[2:]) and len(names) <= 4
     layers, heads = digits_run.model.config.depth, digits_run.model.config.num_heads
-    assert all(png_size(p) == inches(PANEL * (1 + heads), PANEL * layers + 0.6) for p in paths)
+    assert all(png_size(p) == inches(PANEL * (1 + heads) + 1, PANEL * layers + 1) for p in paths)

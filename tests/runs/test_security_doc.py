@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = {  # heading -> the test folder its bare names live in, and the default file
+SECTIONS = {  # heading -> the test folder its bare names live in (a name with a folder: under tests/), the default file
     "## Run folders: nothing of the user's is touched": ("tests/runs", None),
     "## Config files: a budget before any work": ("tests/cli", "test_config_budget.py"),
 }
@@ -24,10 +24,10 @@ def test_every_promise_names_tests_that_exist():
         for row in rows:
             proved_by = row.rstrip(" |").rsplit(" | ", 1)[1]
             current = default
-            names = re.findall(r"`(?:(test_\w+\.py)::)?(test_\w+)`", proved_by)
+            names = re.findall(r"`(?:([\w/]+\.py)::)?(test_\w+)`", proved_by)
             assert names, row
             for file, name in names:
                 current = file or current
                 assert current is not None, row
-                source = (ROOT / folder / current).read_text()
+                source = (ROOT / ("tests" if "/" in current else folder) / current).read_text()
                 assert re.search(rf"^def {name}\(", source, re.M), f"{current}::{name} named in SECURITY.md"

@@ -96,6 +96,7 @@ def segment_study(
         config = DenseTrainConfig(
             dataset=options.get("dataset") or "shapes",
             data_dir=options.get("data_dir"),
+            count=SHAPES_COUNT,
             epochs=EPOCHS if epochs is None else epochs,
             time_limit_s=None if minutes is None else minutes * 60,
             device="cpu" if device in (None, "auto") else device,
