@@ -28,9 +28,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..data import ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
-from ..data.registry import photo_sources, read_records
 from ..data.preprocess import Preprocess
-from ..data.registry import dataset_spec, locate_dataset
+from ..data.registry import dataset_spec, locate_dataset, photo_sources, read_records
 from ..errors import DataError
 from .cache import LoadOnce, LoadTimeoutError
 

@@ -35,10 +35,9 @@ from ...engine.optim import build_optimizer, layer_decay_groups
 from ...engine.task import Task
 from ...errors import ConfigError
 from ...models import build_registered
-from ...models.registry import build_from_config, get_config, list_models
+from ...models.registry import build_from_config, get_config
 from ...models.tuning import TuneMode, TuneOptions, Tuning, merged
 from ..distill import DISTILL_KINDS, distillation_loss
-
 
 # Named recipes: TrainConfig field overrides. "default" is the TrainConfig defaults themselves:
 # AdamW (weight decay 0.05), 3 warmup epochs then cosine, label smoothing 0.1, clipping at 1, random

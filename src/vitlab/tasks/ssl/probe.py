@@ -9,10 +9,9 @@ features with weights ``exp(similarity / T)`` (DINO's protocol).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +23,9 @@ from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ..requests import EvaluateRequest, option
+
+if TYPE_CHECKING:
+    from ...runs import Loaded
 
 PROBES = ("linear", "knn")
 
