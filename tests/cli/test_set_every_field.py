@@ -23,7 +23,7 @@ from vitlab.models import get_config
 from vitlab.models.clip import CLIPConfig
 from vitlab.models.dense import DenseConfig
 from vitlab.models.promptable import PromptableConfig
-from vitlab.models.tuning import TuneMode, TuneOptions
+from vitlab.models.tuning import LoraTargets, TuneMode, TuneOptions
 from vitlab.tasks.classify import TrainConfig
 from vitlab.tasks.classify.task import AugmentChoice, ModelFields
 from vitlab.tasks.clip import CLIPTrainConfig
@@ -66,6 +66,8 @@ def bad_values(check) -> list:
         return [None, 5, ""]
     if isinstance(check, TuneMode):
         return [None, 5, "sideways", "last-0"]
+    if isinstance(check, LoraTargets):
+        return [None, 5, "", "qkv,nope"]
     raise AssertionError(f"no bad values for {check!r}: teach bad_values this check")
 
 

@@ -158,7 +158,7 @@ def render_markdown(
 
 
 # results.json fields that measure time or the machine, not what was learnt.
-TIMINGS = ("seconds", "cpu_seconds", "images_per_s", "peak_mb")
+TIMINGS = ("seconds", "cpu_seconds", "images_per_s", "peak_mb", "step_seconds")
 
 
 def results_numbers(results: dict[str, Any]) -> dict[str, Any]:

@@ -88,6 +88,8 @@ class TuneMode(Check):
 
 def expand_targets(targets: str | Sequence[str]) -> tuple[str, ...]:
     """``"qkv,proj"`` -> ``("q", "k", "v", "proj")``; an unknown name is refused, listing the valid ones."""
+    if not isinstance(targets, (str, list, tuple)):
+        raise ConfigError(f"tune.targets must be layer names such as qkv,proj,fc1,fc2, got {shown(targets)}")
     names = [t.strip() for t in targets.split(",")] if isinstance(targets, str) else [str(t) for t in targets]
     out: list[str] = []
     for name in names:
@@ -100,6 +102,18 @@ def expand_targets(targets: str | Sequence[str]) -> tuple[str, ...]:
     if not out:
         raise ConfigError(f"tune.targets names no layer: choose from {', '.join(LORA_TARGETS)}")
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class LoraTargets(Check):
+    """LoRA's target layers: comma-separated names (or a list) from :data:`LORA_TARGETS` and the groups of
+    :data:`TARGET_ALIASES`, stored expanded."""
+
+    def describe(self) -> str:
+        return f"layer names from {','.join(LORA_TARGETS)} (groups: {', '.join(TARGET_ALIASES)})"
+
+    def __call__(self, name: str, value: Any) -> tuple[str, ...]:
+        return expand_targets(value)
 
 
 @dataclass
@@ -126,17 +140,20 @@ class TuneOptions:
             "rank": Int(1, 1 << 16),
             "alpha": Float(0.0, 1e6, low_open=True),
             "dropout": Float(0.0, 1.0, high_open=True),
+            "targets": LoraTargets(),
             "blocks": Int(1, 1 << 12),
             "prompts": Int(1, 1 << 12),
             "deep": Bool(),
         }
 
     def __post_init__(self) -> None:
+        checks = self.checks()
         try:
-            check_fields(self, self.checks())
+            check_fields(self, checks)
         except ConfigError as error:
+            if not str(error).startswith(tuple(checks)):
+                raise
             raise ConfigError(f"tune.{error}") from None
-        self.targets = expand_targets(self.targets)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "targets": list(self.targets)}
