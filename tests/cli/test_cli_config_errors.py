@@ -18,7 +18,7 @@ from vitlab.models import build_registered
         (["shapes", "--dim", "100000"], "--dim"),
         (["shapes", "--channels", "0"], "--channels"),
         (["shapes", "--dim", "64", "--heads", "5"], "num_heads 5"),
-        (["shapes", "--depth", "1024"], "max_params"),
+        (["shapes", "--depth", "1024"], "traced at most"),
         (["params", "vit-seed", "--set", "num_heads=0"], "num_heads"),
         (["params", "vit-seed", "--set", "depth=0"], "depth"),
         (["params", "vit-seed", "--set", "depth=abc"], "depth must be an integer, got 'abc'"),
