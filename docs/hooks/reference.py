@@ -199,7 +199,9 @@ def config_section(cls: type) -> list[str]:
         default = field.default if field.default is not dataclasses.MISSING else None
         flag_help = argument(check, default)["help"] if check is not None else ""
         meaning = comments.get(field.name) or (flag_help if cell(flag_help) != allowed else "")
-        lines.append(f"| `{field.name}` | {code(type_name(field.type))} | {default_of(field)} | {allowed} | {cell(meaning)} |")
+        lines.append(
+            f"| `{field.name}` | {code(type_name(field.type))} | {default_of(field)} | {allowed} | {cell(meaning)} |"
+        )
     return [*lines, ""]
 
 

@@ -2,7 +2,8 @@
 appears by itself) and the pages the site links to that another part of the project writes.
 
 The navigation is MkDocs' own, built from the folders; this hook only puts its top-level sections in the
-order a reader wants them (:data:`ORDER`: a page by its file, a section by its title), each section's ``index.md`` first and the rest by file name.
+order a reader wants them (:data:`ORDER`: a page by its file, a section by its title), each section's
+``index.md`` first and the rest by file name.
 """
 
 from __future__ import annotations
