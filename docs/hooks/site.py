@@ -14,6 +14,8 @@ from mkdocs.structure.nav import Navigation, Section
 
 ORDER = ("index.md", "getting-started.md", "Tutorials", "How to", "Concepts", "Reference")
 
+TITLES = {"Api": "Python API"}  # a folder's title where its name does not say it
+
 # Linked from the tutorials; written with the feature it documents. Until then the link leads here.
 PENDING = {
     "how-to/tuning.md": (
@@ -39,4 +41,8 @@ def on_nav(nav: Navigation, config: MkDocsConfig, files: Files) -> Navigation:
         return ORDER.index(key) if key in ORDER else len(ORDER)
 
     nav.items.sort(key=rank)
+    for section in (item for item in nav.items if isinstance(item, Section)):
+        for child in section.children:
+            if isinstance(child, Section) and child.title in TITLES:
+                child.title = TITLES[child.title]
     return nav
