@@ -41,12 +41,14 @@ def execute(path: Path) -> nbformat.NotebookNode:
     that writes runs writes them nowhere in the repository); stderr (progress, warnings) is dropped."""
     notebook = jupytext.read(path)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    os.environ.update(MPLBACKEND="agg", HF_HUB_OFFLINE="1")  # the kernel inherits them: no display, no network
+    # The kernel draws figures inline (a backend set for the build, e.g. the tests' Agg, would draw none) and
+    # reaches no network.
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"} | {"HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="vitlab-tutorial-") as scratch:
         client = NotebookClient(
             notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": scratch}}
         )
-        client.execute()
+        client.execute(env=env)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
