@@ -197,9 +197,12 @@ def config_section(cls: type) -> list[str]:
         check = checks.get(field.name)
         allowed = cell(check.describe()) if check is not None else "checked with the config's other fields"
         default = field.default if field.default is not dataclasses.MISSING else None
-        flag_help = argument(check, default)["help"] if check is not None else ""
+        flag = argument(check, default) if check is not None else {}
+        flag_help = "" if flag.get("action") == "store_true" else flag.get("help", "")  # a switch's help: "turn it on"
         meaning = comments.get(field.name) or (flag_help if cell(flag_help) != allowed else "")
-        lines.append(f"| `{field.name}` | {code(type_name(field.type))} | {default_of(field)} | {allowed} | {cell(meaning)} |")
+        lines.append(
+            f"| `{field.name}` | {code(type_name(field.type))} | {default_of(field)} | {allowed} | {cell(meaning)} |"
+        )
     return [*lines, ""]
 
 

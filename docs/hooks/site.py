@@ -2,7 +2,8 @@
 appears by itself) and the pages the site links to that another part of the project writes.
 
 The navigation is MkDocs' own, built from the folders; this hook only puts its top-level sections in the
-order a reader wants them (:data:`ORDER`: a page by its file, a section by its title), each section's ``index.md`` first and the rest by file name.
+order a reader wants them (:data:`ORDER`: a page by its file, a section by its title), each section's
+``index.md`` first and the rest by file name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.nav import Navigation, Section
 
 ORDER = ("index.md", "getting-started.md", "Tutorials", "How to", "Concepts", "Reference")
+
+TITLES = {"Api": "Python API"}  # a folder's title where its name does not say it
 
 # Linked from the tutorials; written with the feature it documents. Until then the link leads here.
 PENDING = {
@@ -38,4 +41,8 @@ def on_nav(nav: Navigation, config: MkDocsConfig, files: Files) -> Navigation:
         return ORDER.index(key) if key in ORDER else len(ORDER)
 
     nav.items.sort(key=rank)
+    for section in (item for item in nav.items if isinstance(item, Section)):
+        for child in section.children:
+            if isinstance(child, Section) and child.title in TITLES:
+                child.title = TITLES[child.title]
     return nav

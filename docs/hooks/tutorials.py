@@ -41,16 +41,14 @@ def execute(path: Path) -> nbformat.NotebookNode:
     that writes runs writes them nowhere in the repository); stderr (progress, warnings) is dropped."""
     notebook = jupytext.read(path)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # The kernel draws figures inline (a backend set for the build, e.g. the tests' Agg, would draw none) and
+    # reaches no network.
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"} | {"HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="vitlab-tutorial-") as scratch:
-        env_threads = os.environ.get("VITLAB_DOCS_THREADS", "2")
         client = NotebookClient(
-            notebook,
-            timeout=CELL_TIMEOUT_S,
-            kernel_name="python3",
-            resources={"metadata": {"path": scratch}},
-            env={**os.environ, "OMP_NUM_THREADS": env_threads, "MPLBACKEND": "agg", "HF_HUB_OFFLINE": "1"},
+            notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": scratch}}
         )
-        client.execute()
+        client.execute(env=env)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
@@ -73,7 +71,10 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         started = time.perf_counter()
         body, figures = to_markdown(execute(Path(file.abs_src_path)), name)
         log.info("tutorial %s executed in %.1f s (%d figures)", name, time.perf_counter() - started, len(figures))
-        script = f"\n\n---\nThis page was executed when the site was built. [Download the script]({name}.py) and run it with `python {name}.py`, or open it as a notebook with `jupytext --to ipynb {name}.py`.\n"
+        script = (
+            f"\n\n---\nThis page was executed when the site was built. [Download the script]({name}.py) and run "
+            f"it with `python {name}.py`, or open it as a notebook with `jupytext --to ipynb {name}.py`.\n"
+        )
         files.append(File.generated(config, f"{FOLDER}/{name}.md", content=body + script))
         for figure, data in figures.items():
             files.append(File.generated(config, f"{FOLDER}/{figure}", content=data))

@@ -11,7 +11,6 @@
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 import vitlab

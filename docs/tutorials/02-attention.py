@@ -19,7 +19,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import vitlab
 from vitlab import reference
 from vitlab.data import load_dataset
 from vitlab.layers import MultiHeadSelfAttention, PatchEmbedding
@@ -73,12 +72,18 @@ with torch.no_grad():
     explicit_out, explicit_weights = attention.forward_with_weights(x)
     fused_out = attention(x)  # PyTorch's fused kernel: no weights are formed
 
+
 def gap(a, b):
     return float(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).max())
 
-print(f"by hand vs vitlab.reference          : {gap(by_hand, ref_out[0]):.1e} (output), {gap(weights_by_hand, ref_weights[0]):.1e} (weights)")
-print(f"by hand vs vitlab's explicit path     : {gap(by_hand, explicit_out[0]):.1e} (output), {gap(weights_by_hand, explicit_weights[0]):.1e} (weights)")
-print(f"explicit path vs fused path           : {gap(explicit_out, fused_out):.1e} (output)")
+
+print(
+    f"by hand vs vitlab.reference          : {gap(by_hand, ref_out[0]):.1e} (output), {gap(weights_by_hand, ref_weights[0]):.1e} (weights)"
+)
+print(
+    f"by hand vs vitlab's explicit path     : {gap(by_hand, explicit_out[0]):.1e} (output), {gap(weights_by_hand, explicit_weights[0]):.1e} (weights)"
+)
+print(f"explicit path vs fused path:      {gap(explicit_out, fused_out):.1e} output")
 
 # %% [markdown]
 # The NumPy reference agrees to float64 rounding; the PyTorch paths run in float32, so they agree to about
