@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import vitlab.reference as ref
 from vitlab.ops.positions import apply_rotary, resample_grid, rotary_2d_angles, sincos_1d, sincos_2d
 
-SETTINGS = settings(max_examples=20, deadline=None)
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True)  # the same examples every run
 grids = st.tuples(st.integers(1, 6), st.integers(1, 6))
 
 
@@ -21,10 +21,10 @@ def test_sincos_tables_match_the_reference(grid, quarter):
         sincos_1d(grid[0] * grid[1], dim, dtype=torch.float64).numpy(),
         ref.sincos_1d(grid[0] * grid[1], dim),
         rtol=0,
-        atol=1e-15,
+        atol=4e-15,  # float64 sin/cos of the same angle differ by a few ulps between torch and NumPy
     )
     np.testing.assert_allclose(
-        sincos_2d(grid, dim, dtype=torch.float64).numpy(), ref.sincos_2d(grid, dim), rtol=0, atol=1e-15
+        sincos_2d(grid, dim, dtype=torch.float64).numpy(), ref.sincos_2d(grid, dim), rtol=0, atol=4e-15
     )
     assert sincos_2d(grid, dim).dtype == torch.float32  # the default stays float32
 
@@ -48,7 +48,7 @@ def test_rotary_is_a_rotation_that_sees_only_relative_offsets(grid, quarter, see
     q, k = torch.randn(2, d, generator=g, dtype=torch.float64)
     queries = apply_rotary(q.expand(1, 1, gh * gw, d), sin, cos)[0, 0]  # q placed at every grid cell
     keys = apply_rotary(k.expand(1, 1, gh * gw, d), sin, cos)[0, 0]
-    close = dict(rtol=0, atol=1e-6)
+    close = dict(rtol=1e-6, atol=1e-6)  # float32: scores of magnitude ~10 round at ~1e-6
     torch.testing.assert_close(queries.norm(dim=-1), q.norm().expand(gh * gw), **close)
     scores = (queries @ keys.T).reshape(gh, gw, gh, gw)  # [r1, c1, r2, c2]
     torch.testing.assert_close(scores[1:, :, 1:, :], scores[:-1, :, :-1, :], **close)  # shift both rows

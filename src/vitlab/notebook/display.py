@@ -41,10 +41,10 @@ def model_html(model: Any) -> str | None:
 
 def params_text(model: Any) -> str:
     """The model's parameters by component (:func:`~vitlab.analysis.params.parameter_table`) in the analysis
-    reports' table (:func:`~vitlab.analysis.table.aligned_table`), a trainable column where some are frozen, and
+    reports' table (:func:`~vitlab.reporting.aligned_table`), a trainable column where some are frozen, and
     the totals."""
     from ..analysis.params import parameter_table
-    from ..analysis.table import aligned_table
+    from ..reporting import aligned_table
 
     rows = parameter_table(model)
     frozen = any(r.trainable != r.params for r in rows)
