@@ -1,4 +1,5 @@
-"""``vitlab explain CKPT``: explanation maps for one image, ``--audit`` of what the maps are worth, or
+"""``vitlab explain CKPT [IMAGE...]``: explanation maps for one image of the checkpoint's dataset or for image
+files, ``--audit`` of what the maps are worth, or
 ``--probe`` measurements (shuffled, shifted, occluded and resized images; attention by depth)."""
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def parse_query(text: str) -> str | int:
 
 def run(args: argparse.Namespace) -> int:
     from ..explain.request import ExplainRequest, explain_request
-    from ..tasks.classify import retrainer
+    from ..tasks.classify import image_files, retrainer
 
     request = ExplainRequest(
         out=args.out,
+        images=image_files(args.images),
         dataset=args.dataset,
         data_dir=args.data_dir,
         split=args.split,
@@ -63,7 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "explain",
         help="explanation maps for an image, or an audit of what they are worth",
         description="Draw attention, rollout, gradient, gradient x input and occlusion maps for "
-        "one image of a checkpoint's dataset, or (--audit) measure them: deletion / insertion "
+        "one image of a checkpoint's dataset (--split, --index) or for image files (IMAGE: each read through the "
+        "checkpoint's own preprocessing, as `vitlab predict` reads it, and titled with its name and the "
+        "prediction; several go each into its own folder in --out), or (--audit) measure them: deletion / insertion "
         "curves against random and occlusion orders, and sanity checks after randomising the "
         "weights and training on permuted labels. --probe measures the model itself on --samples images: "
         "permute (patches shuffled: agreement with and without the model's positions), shift, occlude, "
@@ -75,6 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "checkpoint",
         help="run folder (uses best/), checkpoint folder or file, timm / Hugging Face weights or folder, .keras",
+    )
+    p.add_argument(
+        "images",
+        nargs="*",
+        metavar="IMAGE",
+        help="image files or folders of images to explain (default: --index of the dataset's --split)",
     )
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")

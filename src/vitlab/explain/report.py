@@ -29,7 +29,7 @@ from torch import nn
 from ..checks import Float, Int, Maybe
 from ..data import DataSplits, ImageDataset
 from ..data.options import DataOptions
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..runs import Loaded, RunDir, atomic_write, checkpoint_data, load_checkpoint
 from ..runs.weights import run_at_size
 from .audit import AuditOptions, AuditResult, Retrain, audit, write_audit
@@ -58,11 +58,12 @@ class ExplainRequest:
     """What to explain and where to write it (the fields are ``vitlab explain``'s options).
 
     ``probes`` (names of :data:`~vitlab.explain.input_probes.PROBES`) runs the probes, else ``audit`` the audit,
-    else one example (image ``index`` of ``split``) is explained. ``method`` None means every map that
-    applies; ``samples`` None the mode's default (:data:`SAMPLES`).
+    else ``images`` (image files, unlabelled) are explained, else one example (image ``index`` of ``split``).
+    ``method`` None means every map that applies; ``samples`` None the mode's default (:data:`SAMPLES`).
     """
 
     out: str | Path = "explain"
+    images: Sequence[str | Path] = ()
     dataset: str | None = None
     data_dir: str | Path | None = None
     split: str = "val"
@@ -99,6 +100,15 @@ class ExplainRequest:
                 raise ConfigError(
                     f"--probe takes {', '.join(PROBES)} or all, comma-separated; got {','.join(self.probes)!r}"
                 )
+        if self.images and (self.probes is not None or self.audit):
+            raise ConfigError(
+                f"--{'probe' if self.probes is not None else 'audit'} measures the model on its dataset's images, "
+                f"not on image files: drop the IMAGE arguments, or drop --{'probe' if self.probes else 'audit'}"
+            )
+        if self.images and (self.dataset is not None or self.data_dir is not None):
+            raise ConfigError(
+                "image files are explained without a dataset: drop --dataset / --data-dir, or drop the IMAGE arguments"
+            )
         check_explain_options(
             index=self.index,
             patch_size=self.patch_size,
@@ -137,23 +147,52 @@ def _summary(grid_map: torch.Tensor) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Example:
+    """One image to explain: its pixels as drawn ``image`` ``(C, H, W)``, the model's input ``inputs``
+    ``(1, C, H, W)``, its ``name`` in titles (``val #3``, a file's name) and its true ``label`` (None for an
+    image file, which has none)."""
+
+    image: torch.Tensor
+    inputs: torch.Tensor
+    name: str
+    label: str | None = None
+
+
+def _class_name(classes: Sequence[str], index: int) -> str:
+    """Output ``index``'s class name, or the index for a model whose classes are not named."""
+    return classes[index] if index < len(classes) else str(index)
+
+
 @torch.no_grad()
 def explain_example(model: nn.Module, splits: DataSplits, request: ExplainRequest) -> dict[str, Any]:
-    """Explain image ``request.index`` of ``request.split`` by its ``method`` (default: all that apply to the model)
-    from its ``query`` (default :func:`~vitlab.explain.maps.default_query`): write the figures and ``explain.json``
-    into ``request.out``; return its content (``files`` lists the paths written). An encoder (no classifier head)
-    has no prediction: its report's ``prediction``, ``confidence`` and ``probabilities`` are ``None`` and only the
-    attention maps apply."""
-    index, split, query, patch_size = request.index, request.split, request.query, request.patch_size
-    methods: Sequence[str] | None = request.methods()
-    out_dir = request.out
+    """Explain image ``request.index`` of ``request.split`` (see :func:`explain_input`) into ``request.out``;
+    return the report, which also names the split and index."""
+    index, split = request.index, request.split
     data = _split(splits, split)
     if not 0 <= index < len(data):
         raise ConfigError(f"index {index} is outside the {split} split's {len(data)} images: use 0..{len(data) - 1}")
-    model.eval()
     device = next(model.parameters()).device
     image = data.images[index]
-    inputs = splits.normalize(image[None].to(device))
+    label = data.classes[int(data.labels[index])]
+    example = Example(image, splits.normalize(image[None].to(device)), f"{split} #{index}", label)
+    return {"split": split, "index": index, **explain_input(model, example, data.classes, request, request.out)}
+
+
+@torch.no_grad()
+def explain_input(
+    model: nn.Module, example: Example, classes: Sequence[str], request: ExplainRequest, out_dir: str | Path
+) -> dict[str, Any]:
+    """Explain ``example`` by ``request``'s ``method`` (default: all that apply to the model) from its ``query``
+    (default :func:`~vitlab.explain.maps.default_query`): write ``maps.png``, ``heads.png`` (with an attention
+    map) and ``explain.json`` into ``out_dir``, titled with the example's name, its label (when it has one) and
+    the prediction among ``classes``; return the JSON's content (``files`` lists the paths written). An encoder
+    (no classifier head) has no prediction: its report's ``prediction``, ``confidence`` and ``probabilities``
+    are ``None`` and only the attention maps apply."""
+    query, patch_size = request.query, request.patch_size
+    methods: Sequence[str] | None = request.methods()
+    model.eval()
+    image, inputs = example.image, example.inputs
     encoder = is_encoder(model)
     methods = applicable_methods(model) if methods is None else list(methods)
     if encoder:
@@ -162,20 +201,17 @@ def explain_example(model: nn.Module, splits: DataSplits, request: ExplainReques
     size, grid = patch_layout(model, inputs.shape, patch_size)
     maps = {m: v[0].cpu() for m, v in compute_maps(model, inputs, methods, query=query, patch_size=size).items()}
     out = Path(out_dir)
-    label = int(data.labels[index])
     probs = None if encoder else model(inputs).float().softmax(-1)[0]
+    prediction = None if probs is None else _class_name(classes, int(probs.argmax()))
+    named = example.name if example.label is None else f"{example.name}: {example.label}"
     if probs is None:
-        title = f"{split} #{index}: {data.classes[label]} (an encoder: no prediction)"
+        title = f"{named} (an encoder: no prediction)"
     else:
-        title = (
-            f"{split} #{index}: {data.classes[label]} → {data.classes[int(probs.argmax())]} ({float(probs.max()):.3f})"
-        )
+        title = f"{named} → {prediction} ({float(probs.max()):.3f})"
     files = [plot_maps(image, maps, out / "maps.png", title=title, patch=size, query=query)]
     report: dict[str, Any] = {
-        "split": split,
-        "index": index,
-        "label": data.classes[label],
-        "prediction": None if probs is None else data.classes[int(probs.argmax())],
+        "label": example.label,
+        "prediction": prediction,
         "confidence": None if probs is None else float(probs.max()),
         "probabilities": None if probs is None else probs.tolist(),
         "patch_size": size,
@@ -257,15 +293,62 @@ def attention_examples(
 
 
 def explain_checkpoint(path: str | Path | Loaded, request: ExplainRequest) -> dict[str, Any]:
-    """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`) and ``request``; with its
-    ``textbook``, also :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
+    """:func:`explain_example` for a checkpoint (see :func:`checkpoint_data`) and ``request``, or with its
+    ``images`` :func:`explain_files`; with its ``textbook``, also
+    :func:`~vitlab.explain.textbook.textbook_figures` for its model."""
     request.check()
+    if request.images:
+        ckpt = path if isinstance(path, Loaded) else load_checkpoint(path, request.device)
+        check_explainable(ckpt)
+        examples = file_examples(ckpt, request)
+        with RunDir(request.out).open("explain", overwrite=request.overwrite):
+            report = explain_files(ckpt, examples, request)
+            if request.textbook:
+                report["files"] += [str(p) for p in textbook_figures(request.out, ckpt.model)]
+        return {"checkpoint": str(ckpt.path), "model": ckpt.display_name, **report}
     ckpt, splits = explainable_data(path, request)
     with RunDir(request.out).open("explain", overwrite=request.overwrite):
         report = explain_example(ckpt.model, splits, request)
         if request.textbook:
             report["files"] += [str(p) for p in textbook_figures(request.out, ckpt.model)]
     return {"checkpoint": str(ckpt.path), "model": ckpt.name, "dataset": splits.name, **report}
+
+
+def file_examples(ckpt: Loaded, request: ExplainRequest) -> list[Example]:
+    """``request.images`` read as ``ckpt``'s data config says (changed by ``request.options``): each file through
+    :meth:`~vitlab.data.DataConfig.load_image`, drawn as :meth:`~vitlab.data.DataConfig.eval_pixels` (in [0, 1])
+    and fed to the model as :meth:`~vitlab.data.DataConfig.eval_transform` (what ``vitlab evaluate`` feeds it);
+    the model is set to run at that size. A file that is missing or not an image is refused
+    (:class:`DataError`) before any is explained."""
+    data, model = ckpt.data.resolve(request.options), ckpt.model.eval()
+    if data.in_chans not in (1, 3):
+        raise DataError(f"{ckpt.path} takes {data.in_chans}-channel images; image files give 1 or 3")
+    run_at_size(model, data.image_size)
+    device = next(model.parameters()).device
+    transform, examples = data.eval_transform(), []
+    for path in map(Path, request.images):
+        image = data.load_image(path)
+        pixels = data.eval_pixels(image).float() / 255  # drawn in [0, 1]
+        examples.append(Example(pixels, transform(image)[None].to(device), path.name))
+    return examples
+
+
+def explain_files(ckpt: Loaded, examples: Sequence[Example], request: ExplainRequest) -> dict[str, Any]:
+    """:func:`explain_input` for each of ``examples`` (:func:`file_examples`), titled with the file's name and the
+    prediction: one into ``request.out``, several each into its own folder there (named after the file). Returns
+    ``{"examples": [each report, with its "image"], "files": [every file written]}``."""
+    out = Path(request.out)
+    folders = (
+        [out]
+        if len(examples) == 1
+        else [out / f"{k:0{len(str(len(examples)))}d}_{Path(path).stem}" for k, path in enumerate(request.images)]
+    )
+    reports = []
+    for example, path, folder in zip(examples, request.images, folders):
+        folder.mkdir(parents=True, exist_ok=True)
+        report = explain_input(ckpt.model, example, ckpt.data.classes, request, folder)
+        reports.append({"image": str(path), **report})
+    return {"examples": reports, "files": [f for r in reports for f in r["files"]]}
 
 
 def audit_checkpoint(

@@ -43,18 +43,26 @@ def explain_request(
         took = f"audit took {result.seconds:.1f}s; wrote {request.out}/audit.json, audit.md and figures\n"
         return Explained(result, result.markdown() + took)
     report = explain_checkpoint(loaded, request)
+    if "examples" in report:  # image files
+        text = "".join(example_summary({"model": report["model"], **each}) for each in report["examples"])
+        written = {f for each in report["examples"] for f in each["files"]}
+        more = [f for f in report["files"] if f not in written]  # the textbook's figures
+        return Explained(report, text + ("wrote " + ", ".join(more) + "\n" if more else ""))
     return Explained(report, example_summary(report))
 
 
 def example_summary(report: dict[str, Any]) -> str:
     """The lines a person reads about one explained example (:func:`~vitlab.explain.report.explain_checkpoint`'s
-    report): the prediction, each map's top patch, the last layer's heads, the files written."""
+    report, or one of its ``examples`` for image files): the prediction, each map's top patch, the last layer's
+    heads, the files written."""
+    label = "" if report["label"] is None else f"{report['label']} "
     predicted = (
         "an encoder, no prediction"
         if report["prediction"] is None
-        else f"{report['label']} → {report['prediction']} (confidence {report['confidence']:.4f})"
+        else f"{label}→ {report['prediction']} (confidence {report['confidence']:.4f})"
     )
-    lines = [f"{report['model']} on {report['dataset']} {report['split']} #{report['index']}: {predicted}"]
+    where = report["image"] if "image" in report else f"{report['dataset']} {report['split']} #{report['index']}"
+    lines = [f"{report['model']} on {where}: {predicted}"]
     for method, summary in report["maps"].items():
         lines.append(f"  {method:<11} top patch (row, col) {tuple(summary['top_patch'])}  max {summary['max']:.4f}")
     if "heads" in report:
