@@ -352,6 +352,14 @@ def normalize_(
     return images.sub_(mean_t).div_(std_t)
 
 
+def thumbnail(image: Image.Image, max_side: int) -> Image.Image:
+    """``image`` shrunk (Lanczos, aspect kept) so its longest side is at most ``max_side``: an upload brought to a
+    size that can be shown and sent around; the model's own resize and crop follow."""
+    image = image.copy()
+    image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    return image
+
+
 def resize_images(images: torch.Tensor, size: tuple[int, int], antialias: bool = True) -> torch.Tensor:
     """Float images ``(N, C, H, W)`` in [0, 1] resized bilinearly to ``size``: a tensor dataset read at another
     size (Fashion-MNIST's 28 x 28 at 32; ``antialias``, clamped to [0, 1] where the kernel overshoots), or a

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data import ImageDataset, normalize
+from ..data import ImageDataset
 from ..data.options import DataOptions
 from ..data.registry import photo_sources, read_records
 from ..errors import CheckpointError, VitlabError
@@ -223,7 +223,7 @@ class ModelShelf:
                 self._analyses.move_to_end(key)
                 return self._analyses[key]
             image = model_image(picture, entry.preprocess)
-            inputs = normalize(image, entry.mean, entry.std)
+            inputs = entry.statistics.normalize(image)
             if "attention" in applicable_methods(entry.model):
                 logits, weights = attention_weights(entry.model, inputs)
             else:

@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from ..data import ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
-from ..data.preprocess import Preprocess
+from ..data.preprocess import Preprocess, resize_images, thumbnail
 from ..data.registry import dataset_spec, locate_dataset, photo_sources, read_records
 from ..errors import DataError
 from .cache import LoadOnce, LoadTimeoutError
@@ -95,7 +94,7 @@ def decode_upload(
     except Exception as err:  # Pillow's converters raise many exception types on odd modes
         raise unreadable(err) from err
     if max(img.size) > max_side:
-        img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+        img = thumbnail(img, max_side)
     pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
     image = (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
     return grey_if_equal(image)
@@ -181,7 +180,7 @@ def fit_image(image: torch.Tensor, channels: int, size: tuple[int, int]) -> torc
                 f"the model reads: choose a greyscale or RGB image"
             )
     if tuple(image.shape[-2:]) != tuple(size):
-        image = F.interpolate(image, size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+        image = resize_images(image, (size[0], size[1]))
     return image.clamp(0, 1).contiguous()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..data import ImageDataset, normalize
+from ..data import ImageDataset
 from .arrays import encode_array
 from .images import LabeledImage, model_images
 from .loaded import Analysis, LoadedModel
@@ -31,7 +31,7 @@ def reference_statistics(entry: LoadedModel, data: ImageDataset | None) -> tuple
     on the first :data:`REFERENCE_IMAGES` of ``data`` (its own held-out images, read as it reads them) when given,
     else those of natural photos (:data:`PHOTO_MEAN`, :data:`PHOTO_STD`) normalised by the model's mean and std."""
     if data is not None and len(data):
-        inputs = normalize(model_images(data.images[:REFERENCE_IMAGES], entry.preprocess), entry.mean, entry.std)
+        inputs = entry.statistics.normalize(model_images(data.images[:REFERENCE_IMAGES], entry.preprocess))
         return float(inputs.mean()), float(inputs.std()), f"its {data_words(entry)}"
     mean = sum((PHOTO_MEAN - m) / s for m, s in zip(entry.mean, entry.std)) / len(entry.mean)
     std = sum(PHOTO_STD / s for s in entry.std) / len(entry.std)
@@ -91,7 +91,7 @@ def domain_note(
         f"its std {std:.2f}, where those of {where} are about {ref_mean:+.2f} and {ref_std:.2f}. Read the "
         f"prediction with care."
     )
-    inverse = float(normalize(1 - image, entry.mean, entry.std).mean())
+    inverse = float(entry.statistics.normalize(1 - image).mean())
     if abs(inverse - ref_mean) < abs(mean - ref_mean) and far:
         if inverted:
             note += (

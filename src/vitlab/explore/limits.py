@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data import ImageDataset, normalize
+from ..data import ImageDataset
 from ..explain.faithfulness import curve_area, randomise_, ranking, spearman, step_counts
 from ..explain.maps import (
     gradient_map,
@@ -57,7 +57,7 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
     with torch.no_grad():
         for start in range(0, len(data), BATCH):
             images = model_images(data.images[start : start + BATCH], entry.preprocess)
-            probs.append(entry.model(normalize(images, entry.mean, entry.std)).float().softmax(-1))
+            probs.append(entry.model(entry.statistics.normalize(images)).float().softmax(-1))
     confidence, predicted = torch.cat(probs).max(-1)
     right = predicted == data.labels
     rows = [

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data.preprocess import Preprocess
+from ..data.preprocess import Preprocess, Statistics
 from ..explain.maps import applicable_methods, num_prefix_tokens
 from ..layers.attention import MultiHeadSelfAttention
 from ..layers.block import Block, PostNormBlock
@@ -64,6 +64,11 @@ class LoadedModel:
     @property
     def config(self) -> Any:
         return self.model.config
+
+    @property
+    def statistics(self) -> Statistics:
+        """The model's recorded ``mean`` / ``std``: ``statistics.normalize(pixels)`` is its input."""
+        return Statistics(self.mean, self.std)
 
     @property
     def image_size(self) -> tuple[int, int]:

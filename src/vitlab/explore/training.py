@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import load_dataset, normalize
+from ..data import load_dataset
+from ..data.preprocess import Statistics
 from ..engine import Reporter, seed_everything
 from ..errors import VitlabError
 from ..explain.maps import head_statistics, num_prefix_tokens, query_rows, to_grid
@@ -87,7 +88,7 @@ def snapshot(
     model.eval()
     cfg: Any = model.config
     image = fit_image(probe.image, cfg.in_chans, _size(cfg))
-    inputs = normalize(image, mean, std)
+    inputs = Statistics(mean, std).normalize(image)
     logits, weights = attention_weights(model, inputs)
     prefix = num_prefix_tokens(model)
     rows = query_rows(torch.stack([w.float() for w in weights], 1), "mean", prefix)[0]  # (L, H, N)
