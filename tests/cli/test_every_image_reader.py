@@ -163,10 +163,16 @@ def test_evaluate_and_explain_read_a_folder_of_16_bit_pngs_as_its_8_bit_pictures
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "explain"])
 def test_evaluate_and_explain_refuse_a_bomb_in_the_folder_in_one_line(command, checkpoints, tmp_path, capsys):
+    """A command reads only the split it scores, so the bomb is refused by the command that reads its split."""
     folder = folder_of(tmp_path / "data", 8, with_bomb=True)
     args = [command, str(checkpoints["classifier"]), "--dataset", "folder", "--data-dir", str(folder)]
-    assert main([*args, "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if ": warning: " not in line]
-    assert "Traceback" not in err and len(lines) == 1, err
-    assert "bomb.png: 400,000,000 pixels is over the limit" in lines[0], lines
+    refused = []
+    for split in ("train", "val", "test"):
+        code = main([*args, "--split", split, "--device", "cpu", "--out", str(tmp_path / f"out-{split}")])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and code in (0, 2), err
+        if code == 2:
+            lines = [line for line in err.strip().splitlines() if ": warning: " not in line]
+            assert len(lines) == 1 and "bomb.png: 400,000,000 pixels is over the limit" in lines[0], lines
+            refused.append(split)
+    assert len(refused) == 1, refused

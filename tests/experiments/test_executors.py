@@ -71,6 +71,12 @@ def test_a_local_ray_gives_the_numbers_of_this_process():
     on_ray = run_compare(config, executor=RayExecutor(jobs=2, threads=1))
     assert on_ray.execution == {"executor": "ray", "address": "local", "threads_per_run": 1}
     assert len(local.records) == 2 and list(on_ray.records) == list(local.records)
+
+    def numbers(record) -> dict:
+        kept = {k: v for k, v in record.to_dict().items() if k not in TIMING}
+        if isinstance(kept.get("cost"), dict):  # the step time is a timing; the parameter counts are not
+            kept["cost"] = {k: v for k, v in kept["cost"].items() if k != "step_seconds"}
+        return kept
+
     for key, record in local.records.items():
-        expected = {k: v for k, v in record.to_dict().items() if k not in TIMING}
-        assert {k: v for k, v in on_ray.records[key].to_dict().items() if k not in TIMING} == expected
+        assert numbers(on_ray.records[key]) == numbers(record)
