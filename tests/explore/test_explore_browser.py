@@ -351,7 +351,7 @@ def test_a_drawn_digit_is_read_and_shown_as_the_model_sees_it(browser, server):
     expect(page.locator("#picker-current")).to_have_text(re.compile(r"^your drawing \(112×112, greyscale"))
     page.wait_for_function("() => location.hash.includes('ref=upload')")
     settle(page, "#page-attention")
-    expect(page.locator("#seen-steps")).to_contain_text("resized from 112×112 to 8×8")
+    expect(page.locator("#seen-steps")).to_contain_text("resized (bilinear) from 112×112 to 8×8")
     assert "colour to grey" not in page.text_content("#seen-steps")  # the pad's drawing is grey already
     page.check("#attn-invert")  # black ink on white: far off
     settle(page, "#page-attention")

@@ -5,7 +5,7 @@ trains one): no empty box, no dead control."""
 from pathlib import Path
 
 import pytest
-from browser_support import new_page, open_page
+from browser_support import new_page, open_page, sync_api
 from test_explore_first_hour import tuned  # noqa: F401  (the fine-tuned run, a fixture)
 
 from vitlab.cli.main import main
@@ -21,16 +21,26 @@ BLANK = """canvas => {
   for (let i = 3; i < data.length; i += 4) if (data[i] !== 0) return false;
   return true;
 }"""
+UNSETTLED = """name => [document.getElementById(`page-${name}`),
+  ...document.querySelectorAll(`#page-${name} .unit`)].filter((u) => u.offsetParent !== null &&
+  u.classList.contains('unit') && !['ready', 'error'].includes(u.dataset.state))
+  .map((u) => `${u.id}:${u.dataset.state}`)"""
 DEAD = """page => [...page.querySelectorAll('select')].filter((c) => c.offsetParent !== null &&
   (c.disabled || ![...c.options].some((o) => !o.disabled))).map((c) => c.id)"""  # a menu with nothing to choose
 
 
 def check_page_shows_a_model(page, name: str) -> None:
     open_page(page, name)
-    page.wait_for_load_state("networkidle")
+    try:  # every shown box answers (ready, or an error said in it)
+        page.wait_for_function(f"name => !({UNSETTLED})(name).length", arg=name, timeout=120_000)
+    except sync_api.TimeoutError:
+        raise AssertionError(f"{name}: boxes still waiting: {page.evaluate(UNSETTLED, name)}") from None
     root = page.locator(f"#page-{name}")
+    errors = root.locator("[data-state=error] .error:visible").all_inner_texts()
+    assert not errors, f"{name}: a box answered an error: {errors}"
     assert root.locator(".note[id$='-none']:visible").count() == 0, f"{name}: says it has no model"
-    blank = [c for c in root.locator("canvas").element_handles() if c.evaluate(BLANK)]
+    # An overlay (.overlay) is the transparent layer over a figure for highlights: empty until one is shown.
+    blank = [c for c in root.locator("canvas:not(.overlay)").element_handles() if c.evaluate(BLANK)]
     assert not blank, f"{name}: {len(blank)} empty figure(s)"
     assert root.evaluate(DEAD) == [], f"{name}: a menu with nothing to choose"
 

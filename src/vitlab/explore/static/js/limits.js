@@ -1,7 +1,7 @@
 // Limits page: what attention maps cannot tell. The model's most confident mistakes on its own test images,
 // a right and a wrong answer's maps on one colour scale, the maps of a model whose weights are noise beside the
 // trained model's (with their rank correlation), and each map's deletion curve against random orders.
-import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel } from "./api.js";
+import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, setState, startingModel } from "./api.js";
 import { arrowKeys, cursor, gridHit } from "./cursor.js";
 import { colourBar, describe, lineChart, makeCanvas, paintHeat, paintImage, surface } from "./draw.js";
 import { measure, prob, signed } from "./format.js";
@@ -37,6 +37,20 @@ function drawVerdicts(v) {
   $("verdicts-facts").textContent = `${state.models[state.model].model} on the ${v.images} ${v.source} test images ` +
     `it never trained on: accuracy ${prob(v.accuracy)}, ${v.wrong_count} wrong. The wrong ones below are as ` +
     "confident as the right ones: confidence does not say which is which.";
+  // A model right (or wrong) on every image has no pair to show, and the other panels show the kind it has.
+  const empty = { wrong: !v.mistakes.length, right: !v.right.length };
+  for (const button of $("lim-focus").querySelectorAll("button")) button.disabled = empty[button.dataset.focus];
+  const other = state.focus === "wrong" ? "right" : "wrong";
+  if (empty[state.focus] && !empty[other]) setFocus(other, false);
+  const lone = empty.wrong || empty.right;
+  $("pair-panel").querySelector(".result").hidden = lone;
+  $("pair-missing").hidden = !lone;
+  if (lone) {
+    $("pair-missing").textContent = empty.wrong
+      ? `No mistake among the ${v.images} test images: there is no wrong answer to set beside a right one.`
+      : `No right answer among the ${v.images} test images: there is none to set beside a mistake.`;
+    setState($("pair-panel"), "ready");
+  }
   for (const [kind, list, box] of [["wrong", v.mistakes, $("lim-mistakes")], ["right", v.right, $("lim-right")]]) {
     box.replaceChildren();
     if (!list.length) box.textContent = kind === "wrong" ? "none: the model is right on every image" : "none";
@@ -180,12 +194,14 @@ function setQuery(query) {
   refreshFocus();
 }
 
-function setFocus(focus) {
+// Focus on the mistake or the right answer; `chosen` is false where the page chose it (no image of the other
+// kind), which the URL does not keep.
+function setFocus(focus, chosen = true) {
   state.focus = focus;
   for (const button of $("lim-focus").querySelectorAll("button")) {
     button.setAttribute("aria-pressed", String(button.dataset.focus === focus));
   }
-  remember({ lfocus: focus === "wrong" ? null : focus });
+  if (chosen) remember({ lfocus: focus === "wrong" ? null : focus });
   refreshFocus();
 }
 
