@@ -53,3 +53,27 @@ def hub_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (home / "hub").mkdir(parents=True)
     return lambda repo, folder: cache_repo(home / "hub", repo, folder)
+
+
+def _write_hue_photos(
+    folder, count: int, seed: int, sides: tuple[int, int] = (60, 140), classes: tuple[str, ...] = ("ant", "bee", "cat")
+) -> None:
+    """``count`` JPEGs per class under ``folder/CLASS/`` of mixed, non-square sizes (sides drawn from ``sides``;
+    odd crop margins among them), each class its own hue."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for c, name in enumerate(classes):
+        (folder / name).mkdir(parents=True)
+        for i in range(count):
+            height, width = (int(v) for v in rng.integers(*sides, size=2))
+            pixels = rng.normal(60, 25, size=(height, width, 3))
+            pixels[..., c] += 120
+            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(folder / name / f"{i:03d}.jpg", quality=90)
+
+
+@pytest.fixture
+def hue_photos():
+    """The writer of a small photo folder: ``hue_photos(folder, count, seed, sides=(60, 140))``."""
+    return _write_hue_photos

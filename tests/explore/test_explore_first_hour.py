@@ -82,20 +82,8 @@ def test_a_folder_with_nothing_trained_offers_to_train_here(tmp_path, monkeypatc
     assert info["models"] == [] and info["training"]["root"] == str(tmp_path / "runs")
 
 
-def write_photos(folder: Path, count: int, seed: int) -> None:
-    """``count`` JPEGs per class of mixed, non-square sizes (200-400 px), each class its own hue."""
-    rng = np.random.default_rng(seed)
-    for c, name in enumerate(CLASSES):
-        (folder / name).mkdir(parents=True)
-        for i in range(count):
-            height, width = (int(v) for v in rng.integers(200, 400, size=2))
-            pixels = rng.normal(60, 25, size=(height, width, 3))
-            pixels[..., c] += 120
-            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(folder / name / f"{i:03d}.jpg", quality=90)
-
-
 @pytest.fixture
-def tuned(hub_cache, tmp_path, monkeypatch):
+def tuned(hub_cache, hue_photos, tmp_path, monkeypatch):
     """A random-init timm ViT-Tiny (224 px, depth 2) from a local hub cache, fine-tuned one epoch on
     ``project/photos`` (recorded as the relative ``photos``); the project folder."""
     timm = pytest.importorskip("timm")
@@ -108,8 +96,8 @@ def tuned(hub_cache, tmp_path, monkeypatch):
     save_for_hf(model, tmp_path / "push", model_config={"label_names": list(CLASSES)}, safe_serialization=True)
     hub_cache(TIMM_ID, tmp_path / "push")
     project = tmp_path / "project"
-    write_photos(project / "photos" / "train", 4, seed=1)
-    write_photos(project / "photos" / "val", 3, seed=2)
+    hue_photos(project / "photos" / "train", 4, seed=1, sides=(200, 400))
+    hue_photos(project / "photos" / "val", 3, seed=2, sides=(200, 400))
     monkeypatch.chdir(project)
     argv = ["train", "--init", TIMM_ID, "--recipe", "finetune", "--dataset", "folder", "--data-dir", "photos"]
     argv += ["--epochs", "1", "--batch-size", "6", "--device", "cpu", "--out", "runs/photos", "--threads", "1"]

@@ -6,7 +6,6 @@ tensor, transformers' own pipeline the same probabilities."""
 
 import json
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -20,20 +19,8 @@ TIMM_ID = "timm/vit_tiny_patch16_224.augreg_in21k"
 SIZE = 64
 
 
-def write_photos(folder, count: int, seed: int) -> None:
-    """``count`` JPEGs per class of mixed, non-square sizes (odd crop margins among them), each class its hue."""
-    rng = np.random.default_rng(seed)
-    for c, name in enumerate(CLASSES):
-        (folder / name).mkdir(parents=True)
-        for i in range(count):
-            height, width = (int(v) for v in rng.integers(60, 140, size=2))
-            pixels = rng.normal(60, 25, size=(height, width, 3))
-            pixels[..., c] += 120
-            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(folder / name / f"{i:03d}.jpg", quality=90)
-
-
 @pytest.fixture
-def finetuned(hub_cache, tmp_path):
+def finetuned(hub_cache, hue_photos, tmp_path):
     """A run fine-tuned from a timm id whose pipeline is a centre crop 0.875, bicubic, its own mean/std;
     returns ``(run folder, photos folder)``."""
     timm = pytest.importorskip("timm")
@@ -61,8 +48,8 @@ def finetuned(hub_cache, tmp_path):
     )
     hub_cache(TIMM_ID, tmp_path / "push")
     photos = tmp_path / "photos"
-    write_photos(photos / "train", 4, seed=1)
-    write_photos(photos / "val", 3, seed=2)
+    hue_photos(photos / "train", 4, seed=1)
+    hue_photos(photos / "val", 3, seed=2)
     run = tmp_path / "tuned"
     argv = ["train", "--init", TIMM_ID, "--recipe", "finetune", "--dataset", "folder", "--data-dir", str(photos)]
     assert main([*argv, "--epochs", "1", "--batch-size", "6", "--device", "cpu", "--out", str(run)]) == 0

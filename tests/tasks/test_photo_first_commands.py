@@ -6,28 +6,14 @@ pipe with an estimate of the run's time."""
 import csv
 import io
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from vitlab.cli.main import main
 from vitlab.engine.report import TqdmReporter, estimate_line, step_line
 
 CLASSES = ("ant", "bee", "cat")
 HUB_ID = "timm/vit_tiny_patch16_224.augreg_in21k"
-
-
-def write_photos(folder, count: int, seed: int) -> None:
-    """``count`` JPEGs per class of mixed, non-square sizes, each class its own hue."""
-    rng = np.random.default_rng(seed)
-    for c, name in enumerate(CLASSES):
-        (folder / name).mkdir(parents=True)
-        for i in range(count):
-            height, width = (int(v) for v in rng.integers(60, 120, size=2))
-            pixels = rng.normal(60, 25, size=(height, width, 3))
-            pixels[..., c] += 120
-            Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(folder / name / f"{i:03d}.jpg", quality=90)
 
 
 @pytest.fixture
@@ -44,9 +30,9 @@ def hub_id(hub_cache, tmp_path):
 
 
 @pytest.fixture
-def photos(tmp_path):
-    write_photos(tmp_path / "photos" / "train", 4, seed=1)
-    write_photos(tmp_path / "photos" / "val", 2, seed=2)
+def photos(hue_photos, tmp_path):
+    hue_photos(tmp_path / "photos" / "train", 4, seed=1, sides=(60, 120))
+    hue_photos(tmp_path / "photos" / "val", 2, seed=2, sides=(60, 120))
     return tmp_path / "photos"
 
 

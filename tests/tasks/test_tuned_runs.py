@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from test_photo_roundtrip import CLASSES, TIMM_ID, timm_id, write_photos  # noqa: F401  (the fixture)
+from test_photo_roundtrip import CLASSES, TIMM_ID, timm_id  # noqa: F401  (the fixture)
 
 from vitlab import load_checkpoint
 from vitlab.cli.main import main
@@ -27,10 +27,10 @@ def digits_run(tmp_path, name, *extra):
 
 
 @pytest.mark.slow
-def test_a_timm_id_trains_with_lora_and_every_command_takes_the_run(timm_id, tmp_path, capsys):  # noqa: F811
+def test_a_timm_id_trains_with_lora_and_every_command_takes_the_run(timm_id, hue_photos, tmp_path, capsys):  # noqa: F811
     photos = tmp_path / "photos"
-    write_photos(photos / "train", 6, seed=1)
-    write_photos(photos / "val", 3, seed=2)
+    hue_photos(photos / "train", 6, seed=1)
+    hue_photos(photos / "val", 3, seed=2)
     run = tmp_path / "lora"
     argv = ["train", "--init", TIMM_ID, "--tune", "lora", "--dataset", "folder", "--data-dir", str(photos)]
     argv += ["--epochs", "1", "--batch-size", "6", "--device", "cpu", "--out", str(run)]

@@ -5,7 +5,6 @@ graph fed with the recorded preprocessing gives the same top-1."""
 
 import json
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -16,19 +15,6 @@ from vitlab.data.image import decode_image
 
 CLASSES = ("ant", "bee", "cat")
 TIMM_ID = "timm/vit_tiny_patch16_224.augreg_in21k"
-
-
-def write_photos(folder, count: int, seed: int) -> None:
-    """``count`` JPEGs per class of mixed, non-square sizes, each class its own hue."""
-    rng = np.random.default_rng(seed)
-    for c, name in enumerate(CLASSES):
-        (folder / name).mkdir(parents=True)
-        for i in range(count):
-            height, width = (int(v) for v in rng.integers(60, 140, size=2))
-            pixels = rng.normal(60, 25, size=(height, width, 3))
-            pixels[..., c] += 120
-            image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
-            image.save(folder / name / f"{i:03d}.jpg", quality=90)
 
 
 @pytest.fixture
@@ -69,10 +55,10 @@ def timm_scores(model, folder) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-def test_a_timm_id_evaluates_finetunes_predicts_and_exports(timm_id, tmp_path, capsys):
+def test_a_timm_id_evaluates_finetunes_predicts_and_exports(timm_id, hue_photos, tmp_path, capsys):
     photos = tmp_path / "photos"
-    write_photos(photos / "train", 8, seed=1)
-    write_photos(photos / "val", 4, seed=2)
+    hue_photos(photos / "train", 8, seed=1)
+    hue_photos(photos / "val", 4, seed=2)
 
     report = tmp_path / "timm-eval"
     argv = ["evaluate", TIMM_ID, "--dataset", "folder", "--data-dir", str(photos), "--split", "val"]
