@@ -14,8 +14,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import vitlab.tasks  # noqa: E402,F401  (every task's checkpoint kinds registered, as `import vitlab` users get them)
-
 torch.set_num_threads(1)
 
 

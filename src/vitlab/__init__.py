@@ -14,6 +14,7 @@ import sys
 import types
 from typing import Any
 
+from . import _wiring
 from ._version import __version__
 
 _LAZY = {
@@ -41,8 +42,6 @@ __all__ = [*_LAZY, "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        if _LAZY[name] == "vitlab.runs":  # checkpoints know every task's kinds: the task wing registers them
-            importlib.import_module("vitlab.tasks")
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a subpackage: vitlab.models, ...
         value = importlib.import_module(f"{__name__}.{name}")
@@ -80,5 +79,6 @@ class _Vitlab(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Vitlab
+_wiring.register_tasks.append(lambda: importlib.import_module("vitlab.tasks"))  # runs asks which kinds exist
 __all__.append("explain")
 _register_displays()

@@ -41,6 +41,22 @@ def test_run_takes_a_config_or_its_fields_not_both(trained):
         vitlab.run("classify", vitlab.tasks.classify.TrainConfig(), epochs=1)
 
 
+def test_run_resolves_a_config_file_and_fields_as_the_cli_does(tmp_path, monkeypatch):
+    """vitlab.run and ``vitlab train --config FILE --set ...`` resolve the same config (the one resolution)."""
+    import vitlab.tasks
+
+    seen = []
+    file = tmp_path / "cfg.yaml"
+    file.write_text("epochs: 3\nrecipe: small-data\nlr: 0.01\n")
+    monkeypatch.setattr(vitlab.tasks, "run", lambda spec, config, reporter=None: seen.append(config))
+    vitlab.run("classify", str(file), progress=False, lr=0.02, **{"data.image_size": 16}, out_dir=str(tmp_path / "r"))
+    expected = vitlab.tasks.resolve_config(
+        "classify", file, {"lr": 0.02, "data.image_size": 16}, out_dir=str(tmp_path / "r")
+    )
+    assert seen == [expected]
+    assert (seen[0].recipe, seen[0].epochs, seen[0].lr, seen[0].data.image_size) == ("small-data", 3, 0.02, (16, 16))
+
+
 @pytest.mark.slow
 def test_load_evaluate_and_predict_say_what_the_commands_print(trained, tmp_path, capsys):
     _, out = trained

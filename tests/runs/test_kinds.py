@@ -28,10 +28,20 @@ def test_the_built_in_tasks_name_every_kind():
 
 
 @pytest.mark.slow  # a fresh interpreter, where nothing has imported the task wing yet
-def test_vitlab_knows_every_kind_before_it_saves_or_loads_a_checkpoint():
-    script = "import vitlab\nvitlab.save_checkpoint\nfrom vitlab.runs import kinds\nprint(kinds.checkpoint_kinds())"
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import vitlab\nvitlab.save_checkpoint",
+        "from vitlab.runs import save_checkpoint",  # runs alone: the task wing is registered on the first question
+    ],
+)
+def test_vitlab_knows_every_kind_before_it_saves_or_loads_a_checkpoint(script):
+    script += "\nimport sys\nfrom vitlab.runs import kinds\n"
+    script += "print('vitlab.tasks' in sys.modules, kinds.checkpoint_kinds())"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    assert {"classifier", "encoder", "segmenter"} <= set(eval(out))
+    imported_before, known = out.split(" ", 1)
+    assert imported_before == "False"  # asking registered them, not importing runs
+    assert {"classifier", "encoder", "segmenter"} <= set(eval(known))
 
 
 def test_a_package_of_its_own_adds_its_kinds_through_the_entry_point_group(tmp_path, monkeypatch):

@@ -10,7 +10,6 @@ TARGETS = ("vitlab", "timm")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import tasks  # noqa: F401  (every task's checkpoint kinds, before a file is read)
     from ..runs.convert import convert
 
     config = parse_overrides(args.set)

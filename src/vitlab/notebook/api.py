@@ -42,21 +42,25 @@ def run_folder(path: str | Path) -> RunFolder:
 
 
 def run(task: str = "classify", config: Any = None, *, progress: bool = True, **fields: Any) -> RunResult:
-    """Train ``task`` as ``vitlab train --task TASK`` does: under ``config`` (the task's config object), or one
-    made from ``fields`` (any field of the task's config or of its model's, e.g. ``epochs=5, depth=4,
-    out_dir="runs/digits"``; ``recipe`` defaults to ``"default"`` for a task with recipes). Returns the
+    """Train ``task`` as ``vitlab train --task TASK --config FILE --set ...`` does: under ``config`` (the task's
+    config object, used as it is, or a YAML/JSON config file or its mapping) with ``fields`` over it (any field of
+    the task's config or of its model's, ``data.image_size=...`` as ``**{"data.image_size": 64}``, e.g.
+    ``epochs=5, depth=4, out_dir="runs/digits"``; ``recipe`` defaults to ``"default"`` for a task with recipes),
+    resolved by :func:`vitlab.tasks.resolve_config`, the one resolution the CLI uses. Returns the
     :class:`~vitlab.tasks.RunResult`."""
-    from ..engine import TqdmReporter
+    from ..engine import RunConfig, TqdmReporter
     from ..errors import ConfigError
-    from ..tasks import get_task
+    from ..tasks import get_task, resolve_config
     from ..tasks import run as run_task
 
     spec = get_task(task)
-    if config is not None and fields:
-        raise ConfigError(f"give run() a config or its fields, not both (got config and {', '.join(fields)})")
-    if config is None:
-        recipe = {"recipe": "default"} if spec.config.RECIPES and "recipe" not in fields else {}
-        config = spec.config.from_options({**recipe, **fields})
+    if isinstance(config, RunConfig):
+        if fields:
+            raise ConfigError(f"give run() a config object or its fields, not both (got {', '.join(fields)})")
+    else:
+        recipe = {"recipe": "default"} if spec.config.RECIPES and "recipe" not in fields and config is None else {}
+        run_fields = {k: fields.pop(k) for k in ("out_dir", "resume", "overwrite") if k in fields}
+        config = resolve_config(spec, config, {**recipe, **fields}, **run_fields)
     return run_task(spec, config, reporter=TqdmReporter() if progress else None)
 
 

@@ -2,21 +2,28 @@
 its run kinds and checkpoint kinds here when it is registered; the run folder and the checkpoint format only ask.
 
 This module imports nothing above it: it checks what it is given (names, and that no kind is two tasks'), and
-holds it. Registering vitlab's own tasks is the task wing's doing (importing :mod:`vitlab.tasks`, which
-``vitlab`` itself does before it saves or loads a checkpoint), as is finding a package's tasks through the
-``vitlab.tasks`` entry-point group (:func:`vitlab.tasks.plugins.load_plugins`).
+holds it. Registering vitlab's own tasks is the task wing's doing (importing :mod:`vitlab.tasks`), as is finding
+a package's tasks through the ``vitlab.tasks`` entry-point group (:func:`vitlab.tasks.plugins.load_plugins`). The
+top package wires the two together (:mod:`vitlab._wiring`): the first question asked here registers the tasks, so
+a process that only ever imported ``vitlab.runs`` still knows every kind.
 """
 
 from __future__ import annotations
 
 import re
 
+from .._wiring import register_tasks
 from ..errors import ConfigError
 
 KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")  # a kind is recorded in files and typed on command lines
 
 _checkpoints: dict[str, str] = {}  # checkpoint kind -> the task that writes it
 _resumable: dict[str, str] = {}  # run kind (a training) -> its task
+
+
+def _known() -> None:
+    while register_tasks:  # the first question: register the tasks (the registering itself asks again)
+        register_tasks.pop()()
 
 
 def register_kinds(task: str, run_kinds: tuple[str, ...], checkpoint_kinds: tuple[str, ...]) -> None:
@@ -45,11 +52,13 @@ def unregister_kinds(task: str) -> None:
 
 def checkpoint_kinds() -> tuple[str, ...]:
     """Every checkpoint kind a registered task writes (``classifier``, ``encoder``, ...)."""
+    _known()
     return tuple(_checkpoints)
 
 
 def resumable_kinds() -> tuple[str, ...]:
     """Every run kind that can continue from its last state: the trainings (``classify``, ``mae``, ...)."""
+    _known()
     return tuple(_resumable)
 
 
