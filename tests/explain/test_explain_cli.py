@@ -162,3 +162,12 @@ def test_explain_refuses_a_bad_image_in_one_line(run_folder, tmp_path, capsys, m
 def test_explain_refuses_an_image_with_the_audit(run_folder, photos, tmp_path, capsys):
     assert main(["explain", str(run_folder), str(photos / "three.png"), "--audit", "--out", str(tmp_path)]) == 2
     assert "drop the IMAGE arguments" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("picked", [["--split", "test"], ["--index", "3"], ["--split", "val", "--index", "0"]])
+def test_explain_refuses_a_dataset_pick_beside_image_files(run_folder, photos, tmp_path, capsys, picked):
+    """--split/--index choose an image of the dataset: with IMAGE files they would be ignored, so they are refused."""
+    assert main(["explain", str(run_folder), str(photos / "three.png"), *picked, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert picked[0] in err and "IMAGE" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()

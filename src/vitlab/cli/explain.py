@@ -30,17 +30,24 @@ def parse_query(text: str) -> str | int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..explain.request import ExplainRequest, explain_request
     from ..tasks.classify import image_files, retrainer
 
+    picked = [flag for flag, value in (("--split", args.split), ("--index", args.index)) if value is not None]
+    if args.images and picked:
+        raise ConfigError(
+            f"{' and '.join(picked)} pick an image of the dataset, but IMAGE files were given: drop "
+            f"{' and '.join(picked)}, or the IMAGE files"
+        )
     request = ExplainRequest(
         out=args.out,
         images=image_files(args.images),
         dataset=args.dataset,
         data_dir=args.data_dir,
-        split=args.split,
+        split=args.split or "val",
         method=None if args.method == "all" else args.method,
-        index=args.index,
+        index=args.index or 0,
         query=args.query,
         patch_size=args.patch_size,
         textbook=args.textbook,
@@ -88,8 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
-    p.add_argument("--split", default="val", choices=SPLITS)
-    p.add_argument("--index", type=int, default=0, help="image to explain (position in the split)")
+    p.add_argument("--split", choices=SPLITS, help="split of the dataset to take the image from (default: val)")
+    p.add_argument("--index", type=int, help="image to explain: its position in the split (default: 0)")
     p.add_argument(
         "--method",
         default="all",
