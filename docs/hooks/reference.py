@@ -7,7 +7,7 @@
   importing each module of the package, and every subclass of one, a plug-in task's config included):
   each field's type, default, the values it allows (the field's :class:`vitlab.checks.Check`, described by
   its own ``describe()``, the words its command-line flag's help is made of, :func:`vitlab.cli.options.argument`)
-  and what it means (the comment beside the field in the source, else the flag's help).
+  and what it means (the comment beside the field in the source or the config's ``HELP``, else the flag's help).
 """
 
 from __future__ import annotations
@@ -199,7 +199,8 @@ def config_section(cls: type) -> list[str]:
         default = field.default if field.default is not dataclasses.MISSING else None
         flag = argument(check, default) if check is not None else {}
         flag_help = "" if flag.get("action") == "store_true" else flag.get("help", "")  # a switch's help: "turn it on"
-        meaning = comments.get(field.name) or (flag_help if cell(flag_help) != allowed else "")
+        said = comments.get(field.name) or getattr(cls, "HELP", {}).get(field.name)  # the source's few words
+        meaning = said or (flag_help if cell(flag_help) != allowed else "")
         lines.append(
             f"| `{field.name}` | {code(type_name(field.type))} | {default_of(field)} | {allowed} | {cell(meaning)} |"
         )
