@@ -80,3 +80,33 @@ def test_a_local_ray_gives_the_numbers_of_this_process():
 
     for key, record in local.records.items():
         assert numbers(on_ray.records[key]) == numbers(record)
+
+
+def test_workers_die_with_a_parent_killed_by_sigkill():
+    """A ``vitlab compare`` killed with SIGKILL (as the OOM killer or ``kill -9`` does) takes its worker
+    processes with it: none is left training."""
+    import signal
+    import subprocess
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    script = (
+        "import time\nfrom vitlab.experiments import LocalExecutor\n"
+        "if __name__ == '__main__':\n    list(LocalExecutor(jobs=2, threads=1).map(time.sleep, [300, 300]))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 120
+        workers: list = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            tree = psutil.Process(parent.pid).children(recursive=True)
+            workers = [p for p in tree if p.ppid() != parent.pid]  # forked by the forkserver
+        assert len(workers) == 2, "the pool's workers never started"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        gone, alive = psutil.wait_procs(workers, timeout=20)
+        assert not alive, f"workers still running after their parent was killed: {[p.pid for p in alive]}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()

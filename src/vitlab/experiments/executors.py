@@ -5,7 +5,8 @@ An executor has one method, ``map(fn, tasks)``: call the picklable ``fn`` on eve
 task (seeds included), so where and in which order tasks run cannot change a result.
 
 - :class:`LocalExecutor`: ``jobs`` processes forked from a preloaded ``forkserver`` (torch and plain
-  ``fork`` do not mix), or this process itself when ``jobs == 1``; each task runs with ``threads`` torch threads.
+  ``fork`` do not mix), or this process itself when ``jobs == 1``; each task runs with ``threads`` torch threads,
+  and every worker dies with the process that started it (even one killed with SIGKILL).
 - :class:`RayExecutor`: one Ray task per task, on the cluster at ``address`` or on a local Ray
   started for the call; a GPU per task where the cluster has GPUs.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -56,6 +60,35 @@ def set_threads(threads: int | None) -> None:
     """``torch.set_num_threads(threads)``; ``None`` or 0 leave torch's setting as it is."""
     if threads:
         torch.set_num_threads(threads)
+
+
+def exit_with(pid: int) -> None:
+    """End this process (``os._exit``) as soon as process ``pid`` ends, from a daemon thread that waits on it.
+    A pool worker is forked by the forkserver, not by the process that started the pool, so nothing else
+    stops it when that process is killed with SIGKILL: without this it would go on training."""
+
+    def watch() -> None:
+        if hasattr(os, "pidfd_open"):
+            try:
+                with open(os.pidfd_open(pid), "rb", buffering=0) as handle:
+                    select.select([handle], [], [])  # readable once the process has ended
+            except ProcessLookupError:
+                pass
+        else:
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _start_worker(starter: int, threads: int | None) -> None:
+    exit_with(starter)
+    set_threads(threads)
 
 
 @contextmanager
@@ -102,8 +135,8 @@ class LocalExecutor:
         pool = ProcessPoolExecutor(
             min(self.jobs, len(tasks)),
             mp_context=worker_context(),
-            initializer=set_threads,
-            initargs=(self.threads,),
+            initializer=_start_worker,
+            initargs=(os.getpid(), self.threads),
         )
         try:
             pending = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
