@@ -19,7 +19,7 @@ out=${OUT:-}
 log() { if [ -n "$out" ]; then tee "$out/$1"; else cat; fi; }
 "$python" -c 'import torch; print("gpu_check:", torch.cuda.get_device_name(), "torch", torch.__version__, "CUDA", torch.version.cuda)' | log gpu_check_device.txt
 status=0
-timeout 300 "$python" -m pytest -m cuda tests/cuda -p no:cacheprovider -q -rs 2>&1 | log gpu_check_tests.txt || status=1
+timeout 300 "$python" -m pytest -n 0 -m cuda tests/cuda -p no:cacheprovider -q -rs 2>&1 | log gpu_check_tests.txt || status=1
 timeout 240 "$python" benchmarks/bench_core.py --device cuda --rounds 3 2>&1 | log bench_core.jsonl || status=1
 echo "gpu_check: done (exit $status)"
 exit $status
