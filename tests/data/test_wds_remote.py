@@ -5,6 +5,7 @@ import http.server
 import io
 import os
 import socket
+import tarfile
 import threading
 from functools import partial
 from pathlib import Path
@@ -78,7 +79,9 @@ def test_http_shards_stream_the_local_epoch_and_name_a_missing_or_truncated_shar
         read_records("wds", f"{url}/{name}")
 
 
-def test_a_url_s_credentials_are_never_shown():
+def test_a_url_s_credentials_are_never_shown_and_a_pipe_is_refused():
+    with pytest.raises(DataError, match=r"^wds: pipe:curl -s x is a pipe; vitlab reads shards by offset"):
+        read_records("wds", "pipe:curl -s x")
     assert wds.shown("https://user:secret@host.example/a/t.tar?X-Amz-Signature=k") == "https://host.example/a/t.tar"
     assert wds.shown("s3://bucket/p/train-{0..3}.tar") == "s3://bucket/p/train-{0..3}.tar"
 
@@ -134,10 +137,16 @@ def test_oversized_members_repeated_keys_and_fifos_are_refused(tmp_path):
     write_tar(big, [("a.png", photo), ("a.cls", b"x" * (wds.MAX_LABEL_BYTES + 1))])
     with pytest.raises(DataError, match=r"big.tar: a.cls holds 65,537 bytes, more than the 65,536 a cls member"):
         read_records("wds", big)
+    header = tarfile.TarInfo("b.cls")
+    header.size = 12 << 30  # a 20 KB shard whose header claims a 12 GiB label
+    (tmp_path / "huge.tar").write_bytes(header.tobuf(tarfile.GNU_FORMAT) + bytes(20_000))
+    with pytest.raises(DataError, match=r"huge.tar: b.cls holds 12,884,901,888 bytes, more than the 65,536"):
+        read_records("wds", tmp_path / "huge.tar")
     dup = tmp_path / "dup.tar"
     write_tar(dup, [("a.png", photo), ("a.cls", b"ant"), ("b.png", photo), ("b.cls", b"bee"), ("a.png", photo)])
     with pytest.raises(DataError, match=r"dup.tar: 1 members repeat a key, the first a.png"):
         read_records("wds", dup)
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo.tar")
-        assert wds.shard_paths(str(tmp_path / "*.tar")) == [str(tmp_path / n) for n in ("big.tar", "dup.tar", "ok.tar")]
+        names = ("big.tar", "dup.tar", "huge.tar", "ok.tar")  # not the FIFO, which would block the reader
+        assert wds.shard_paths(str(tmp_path / "*.tar")) == [str(tmp_path / n) for n in names]

@@ -217,6 +217,11 @@ def shard_paths(pattern: str, required: bool = True) -> list[str]:
 def read_wds_records(data_dir: str | Path, *, progress: Progress | None = None) -> dict[str, Records]:
     """WebDataset tar shards: a path, glob or brace pattern (or a folder of ``*.tar``); see the module
     docstring. Each shard is indexed once (headers only); images are read by offset."""
+    if str(data_dir).startswith("pipe:"):
+        raise DataError(
+            f"wds: {data_dir} is a pipe; vitlab reads shards by offset (random order, resume), so pass a path, "
+            "a glob or an https://, s3:// or gs:// URL pattern instead"
+        )
     pattern = str(data_dir) if is_url(str(data_dir)) else os.path.expanduser(str(data_dir))
     if not is_url(pattern) and Path(pattern).is_dir():
         tars = sorted(p.name for p in Path(pattern).glob("*.tar"))
@@ -280,6 +285,13 @@ def _index_shard(path: str) -> list[tuple[str, int, int, str]]:
         f, total = _open_shard(path)
         with f, tarfile.open(fileobj=f, mode="r:") as tar:
             for info in tar:
+                ext = info.name.rpartition("/")[2].partition(".")[2].lower()
+                limit = MAX_LABEL_BYTES if ext in WDS_LABEL_EXTENSIONS else MAX_IMAGE_BYTES
+                if info.size > limit and ext in WDS_LABEL_EXTENSIONS + WDS_IMAGE_EXTENSIONS:
+                    raise DataError(
+                        f"wds: {shown(path)}: {info.name} holds {info.size:,} bytes, more than the {limit:,} a "
+                        f"{ext} member may; the shard is not a dataset's"
+                    )
                 read = info.offset_data + info.size
                 if read > total:
                     raise DataError(
@@ -289,13 +301,13 @@ def _index_shard(path: str) -> list[tuple[str, int, int, str]]:
                 if not info.isfile():
                     continue
                 folder, _, base = info.name.rpartition("/")
-                stem, dot, ext = base.partition(".")
-                if not dot or not stem:
+                stem = base.partition(".")[0]
+                if not ext or not stem:
                     continue
                 parts = samples.setdefault(f"{folder}/{stem}" if folder else stem, {})
-                if ext.lower() in parts:
+                if ext in parts:
                     duplicates.append(info.name)
-                parts[ext.lower()] = info
+                parts[ext] = info
             if duplicates:
                 raise DataError(
                     f"wds: {shown(path)}: {len(duplicates)} members repeat a key, the first {duplicates[0]}; "
@@ -310,12 +322,6 @@ def _index_shard(path: str) -> list[tuple[str, int, int, str]]:
                 if image is None or label is None:
                     lacks = "an image (jpg/png/webp/bmp)" if image is None else "a cls label"
                     raise DataError(f"wds: {shown(path)}: sample {key} has no {lacks}; every sample needs both")
-                for member, limit in ((image, MAX_IMAGE_BYTES), (label, MAX_LABEL_BYTES)):
-                    if member.size > limit:
-                        raise DataError(
-                            f"wds: {shown(path)}: {member.name} holds {member.size:,} bytes, more than the "
-                            f"{limit:,} a {member.name.rpartition('.')[2]} member may; the shard is not a dataset's"
-                        )
                 extracted = tar.extractfile(label)
                 text = extracted.read().decode("utf-8").strip() if extracted is not None else ""
                 if not text:
