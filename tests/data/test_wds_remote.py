@@ -15,6 +15,7 @@ import pytest
 import torch
 from test_records import make_photos, write_shards, write_tar
 
+from vitlab.cli.main import main
 from vitlab.data import read_records
 from vitlab.data import wds_records as wds
 from vitlab.data.preprocess import Preprocess
@@ -67,10 +68,12 @@ def epoch(pattern: str) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(images), torch.cat(labels)
 
 
-def test_http_shards_stream_the_local_epoch_and_name_a_missing_or_truncated_shard(http_root):
+def test_http_shards_stream_the_local_epoch_and_name_a_missing_or_truncated_shard(http_root, capsys):
     root, url, name = http_root
     local, remote = epoch(str(root / name)), epoch(f"{url}/{name}")
     assert torch.equal(local[0], remote[0]) and torch.equal(local[1], remote[1])
+    assert main(["data", "info", "--dataset", "wds", "--data-dir", f"{url}/{name}", "--image-size", "8"]) == 0
+    assert "9 images" in capsys.readouterr().out.replace(",", "")
     with pytest.raises(DataError, match=r"1 of the 4 shards .* the first http://127.0.0.1:\d+/train-000003.tar"):
         read_records("wds", f"{url}/train-{{000000..000003}}.tar")
     data = (root / "train-000001.tar").read_bytes()
@@ -120,6 +123,29 @@ def test_s3_shards_stream_the_local_epoch(shards, s3_endpoint):
     assert len(read_records("wds", "s3://photos/p/train-*.tar")["train"]) == 9  # a remote glob
     with pytest.raises(DataError, match=r"5 of the 8 shards .* the first s3://photos/p/train-000003.tar"):
         read_records("wds", "s3://photos/p/train-{000000..000007}.tar")
+
+
+def test_transient_errors_are_retried_and_a_missing_file_is_not(monkeypatch):
+    monkeypatch.setattr(wds.time, "sleep", lambda seconds: None)
+    calls: list[type] = []
+
+    def fails(error: type, times: int):
+        def read():
+            calls.append(error)
+            if len(calls) <= times:
+                raise error("t.tar")
+            return b"ok"
+
+        return read
+
+    assert wds._retried(fails(ConnectionError, wds.RETRIES - 1)) == b"ok" and len(calls) == wds.RETRIES
+    calls.clear()
+    with pytest.raises(OSError, match=f"ConnectionError after {wds.RETRIES} tries"):
+        wds._retried(fails(ConnectionError, wds.RETRIES))
+    calls.clear()
+    with pytest.raises(FileNotFoundError):
+        wds._retried(fails(FileNotFoundError, 1))
+    assert len(calls) == 1
 
 
 def test_brace_patterns_are_counted_before_they_are_expanded():

@@ -67,7 +67,7 @@ def _remote(url: str) -> tuple[Any, str]:
         raise DataError(f"wds: cannot read {shown(url)} ({err}); pip install 'vitlab[remote]'") from err
 
 
-def _retried(read: Callable[[], Any], url: str) -> Any:
+def _retried(read: Callable[[], Any]) -> Any:
     """``read()``, tried again after a pause on a transient error (not on a missing file or a refusal)."""
     for attempt in range(RETRIES):
         try:
@@ -98,13 +98,14 @@ class TarStore:
         try:
             if is_url(path):
                 fs, inner = _remote(path)
-                data = _retried(lambda: fs.cat_file(inner, start=start, end=start + size), path)
+                data = _retried(lambda: fs.cat_file(inner, start=start, end=start + size))
             else:
                 with open(path, "rb") as f:
                     f.seek(start)
                     data = f.read(size)
         except OSError as err:
-            raise DataError(f"{self.name(j)}: cannot read the shard ({err.strerror or err})") from err
+            reason = str(err.strerror or err).replace(path, shown(path))
+            raise DataError(f"{self.name(j)}: cannot read the shard ({reason})") from err
         if len(data) != size:
             raise DataError(
                 f"{self.name(j)}: the shard ends inside the member (truncated: {len(data)} of its {size} bytes "
@@ -173,9 +174,11 @@ def _exists(name: str) -> bool:
     if is_url(name):
         fs, inner = _remote(name)
         try:
-            return bool(_retried(lambda: fs.isfile(inner), name))
-        except OSError:
+            return bool(_retried(lambda: fs.isfile(inner)))
+        except FileNotFoundError:
             return False
+        except OSError as err:
+            raise DataError(f"wds: cannot reach {shown(name)} ({str(err).replace(name, shown(name))})") from err
     return Path(name).is_file()
 
 
@@ -200,7 +203,7 @@ def shard_paths(pattern: str, required: bool = True) -> list[str]:
     names = expand_braces(str(pattern))
     missing = []
     for name in names:
-        if glob.has_magic(name):
+        if glob.has_magic(urlsplit(name).path if is_url(name) else name):  # a URL's ?query is no glob
             out += [p for p in _glob(name) if _exists(p)]
         elif _exists(name):
             out.append(name)
@@ -270,7 +273,7 @@ def _open_shard(path: str) -> tuple[IO[bytes], int]:
     """A shard opened for reading (seekable; a URL through ``fsspec``) and its size in bytes."""
     if is_url(path):
         fs, inner = _remote(path)
-        f = _retried(lambda: fs.open(inner, "rb"), path)
+        f = _retried(lambda: fs.open(inner, "rb"))
         return f, int(f.size)
     return open(path, "rb"), os.path.getsize(path)
 
