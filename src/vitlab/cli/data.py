@@ -7,7 +7,8 @@ import sys
 
 from ..data import NORMALIZATIONS, download
 from ..data.fetch import DEADLINE
-from ..data.registry import dataset_specs, where_read
+from ..data.registry import dataset_specs, photo_sources, read_records, where_read
+from ..data.shard_writer import write_dataset_shards
 from ..errors import ConfigError
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
@@ -50,6 +51,23 @@ def run_info(args: argparse.Namespace) -> int:
 def run_download(args: argparse.Namespace) -> int:
     for path in download(args.name, args.data_dir, mirror=args.mirror, deadline=args.deadline):
         print(f"ok  {path}")
+    return 0
+
+
+def run_shard(args: argparse.Namespace) -> int:
+    splits = read_records(args.dataset, args.data_dir)
+    manifest = write_dataset_shards(
+        splits,
+        args.out,
+        max_count=args.max_count,
+        max_size=args.max_size,
+        max_side=args.max_side,
+        with_json=args.json,
+        workers=args.workers,
+        overwrite=args.overwrite,
+    )
+    last = len(manifest["splits"]["train"]) - 1 if "train" in manifest["splits"] else 0
+    print(f"read them with: --dataset wds --data-dir '{args.out}/train-{{000000..{last:06d}}}.tar'")
     return 0
 
 
@@ -107,3 +125,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--deadline", type=float, default=DEADLINE, help="seconds allowed for each file")
     q.set_defaults(func=run_download)
+    q = data_sub.add_parser(
+        "shard", help="write a photo source as WebDataset shards (resumable, with a sha256 manifest)"
+    )
+    q.add_argument("--dataset", default="folder", choices=photo_sources(), help="the source read (default folder)")
+    q.add_argument("--data-dir", required=True, help="where the source is (as for vitlab train)")
+    q.add_argument("--out", required=True, help="folder the shards and shards.json are written to")
+    q.add_argument("--max-count", type=int, default=None, help="samples in a shard at most")
+    q.add_argument("--max-size", type=int, default=None, help="bytes in a shard at most (about; planned)")
+    q.add_argument("--max-side", type=int, default=None, help="re-encode images larger than this many pixels a side")
+    q.add_argument("--json", action="store_true", help="add KEY.json with each sample's source name and class")
+    q.add_argument("--workers", type=int, default=0, help="worker processes writing shards (default 0: this one)")
+    q.add_argument("--overwrite", action="store_true", help="rewrite shards a previous run finished")
+    q.set_defaults(func=run_shard)

@@ -179,7 +179,8 @@ class PhotoRead:
             self.preprocess or Preprocess(), options.pop("image_size", None), options.pop("channels", None)
         )
         name = self.spec.name
-        path = locate_dataset(name, self.data_dir)
+        remote = "://" in str(self.data_dir)  # shards at URLs: the source checks them, no path to locate
+        path = str(self.data_dir) if remote else locate_dataset(name, self.data_dir)
         assert path is not None  # a photo source reads the user's files
         records = self.spec.reader(path, progress=self.progress, **options)
         train, val, test, rule = split_records(records, self.seed, self.rows, name=name)
