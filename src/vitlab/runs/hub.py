@@ -10,7 +10,6 @@ fetched. A model that is not cached while offline or without a network is one
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..errors import CheckpointError
+from ..interop.schema import HFModelConfig, TimmConfig, read_json
 
 HUB_PREFIX = "hf-hub:"
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -103,6 +103,14 @@ def _fetch(repo: str, filename: str, revision: str | None, local: bool) -> Path 
     return Path(str(path))
 
 
+def _is_transformers(config: Path) -> bool:
+    """Whether the hub ``config.json`` at ``config`` is a transformers model's (else timm's); its fields checked."""
+    obj = read_json(config)
+    transformers = isinstance(obj, dict) and "model_type" in obj
+    (HFModelConfig if transformers else TimmConfig).from_json(config, obj)
+    return transformers
+
+
 def _snapshot(repo: str, revision: str | None, local: bool) -> Path | None:
     """The snapshot folder holding ``config.json`` and weights of ``repo`` (from the cache when ``local``),
     with ``preprocessor_config.json`` for a transformers model where the repo has one."""
@@ -112,11 +120,7 @@ def _snapshot(repo: str, revision: str | None, local: bool) -> Path | None:
     weights = next((w for name in HUB_WEIGHTS if (w := _fetch(repo, name, revision, local)) is not None), None)
     if weights is None:
         return None
-    try:
-        is_transformers = "model_type" in json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{repo}: config.json is not JSON ({err})") from err
-    if is_transformers:
+    if _is_transformers(config):
         _fetch(repo, "preprocessor_config.json", revision, local)
     if weights.parent != config.parent:
         raise CheckpointError(f"{repo}: config.json and weights come from different snapshots of the cache")
@@ -189,7 +193,6 @@ def hub_checkpoint(source: str) -> Path:
     a transformers model (a ``save_pretrained`` folder), or the weights file of a timm model (its
     ``config.json`` beside it)."""
     folder = hub_snapshot(source)
-    config = json.loads((folder / "config.json").read_text())
-    if isinstance(config, dict) and "model_type" in config:
+    if _is_transformers(folder / "config.json"):
         return folder
     return next(folder / name for name in HUB_WEIGHTS if (folder / name).is_file())

@@ -1,0 +1,108 @@
+"""A cached hub model's JSON files, mutated one field at a time: ``vitlab predict`` reads each through its schema and
+refuses a bad field in one line naming the file and the field (exit 2), never a traceback."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from vitlab.cli.main import main
+from vitlab.data.config import DataConfig
+from vitlab.interop import export_hf, export_timm
+from vitlab.models.vit import VisionTransformer
+from vitlab.models.vit_config import ViTConfig
+
+HF, TIMM = "org/hf-vit", "timm/tiny-vit.test"
+PROCESSOR = {
+    "image_processor_type": "ViTImageProcessor",
+    "do_resize": True,
+    "size": {"height": 32, "width": 32},
+    "do_center_crop": False,
+    "crop_size": {"height": 32, "width": 32},
+    "rescale_factor": 1 / 255,
+    "image_mean": [0.5] * 3,
+    "image_std": [0.5] * 3,
+}
+
+# (repo, file, field: dotted, None for the whole file, bad value)
+MUTATIONS = [
+    *((HF, "config.json", None, bad) for bad in (None, 5, [])),
+    (HF, "config.json", "num_attention_heads", 0),
+    (HF, "config.json", "hidden_size", "32"),
+    (HF, "config.json", "image_size", -32),
+    (HF, "config.json", "patch_size", [8, "8"]),
+    (HF, "config.json", "layer_norm_eps", 0),
+    (HF, "config.json", "id2label", 5),
+    (HF, "preprocessor_config.json", None, []),
+    (HF, "preprocessor_config.json", "rescale_factor", 0),
+    (HF, "preprocessor_config.json", "crop_size", 0),
+    (HF, "preprocessor_config.json", "size", {"shortest_edge": 0}),
+    (HF, "preprocessor_config.json", "size", -1),
+    (HF, "preprocessor_config.json", "image_std", [0, 0, 0]),
+    (HF, "preprocessor_config.json", "image_mean", "0.5"),
+    (TIMM, "config.json", None, None),
+    (TIMM, "config.json", "pretrained_cfg", 5),
+    (TIMM, "config.json", "pretrained_cfg", []),
+    (TIMM, "config.json", "pretrained_cfg.input_size", [3, 0, 32]),
+    (TIMM, "config.json", "pretrained_cfg.crop_pct", 0),
+    (TIMM, "config.json", "pretrained_cfg.mean", "x"),
+    (TIMM, "config.json", "model_args", "x"),
+    (TIMM, "config.json", "model_args.num_heads", 0),
+    (TIMM, "config.json", "label_names", 3),
+]
+
+
+@pytest.fixture
+def cached(hub_cache, tmp_path):
+    """``cached(repo, mutate)``: the tiny model of ``repo`` (a transformers or timm folder) in the hub cache,
+    ``mutate(folder)`` applied to its files first."""
+    model = VisionTransformer(ViTConfig(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, num_classes=2))
+    data = DataConfig((32, 32), 3, (0.5,) * 3, (0.5,) * 3, ["a", "b"])
+
+    def cache(repo, mutate=lambda folder: None):
+        folder = tmp_path / repo.replace("/", "_")
+        if repo == HF:
+            export_hf(model.eval(), folder, ["a", "b"])
+            (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+        else:
+            export_timm(model.eval(), folder, data)
+        mutate(folder)
+        hub_cache(repo, folder)
+        return repo
+
+    return cache
+
+
+@pytest.fixture
+def image(tmp_path):
+    Image.new("RGB", (40, 40), (120, 30, 200)).save(tmp_path / "x.png")
+    return str(tmp_path / "x.png")
+
+
+def _set(folder, file, field, value):
+    path = folder / file
+    obj = json.loads(path.read_text())
+    if field is None:
+        obj = value
+    else:
+        *outer, last = field.split(".")
+        inner = obj
+        for key in outer:
+            inner = inner[key]
+        inner[last] = value
+    path.write_text(json.dumps(obj))
+
+
+@pytest.mark.parametrize("repo", [HF, TIMM])
+def test_the_unmutated_files_predict(repo, cached, image, capsys):
+    assert main(["predict", cached(repo), image, "--device", "cpu"]) == 0
+    assert "x.png" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("repo", "file", "field", "bad"), MUTATIONS)
+def test_a_bad_field_is_one_line_naming_file_and_field(repo, file, field, bad, cached, image, capsys):
+    source = cached(repo, lambda folder: _set(folder, file, field, bad))
+    assert main(["predict", source, image, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert file in err and (field is None or f"'{field}'" in err), err
