@@ -4,6 +4,7 @@ refuses a bad field in one line naming the file and the field (exit 2), never a 
 import json
 
 import pytest
+import torch
 from PIL import Image
 
 from vitlab.cli.main import main
@@ -106,3 +107,27 @@ def test_a_bad_field_is_one_line_naming_file_and_field(repo, file, field, bad, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert file in err and (field is None or f"'{field}'" in err), err
+
+
+def _cast(folder, name, dtype):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    path = folder / "model.safetensors"
+    with safe_open(str(path), "pt") as f:
+        tensors, meta = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()  # noqa: SIM118
+    tensors[name] = tensors[name].to(dtype)
+    save_file(tensors, str(path), meta)
+
+
+@pytest.mark.parametrize("repo", [HF, TIMM])
+@pytest.mark.parametrize(
+    ("dtype", "refused"), [(torch.int8, True), (torch.bool, True), (torch.float16, False), (torch.bfloat16, False)]
+)
+def test_weights_of_a_dtype_that_is_not_float_are_refused_not_cast(repo, dtype, refused, cached, image, capsys):
+    name = "head.weight" if repo == TIMM else "classifier.weight"
+    source = cached(repo, lambda folder: _cast(folder, name, dtype))
+    assert main(["predict", source, image, "--device", "cpu"]) == (2 if refused else 0)
+    err = capsys.readouterr().err.strip()
+    if refused:
+        assert len(err.splitlines()) == 1 and "head.weight" in err and str(dtype).removeprefix("torch.") in err, err
