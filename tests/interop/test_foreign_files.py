@@ -2,6 +2,8 @@
 refuses a bad field in one line naming the file and the field (exit 2), never a traceback."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -131,3 +133,19 @@ def test_weights_of_a_dtype_that_is_not_float_are_refused_not_cast(repo, dtype, 
     err = capsys.readouterr().err.strip()
     if refused:
         assert len(err.splitlines()) == 1 and "head.weight" in err and str(dtype).removeprefix("torch.") in err, err
+
+
+@pytest.mark.parametrize("revision", ["../../x", "a/../b", ".git", "/etc", "main/", "x.lock", "a..b"])
+def test_a_revision_that_could_climb_out_is_refused(revision, cached, image, capsys):
+    assert main(["predict", f"{cached(HF)}@{revision}", image, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and repr(revision) in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("ref", ["../../x", "main/../../../etc", "", "0123abc", "g" * 40])
+def test_a_cached_ref_that_is_not_a_commit_hash_is_refused(ref, cached, image, capsys):
+    repo = cached(TIMM)
+    (Path(os.environ["HF_HUB_CACHE"]) / f"models--{repo.replace('/', '--')}" / "refs" / "main").write_text(ref)
+    assert main(["predict", repo, image, "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "refs/main" in err and "not a commit hash" in err, err

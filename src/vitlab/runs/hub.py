@@ -23,6 +23,8 @@ HUB_PREFIX = "hf-hub:"
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})(?:@(?P<rev>[\w./-]+))?$")
 _FILE_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".keras", ".ckpt", ".json", ".onnx")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|/\.|^\.|^/|/$|\.lock$|\.$|^@$")
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -40,6 +42,33 @@ def parse_hub_id(source: str | Path) -> tuple[str, str | None] | None:
     if "--" in repo or ".." in repo or repo.endswith(".") or repo.lower().endswith(_FILE_SUFFIXES):
         return None
     return repo, match.group("rev")
+
+
+def check_revision(revision: str, source: str) -> str:
+    """``revision`` when it is a commit hash or a branch or tag name by git's rules (``git check-ref-format``: no
+    ``..``, no component starting with ``.``, no leading or trailing ``/``, no control characters or ``~^:?*[\\``),
+    else one :class:`CheckpointError` line: such a name would reach outside the hub cache's folders."""
+    if not revision or _REF_FORBIDDEN.search(revision):
+        raise CheckpointError(
+            f"{source}: revision {revision!r} is not a commit hash, branch or tag name (git's rules: no '..', "
+            f"no part starting with '.', no leading or trailing '/'): name the revision as the hub shows it"
+        )
+    return revision
+
+
+def _cached_commit(repo: str, revision: str | None) -> None:
+    """Refuse a cached ``refs/REVISION`` file that holds anything but a commit hash (a damaged or planted cache
+    would send huggingface_hub to another folder)."""
+    if revision is not None and _COMMIT.match(revision):
+        return
+    ref = cache_dir() / f"models--{repo.replace('/', '--')}" / "refs" / (revision or "main")
+    if ref.is_file():
+        text = ref.read_text(errors="replace").strip()
+        if not _COMMIT.match(text):
+            raise CheckpointError(
+                f"{ref} holds {text[:40]!r}, not a commit hash (40 hex digits): the hub cache is damaged; "
+                f"delete {ref.parent.parent} and fetch the model again"
+            )
 
 
 def is_hub_id(source: str | Path) -> bool:
@@ -133,6 +162,9 @@ def hub_snapshot(source: str) -> Path:
     if parsed is None:
         raise CheckpointError(f"{source!r} is not a hub model id: expected ORG/NAME, timm/NAME.TAG or hf-hub:ORG/NAME")
     repo, revision = parsed
+    if revision is not None:
+        check_revision(revision, source)
+    _cached_commit(repo, revision)
     found = _snapshot(repo, revision, local=True)
     if found is not None:
         return found
