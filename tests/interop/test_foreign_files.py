@@ -3,6 +3,8 @@ refuses a bad field in one line naming the file and the field (exit 2), never a 
 
 import json
 import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,26 @@ def test_a_cached_ref_that_is_not_a_commit_hash_is_refused(ref, cached, image, c
     assert main(["predict", repo, image, "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "refs/main" in err and "not a commit hash" in err, err
+
+
+def test_a_hub_that_accepts_and_never_answers_is_given_up_at_the_deadline(hub_cache, image, capsys, monkeypatch):
+    with socket.create_server(("127.0.0.1", 0)) as server:  # listens; nothing ever reads or answers
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setenv("VITLAB_HUB_TIMEOUT", "1")
+        start = time.monotonic()
+        assert main(["predict", "org/slow-vit", image, "--device", "cpu"]) == 1
+        took = time.monotonic() - start
+    err = capsys.readouterr().err.strip()
+    assert took < 5 and len(err.splitlines()) == 1 and "within 1 s (VITLAB_HUB_TIMEOUT)" in err, (took, err)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_hub_deadline_is_one_line(value, hub_cache, image, capsys, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("VITLAB_HUB_TIMEOUT", value)
+    assert main(["predict", "org/any-vit", image, "--device", "cpu"]) == 2
+    assert "VITLAB_HUB_TIMEOUT" in capsys.readouterr().err

@@ -5,7 +5,10 @@
 ``config.json`` (architecture, pretrained_cfg, label_names) and ``model.safetensors``; a transformers repo
 ``config.json`` (with ``model_type``), the weights and ``preprocessor_config.json``. Only those files are
 fetched. A model that is not cached while offline or without a network is one
-:class:`~vitlab.errors.CheckpointError` line naming the id and how to get it.
+:class:`~vitlab.errors.CheckpointError` line naming the id and how to get it. A revision (``ORG/NAME@REV``) must be
+a commit hash or a git branch or tag name, and the cache's ``refs/`` files must hold commit hashes. A download from
+the hub (``HF_ENDPOINT``, read now) is given up after ``VITLAB_HUB_TIMEOUT`` seconds in all
+(:data:`HUB_DEADLINE` by default): one :class:`~vitlab.errors.DownloadError` line.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError, DownloadError
 from ..interop.schema import HFModelConfig, TimmConfig, read_json
 
 HUB_PREFIX = "hf-hub:"
+DEADLINE_ENV = "VITLAB_HUB_TIMEOUT"
+HUB_DEADLINE = 300.0  # seconds for a whole hub model (config, weights, preprocessing)
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})(?:@(?P<rev>[\w./-]+))?$")
 _FILE_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".keras", ".ckpt", ".json", ".onnx")
@@ -124,7 +131,15 @@ def _fetch(repo: str, filename: str, revision: str | None, local: bool) -> Path 
     from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
-        path = hf_hub_download(repo, filename, revision=revision, cache_dir=cache_dir(), local_files_only=local)
+        path = hf_hub_download(
+            repo,
+            filename,
+            revision=revision,
+            cache_dir=cache_dir(),
+            local_files_only=local,
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            etag_timeout=min(10.0, hub_deadline()),
+        )
     except LocalEntryNotFoundError:
         return None
     except EntryNotFoundError:  # the hub (or the cache's record of it) says the repo has no such file
@@ -181,6 +196,45 @@ def hub_snapshot(source: str) -> Path:
     return _download(source, repo, revision)
 
 
+def hub_deadline() -> float:
+    """Seconds a hub model's download may take in all: ``VITLAB_HUB_TIMEOUT`` (read now), else
+    :data:`HUB_DEADLINE`."""
+    text = os.environ.get(DEADLINE_ENV) or str(HUB_DEADLINE)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{DEADLINE_ENV}={text!r}: give the seconds a hub download may take, a number > 0")
+    return seconds
+
+
+def _within_deadline(source: str, repo: str, revision: str | None) -> Path | None:
+    """:func:`_snapshot` from the hub, given up after :func:`hub_deadline` seconds (a server that accepts and never
+    answers): the fetch runs in a daemon thread left behind."""
+    deadline = hub_deadline()
+    outcome: list[Any] = []
+
+    def fetch() -> None:
+        try:
+            outcome.append(_snapshot(repo, revision, local=False))
+        except BaseException as err:  # handed to the caller's thread
+            outcome.append(err)
+
+    worker = threading.Thread(target=fetch, name=f"hub {repo}", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if not outcome:
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        raise DownloadError(
+            f"{source}: the hub ({endpoint}) did not send {repo} within {deadline:g} s ({DEADLINE_ENV}): "
+            f"{_how_to_get(repo)}, or allow more time"
+        )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
 def _download(source: str, repo: str, revision: str | None) -> Path:
     from huggingface_hub.utils import (
         GatedRepoError,
@@ -190,7 +244,9 @@ def _download(source: str, repo: str, revision: str | None) -> Path:
     )
 
     try:
-        found = _snapshot(repo, revision, local=False)
+        found = _within_deadline(source, repo, revision)
+    except DownloadError:  # the deadline's own line
+        raise
     except GatedRepoError as err:
         raise CheckpointError(
             f"{source}: the hub model {repo} is gated: accept its terms, then `hf auth login`"
