@@ -158,6 +158,7 @@ def test_a_hub_that_accepts_and_never_answers_is_given_up_at_the_deadline(hub_ca
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
         monkeypatch.delenv("HF_HUB_OFFLINE")
         monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)  # read at its import
         monkeypatch.setenv("VITLAB_HUB_TIMEOUT", "1")
         start = time.monotonic()
         assert main(["predict", "org/slow-vit", image, "--device", "cpu"]) == 1
