@@ -74,7 +74,7 @@ def _manifest_rows(path: Path) -> list[tuple[str, Any, Any]]:
             reader.fieldnames = fields
             rows = []
             for r in reader:
-                if r.get(None):  # type: ignore[call-overload]  # DictReader's key of the fields past the header
+                if r.get(None):  # DictReader keeps the fields past the header under None
                     raise DataError(
                         f"manifest: {path} line {reader.line_num} has more fields than its header {fields}: "
                         f"quote a value that holds a comma"

@@ -147,8 +147,9 @@ class HFModelConfig(JsonRecord):
         "layer_norm_eps": POSITIVE,
         "id2label": Rule("an object {index: name}", lambda v: isinstance(v, dict)),
     }
-    REQUIRED = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "image_size")
-    REQUIRED += ("patch_size", "num_channels")
+    REQUIRED = tuple(
+        "hidden_size num_attention_heads num_hidden_layers intermediate_size image_size patch_size num_channels".split()
+    )
 
 
 class HFProcessorConfig(JsonRecord):
@@ -207,5 +208,13 @@ class TimmPretrainedCfg(JsonRecord):
     RULES = _PRETRAINED_CFG
 
 
-__all__ = ["HFModelConfig", "HFProcessorConfig", "JsonRecord", "Rule", "TimmConfig", "TimmPretrainedCfg", "check"]
-__all__ += ["read_json"]
+__all__ = [
+    "HFModelConfig",
+    "HFProcessorConfig",
+    "JsonRecord",
+    "Rule",
+    "TimmConfig",
+    "TimmPretrainedCfg",
+    "check",
+    "read_json",
+]
