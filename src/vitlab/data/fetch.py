@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
+from urllib.parse import urlparse
 
 from ..errors import DataError, DownloadError
 from .paths import data_home
@@ -106,7 +107,10 @@ def download(
     if timeout <= 0 or deadline <= 0:
         raise DataError(f"timeout and deadline must be > 0 seconds, got {timeout} and {deadline}")
     source = SOURCES[name]
-    base = (mirror or os.environ.get(MIRROR_ENV) or source.base_url).rstrip("/") + "/"
+    given = mirror or os.environ.get(MIRROR_ENV)
+    if given:
+        _check_mirror(given, "--mirror" if mirror else MIRROR_ENV)
+    base = (given or source.base_url).rstrip("/") + "/"
     to = _make_folder(Path(to) if to is not None else data_home() / name)
     for filename in source.files:
         (to / f"{filename}.part").unlink(missing_ok=True)
@@ -134,6 +138,13 @@ def _make_folder(to: Path) -> Path:
         why = f"{blocking} is a file" if blocking is not None else err.strerror or str(err)
         raise DataError(f"cannot create the folder {to}: {why}; choose another --data-dir") from err
     return to
+
+
+def _check_mirror(url: str, option: str) -> None:
+    """Refuse a mirror that is not an http(s) URL with a host, or a file:/// URL, before anything is fetched."""
+    parts = urlparse(url)
+    if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
+        raise DataError(f"{option} {url!r} is not a URL: give a base URL such as https://host/path/ or file:///folder/")
 
 
 def _fetch(url: str, target: Path, remote: RemoteFile, timeout: float, deadline: float, hint: str) -> None:

@@ -9,6 +9,7 @@ A split with no labels (a hub test split) is left out.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -138,10 +139,37 @@ class _Stores:
         return store.key(row)
 
 
+def _check_saved(root: Path) -> None:
+    """Refuse a ``save_to_disk`` folder whose own JSON files are not the objects ``datasets`` reads (a list for
+    ``state.json``, an int for ``dataset_info.json``'s features): one line naming the file and the field."""
+    folders = [root, *(p for p in root.iterdir() if p.is_dir())]
+    for file in (f / name for f in folders for name in ("state.json", "dataset_info.json", "dataset_dict.json")):
+        if not file.is_file():
+            continue
+        try:
+            obj = json.loads(file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+            raise DataError(
+                f"hf: {file} is not JSON ({' '.join(str(err).split()[:12]) or 'nested too deep'})"
+            ) from None
+        bad = "the file" if not isinstance(obj, dict) else None
+        if (
+            bad is None
+            and file.name == "dataset_info.json"
+            and not isinstance(obj.get("features", {}), (dict, type(None)))
+        ):
+            bad = "field 'features'"
+        if bad is None and file.name == "dataset_dict.json" and not isinstance(obj.get("splits", []), list):
+            bad = "field 'splits'"
+        if bad is not None:
+            raise DataError(f"hf: {file}: {bad} is not what datasets' save_to_disk writes (a JSON object of objects)")
+
+
 def _hf_splits(root: Path) -> dict[str, Any]:
     import datasets
 
     if root.is_dir() and any((root / f).is_file() for f in ("dataset_dict.json", "state.json", "dataset_info.json")):
+        _check_saved(root)
         try:
             loaded = datasets.load_from_disk(str(root))
         except (OSError, ValueError, FileNotFoundError) as err:

@@ -72,8 +72,17 @@ def _manifest_rows(path: Path) -> list[tuple[str, Any, Any]]:
             if "path" not in fields or "label" not in fields:
                 raise DataError(f"manifest: {path} needs a header with path and label columns, got {fields}")
             reader.fieldnames = fields
-            return [
-                (r["path"], r["label"], r.get("split")) for r in reader if any((v or "").strip() for v in r.values())
-            ]
+            rows = []
+            for r in reader:
+                if r.get(None):  # DictReader keeps the fields past the header under None
+                    raise DataError(
+                        f"manifest: {path} line {reader.line_num} has more fields than its header {fields}: "
+                        f"quote a value that holds a comma"
+                    )
+                if any((v or "").strip() for v in r.values()):
+                    rows.append((r["path"], r["label"], r.get("split")))
+            return rows
+    except RecursionError:
+        raise DataError(f"manifest: {path}: cannot read (JSON nested too deep)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as err:
         raise DataError(f"manifest: {path}: cannot read ({err})") from err

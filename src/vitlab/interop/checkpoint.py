@@ -8,7 +8,6 @@ format (config, data config and checksum in the metadata) is :mod:`vitlab.runs.c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..errors import CheckpointError, ConfigError
 from ..models.vit import VisionTransformer
 from .hf import HF_LAYERNORM_EPS, hf_config_fields
 from .keymaps import StateDict, detect_format, hf_to_vitlab, timm_to_vitlab
+from .schema import HFModelConfig
 from .state import model_from_state
 
 _WRAPPERS = ("state_dict", "model", "module")
@@ -102,7 +102,7 @@ def foreign_model(
     else:
         sibling = Path(path).with_name("config.json")
         if sibling.is_file():
-            known = {**hf_config_fields(json.loads(sibling.read_text())), **config}
+            known = {**hf_config_fields(HFModelConfig.read(sibling).fields), **config}
         elif "norm_eps" not in known:
             known["norm_eps"] = HF_LAYERNORM_EPS
             guessed["norm_eps"] = f"{HF_LAYERNORM_EPS} (Hugging Face ViT's default; no config.json beside the file)"

@@ -29,13 +29,23 @@ def _some(keys: list[str], n: int = 4) -> str:
 
 
 def load_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
-    """Copy ``state`` into ``model`` strictly (casting to the model's dtype).
+    """Copy ``state`` into ``model`` strictly (casting to the model's dtype: float16, bfloat16, float64 to float32
+    are kept; integer or bool tensors for float weights are refused, the cast would not be exact).
 
     Raises:
-        CheckpointError: naming a few missing, unexpected or wrongly shaped keys and what the
-            state dict looks like (timm, Hugging Face on-disk / in-memory, vitlab) with the way out.
+        CheckpointError: naming a tensor of a dtype that is not a float where the model holds floats; or a few
+            missing, unexpected or wrongly shaped keys and what the state dict looks like (timm, Hugging Face
+            on-disk / in-memory, vitlab) with the way out.
     """
     expected = model.state_dict()
+    for key, value in expected.items():
+        stored = state.get(key)
+        if stored is not None and value.is_floating_point() and not stored.is_floating_point():
+            raise CheckpointError(
+                f"tensor {key} is stored as {str(stored.dtype).removeprefix('torch.')}, the model holds "
+                f"{str(value.dtype).removeprefix('torch.')} weights: vitlab does not cast integer or bool weights "
+                f"(a quantised or damaged file?); convert them to a float dtype first"
+            )
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
     shapes = [

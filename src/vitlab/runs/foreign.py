@@ -18,6 +18,7 @@ from ..data.preprocess import Preprocess
 from ..errors import CheckpointError, ConfigError
 from ..interop.checkpoint import foreign_model, read_state_dict
 from ..interop.hf import hf_config_fields
+from ..interop.schema import HFModelConfig, HFProcessorConfig, TimmConfig, TimmPretrainedCfg, read_json
 from ..interop.timm.config import timm_fields, timm_label_names
 from ..models.registry import build_registered
 from ..ops.patches import _pair
@@ -35,7 +36,7 @@ def is_hf_folder(path: Path) -> bool:
         return False
     try:
         return "model_type" in json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, TypeError):
         return False
 
 
@@ -90,23 +91,28 @@ def _hf_preprocess(model: nn.Module, processor: dict[str, Any] | None) -> tuple[
         return Preprocess.from_hf(near, channels=chans), {"preprocess": why}
 
 
+def _processor(path: Path) -> dict[str, Any] | None:
+    """The checked fields of the ``preprocessor_config.json`` at ``path``, None when there is none."""
+    return HFProcessorConfig.read(path).fields if path.is_file() else None
+
+
 def _timm_config(path: Path, raw: dict[str, str]) -> dict[str, Any] | None:
     """timm's config for the weights at ``path``: the file's ``pretrained_cfg`` metadata (the whole
     ``config.json`` or its ``pretrained_cfg`` alone), else a timm ``config.json`` beside it."""
     if "pretrained_cfg" in raw:
         value = metadata_value(raw, "pretrained_cfg", path)
-        if not isinstance(value, dict):
-            raise CheckpointError(f"{path}: metadata 'pretrained_cfg' is not a JSON object")
-        return value if "pretrained_cfg" in value else {"pretrained_cfg": value}
+        where = f"{path}: metadata 'pretrained_cfg'"
+        if isinstance(value, dict) and "pretrained_cfg" in value:
+            return TimmConfig.from_json(where, value).fields
+        return {"pretrained_cfg": TimmPretrainedCfg.from_json(where, value).fields}
     sibling = path.with_name("config.json")
     if not sibling.is_file():
         return None
-    try:
-        config = json.loads(sibling.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{sibling} is not JSON ({err})") from err
-    is_timm = isinstance(config, dict) and "model_type" not in config
-    return config if is_timm and ("pretrained_cfg" in config or "architecture" in config) else None
+    config = read_json(sibling)
+    if isinstance(config, dict) and "model_type" in config:
+        return None
+    config = TimmConfig.from_json(sibling, config).fields
+    return config if "pretrained_cfg" in config or "architecture" in config else None
 
 
 def load_foreign(
@@ -141,8 +147,7 @@ def load_foreign(
         data, data_guesses = DataConfig.from_dict(metadata_value(raw, "vitlab_data", path)), dict[str, str]()
         kind = metadata_value(raw, "vitlab_kind", path) if "vitlab_kind" in raw else "classifier"
     elif source == "hf":
-        processor = path.with_name("preprocessor_config.json")
-        pre, notes = _hf_preprocess(net, json.loads(processor.read_text()) if processor.is_file() else None)
+        pre, notes = _hf_preprocess(net, _processor(path.with_name("preprocessor_config.json")))
         data, data_guesses = _foreign_data(net, pre, notes)
         kind = "classifier"
     else:
@@ -165,14 +170,13 @@ def load_hf_folder(path: Path, img_size: int | tuple[int, int] | None, config: d
     from ..interop.keymaps import hf_to_vitlab
     from ..interop.state import model_from_state
 
-    hf_config = json.loads((path / "config.json").read_text())
+    hf_config = HFModelConfig.read(path / "config.json").fields
     weights = next(path / n for n in HF_WEIGHTS if (path / n).is_file())
     tensors = read_safetensors(weights)[0] if weights.suffix == ".safetensors" else read_state_dict(weights)[0]
     net, guessed = model_from_state(
         hf_to_vitlab(tensors), resize_to=img_size, **{**hf_config_fields(hf_config), **config}
     )
-    processor = path / "preprocessor_config.json"
-    pre, notes = _hf_preprocess(net, json.loads(processor.read_text()) if processor.is_file() else None)
+    pre, notes = _hf_preprocess(net, _processor(path / "preprocessor_config.json"))
     data, data_guesses = _foreign_data(net, pre, notes)
     labels = hf_config.get("id2label")
     if isinstance(labels, dict) and len(labels) == net.config.num_classes:

@@ -5,24 +5,33 @@
 ``config.json`` (architecture, pretrained_cfg, label_names) and ``model.safetensors``; a transformers repo
 ``config.json`` (with ``model_type``), the weights and ``preprocessor_config.json``. Only those files are
 fetched. A model that is not cached while offline or without a network is one
-:class:`~vitlab.errors.CheckpointError` line naming the id and how to get it.
+:class:`~vitlab.errors.CheckpointError` line naming the id and how to get it. A revision (``ORG/NAME@REV``) must be
+a commit hash or a git branch or tag name, and the cache's ``refs/`` files must hold commit hashes. A download from
+the hub (``HF_ENDPOINT``, read now) is given up after ``VITLAB_HUB_TIMEOUT`` seconds in all
+(:data:`HUB_DEADLINE` by default): one :class:`~vitlab.errors.DownloadError` line.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError, DownloadError
+from ..interop.schema import HFModelConfig, TimmConfig, read_json
 
 HUB_PREFIX = "hf-hub:"
+DEADLINE_ENV = "VITLAB_HUB_TIMEOUT"
+HUB_DEADLINE = 300.0  # seconds for a whole hub model (config, weights, preprocessing)
 HUB_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})(?:@(?P<rev>[\w./-]+))?$")
 _FILE_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin", ".keras", ".ckpt", ".json", ".onnx")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|/\.|^\.|^/|/$|\.lock$|\.$|^@$")
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -40,6 +49,33 @@ def parse_hub_id(source: str | Path) -> tuple[str, str | None] | None:
     if "--" in repo or ".." in repo or repo.endswith(".") or repo.lower().endswith(_FILE_SUFFIXES):
         return None
     return repo, match.group("rev")
+
+
+def check_revision(revision: str, source: str) -> str:
+    """``revision`` when it is a commit hash or a branch or tag name by git's rules (``git check-ref-format``: no
+    ``..``, no component starting with ``.``, no leading or trailing ``/``, no control characters or ``~^:?*[\\``),
+    else one :class:`CheckpointError` line: such a name would reach outside the hub cache's folders."""
+    if not revision or _REF_FORBIDDEN.search(revision):
+        raise CheckpointError(
+            f"{source}: revision {revision!r} is not a commit hash, branch or tag name (git's rules: no '..', "
+            f"no part starting with '.', no leading or trailing '/'): name the revision as the hub shows it"
+        )
+    return revision
+
+
+def _cached_commit(repo: str, revision: str | None) -> None:
+    """Refuse a cached ``refs/REVISION`` file that holds anything but a commit hash (a damaged or planted cache
+    would send huggingface_hub to another folder)."""
+    if revision is not None and _COMMIT.match(revision):
+        return
+    ref = cache_dir() / f"models--{repo.replace('/', '--')}" / "refs" / (revision or "main")
+    if ref.is_file():
+        text = ref.read_text(errors="replace").strip()
+        if not _COMMIT.match(text):
+            raise CheckpointError(
+                f"{ref} holds {text[:40]!r}, not a commit hash (40 hex digits): the hub cache is damaged; "
+                f"delete {ref.parent.parent} and fetch the model again"
+            )
 
 
 def is_hub_id(source: str | Path) -> bool:
@@ -95,12 +131,28 @@ def _fetch(repo: str, filename: str, revision: str | None, local: bool) -> Path 
     from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
-        path = hf_hub_download(repo, filename, revision=revision, cache_dir=cache_dir(), local_files_only=local)
+        path = hf_hub_download(
+            repo,
+            filename,
+            revision=revision,
+            cache_dir=cache_dir(),
+            local_files_only=local,
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            etag_timeout=min(10.0, hub_deadline()),
+        )
     except LocalEntryNotFoundError:
         return None
     except EntryNotFoundError:  # the hub (or the cache's record of it) says the repo has no such file
         return None
     return Path(str(path))
+
+
+def _is_transformers(config: Path) -> bool:
+    """Whether the hub ``config.json`` at ``config`` is a transformers model's (else timm's); its fields checked."""
+    obj = read_json(config)
+    transformers = isinstance(obj, dict) and "model_type" in obj
+    (HFModelConfig if transformers else TimmConfig).from_json(config, obj)
+    return transformers
 
 
 def _snapshot(repo: str, revision: str | None, local: bool) -> Path | None:
@@ -112,11 +164,7 @@ def _snapshot(repo: str, revision: str | None, local: bool) -> Path | None:
     weights = next((w for name in HUB_WEIGHTS if (w := _fetch(repo, name, revision, local)) is not None), None)
     if weights is None:
         return None
-    try:
-        is_transformers = "model_type" in json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{repo}: config.json is not JSON ({err})") from err
-    if is_transformers:
+    if _is_transformers(config):
         _fetch(repo, "preprocessor_config.json", revision, local)
     if weights.parent != config.parent:
         raise CheckpointError(f"{repo}: config.json and weights come from different snapshots of the cache")
@@ -129,6 +177,9 @@ def hub_snapshot(source: str) -> Path:
     if parsed is None:
         raise CheckpointError(f"{source!r} is not a hub model id: expected ORG/NAME, timm/NAME.TAG or hf-hub:ORG/NAME")
     repo, revision = parsed
+    if revision is not None:
+        check_revision(revision, source)
+    _cached_commit(repo, revision)
     found = _snapshot(repo, revision, local=True)
     if found is not None:
         return found
@@ -145,6 +196,45 @@ def hub_snapshot(source: str) -> Path:
     return _download(source, repo, revision)
 
 
+def hub_deadline() -> float:
+    """Seconds a hub model's download may take in all: ``VITLAB_HUB_TIMEOUT`` (read now), else
+    :data:`HUB_DEADLINE`."""
+    text = os.environ.get(DEADLINE_ENV) or str(HUB_DEADLINE)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(f"{DEADLINE_ENV}={text!r}: give the seconds a hub download may take, a number > 0")
+    return seconds
+
+
+def _within_deadline(source: str, repo: str, revision: str | None) -> Path | None:
+    """:func:`_snapshot` from the hub, given up after :func:`hub_deadline` seconds (a server that accepts and never
+    answers): the fetch runs in a daemon thread left behind."""
+    deadline = hub_deadline()
+    outcome: list[Any] = []
+
+    def fetch() -> None:
+        try:
+            outcome.append(_snapshot(repo, revision, local=False))
+        except BaseException as err:  # handed to the caller's thread
+            outcome.append(err)
+
+    worker = threading.Thread(target=fetch, name=f"hub {repo}", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if not outcome:
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        raise DownloadError(
+            f"{source}: the hub ({endpoint}) did not send {repo} within {deadline:g} s ({DEADLINE_ENV}): "
+            f"{_how_to_get(repo)}, or allow more time"
+        )
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
 def _download(source: str, repo: str, revision: str | None) -> Path:
     from huggingface_hub.utils import (
         GatedRepoError,
@@ -154,7 +244,9 @@ def _download(source: str, repo: str, revision: str | None) -> Path:
     )
 
     try:
-        found = _snapshot(repo, revision, local=False)
+        found = _within_deadline(source, repo, revision)
+    except DownloadError:  # the deadline's own line
+        raise
     except GatedRepoError as err:
         raise CheckpointError(
             f"{source}: the hub model {repo} is gated: accept its terms, then `hf auth login`"
@@ -189,7 +281,6 @@ def hub_checkpoint(source: str) -> Path:
     a transformers model (a ``save_pretrained`` folder), or the weights file of a timm model (its
     ``config.json`` beside it)."""
     folder = hub_snapshot(source)
-    config = json.loads((folder / "config.json").read_text())
-    if isinstance(config, dict) and "model_type" in config:
+    if _is_transformers(folder / "config.json"):
         return folder
     return next(folder / name for name in HUB_WEIGHTS if (folder / name).is_file())

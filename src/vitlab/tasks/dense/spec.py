@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...checks import Float
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ...runs import Loaded
 from ..registry import TaskSpec, register
 from ..requests import EvaluateRequest, PredictRequest, option
@@ -43,12 +43,20 @@ def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
     return line + (f"\nwrote {request.out}/metrics.json" if request.out else "")
 
 
+IMAGE_OUT = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+
+
 def overlay_path(request: PredictRequest, what: str) -> tuple[str, str]:
     """The one image a drawing model takes, and where its overlay goes (``out``, else ``IMAGE_overlay.png``)."""
     if len(request.images) != 1:
         raise DataError(f"a {what} model draws on one image at a time, got {len(request.images)}")
     image = request.images[0]
-    return image, request.out or str(Path(image).with_suffix("")) + "_overlay.png"
+    out = request.out
+    if out is not None and (out.endswith("/") or Path(out).is_dir() or Path(out).suffix.lower() not in IMAGE_OUT):
+        raise ConfigError(
+            f"--out {out!r}: a {what} model writes one overlay image; give a file name ending in {', '.join(IMAGE_OUT)}"
+        )
+    return image, out or str(Path(image).with_suffix("")) + "_overlay.png"
 
 
 def predict(loaded: Loaded, request: DensePredict) -> str:
