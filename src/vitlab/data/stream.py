@@ -23,7 +23,9 @@ import math
 import re
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +92,20 @@ def bad_report(bad: dict[str, str], max_bad: int | None = None) -> str:
 def _ignore_interrupt(worker: int) -> None:
     """A worker leaves Ctrl-C to the main process, which stops it: no worker prints a KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back in the block, raised as KeyboardInterrupt right after it: workers are forked
+    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
@@ -243,8 +259,14 @@ class StreamDataset(Dataset):
             generator=torch.Generator().manual_seed(0),  # the workers' base seed, unused: keep the global RNG
             worker_init_fn=_ignore_interrupt if workers else None,
         )
+        with interrupts_deferred():  # forks the workers
+            batches = iter(loader)
         try:
-            for images, labels, bad in loader:
+            while True:
+                try:  # not a for loop: its hidden reference would join the workers outside the deferral below
+                    images, labels, bad = next(batches)
+                except StopIteration:
+                    break
                 if bad:
                     self.bad.update(bad)
                     if len(self.bad) > max_bad:
@@ -256,6 +278,9 @@ class StreamDataset(Dataset):
             if died is None:
                 raise
             raise died from err
+        finally:
+            with interrupts_deferred():  # join the workers now: left to the garbage collector, they would be
+                getattr(batches, "_shutdown_workers", lambda: None)()  # joined at a moment no deferral covers
 
     def bad_report(self, max_bad: int | None = None) -> str:
         """:func:`bad_report` of the unreadable images met so far."""
