@@ -188,3 +188,19 @@ def test_resume_of_a_folder_without_a_run_says_to_start_again(tmp_path, capsys):
     assert main(train_argv(tmp_path, tmp_path / "never", "stream", 2, "--resume")) == 2
     err = capsys.readouterr().err.strip()
     assert "holds no run to resume" in err and "without --resume" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("images_per_batch", [1, 3])
+def test_channel_statistics_in_bounded_batches_are_the_same(tmp_path, monkeypatch, images_per_batch):
+    _write_hue_photos(tmp_path, 4, images_per_batch, sides=(12, 20))
+    data = StreamDataset(read_records("folder", tmp_path)["train"], Preprocess(image_size=(8, 8)))
+    whole = data.statistics(workers=0)
+    monkeypatch.setattr("vitlab.data.stream.STATISTICS_BYTES", images_per_batch * 8 * 3 * 8 * 8)
+    calls = []
+    batches = StreamDataset.batches
+    monkeypatch.setattr(
+        StreamDataset, "batches", lambda self, index, size, **kw: calls.append(size) or batches(self, index, size, **kw)
+    )
+    bounded = data.statistics(workers=0)
+    assert calls == [images_per_batch]
+    np.testing.assert_allclose(bounded, whole, rtol=1e-12)

@@ -132,7 +132,29 @@ def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor
     return images, labels, bad
 
 
-class StreamDataset(Dataset):
+class RecordsSplit:
+    """A split read from ``records`` through ``preprocess``, streamed or decoded into memory: ``classes`` come
+    from the records, ``bad`` maps each unreadable image met to why (one record shared by a dataset's splits),
+    ``workers`` and ``max_bad`` are what decoding uses when not told."""
+
+    def __init__(
+        self, records: Records, preprocess: Preprocess, workers: int, max_bad: int, bad: dict[str, str] | None
+    ) -> None:
+        self.records = records
+        self.preprocess = preprocess
+        self.workers = workers
+        self.max_bad = max_bad
+        self.bad: dict[str, str] = {} if bad is None else bad
+        self.classes = records.classes
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of every image decoded, from the preprocessing."""
+        height, width = self.preprocess.image_size
+        return self.preprocess.channels, height, width
+
+
+class StreamDataset(RecordsSplit, Dataset):
     """One split streamed from ``records`` through ``preprocess``; ``train``: RandomResizedCrop (``scale``,
     ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``.
 
@@ -153,26 +175,15 @@ class StreamDataset(Dataset):
         workers: int = 2,
         max_bad: int = 0,
     ) -> None:
-        self.records = records
-        self.preprocess = preprocess
+        super().__init__(records, preprocess, workers, max_bad, None)
         self.train = train
         self.hflip = hflip
         self.scale = scale
         self.ratio = ratio
-        self.workers = workers
-        self.max_bad = max_bad
-        self.classes = records.classes
         self.labels = torch.from_numpy(records.labels)
-        self.bad: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self.records)
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        """``(C, H, W)`` of every image out of :meth:`batches`."""
-        height, width = self.preprocess.image_size
-        return self.preprocess.channels, height, width
 
     def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | None, int, str, str]:
         """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable."""
