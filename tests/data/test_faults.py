@@ -136,10 +136,10 @@ def test_the_memory_loader_is_refused_over_its_budget_before_decoding(
 
 def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple[int, str]:
     """Run ``vitlab`` with ``argv`` in a process of its own and send Ctrl-C (SIGINT to its process group, as a
-    terminal does: the DataLoader workers get it too) at ``moment``: ``start-up`` (a seeded delay after the
-    start: imports, data, loader start-up), ``mid-epoch`` (just after a first step's line), ``checkpoint``
-    (just after the second epoch's last step's line, while it is validated and committed: the first epoch
-    is committed by then). ``(exit code, stderr)``."""
+    terminal does: the DataLoader workers get it too) a seeded few milliseconds after a line of ``moment``:
+    ``start-up`` the data's line (the loader starts its workers next), ``mid-epoch`` a first step's line,
+    ``checkpoint`` the second epoch's last step's line (while it is validated and committed; the first epoch is
+    committed by then). ``(exit code, stderr)``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "vitlab", *argv],
@@ -151,16 +151,15 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
     )
     assert process.stderr is not None
     seen = ""
-    if moment == "start-up":
-        time.sleep(rng.uniform(0.5, 2.0))
-    else:
-        wanted, times = (r"step 1/", 1) if moment == "mid-epoch" else (r"step (\d+)/\1\b", 2)
-        for line in process.stderr:
-            seen += line
-            times -= bool(re.search(wanted, line))
-            if not times:
-                break
-        time.sleep(rng.uniform(0.0, 0.05))
+    wanted, times = {"start-up": (r"^folder: stream", 1), "mid-epoch": (r"step 1/", 1)}.get(
+        moment, (r"step (\d+)/\1\b", 2)
+    )
+    for line in process.stderr:
+        seen += line
+        times -= bool(re.search(wanted, line))
+        if not times:
+            break
+    time.sleep(rng.uniform(0.0, 0.05))
     os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=60)
     return process.returncode, seen + err
