@@ -111,11 +111,19 @@ def test_an_image_too_elongated_is_refused_from_its_header(tmp_path, size):
 def test_training_and_predict_refuse_an_elongated_image_in_one_line(tmp_path, capsys):
     photos = tmp_path / "photos"
     _write_hue_photos(photos, 4, 0, sides=(16, 30))
-    Image.new("1", (60_000_000, 1)).save(photos / "ant" / "line.png")
-    for loader in ("stream", "memory"):
-        assert main(train_argv(photos, tmp_path / loader, loader, 4)) == 2
+    line = tmp_path / "line.png"
+    Image.new("1", (60_000_000, 1)).save(line)
+    assert main(train_argv(photos, tmp_path / "run", "memory", 4)) == 0
+    (photos / "ant" / "line.png").write_bytes(line.read_bytes())
+    for argv in (
+        *(train_argv(photos, tmp_path / k, k, 4) for k in ("stream", "memory")),
+        ["predict", str(tmp_path / "run"), str(line)],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
-        assert "line.png: 60000000x1 pixels is over the aspect-ratio limit" in err and "Traceback" not in err
+        assert "line.png: 60000000x1 pixels is over the aspect-ratio limit of 256:1" in err, argv
+        assert "Traceback" not in err and len(err.splitlines()) == 1, err
 
 
 @pytest.mark.parametrize(("image_size", "available"), [(64, 1 << 20), (8192, 24 << 30), (256, 16 << 20)])

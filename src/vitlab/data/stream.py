@@ -118,7 +118,7 @@ def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError
     how = f"was killed ({found.group(2)})" if found.group(2) else "exited unexpectedly"
     return WorkerError(
         f"data-loading worker (pid {found.group(1).strip()}) {how}, most likely out of memory; use fewer --workers "
-        f"(now {workers}) or a smaller --batch-size (now {batch_size}); the run folder continues with --resume"
+        f"(now {workers}) or a smaller --batch-size (now {batch_size}); a training run continues with --resume"
     )
 
 
