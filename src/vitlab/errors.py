@@ -46,6 +46,12 @@ class DownloadError(VitlabError, OSError):
     exit_code = 1
 
 
+class WorkerError(VitlabError, RuntimeError):
+    """A data-loading worker process died (killed by the system, usually for memory)."""
+
+    exit_code = 1
+
+
 class DivergenceError(VitlabError, RuntimeError):
     """Training produced a non-finite loss; the last finite checkpoint is kept."""
 

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     try:
         return _main(argv, command, debug)
+    except KeyboardInterrupt:  # before a command runs (imports, parsing): _run says more once one does
+        print(f"vitlab{f' {command}' if command in COMMANDS else ''}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`vitlab models | head`): stop quietly, as `yes | head` does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail
         return 128 + 13  # killed by SIGPIPE

@@ -32,6 +32,9 @@ from .preprocess import Preprocess, unit_pixels
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "PPM")
 MAX_PIXELS = 1 << 26
 """The largest image read by default: 67 megapixels (8192 x 8192)."""
+MAX_ASPECT = 256
+"""The longest side of an image read is at most this many times its shortest: resizing a 60,000,000 x 1
+image's shorter side to 224 would make a side of 13 billion pixels."""
 _DECODE_ERRORS = (
     OSError,
     ValueError,
@@ -56,8 +59,9 @@ def decode_image(
     """A file (path) or its ``bytes`` -> the decoded PIL image, in a mode that ``convert`` maps correctly.
 
     ``name`` is what errors call the image (default: the path). Raises :class:`DataError` naming it when it
-    cannot be read as an image or holds more than ``max_pixels`` pixels (checked from the header, before
-    any pixel is decoded). See the module docstring for the modes normalised; ``normalise=False`` returns
+    cannot be read as an image, holds more than ``max_pixels`` pixels or has one side over :data:`MAX_ASPECT`
+    times the other (both checked from the header, before any pixel is decoded). See the module docstring for
+    the modes normalised; ``normalise=False`` returns
     the mode as decoded (a label mask, whose values are ids, not intensities).
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -77,6 +81,11 @@ def decode_image(
                     raise DataError(
                         f"{label}: {opened.width}x{opened.height} pixels is over the limit of "
                         f"{max_pixels:,}; shrink the image first"
+                    )
+                if max(opened.size) > MAX_ASPECT * max(1, min(opened.size)):
+                    raise DataError(
+                        f"{label}: {opened.width}x{opened.height} pixels is over the aspect-ratio limit of "
+                        f"{MAX_ASPECT}:1; crop the image first"
                     )
                 opened.load()
                 return _normalise_mode(opened) if normalise else opened

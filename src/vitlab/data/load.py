@@ -19,7 +19,8 @@ part, fixed for a given seed, never a file's tail.
   command that scores one split never decodes another; ``"stream"`` gives
   :class:`~vitlab.data.stream.StreamDataset` splits decoded on demand; ``"auto"`` streams when the decoded
   float32 images (``N*C*H*W*4`` bytes) would exceed :data:`MEMORY_LIMIT` or a quarter of the available
-  memory (``splits.loader``, ``splits.loader_reason``).
+  memory (``splits.loader``, ``splits.loader_reason``); ``"memory"`` is refused, before anything is
+  decoded, when they would exceed half of the available memory.
 
 ``rows`` keeps ``rows`` images of the training pool: the first of a seeded stratified order of all the
 images, so the subset keeps the class proportions, a smaller ``rows`` is nested in a larger one, and it
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .dataset import NORMALIZATIONS, DataSplits, make_splits
 from .memory import DecodedSplit
 from .options import LOADERS
@@ -287,9 +288,16 @@ def choose_loader(loader: str, parts: list[Records | None], preprocess: Preproce
     channels, (height, width) = preprocess.channels, preprocess.image_size
     need = count * channels * height * width * 4
     size = f"{count:,} images at {channels}x{height}x{width} are {_gib(need)} as float32"
-    if loader != "auto":
+    if loader == "stream":
         return loader, f"{loader} as asked; {size}"
     available = available_memory()
+    if loader == "memory":
+        if need > available // 2:
+            raise ConfigError(
+                f"--loader memory: {size}, over half of the {_gib(available)} available; use --loader stream "
+                f"(or auto) or a smaller --image-size"
+            )
+        return loader, f"{loader} as asked; {size}"
     limit = min(MEMORY_LIMIT, available // 4)
     where = f"min(2 GiB, a quarter of the {_gib(available)} available)"
     if need > limit:

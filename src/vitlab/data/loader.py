@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -75,19 +76,11 @@ class ShardSampler:
 
 class BatchLoader(ShardSampler):
     """Iterate ``(images (B, C, H, W), labels (B,))`` of ``dataset`` in the :class:`ShardSampler`
-    order; batches live on the dataset's device."""
+    order (``sampling``: its ``shuffle``, ``seed``, ``drop_last``, ``rank``, ``world_size``); batches live on
+    the dataset's device."""
 
-    def __init__(
-        self,
-        dataset: ImageDataset,
-        batch_size: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> None:
-        super().__init__(len(dataset), batch_size, shuffle, seed, drop_last, rank, world_size)
+    def __init__(self, dataset: ImageDataset, batch_size: int, **sampling: Any) -> None:
+        super().__init__(len(dataset), batch_size, **sampling)
         self.dataset = dataset
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

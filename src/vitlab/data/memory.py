@@ -20,7 +20,7 @@ import torch
 
 from .dataset import ImageDataset
 from .records import Records
-from .stream import StreamDataset
+from .stream import RecordsSplit, StreamDataset
 
 if TYPE_CHECKING:
     from .preprocess import Preprocess
@@ -66,7 +66,7 @@ def decode_records(
     return images[:filled], labels[:filled]
 
 
-class DecodedSplit(ImageDataset):
+class DecodedSplit(RecordsSplit, ImageDataset):
     """A split of image files held in memory: an :class:`~vitlab.data.dataset.ImageDataset` whose ``images``
     ``(N, C, H, W)`` float32 in [0, 1] are decoded (:func:`decode_records`) the first time they are used, so
     loading a dataset decodes nothing and a command that scores one split never opens another's files.
@@ -79,12 +79,7 @@ class DecodedSplit(ImageDataset):
     def __init__(
         self, records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str]
     ) -> None:
-        self.records = records
-        self.preprocess = preprocess
-        self.workers = workers
-        self.max_bad = max_bad
-        self.bad = bad
-        self.classes = records.classes
+        super().__init__(records, preprocess, workers, max_bad, bad)
         self._decoded: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def decode(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,12 +99,6 @@ class DecodedSplit(ImageDataset):
         if self._decoded is None and not self.max_bad:
             return torch.from_numpy(self.records.labels)
         return self.decode()[1]
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        """``(C, H, W)``, from the preprocessing."""
-        height, width = self.preprocess.image_size
-        return self.preprocess.channels, height, width
 
     def subset(self, index: torch.Tensor | np.ndarray | list[int]) -> ImageDataset:
         if self._decoded is not None or self.max_bad:

@@ -19,8 +19,13 @@ in the main process); more distinct unreadable images than ``max_bad`` raise one
 
 from __future__ import annotations
 
+import math
+import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +33,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from ..errors import ConfigError, DataError, VitlabError
+from ..errors import ConfigError, DataError, VitlabError, WorkerError
 from .records import Records
 
 if TYPE_CHECKING:
@@ -36,6 +41,8 @@ if TYPE_CHECKING:
 
 STATISTICS_SAMPLE = 512
 """Channel statistics of a streamed split are estimated from at most this many training images."""
+STATISTICS_BYTES = 256 << 20
+"""Channel statistics are summed in float64 over batches of 64 images, fewer where that passes these bytes."""
 PREFETCH = 4
 """Batches each worker decodes ahead."""
 MAX_BAD_HINT = "--set data.max_bad_images=N skips up to N unreadable images"
@@ -69,6 +76,52 @@ class _Batches:
             yield list(zip(part.tolist(), seeds, strict=True))
 
 
+def bad_report(bad: dict[str, str], max_bad: int | None = None) -> str:
+    """One line on the unreadable images ``bad`` (``{name: why}``): the first one's reason, the next few names
+    and, with ``max_bad``, the option that tolerates more; the same for a streamed and an in-memory split."""
+    if not bad:
+        return "no unreadable images"
+    names = list(bad)
+    also = f"; also unreadable: {', '.join(names[1:4])}" if len(names) > 1 else ""
+    also += f" and {len(names) - 4} more" if len(names) > 4 else ""
+    if max_bad is None:
+        return f"skipped {len(names)} unreadable image(s): {bad[names[0]]}{also}"
+    return f"{len(names)} unreadable image(s), more than the {max_bad} tolerated: {bad[names[0]]}{also}; {MAX_BAD_HINT}"
+
+
+def _ignore_interrupt(worker: int) -> None:
+    """A worker leaves Ctrl-C to the main process, which stops it: no worker prints a KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back in the block, raised as KeyboardInterrupt right after it: workers are forked
+    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
+    """DataLoader's error for a worker that died (SIGKILL from the out-of-memory killer) as one line, or None
+    for any other error."""
+    pattern = r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) (?:exited unexpectedly|is killed by signal: ([^.]*))"
+    found = re.search(pattern, str(err))
+    if found is None:
+        return None
+    how = f"was killed ({found.group(2)})" if found.group(2) else "exited unexpectedly"
+    return WorkerError(
+        f"data-loading worker (pid {found.group(1).strip()}) {how}, most likely out of memory; use fewer --workers "
+        f"(now {workers}) or a smaller --batch-size (now {batch_size}); a training run continues with --resume"
+    )
+
+
 def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
     """``(images uint8 (B', C, H, W), labels int64 (B',), [(name, reason) of the unreadable ones])``."""
     good = [s for s in samples if s[0] is not None]
@@ -79,7 +132,29 @@ def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor
     return images, labels, bad
 
 
-class StreamDataset(Dataset):
+class RecordsSplit:
+    """A split read from ``records`` through ``preprocess``, streamed or decoded into memory: ``classes`` come
+    from the records, ``bad`` maps each unreadable image met to why (one record shared by a dataset's splits),
+    ``workers`` and ``max_bad`` are what decoding uses when not told."""
+
+    def __init__(
+        self, records: Records, preprocess: Preprocess, workers: int, max_bad: int, bad: dict[str, str] | None
+    ) -> None:
+        self.records = records
+        self.preprocess = preprocess
+        self.workers = workers
+        self.max_bad = max_bad
+        self.bad: dict[str, str] = {} if bad is None else bad
+        self.classes = records.classes
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of every image decoded, from the preprocessing."""
+        height, width = self.preprocess.image_size
+        return self.preprocess.channels, height, width
+
+
+class StreamDataset(RecordsSplit, Dataset):
     """One split streamed from ``records`` through ``preprocess``; ``train``: RandomResizedCrop (``scale``,
     ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``.
 
@@ -100,26 +175,15 @@ class StreamDataset(Dataset):
         workers: int = 2,
         max_bad: int = 0,
     ) -> None:
-        self.records = records
-        self.preprocess = preprocess
+        super().__init__(records, preprocess, workers, max_bad, None)
         self.train = train
         self.hflip = hflip
         self.scale = scale
         self.ratio = ratio
-        self.workers = workers
-        self.max_bad = max_bad
-        self.classes = records.classes
         self.labels = torch.from_numpy(records.labels)
-        self.bad: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self.records)
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        """``(C, H, W)`` of every image out of :meth:`batches`."""
-        height, width = self.preprocess.image_size
-        return self.preprocess.channels, height, width
 
     def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | None, int, str, str]:
         """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable."""
@@ -204,36 +268,42 @@ class StreamDataset(Dataset):
             persistent_workers=False,
             multiprocessing_context=("fork" if sys.platform == "linux" else None) if workers else None,
             generator=torch.Generator().manual_seed(0),  # the workers' base seed, unused: keep the global RNG
+            worker_init_fn=_ignore_interrupt if workers else None,
         )
-        for images, labels, bad in loader:
-            if bad:
-                self.bad.update(bad)
-                if len(self.bad) > max_bad:
-                    raise DataError(self.bad_report(max_bad))
-            if len(labels):
-                yield images, labels
+        with interrupts_deferred():  # forks the workers
+            batches = iter(loader)
+        try:
+            while True:
+                try:  # not a for loop: its hidden reference would join the workers outside the deferral below
+                    images, labels, bad = next(batches)
+                except StopIteration:
+                    break
+                if bad:
+                    self.bad.update(bad)
+                    if len(self.bad) > max_bad:
+                        raise DataError(self.bad_report(max_bad))
+                if len(labels):
+                    yield images, labels
+        except RuntimeError as err:
+            died = worker_died(err, workers, batch_size)
+            if died is None:
+                raise
+            raise died from err
+        finally:
+            with interrupts_deferred():  # join the workers now: left to the garbage collector, they would be
+                getattr(batches, "_shutdown_workers", lambda: None)()  # joined at a moment no deferral covers
 
     def bad_report(self, max_bad: int | None = None) -> str:
-        """One line on the unreadable images met: the first one's reason, the next few names and the
-        option that tolerates them."""
-        if not self.bad:
-            return "no unreadable images"
-        names = list(self.bad)
-        also = f"; also unreadable: {', '.join(names[1:4])}" if len(names) > 1 else ""
-        also += f" and {len(names) - 4} more" if len(names) > 4 else ""
-        if max_bad is None:
-            return f"skipped {len(names)} unreadable image(s): {self.bad[names[0]]}{also}"
-        return (
-            f"{len(names)} unreadable image(s), more than the {max_bad} tolerated: {self.bad[names[0]]}{also}; "
-            f"{MAX_BAD_HINT}"
-        )
+        """:func:`bad_report` of the unreadable images met so far."""
+        return bad_report(self.bad, max_bad)
 
     def statistics(
         self, normalization: str = "standardize", *, limit: int = STATISTICS_SAMPLE, workers: int = 0, max_bad: int = 0
     ) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Per-channel ``(mean, std)`` in [0, 1] units of at most ``limit`` images drawn with seed 0,
         decoded for evaluation (the same rule as :func:`~vitlab.data.dataset.channel_statistics`,
-        unbiased std, at least 1e-6); ``"unit"``: zeros and ones."""
+        unbiased std, at least 1e-6), in batches of at most :data:`STATISTICS_BYTES` as float64; ``"unit"``:
+        zeros and ones."""
         channels = self.image_shape[0]
         if normalization == "unit":
             return (0.0,) * channels, (1.0,) * channels
@@ -243,7 +313,8 @@ class StreamDataset(Dataset):
         squares = torch.zeros(channels, dtype=torch.float64)
         count = 0
         plain = self.augmented(False)
-        for images, _ in plain.batches(index, 64, workers=workers, max_bad=max_bad, pin_memory=False):
+        rows = max(1, min(64, STATISTICS_BYTES // (8 * math.prod(self.image_shape))))  # float64 bytes of a batch
+        for images, _ in plain.batches(index, rows, workers=workers, max_bad=max_bad, pin_memory=False):
             pixels = images.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)
             total += pixels.sum(1)
             squares += pixels.square().sum(1)

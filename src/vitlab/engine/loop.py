@@ -44,6 +44,8 @@ from .report import Reporter
 from .task import Task
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ..runs import RunDir
 
 
@@ -283,8 +285,12 @@ class Engine:
             if self._out_of_time():
                 break
             asked = time.perf_counter()
-            batch = next(stream)
+            batch = self._next_batch(stream)
             waited += time.perf_counter() - asked
+            if batch is None:  # unreadable images emptied this rank's last batches: step what was summed
+                if b % cfg.accumulate:
+                    self._optimiser_step()
+                break
             with self.autocast:
                 loss, batch_sums, n = task.step(self.net, batch, epoch)
             if not torch.isfinite(loss.detach()).item():
@@ -322,6 +328,17 @@ class Engine:
             "_start": start,
         }
         return record
+
+    def _next_batch(self, stream: Iterator[Any]) -> Any | None:
+        """The next batch, or None once ``stream`` ends (a streamed split skips a batch whose every image
+        was unreadable) -- on every rank as soon as one rank's stream ends, so no rank waits for a step the
+        others never take."""
+        batch = next(stream, None)
+        if self.env.world_size > 1:
+            ended = torch.tensor(float(batch is None), device=self.env.device)
+            if all_reduce_sum(ended).item():
+                return None
+        return batch
 
     def _optimiser_step(self) -> None:
         cfg = self.config

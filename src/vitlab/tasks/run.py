@@ -89,6 +89,11 @@ def resolve_config(
         if file is not None:
             raise ConfigError("a resumed run's settings are its own config.json: drop --config")
         file = RunDir(out_dir) / CONFIG
+        if not Path(file).is_file():
+            raise ConfigError(
+                f"{out_dir} holds no run to resume (a run stopped before its first epoch ended leaves none): "
+                f"start it again without --resume"
+            )
     base = read_config_file(file) if isinstance(file, (str, Path)) else dict(file or {})
     base = {k: v for k, v in base.items() if k not in RUN_FIELDS}
     merged = merge_settings(base, options, sets, config.NESTED)

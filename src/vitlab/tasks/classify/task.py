@@ -25,7 +25,7 @@ from ...data import AugmentConfig, BatchAugment, DataConfig, DataSplits, ImageDa
 from ...data.augment import PRESETS
 from ...data.options import DataOptions
 from ...data.preprocess import Statistics, unit_pixels
-from ...data.stream import StreamDataset
+from ...data.stream import StreamDataset, bad_report
 from ...engine.config import ModelFields, RunConfig
 from ...engine.distributed import all_reduce_sum
 from ...engine.evaluate import dataset_logits
@@ -431,8 +431,8 @@ class ClassificationTask(Task):
         return dict(getattr(self.splits.train, "bad", {}))  # shared by a streamed dataset's splits
 
     def notes(self) -> list[str]:
-        train = self.splits.train
-        return [f"{self.splits.name}: {train.bad_report()}"] if isinstance(train, StreamDataset) and train.bad else []
+        bad = self.skipped()
+        return [f"{self.splits.name}: {bad_report(bad)}"] if bad else []
 
     def data_config(self) -> DataConfig:
         cfg = self.config
