@@ -10,7 +10,7 @@ from ..data.fetch import DEADLINE
 from ..data.registry import dataset_specs, where_read
 from ..errors import ConfigError
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
-from . import add_data_options, data_options, parse_overrides
+from . import add_data_options, data_options, parse_overrides, picked
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -32,18 +32,8 @@ def run_info(args: argparse.Namespace) -> int:
     if name is None or (args.dataset and args.name and args.dataset != args.name):
         raise ConfigError("vitlab data info takes one dataset: --dataset NAME (see `vitlab data list`)")
     indexed = lambda n: print(f"indexed {n:,} image files", file=sys.stderr)  # noqa: E731
-    print(
-        dataset_info(
-            name,
-            args.data_dir,
-            seed=args.seed,
-            rows=args.rows,
-            normalization=args.normalization,
-            model=args.model,
-            data=data,
-            progress=indexed,
-        )
-    )
+    options = picked(args, "seed", "rows", "normalization", "model")
+    print(dataset_info(name, args.data_dir, data=data, progress=indexed, **options))
     return 0
 
 
