@@ -55,11 +55,6 @@ DATA_FLAGS: dict[str, tuple[str, type, str]] = {
 }
 
 
-def picked(args: argparse.Namespace, *names: str) -> dict[str, Any]:
-    """``{name: args.name}`` for each of ``names``: the options a command hands on under their own names."""
-    return {name: getattr(args, name) for name in names}
-
-
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
     """The data fields given by flag (:func:`add_data_options`), as ``{field: value}``."""
     return {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import parse_overrides, picked
+from ..settings import picked
+from . import parse_overrides
 
 TARGETS = ("vitlab", "timm")
 

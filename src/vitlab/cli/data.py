@@ -9,8 +9,9 @@ from ..data import NORMALIZATIONS, download
 from ..data.fetch import DEADLINE
 from ..data.registry import dataset_specs, where_read
 from ..errors import ConfigError
+from ..settings import picked
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
-from . import add_data_options, data_options, parse_overrides, picked
+from . import add_data_options, data_options, parse_overrides
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from ..analysis.shapes import shapes_report
 from ..checks import Int, check_options
 from ..errors import ConfigError
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH
-from . import picked
+from ..settings import picked
 
 OPTIONS = {
     "image": Int(1, MAX_SIDE),

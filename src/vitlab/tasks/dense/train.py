@@ -33,6 +33,7 @@ from ...models.config import MAX_SIDE
 from ...models.dense import HEADS, DenseConfig, DenseModel
 from ...runs import RunDir, read_json
 from ...runs.layout import CONFIG, EVALUATION
+from ...settings import picked
 from ..requests import EvaluateRequest
 from ..run import RunResult
 from .losses import DetectionLoss, MaskClassificationLoss
@@ -268,17 +269,14 @@ class DenseTask(Task):
         return raw_pixel_data(self.config, self.splits, cast(DenseModel, self.model).config.img_size)
 
 
+# The fields of a dense or promptable run's config that decide its splits, besides the dataset and its folder.
+SPLIT_FIELDS = ("seed", "rows", "image_size", "count")
+
+
 def config_splits(config: DenseTrainConfig | Any) -> DenseSplits:
     """The splits of the dataset a dense or promptable run's ``config`` names (its dataset, folder, seed,
     rows, image size and generated count)."""
-    return load_dense_dataset(
-        config.dataset,
-        config.data_dir,
-        seed=config.seed,
-        rows=config.rows,
-        image_size=config.image_size,
-        count=config.count,
-    )
+    return load_dense_dataset(config.dataset, config.data_dir, **picked(config, *SPLIT_FIELDS))
 
 
 def raw_pixel_data(config: RunConfig, splits: DenseSplits, size: int) -> DataConfig:
