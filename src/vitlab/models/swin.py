@@ -190,10 +190,7 @@ class SwinTransformer(nn.Module):
 
     def __init__(self, config: SwinConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or SwinConfig()
-        if overrides:
-            cfg = SwinConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = SwinConfig.resolve(config, overrides)
         self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, cfg.embed_dim, pad=True)
         self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=cfg.norm_eps)
         rates = torch.linspace(0, cfg.drop_path_rate, sum(cfg.depths)).split(list(cfg.depths))

@@ -75,10 +75,7 @@ class VisionTransformer(nn.Module):
 
     def __init__(self, config: ViTConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or ViTConfig()
-        if overrides:
-            cfg = ViTConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = ViTConfig.resolve(config, overrides)
         dim = cfg.embed_dim
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.patch_embed: PatchEmbedding | ShiftedPatchTokenization | HybridEmbedding
