@@ -20,6 +20,12 @@ from .errors import ConfigError
 CONFIG_FILE_LIMIT = 1 << 20  # bytes: a config file is a few kilobytes; anything near this is not one
 
 
+def picked(source: Any, *names: str) -> dict[str, Any]:
+    """``{name: source.name}`` for each of ``names``: the fields of a config, request or parsed command line
+    that are handed on under their own names."""
+    return {name: getattr(source, name) for name in names}
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     """``["depth=4", "pos_embed=sincos2d", "widths=[16,32]"]`` -> ``{key: value}``: JSON values where
     they parse (numbers, true/false/null, lists), the text otherwise."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..settings import picked
 from . import parse_overrides
 
 TARGETS = ("vitlab", "timm")
@@ -15,15 +16,8 @@ def run(args: argparse.Namespace) -> int:
     config = parse_overrides(args.set)
     if args.num_heads is not None:
         config["num_heads"] = args.num_heads
-    result = convert(
-        args.src,
-        args.dst,
-        target=args.target,
-        model=args.model,
-        img_size=args.img_size,
-        overwrite=args.overwrite,
-        **config,
-    )
+    options = picked(args, "target", "model", "img_size", "overwrite")
+    result = convert(args.src, args.dst, **options, **config)
     print(result.report(args.dst))
     return 0
 

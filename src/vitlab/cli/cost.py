@@ -25,6 +25,8 @@ FIELDS = {
     "sparse_local": "sparse_local",
     "sparse_stride": "sparse_stride",
 }
+# The cost_report keyword each choice of rows and output sets.
+REPORT = {"pairs": "pairs", "image": "images", "patch": "patches", "json": "as_json", "plot": "plot"}
 
 
 def _ints(text: str) -> list[int]:
@@ -55,17 +57,8 @@ def _kinds(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     check_options(args, {option: Workload.checks[field] for option, field in FIELDS.items()})
     sizes = {field: getattr(args, option) for option, field in FIELDS.items()}
-    print(
-        cost_report(
-            sizes,
-            args.attention,
-            pairs=args.pairs,
-            images=args.image,
-            patches=args.patch,
-            as_json=args.json,
-            plot=args.plot,
-        )
-    )
+    report = {keyword: getattr(args, option) for option, keyword in REPORT.items()}
+    print(cost_report(sizes, args.attention, **report))
     return 0
 
 

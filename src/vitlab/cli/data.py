@@ -10,6 +10,7 @@ from ..data.fetch import DEADLINE
 from ..data.registry import dataset_specs, photo_sources, read_records, where_read
 from ..data.shard_writer import write_dataset_shards
 from ..errors import ConfigError
+from ..settings import picked
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
 
@@ -33,18 +34,8 @@ def run_info(args: argparse.Namespace) -> int:
     if name is None or (args.dataset and args.name and args.dataset != args.name):
         raise ConfigError("vitlab data info takes one dataset: --dataset NAME (see `vitlab data list`)")
     indexed = lambda n: print(f"indexed {n:,} image files", file=sys.stderr)  # noqa: E731
-    print(
-        dataset_info(
-            name,
-            args.data_dir,
-            seed=args.seed,
-            rows=args.rows,
-            normalization=args.normalization,
-            model=args.model,
-            data=data,
-            progress=indexed,
-        )
-    )
+    options = picked(args, "seed", "rows", "normalization", "model")
+    print(dataset_info(name, args.data_dir, data=data, progress=indexed, **options))
     return 0
 
 

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_data_options, add_source_options, load_source, source_data_options
+from . import add_data_options, add_source_options
 
 SPLITS = ("test", "val", "train")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Hand the checkpoint to the task that wrote its kind (see :class:`vitlab.tasks.TaskSpec`)."""
-    from ..tasks import task_for_kind
-    from .options import request_from_args
+    """Hand the checkpoint to the task that wrote its kind (see :func:`~vitlab.cli.options.hand_over`)."""
+    from .options import hand_over
 
-    loaded = load_source(args, "evaluate")
-    spec = task_for_kind(loaded.kind, "evaluate")
-    request = request_from_args(spec, "evaluate", args, options=source_data_options(args))
-    print(spec.evaluate(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
+    print(hand_over(args, "evaluate"))
     return 0
 
 

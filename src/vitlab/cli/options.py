@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import Bool, Check, Float, Int, Maybe, OneOf, Text
 from ..errors import ConfigError
-from . import data_options
+from . import data_options, load_source, source_data_options
 
 if TYPE_CHECKING:
     from ..engine import RunConfig
@@ -134,3 +134,14 @@ def request_from_args(spec: TaskSpec, command: str, args: argparse.Namespace, **
     check_options(args, {name: own[name].metadata["check"] for name in flagged if own[name].metadata["check"]})
     shared = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in own and hasattr(args, f.name)}
     return cls(**{**shared, **{name: getattr(args, name) for name in flagged}, **given})
+
+
+def hand_over(args: argparse.Namespace, command: str) -> str:
+    """``vitlab evaluate`` / ``predict``: load the checkpoint ``args`` name and hand it to the task that wrote
+    its kind (see :class:`vitlab.tasks.TaskSpec`), with the ``command`` request that task declares."""
+    from ..tasks import task_for_kind
+
+    loaded = load_source(args, command)
+    spec = task_for_kind(loaded.kind, command)
+    request = request_from_args(spec, command, args, options=source_data_options(args))
+    return getattr(spec, command)(loaded, request)  # task_for_kind checked it has one

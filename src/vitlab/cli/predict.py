@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_data_options, add_source_options, load_source, source_data_options
+from . import add_data_options, add_source_options
 
 
 def run(args: argparse.Namespace) -> int:
-    """Hand the checkpoint to the task that wrote its kind (see :class:`vitlab.tasks.TaskSpec`), with the
-    request its ``predict_request`` declares."""
-    from ..tasks import task_for_kind
-    from .options import request_from_args
+    """Hand the checkpoint to the task that wrote its kind (see :func:`~vitlab.cli.options.hand_over`)."""
+    from .options import hand_over
 
-    loaded = load_source(args, "predict")
-    spec = task_for_kind(loaded.kind, "predict")
-    request = request_from_args(spec, "predict", args, options=source_data_options(args))
-    print(spec.predict(loaded, request))  # type: ignore[misc]  # task_for_kind checked it has one
+    print(hand_over(args, "predict"))
     return 0
 
 

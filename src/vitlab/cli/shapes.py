@@ -9,6 +9,7 @@ from ..analysis.shapes import shapes_report
 from ..checks import Int, check_options
 from ..errors import ConfigError
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH
+from ..settings import picked
 
 OPTIONS = {
     "image": Int(1, MAX_SIDE),
@@ -27,17 +28,7 @@ def run(args: argparse.Namespace) -> int:
         print(qk_variance_report(args.plot))
         return 0
     check_options(args, OPTIONS)
-    print(
-        shapes_report(
-            image=args.image,
-            patch=args.patch,
-            dim=args.dim,
-            heads=args.heads,
-            class_token=args.class_token,
-            channels=args.channels,
-            depth=args.depth,
-        )
-    )
+    print(shapes_report(**picked(args, "class_token", *OPTIONS)))
     return 0
 
 

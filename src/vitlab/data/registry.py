@@ -200,26 +200,18 @@ def _pattern(path: Path) -> Path:
     return path
 
 
+def _mnist_spec(variant: str, description: str) -> DatasetSpec:
+    """A dataset in MNIST's IDX files, searched for under its ``variant``'s file names."""
+    read, locate = partial(read_mnist, variant=variant), partial(locate_mnist, variant=variant)
+    return DatasetSpec(variant, "classify", read, "searched", description, locate)
+
+
 for _spec in (
     DatasetSpec(
         "digits", "classify", read_digits, "embedded", "scikit-learn's 1,797 real 8x8 handwritten digits (embedded)"
     ),
-    DatasetSpec(
-        "mnist",
-        "classify",
-        partial(read_mnist, variant="mnist"),
-        "searched",
-        "MNIST 28x28 digits, IDX files",
-        partial(locate_mnist, variant="mnist"),
-    ),
-    DatasetSpec(
-        "fashion-mnist",
-        "classify",
-        partial(read_mnist, variant="fashion-mnist"),
-        "searched",
-        "Fashion-MNIST 28x28 clothes, IDX files",
-        partial(locate_mnist, variant="fashion-mnist"),
-    ),
+    _mnist_spec("mnist", "MNIST 28x28 digits, IDX files"),
+    _mnist_spec("fashion-mnist", "Fashion-MNIST 28x28 clothes, IDX files"),
     DatasetSpec(
         "cifar10", "classify", read_cifar10, "searched", "CIFAR-10 32x32 colour photos, python batches", locate_cifar10
     ),

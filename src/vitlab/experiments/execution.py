@@ -23,6 +23,7 @@ from ..explain.robustness import Probes
 from ..models import ViTConfig, get_config
 from ..runs import DataConfig
 from ..runs.checkpoint import checkpoint_bytes
+from ..settings import picked
 from .axes import RECIPE_AUGMENT
 from .config import CompareConfig
 from .executors import Executor
@@ -37,16 +38,8 @@ def train_config(config: CompareConfig, run: RunPlan) -> TrainConfig:
     device, the run's model and overrides, and its shared axes' fields (``augment="recipe"`` keeps
     the recipe's augmentation). Pretraining and the teacher are added by :func:`train_group`."""
     given = {k: v for k, v in run.train.items() if not (k == "augment" and v == RECIPE_AUGMENT)}
-    return TrainConfig.from_recipe(
-        config.recipe,
-        model=run.model,
-        model_overrides=run.overrides,
-        dataset=config.dataset,
-        data_dir=config.data_dir,
-        epochs=config.epochs,
-        device=config.device,
-        **given,
-    )
+    study = picked(config, "dataset", "data_dir", "epochs", "device")
+    return TrainConfig.from_recipe(config.recipe, model=run.model, model_overrides=run.overrides, **study, **given)
 
 
 def _figure_candidate(run: RunPlan) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from itertools import combinations
 from math import comb
+from typing import Any
 
 import torch
 
@@ -63,16 +64,9 @@ def make_key_patch(
     return ImageDataset(images.clamp(0, 1), labels, [f"pattern {k}" for k in range(num_classes)])
 
 
-def key_patch_splits(
-    num_images: int = 1200,
-    image_size: int = 8,
-    patch_size: int = 2,
-    key_patch: int = 5,
-    num_classes: int = 4,
-    noise: float = 0.1,
-    seed: int = 0,
-) -> DataSplits:
-    """:func:`make_key_patch` split stratified and seeded into train / val / test (:data:`FRACTIONS`)."""
-    full = make_key_patch(num_images, image_size, patch_size, key_patch, num_classes, noise, seed)
+def key_patch_splits(num_images: int = 1200, seed: int = 0, **design: Any) -> DataSplits:
+    """:func:`make_key_patch` (``design``: its sizes, key patch, classes and noise) split stratified and seeded
+    into train / val / test (:data:`FRACTIONS`)."""
+    full = make_key_patch(num_images, seed=seed, **design)
     train, val, test = (full.subset(i) for i in stratified_split(full.labels.numpy(), FRACTIONS, seed))
     return DataSplits("key-patch", train, val, test, hflip_ok=False)

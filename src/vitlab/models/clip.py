@@ -193,10 +193,7 @@ class CLIPModel(nn.Module):
 
     def __init__(self, config: CLIPConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or CLIPConfig()
-        if overrides:
-            cfg = CLIPConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = CLIPConfig.resolve(config, overrides)
         self.visual = VisionTransformer(cfg.vision)
         self.visual_projection = nn.Linear(cfg.vision.embed_dim, cfg.embed_dim, bias=False)
         self.text = TextTransformer(cfg)

@@ -141,10 +141,7 @@ class SimpleCNN(nn.Module):
 
     def __init__(self, config: CNNConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or CNNConfig()
-        if overrides:
-            cfg = CNNConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = CNNConfig.resolve(config, overrides)
         chans = (cfg.in_chans,) + cfg.widths
         self.stages = nn.ModuleList(
             [Stage(chans[i], chans[i + 1], cfg.convs_per_stage, cfg.norm, pool) for i, pool in enumerate(cfg.pools)]

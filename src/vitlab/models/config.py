@@ -80,3 +80,9 @@ class ModelConfig:
     def from_dict(cls: type[C], d: dict[str, Any]) -> C:
         known = {f.name for f in fields(cls)}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known})
+
+    @classmethod
+    def resolve(cls: type[C], config: C | None, overrides: dict[str, Any]) -> C:
+        """What a model built from ``config`` (default: ``cls()``) with keyword ``overrides`` is built from."""
+        cfg = config or cls()
+        return cls.from_dict({**cfg.to_dict(), **overrides}) if overrides else cfg

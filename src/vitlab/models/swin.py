@@ -190,10 +190,7 @@ class SwinTransformer(nn.Module):
 
     def __init__(self, config: SwinConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or SwinConfig()
-        if overrides:
-            cfg = SwinConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = SwinConfig.resolve(config, overrides)
         self.patch_embed = PatchEmbedding(cfg.patch_size, cfg.in_chans, cfg.embed_dim, pad=True)
         self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=cfg.norm_eps)
         rates = torch.linspace(0, cfg.drop_path_rate, sum(cfg.depths)).split(list(cfg.depths))
@@ -236,31 +233,24 @@ register_model(
     SwinConfig(drop_path_rate=0.2),
     "Swin-T at 224x224 (4 stages of 2-2-6-2 blocks, windows of 7x7), timm-compatible shapes",
 )
+# The textbook-sized Swin: 28x28 greyscale in 3 stages.
+SWIN_NANO = SwinConfig(
+    img_size=28,
+    patch_size=2,
+    in_chans=1,
+    num_classes=10,
+    embed_dim=32,
+    depths=(2, 2, 2),
+    num_heads=(2, 4, 8),
+    window_size=7,
+)
 register_model(
     "swin-nano-patch2-window7-28",
-    SwinConfig(
-        img_size=28,
-        patch_size=2,
-        in_chans=1,
-        num_classes=10,
-        embed_dim=32,
-        depths=(2, 2, 2),
-        num_heads=(2, 4, 8),
-        window_size=7,
-    ),
+    SWIN_NANO,
     "a 3-stage Swin for 28x28 greyscale: grids 14, 7, 4 (7 padded to 8 before merging)",
 )
 register_model(
     "swin-nano-patch2-window4-32",
-    SwinConfig(
-        img_size=32,
-        patch_size=2,
-        in_chans=3,
-        num_classes=10,
-        embed_dim=32,
-        depths=(2, 2, 2),
-        num_heads=(2, 4, 8),
-        window_size=4,
-    ),
+    SwinConfig(**{**SWIN_NANO.to_dict(), "img_size": 32, "in_chans": 3, "window_size": 4}),
     "a 3-stage Swin for 32x32 colour: grids 16, 8, 4 in windows of 4x4",
 )

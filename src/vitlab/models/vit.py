@@ -75,10 +75,7 @@ class VisionTransformer(nn.Module):
 
     def __init__(self, config: ViTConfig | None = None, **overrides: Any) -> None:
         super().__init__()
-        cfg = config or ViTConfig()
-        if overrides:
-            cfg = ViTConfig.from_dict({**cfg.to_dict(), **overrides})
-        self.config = cfg
+        self.config = cfg = ViTConfig.resolve(config, overrides)
         dim = cfg.embed_dim
         self.num_prefix_tokens = cfg.num_prefix_tokens
         self.patch_embed: PatchEmbedding | ShiftedPatchTokenization | HybridEmbedding
@@ -476,19 +473,7 @@ register_model(
 )
 register_model(
     "vit-digits",
-    ViTConfig(
-        img_size=8,
-        patch_size=2,
-        in_chans=1,
-        num_classes=10,
-        embed_dim=64,
-        depth=4,
-        num_heads=4,
-        mlp_ratio=2.0,
-        pool="mean",
-        class_token=False,
-        fc_norm=False,
-    ),
+    ViTConfig(**{**VIT_SEED.to_dict(), "img_size": 8, "patch_size": 2, "depth": 4}),  # vit-seed, 4 blocks at 8x8
     "a small ViT for scikit-learn's 8x8 digits (16 tokens of 4 pixels)",
 )
 for _size, (_dim, _heads) in {"tiny": (192, 3), "small": (384, 6), "base": (768, 12)}.items():

@@ -10,6 +10,7 @@ from PIL import Image
 from vitlab.cli.main import main
 from vitlab.errors import CheckpointError, ConfigError
 from vitlab.runs import RunDir, load_checkpoint
+from vitlab.tasks import EvaluateRequest
 from vitlab.tasks import run as run_task
 from vitlab.tasks.dense import (
     DenseTrainConfig,
@@ -79,7 +80,7 @@ def test_run_folder_checkpoint_rebuilds_the_model_and_evaluates_as_in_training(t
         if key in expected:
             torch.testing.assert_close(got[key], expected[key], rtol=0, atol=0)
     keys = ("pixel_acc", "mean_iou", "boundary_acc") if task == "segment" else ("map", "map50")
-    report = evaluate_dense_checkpoint(run, device="cpu")
+    report = evaluate_dense_checkpoint(EvaluateRequest(str(run), device="cpu"))
     assert all(0.0 <= report[k] <= 1.0 for k in keys)
     assert {k: report[k] for k in keys} == {k: result.test[k] for k in keys}  # the run's own test split again
     assert set(result.val) == set(keys) and result.history[-1]["val_" + keys[0]] == result.val[keys[0]]
@@ -123,7 +124,7 @@ def test_evaluate_and_predict_refuse_a_classifier(tmp_path):
     with pytest.raises(CheckpointError, match="classifier checkpoint, not a segmenter or detector"):
         predict_file(path, tmp_path / "img.png", tmp_path / "o.png", device="cpu")
     with pytest.raises(CheckpointError, match="not a segmenter or detector"):
-        evaluate_dense_checkpoint(path, device="cpu")
+        evaluate_dense_checkpoint(EvaluateRequest(str(path), device="cpu"))
 
 
 def test_hflip_mirrors_images_masks_and_boxes_together():

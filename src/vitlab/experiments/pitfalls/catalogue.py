@@ -132,6 +132,14 @@ def _block_pitfalls(p: Profile) -> list[Pitfall]:
     ]
 
 
+def _smaller_patch_raises(p: Profile, metric: str, meaning: str) -> tuple[Effect, Effect]:
+    """The profile's smallest patch raises ``metric`` (its ``meaning``) over its own patch; its largest lowers it."""
+    return (
+        Effect("patch", min(p.patches), p.patch, metric, 1, meaning),
+        Effect("patch", max(p.patches), p.patch, metric, -1, meaning),
+    )
+
+
 def _patch_pitfalls(p: Profile) -> list[Pitfall]:
     """The pitfalls of the patch: its cost, the detail it keeps, overlapping windows."""
     return [
@@ -140,20 +148,14 @@ def _patch_pitfalls(p: Profile) -> list[Pitfall]:
             "Shrinking the patch to 'see more detail' multiplies the cost: halving it quadruples the tokens",
             "the Keras page; the course notes",
             ({"patches": list(p.patches)},),
-            (
-                Effect("patch", min(p.patches), p.patch, "seconds", 1, "training seconds"),
-                Effect("patch", max(p.patches), p.patch, "seconds", -1, "training seconds"),
-            ),
+            _smaller_patch_raises(p, "seconds", "training seconds"),
         ),
         Pitfall(
             "patch-detail",
             "Small patches preserve fine detail; large ones make each token summarise more of the image",
             "the NumPy chapter; the course notes",
             ({"patches": list(p.patches)},),
-            (
-                Effect("patch", min(p.patches), p.patch, "best_val_acc", 1, "best validation accuracy"),
-                Effect("patch", max(p.patches), p.patch, "best_val_acc", -1, "best validation accuracy"),
-            ),
+            _smaller_patch_raises(p, "best_val_acc", "best validation accuracy"),
         ),
         Pitfall(
             "overlap",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ...checks import Bool, Int
 from ...runs import Loaded, atomic_write
+from ...settings import picked
 from ..registry import TaskSpec, register
 from ..requests import PredictRequest, option
 from ..ssl.probe import ProbeRequest, probe_lines
@@ -62,17 +63,8 @@ def evaluate(loaded: Loaded, request: ClassifyEvaluate) -> str:
     if request.linear_probe or request.knn:
         return probe_lines(request, loaded)
     try:
-        report = evaluate_checkpoint(
-            loaded,
-            dataset=request.dataset,
-            data_dir=request.data_dir,
-            split=request.split,
-            temperature_scale=request.temperature_scale,
-            out_dir=request.out,
-            overwrite=request.overwrite,
-            device=request.device,
-            options=request.options,
-        )
+        asked = picked(request, "dataset", "data_dir", "split", "temperature_scale", "overwrite", "device", "options")
+        report = evaluate_checkpoint(loaded, out_dir=request.out, **asked)
     except HeadMismatchError as mismatch:
         if request.out or request.temperature_scale:  # files and a temperature need the head: refused, with options
             raise

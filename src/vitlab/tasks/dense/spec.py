@@ -26,15 +26,7 @@ class DensePredict(PredictRequest):
 
 def evaluate(loaded: Loaded, request: EvaluateRequest) -> str:
     """Pixel accuracy and mean IoU, or COCO mAP, on a split of the checkpoint's dataset."""
-    report = evaluate_dense_checkpoint(
-        request.checkpoint,
-        split=request.split,
-        dataset=request.dataset,
-        data_dir=request.data_dir,
-        device=request.device,
-        out_dir=request.out,
-        overwrite=request.overwrite,
-    )
+    report = evaluate_dense_checkpoint(request)
     head = f"{report['head']} {report['task']} on {report['dataset']} {report['split']} ({report['n']} images):"
     if report["task"] == "segment":
         line = f"{head} pixel accuracy {report['pixel_acc']:.4f}  mean IoU {report['mean_iou']:.4f}"

@@ -33,6 +33,8 @@ from ...models.config import MAX_SIDE
 from ...models.dense import HEADS, DenseConfig, DenseModel
 from ...runs import RunDir, read_json
 from ...runs.layout import CONFIG, EVALUATION
+from ...settings import picked
+from ..requests import EvaluateRequest
 from ..run import RunResult
 from .losses import DetectionLoss, MaskClassificationLoss
 from .metrics import boundary_accuracy, box_map, segmentation_confusion, segmentation_report
@@ -267,17 +269,14 @@ class DenseTask(Task):
         return raw_pixel_data(self.config, self.splits, cast(DenseModel, self.model).config.img_size)
 
 
+# The fields of a dense or promptable run's config that decide its splits, besides the dataset and its folder.
+SPLIT_FIELDS = ("seed", "rows", "image_size", "count")
+
+
 def config_splits(config: DenseTrainConfig | Any) -> DenseSplits:
     """The splits of the dataset a dense or promptable run's ``config`` names (its dataset, folder, seed,
     rows, image size and generated count)."""
-    return load_dense_dataset(
-        config.dataset,
-        config.data_dir,
-        seed=config.seed,
-        rows=config.rows,
-        image_size=config.image_size,
-        count=config.count,
-    )
+    return load_dense_dataset(config.dataset, config.data_dir, **picked(config, *SPLIT_FIELDS))
 
 
 def raw_pixel_data(config: RunConfig, splits: DenseSplits, size: int) -> DataConfig:
@@ -318,22 +317,15 @@ def run_settings(path: Path) -> dict[str, Any]:
     return {}
 
 
-def evaluate_dense_checkpoint(
-    source: str | Path,
-    split: str = "test",
-    dataset: str | None = None,
-    data_dir: str | None = None,
-    device: str = "auto",
-    out_dir: str | Path | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def evaluate_dense_checkpoint(request: EvaluateRequest) -> dict[str, Any]:
     """Evaluate a ``segmenter`` / ``detector`` checkpoint on a split of its training dataset (or of
-    ``dataset``): the splits are rebuilt from the checkpoint's data config (and, for generated
-    ``shapes``, its run folder's ``count``; 5000 outside a run folder). With ``out_dir``, writes
+    ``request.dataset``): the splits are rebuilt from the checkpoint's data config (and, for generated
+    ``shapes``, its run folder's ``count``; 5000 outside a run folder). With ``request.out``, writes
     ``metrics.json`` there (a run folder of kind ``evaluate``)."""
+    split, dataset, data_dir = request.split, request.dataset, request.data_dir
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}: choose one of {SPLITS}")
-    loaded = dense_checkpoint(source, device)
+    loaded = dense_checkpoint(request.checkpoint, request.device)
     model, data = cast(DenseModel, loaded.model), loaded.data  # dense_checkpoint admits only dense kinds
     name = dataset or data.dataset or "shapes"
     same = name == data.dataset
@@ -356,8 +348,8 @@ def evaluate_dense_checkpoint(
         "n": len(part),
         **evaluate_dense(model, part),
     }
-    if out_dir is not None:
-        with RunDir(out_dir).open("evaluate", overwrite=overwrite) as run_dir:
+    if request.out is not None:
+        with RunDir(request.out).open("evaluate", overwrite=request.overwrite) as run_dir:
             run_dir.write_json(EVALUATION, report)
     return report
 

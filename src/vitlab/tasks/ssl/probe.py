@@ -22,6 +22,7 @@ from ...data import ImageDataset
 from ...data.preprocess import Normalizes
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
+from ...settings import picked
 from ..requests import EvaluateRequest, option
 
 if TYPE_CHECKING:
@@ -167,16 +168,8 @@ def probe_lines(request: ProbeRequest, loaded: Loaded | None = None) -> str:
     lines = []
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
         if wanted:
-            probe = probe_checkpoint(
-                request.checkpoint,
-                method,
-                dataset=request.dataset,
-                data_dir=request.data_dir,
-                split=request.split,
-                rows=request.rows,
-                k=request.k,
-                device=request.device,
-            )
+            asked = picked(request, "dataset", "data_dir", "split", "rows", "k", "device")
+            probe = probe_checkpoint(request.checkpoint, method, **asked)
             name = "linear probe" if method == "linear" else f"{request.k}-NN"
             lines.append(
                 f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
