@@ -26,7 +26,7 @@ from ..explain.maps import applicable_methods, gradient_map
 from ..explain.record import attention_weights
 from ..runs import Loaded, load_checkpoint
 from ..tasks.classify.predict import output_names
-from .images import ImageBook, LabeledImage, OwnSource, RequestError, model_image
+from .images import ImageBook, LabeledImage, OwnSource, RequestError, held_out, model_image
 from .loaded import Analysis, LoadedModel
 from .pages.limits import randomised_model
 from .pages.tokens import reference_statistics
@@ -114,10 +114,7 @@ def own_source(entry: LoadedModel, loaded: Loaded) -> OwnSource | None:
                 splits = loaded.splits(data_dir=folder, options=DataOptions(loader="memory"))
         except (VitlabError, OSError) as err:
             raise RequestError(str(err), 404) from err
-        data = splits.test if splits.test is not None else splits.val
-        if not isinstance(data, ImageDataset):
-            raise RequestError(f"{folder} has no held-out split in memory: the explorer shows images held in memory")
-        return data
+        return held_out(splits, f"{folder} has no held-out split in memory")
 
     size = "×".join(map(str, entry.preprocess.image_size))
     return OwnSource(

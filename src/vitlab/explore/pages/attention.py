@@ -14,6 +14,7 @@ What the model reads of the image (inverted, padded, normalised) is :mod:`vitlab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -234,6 +235,9 @@ def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str,
     }
 
 
+LayerView = Callable[[LoadedModel, Analysis, Query], dict[str, Any]]  # the maps or the layers of a query
+
+
 def router(ctx: Context) -> APIRouter:
     api = APIRouter()
     book, shelf = ctx.book, ctx.shelf
@@ -259,22 +263,23 @@ def router(ctx: Context) -> APIRouter:
                 "seen": input_view(entry, analysis, original.image, reference, invert, keep_aspect),
             }
 
+    def explained(view: LayerView, model: int, ref: str, query: str, invert: bool, keep_aspect: bool) -> dict[str, Any]:
+        """``view`` of model ``model``'s analysis of image ``ref`` from ``query``."""
+        entry = shelf.get(model)
+        picture = prepared(book.get(ref), entry, invert, keep_aspect)
+        with shelf.lock:
+            return {"ref": ref, **view(entry, shelf.analyse(entry, picture), parse_query(query))}
+
     @api.get("/api/maps")
     def maps(
         model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
     ) -> dict[str, Any]:
-        entry = shelf.get(model)
-        picture = prepared(book.get(ref), entry, invert, keep_aspect)
-        with shelf.lock:
-            return {"ref": ref, **maps_view(entry, shelf.analyse(entry, picture), parse_query(query))}
+        return explained(maps_view, model, ref, query, invert, keep_aspect)
 
     @api.get("/api/layers")
     def layers(
         model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
     ) -> dict[str, Any]:
-        entry = shelf.get(model)
-        picture = prepared(book.get(ref), entry, invert, keep_aspect)
-        with shelf.lock:
-            return {"ref": ref, **layerwise_view(entry, shelf.analyse(entry, picture), parse_query(query))}
+        return explained(layerwise_view, model, ref, query, invert, keep_aspect)
 
     return api
