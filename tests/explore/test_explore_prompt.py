@@ -17,7 +17,7 @@ from PIL import Image
 from vitlab.data import load_dataset
 from vitlab.data.shapes import generate_shapes
 from vitlab.explore import ExploreConfig, create_app, decode_array
-from vitlab.explore.prompts import HELD_OUT, MAX_POINTS
+from vitlab.explore.pages.segment import HELD_OUT, MAX_POINTS
 from vitlab.tasks.promptable import promptable_checkpoint, segment
 
 

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from vitlab.explore import ExploreConfig, create_app
-from vitlab.explore.routes.train import MAX_BODY, MAX_NESTING, nesting
+from vitlab.explore.pages.train import MAX_BODY, MAX_NESTING, nesting
 
 
 @pytest.fixture(scope="module")

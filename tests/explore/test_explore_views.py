@@ -16,10 +16,10 @@ from vitlab.analysis.cost import ATTENTION_COSTS, Workload, flops
 from vitlab.data import load_dataset, normalize
 from vitlab.data.preprocess import Preprocess
 from vitlab.explore import decode_array
-from vitlab.explore.cost_views import COINCIDE, coinciding, cost_view
 from vitlab.explore.images import LabeledImage
-from vitlab.explore.input_views import OOD_MEAN, pad_to_aspect, prepared
-from vitlab.explore.mechanics_views import position_view
+from vitlab.explore.pages.cost import COINCIDE, coinciding, cost_view
+from vitlab.explore.pages.mechanics import position_view
+from vitlab.explore.pages.tokens import OOD_MEAN, pad_to_aspect, prepared
 from vitlab.explore.run_index import curves, find_runs, overview_row, rank_table, run_table
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from inspect import signature
 from typing import TYPE_CHECKING, Any
 
 from ..explore.images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT
@@ -13,20 +14,11 @@ if TYPE_CHECKING:
 
 
 def explore_config(args: argparse.Namespace) -> ExploreConfig:
-    """The explorer's config the options ask for (see :func:`~vitlab.explore.launch.launch_config`)."""
+    """The explorer's config the options ask for: each option is the :func:`~vitlab.explore.launch.launch_config`
+    argument of its name."""
     from ..explore.launch import launch_config
 
-    return launch_config(
-        args.checkpoint,
-        args.runs,
-        data_dir=args.data_dir,
-        port=args.port,
-        host=args.host,
-        allowed_hosts=args.allow_host,
-        upload_limit=args.upload_limit,
-        max_side=args.max_side,
-        max_pixels=args.max_pixels,
-    )
+    return launch_config(**{name: getattr(args, name) for name in signature(launch_config).parameters})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--checkpoint",
+        dest="checkpoints",
         nargs="+",
         default=[],
         metavar="CKPT",
@@ -83,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--allow-host",
+        dest="allowed_hosts",
         nargs="+",
         default=[],
         metavar="NAME",

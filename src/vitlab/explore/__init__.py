@@ -2,8 +2,8 @@
 
 A local web app (FastAPI, served by uvicorn on 127.0.0.1) with six pages — Tokens, Attention,
 Mechanics, Segment, Cost, Runs — whose every number comes from vitlab's functions on the server
-(:mod:`vitlab.explore.attention_views`, :mod:`vitlab.explore.input_views`,
-:mod:`vitlab.explore.mechanics_views`, :mod:`vitlab.explore.cost_views`, :mod:`vitlab.explore.prompts`,
+(:mod:`vitlab.explore.pages.attention`, :mod:`vitlab.explore.pages.tokens`,
+:mod:`vitlab.explore.pages.mechanics`, :mod:`vitlab.explore.pages.cost`, :mod:`vitlab.explore.pages.segment`,
 :mod:`vitlab.explore.run_index`); the offline front end in ``static/`` only draws. It reads only the
 checkpoints, run folders and data folder it was started with; what it refuses, and the tests that prove
 it, are in SECURITY.md at the repository root.

@@ -5,8 +5,8 @@ with uvicorn on 127.0.0.1. Every number a page shows comes from an endpoint; the
 (``static/``: HTML, CSS and JavaScript modules, no third-party code, nothing fetched from
 elsewhere) only draws. Every request passes :class:`~vitlab.explore.guards.Guard` first (Host
 check, token off loopback, Origin check, body cap; see SECURITY.md) and every response carries a
-Content-Security-Policy that allows this origin alone. The endpoints live in :mod:`.routes`, one
-module per page.
+Content-Security-Policy that allows this origin alone. The endpoints live in :mod:`.pages`, one
+module per page holding its routes and its views.
 
 Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx status)::
 
@@ -66,16 +66,16 @@ from ..errors import ConfigError
 from .checkpoints import ModelShelf
 from .guards import ANY_ADDRESS, Guard, SecurityHeaders, bracketed, host_names, is_loopback
 from .images import MAX_PIXELS, MAX_SIDE, UPLOAD_LIMIT, ImageBook, RequestError
-from .prompts import PromptShelf
-from .routes import Context, attention, cost, forward, limits, mechanics, pages, runs, segment, tokens, train
-from .routes.pages import STATIC
+from .pages import Context, attention, cost, forward, limits, mechanics, runs, segment, shell, tokens, train
+from .pages.segment import PromptShelf
+from .pages.shell import STATIC
+from .pages.train import Trainer
 from .run_files import real_path
 from .run_index import RunShelf, run_kind
-from .training import Trainer
 
 MULTIPART_SLACK = 64 * 1024  # bytes of form framing allowed on top of the file itself
 MIN_TOKEN = 16  # characters of a token given by the caller
-PAGES = (pages, tokens, attention, forward, limits, mechanics, cost, runs, train, segment)
+PAGES = (shell, tokens, attention, forward, limits, mechanics, cost, runs, train, segment)
 DEFAULT_RUNS = Path("runs")  # the runs folder of the folder the explorer is started in
 FIRST_SOURCES = ("fashion-mnist",)  # the Tokens page starts on the texts' images when they are found
 

@@ -26,10 +26,10 @@ from ..explain.maps import applicable_methods, gradient_map
 from ..explain.record import attention_weights
 from ..runs import Loaded, load_checkpoint
 from ..tasks.classify.predict import output_names
-from .images import ImageBook, LabeledImage, OwnSource, RequestError, model_image
-from .input_views import reference_statistics
-from .limits import randomised_model
+from .images import ImageBook, LabeledImage, OwnSource, RequestError, held_out, model_image
 from .loaded import Analysis, LoadedModel
+from .pages.limits import randomised_model
+from .pages.tokens import reference_statistics
 
 KEEP_ANALYSES = 16
 
@@ -114,10 +114,7 @@ def own_source(entry: LoadedModel, loaded: Loaded) -> OwnSource | None:
                 splits = loaded.splits(data_dir=folder, options=DataOptions(loader="memory"))
         except (VitlabError, OSError) as err:
             raise RequestError(str(err), 404) from err
-        data = splits.test if splits.test is not None else splits.val
-        if not isinstance(data, ImageDataset):
-            raise RequestError(f"{folder} has no held-out split in memory: the explorer shows images held in memory")
-        return data
+        return held_out(splits, f"{folder} has no held-out split in memory")
 
     size = "×".join(map(str, entry.preprocess.image_size))
     return OwnSource(
@@ -189,7 +186,7 @@ class ModelShelf:
             return value
 
     def reference(self, entry: LoadedModel) -> tuple[float, float, str]:
-        """:func:`~vitlab.explore.input_views.reference_statistics` of ``entry``, on its own held-out images where
+        """:func:`~vitlab.explore.pages.tokens.reference_statistics` of ``entry``, on its own held-out images where
         they are found (computed once)."""
 
         def compute() -> tuple[float, float, str]:
@@ -202,7 +199,7 @@ class ModelShelf:
         return self.memo(("reference", entry.index), compute)
 
     def randomised(self, entry: LoadedModel) -> nn.Module:
-        """:func:`~vitlab.explore.limits.randomised_model` of ``entry``, made once."""
+        """:func:`~vitlab.explore.pages.limits.randomised_model` of ``entry``, made once."""
         with self.lock:
             if entry.index not in self._randomised:
                 self._randomised[entry.index] = randomised_model(entry)

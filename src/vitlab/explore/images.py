@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..data import ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
+from ..data import DataSplits, ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
 from ..data.preprocess import Preprocess, resize_images, thumbnail
 from ..data.registry import dataset_spec, locate_dataset, photo_sources, read_records
 from ..errors import DataError
@@ -233,6 +233,14 @@ def split_bytes(data: ImageDataset) -> int:
     return data.images.nbytes + data.labels.nbytes
 
 
+def held_out(splits: DataSplits, why: str) -> ImageDataset:
+    """The test split of ``splits``, else its validation split, as images in memory (refused with ``why``)."""
+    data = splits.test if splits.test is not None else splits.val
+    if not isinstance(data, ImageDataset):
+        raise RequestError(f"{why}: the explorer shows images held in memory")
+    return data
+
+
 class ImageBook:
     """Resolves image references to images: samples of the registered datasets and uploads.
 
@@ -300,10 +308,7 @@ class ImageBook:
             splits = load_dataset(name, folder)
         except (FileNotFoundError, DataError) as err:
             raise RequestError(str(err), 404) from err
-        data = splits.test if splits.test is not None else splits.val
-        if not isinstance(data, ImageDataset):
-            raise RequestError(f"{name} is read as a stream of files: the explorer shows images held in memory")
-        return data
+        return held_out(splits, f"{name} is read as a stream of files")
 
     def locate(self, name: str) -> tuple[Path | None, str | None]:
         """:func:`locate_source` of ``name`` in this book's ``data_dir``, looked up once."""

@@ -1,4 +1,4 @@
-"""The explorer's endpoints, one module per page, each a ``router(ctx)`` over the shared :class:`Context`.
+"""The explorer's pages, one module each holding its views and a ``router(ctx)`` over the shared :class:`Context`.
 
 Every module's routes pass the same guards (the app's middleware) and answer errors the same way (the
 app's exception handlers); a route only parses its parameters, calls a view and returns its dict.
@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from ..app import ExploreConfig
     from ..checkpoints import ModelShelf
     from ..images import ImageBook
-    from ..prompts import PromptShelf
     from ..run_index import RunShelf
-    from ..training import Trainer
+    from .segment import PromptShelf
+    from .train import Trainer
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The page itself and what every page shares: the facts the front end starts from, sample images,
-uploads and one image by reference."""
+uploads and one image by reference.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from starlette.datastructures import UploadFile
 from ... import __version__
 from ..arrays import encode_array
 from ..images import RequestError
-from ..mechanics_views import POSITION_KINDS
 from . import Context
+from .mechanics import POSITION_KINDS
 
 STATIC = files("vitlab.explore") / "static"
 

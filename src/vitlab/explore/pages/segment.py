@@ -1,4 +1,6 @@
-"""Promptable segmentation in the explorer: the ``promptable`` runs under the runs roots, their models,
+"""Segment page: the promptable runs, one run's model and held-out images, one prompt's masks.
+
+Promptable segmentation in the explorer: the ``promptable`` runs under the runs roots, their models,
 held-out images to prompt, and one prompt's candidate masks.
 
 A run is addressed by its name in the runs listing (:class:`~vitlab.explore.run_index.RunShelf`), never by
@@ -27,19 +29,21 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
+from fastapi import APIRouter
 
-from ..data.dense import DenseDataset
-from ..data.shapes import generate_shapes
-from ..errors import VitlabError
-from ..models.promptable import PromptableModel
-from ..runs import DataConfig
-from ..runs.layout import BEST, LAST, SUMMARY, WEIGHTS
-from ..tasks.promptable import promptable_checkpoint, segment
-from ..tasks.promptable.losses import mask_iou
-from .arrays import encode_array
-from .images import ImageBook, RequestError, fit_image
-from .run_files import Run, as_object, read_json, run_file
-from .run_index import RunShelf, run_task
+from ...data.dense import DenseDataset
+from ...data.shapes import generate_shapes
+from ...errors import VitlabError
+from ...models.promptable import PromptableModel
+from ...runs import DataConfig
+from ...runs.layout import BEST, LAST, SUMMARY, WEIGHTS
+from ...tasks.promptable import promptable_checkpoint, segment
+from ...tasks.promptable.losses import mask_iou
+from ..arrays import encode_array
+from ..images import ImageBook, RequestError, fit_image
+from ..run_files import Run, as_object, read_json, run_file
+from ..run_index import RunShelf, run_task
+from . import Context
 
 TASK = "promptable"  # the kind run.json records for a promptable run
 HELD_OUT = 24  # held-out images generated per run
@@ -302,3 +306,24 @@ class PromptShelf:
         prompt = parse_prompt(points, labels, box, (image.shape[-2], image.shape[-1]))
         with self.lock:
             return {"ref": ref, **segment_view(entry, image, prompt, objects)}
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+    shelf = ctx.prompt_shelf
+
+    @api.get("/api/prompt/runs")
+    def prompt_runs() -> dict[str, Any]:
+        return shelf.listing()
+
+    @api.get("/api/prompt/runs/{name}")
+    def prompt_run(name: str) -> dict[str, Any]:
+        return shelf.detail(name)
+
+    @api.get("/api/prompt/runs/{name}/segment")
+    def prompt_segment(
+        name: str, ref: str, points: str | None = None, labels: str | None = None, box: str | None = None
+    ) -> dict[str, Any]:
+        return shelf.segment(name, ref, points, labels, box)
+
+    return api

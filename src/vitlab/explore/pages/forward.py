@@ -1,4 +1,7 @@
-"""One query's forward pass through a ViT, read from the model's own modules as it runs.
+"""Forward page: one query token's way through the model, every number read from its modules, with
+a head or a layer's attention knocked out on request.
+
+One query's forward pass through a ViT, read from the model's own modules as it runs.
 
 :func:`forward_view` runs the checkpoint once on an image with forward hooks on the patch embedding,
 the position table, the chosen block and its attention layer, and returns the numbers of one token on
@@ -22,17 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from fastapi import APIRouter
 from torch import nn
 
-from ..layers.attention import MultiHeadSelfAttention
-from ..layers.block import Block
-from ..layers.patch_embed import PatchEmbedding
-from ..ops.attention import merge_heads
-from ..ops.patches import patchify
-from .arrays import encode_array
-from .attention_views import prediction
-from .images import RequestError
-from .loaded import Analysis, LoadedModel, forward_unsupported
+from ...layers.attention import MultiHeadSelfAttention
+from ...layers.block import Block
+from ...layers.patch_embed import PatchEmbedding
+from ...ops.attention import merge_heads
+from ...ops.patches import patchify
+from ..arrays import encode_array
+from ..images import RequestError
+from ..loaded import Analysis, LoadedModel, forward_unsupported
+from . import Context
+from .attention import prediction, truth
+from .tokens import prepared
 
 KNOCKOUTS = ("none", "head", "layer")
 
@@ -245,3 +251,35 @@ def forward_view(entry: LoadedModel, analysis: Analysis, probe: Probe) -> dict[s
         "logits": encode_array(logits[0]),
         "original_logits": encode_array(analysis.logits[0]),
     }
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/api/forward")
+    def forward(
+        model: int,
+        ref: str,
+        query: str = "0",
+        layer: int = 0,
+        head: int = 0,
+        temperature: float = 1.0,
+        knockout: str = "none",
+        invert: bool = False,
+        image: bool = True,
+    ) -> dict[str, Any]:
+        """The probe's trace; ``image=false`` leaves out the image the model read (the page has it)."""
+        entry, original = ctx.shelf.get(model), ctx.book.get(ref)
+        probe = parse_probe(entry, query, layer, head, temperature, knockout)
+        with ctx.shelf.lock:
+            analysis = ctx.shelf.analyse(entry, prepared(original, entry, invert))
+            view = forward_view(entry, analysis, probe)
+            return {
+                "ref": ref,
+                "image": encode_array(analysis.image[0]) if image else None,
+                **view,
+                "truth": truth(entry, original, view["prediction"]["class"]),
+                "original_truth": truth(entry, original, view["original"]["class"]),
+            }
+
+    return api

@@ -1,4 +1,7 @@
-"""What attention maps cannot tell: confident mistakes, maps of a model whose weights are noise, and
+"""Limits page: what attention maps cannot tell. The model's most confident mistakes, the maps of a
+model whose weights are noise beside the trained model's, and the deletion curve of each map.
+
+What attention maps cannot tell: confident mistakes, maps of a model whose weights are noise, and
 how fast each map's patches destroy the prediction.
 
 - :func:`verdicts`: a model on a whole sample split (the images it was never trained on): each image's
@@ -19,27 +22,24 @@ import copy
 from typing import Any
 
 import torch
+from fastapi import APIRouter
 from torch import nn
 
-from ..data import ImageDataset
-from ..explain.faithfulness import curve_area, randomise_, ranking, spearman, step_counts
-from ..explain.maps import (
-    gradient_map,
+from ...data import ImageDataset
+from ...explain.faithfulness import curve_area, randomise_, ranking, spearman, step_counts
+from ...explain.maps import (
     masked_probs,
-    num_prefix_tokens,
-    occlusion_map,
-    query_attention,
-    rollout_map,
 )
-from ..explain.record import attention_weights
-from .arrays import encode_array
-from .images import RequestError, model_images
-from .loaded import Analysis, LoadedModel
+from ...explain.record import attention_weights
+from ..arrays import encode_array
+from ..images import RequestError, model_images
+from ..loaded import Analysis, LoadedModel
+from . import Context
+from .attention import OCCLUSION_SQUARES, map_set, parse_query, prediction, truth
 
 Query = str | int
 SHOWN = 12  # mistakes and right answers listed
 RANDOM_ORDERS = 8  # random patch orders averaged for the reference deletion curve
-OCCLUSION_SQUARES = 64  # squares occluded at most (one forward pass each): 14x14 patches are occluded 2x2 at a time
 DELETION_STEPS = 16  # points of a deletion curve at most (one forward pass per point and order)
 RANDOM_SEED = 0
 BATCH = 256
@@ -79,61 +79,6 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
         "right": [rows[i] for i in by_confidence if right[i]][:SHOWN],
         "wrong_count": int((~right).sum()),
     }
-
-
-def occlusion_factor(grid: tuple[int, int]) -> int:
-    """The side ``k`` (in cells) of the squares :func:`occlusion` occludes a ``grid`` in: the smallest that makes
-    at most :data:`OCCLUSION_SQUARES` squares."""
-    k = 1
-    while -(-grid[0] // k) * -(-grid[1] // k) > OCCLUSION_SQUARES:
-        k += 1
-    return k
-
-
-def occlusion(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor, patch: int, grid: tuple[int, int]):
-    """:func:`~vitlab.explain.maps.occlusion_map` over ``grid`` ``(gh, gw)`` within a budget: a grid of more than
-    :data:`OCCLUSION_SQUARES` cells is occluded in squares of ``k x k`` cells (the smallest ``k`` that fits; one
-    forward pass per square), each cell given its square's value. Returns the map ``(gh, gw)`` and ``k``."""
-    k = occlusion_factor(grid)
-    value = occlusion_map(model, inputs, target, patch * k)[0]
-    return value.repeat_interleave(k, 0).repeat_interleave(k, 1)[: grid[0], : grid[1]], k
-
-
-def map_set(
-    model: nn.Module,
-    analysis: Analysis,
-    weights: list[torch.Tensor],
-    target: torch.Tensor,
-    query: Query,
-    patch: int,
-    grid: tuple[int, int],
-    cache: dict[tuple, Any] | None = None,
-) -> dict[str, torch.Tensor]:
-    """``{method: (gh, gw)}`` of ``model`` for the analysed input and class ``target``: last-layer attention
-    (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion (:func:`occlusion`)
-    always. Each map is kept in ``cache`` (the analysis's own for the trained model: a map is computed once per
-    image, and once per query where it depends on one)."""
-    inputs = analysis.inputs
-    cache = {} if cache is None else cache
-    prefix = num_prefix_tokens(model)
-    computes: dict[str, tuple[tuple, Any]] = {}
-    if weights:
-        computes["attention"] = (
-            ("attention", query),
-            lambda: query_attention(weights[-1:], query, prefix, grid)[0, 0].mean(0),
-        )
-        computes["rollout"] = (("rollout", query), lambda: rollout_map(weights, query, prefix, grid)[0])
-    computes["gradient"] = (("gradient",), lambda: gradient_map(model, inputs, target, patch)[0])
-    computes["occlusion"] = (("occlusion",), lambda: occlusion(model, inputs, target, patch, grid)[0])
-    maps: dict[str, torch.Tensor] = {}
-    for method, (key, compute) in computes.items():
-        if key not in cache:
-            try:
-                cache[key] = compute().detach()
-            except ValueError as err:
-                raise RequestError(str(err)) from err
-        maps[method] = cache[key]
-    return maps
 
 
 def encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -213,3 +158,56 @@ def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.
         "curves": {method: curve.tolist() for method, curve in curves.items()},
         "area": {method: float(curve_area(curve)) for method, curve in curves.items()},
     }
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+    book, shelf = ctx.book, ctx.shelf
+
+    def trained_maps(entry: Any, analysis: Any, query: Any) -> Any:
+        """The trained model's maps of the analysed image (each cached with the analysis)."""
+        target = analysis.logits.argmax(-1)
+        return map_set(
+            entry.model, analysis, analysis.weights, target, query, entry.map_patch, entry.grid, analysis.maps
+        )
+
+    @api.get("/api/limits/verdicts")
+    def judged(model: int, source: str) -> dict[str, Any]:
+        entry, data = shelf.get(model), book.split(source)
+        return shelf.memo(("verdicts", entry.index, source), lambda: verdicts(entry, data, source))
+
+    @api.get("/api/limits/maps")
+    def maps(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+        entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
+        with shelf.lock:
+            analysis = shelf.analyse(entry, picture)
+            predicted = prediction(entry, analysis.logits)
+            return {
+                "ref": ref,
+                "model": entry.index,
+                "grid": list(entry.grid),
+                "target": predicted["class"],
+                "maps": encoded(trained_maps(entry, analysis, parsed)),
+                "prediction": predicted,
+                "truth": truth(entry, picture, predicted["class"]),
+            }
+
+    @api.get("/api/limits/randomised")
+    def randomised(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+        entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
+        with shelf.lock:
+            analysis = shelf.analyse(entry, picture)
+            view = randomised_view(
+                entry, analysis, shelf.randomised(entry), parsed, trained_maps(entry, analysis, parsed)
+            )
+            predicted = prediction(entry, analysis.logits)
+            return {"ref": ref, **view, "prediction": predicted, "truth": truth(entry, picture, predicted["class"])}
+
+    @api.get("/api/limits/deletion")
+    def deletion(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+        entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
+        with shelf.lock:
+            analysis = shelf.analyse(entry, picture)
+            return {"ref": ref, **deletion_view(entry, analysis, trained_maps(entry, analysis, parsed))}
+
+    return api

@@ -1,4 +1,6 @@
-"""What the model reads of an image: inverted or padded on request, resized, normalised, and how far
+"""Tokens page: an image cut into patches, as it is or as a model reads it.
+
+What the model reads of an image: inverted or padded on request, resized, normalised, and how far
 that is from its training images.
 
 - :func:`pad_to_aspect`, :func:`prepared`: the image as the model should read it (inverted, padded to
@@ -12,14 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from fastapi import APIRouter
 
-from ..data import ImageDataset
-from .arrays import encode_array
-from .images import LabeledImage, model_images
-from .loaded import Analysis, LoadedModel
+from ...data import ImageDataset
+from ..arrays import encode_array
+from ..images import LabeledImage, RequestError, model_image, model_images
+from ..loaded import Analysis, LoadedModel
+from . import Context
+from .cost import tokens_view
 
-# An input is far from the training images when its normalised mean lies more than OOD_MEAN of their spread from
-# theirs, or its std is outside OOD_STD times theirs (see :func:`reference_statistics`).
 OOD_MEAN = 0.75
 OOD_STD = (0.5, 2.0)
 REFERENCE_IMAGES = 64  # held-out images whose normalised statistics stand for the training images'
@@ -168,3 +171,32 @@ def input_view(
         "reference": {"mean": reference[0], "std": reference[1], "of": reference[2]},
         "out_of_domain": domain_note(entry, analysis.image, (mean, std), reference, invert),
     }
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/api/tokens")
+    def tokens(ref: str, patch: int | None = None, model: int | None = None) -> dict[str, Any]:
+        """The image's tokens at ``patch``; with ``model``, the image the model reads (its channels and
+        size) cut at the model's patch size."""
+        picture = ctx.book.get(ref)
+        if model is None:
+            if patch is None:
+                raise RequestError("give a patch size (patch=P) or a model whose reading to show (model=INDEX)")
+            return {**picture.describe(), "read_by": None, **tokens_view(picture.image, patch)}
+        entry = ctx.shelf.get(model)
+        if entry.patch_size is None:
+            raise RequestError(f"{entry.name} reads no patches (it is a convolutional network): choose a ViT")
+        image = model_image(picture, entry.preprocess)
+        read_by = {
+            "model": entry.index,
+            "name": entry.name,
+            "size": list(entry.image_size),
+            "channels": entry.channels,
+            "patch": entry.patch_size,
+            "original": [picture.image.shape[-2], picture.image.shape[-1], picture.image.shape[1]],
+        }
+        return {**picture.describe(), "read_by": read_by, **tokens_view(image, entry.patch_size)}
+
+    return api

@@ -1,4 +1,6 @@
-"""What a token count costs: the Tokens and Cost pages.
+"""Cost page: every attention kind against resolution, and the texts' token-cost and pair-count tables.
+
+What a token count costs: the Tokens and Cost pages.
 
 - :func:`tokens_view`: an image cut into patches (``patchify``, ``num_tokens``) and what the token
   count costs (the cost model's full attention).
@@ -11,12 +13,23 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from fastapi import APIRouter
 
-from ..analysis.cost import ATTENTION_COSTS, TEXTBOOK_PAIRS, Workload, attention_cost, cost_table, flops, full_attention
-from ..ops.patches import num_tokens, patchify
-from .arrays import encode_array
-from .images import RequestError
-from .ranges import check_range
+from ...analysis.cost import (
+    ATTENTION_COSTS,
+    TEXTBOOK_PAIRS,
+    Workload,
+    attention_cost,
+    cost_table,
+    flops,
+    full_attention,
+)
+from ...ops.patches import num_tokens, patchify
+from ..arrays import encode_array
+from ..images import RequestError
+from ..ranges import check_range
+from ..textbook import textbook_cost_view
+from . import Context
 
 COST_METRICS = ("entries", "flops", "memory")
 # Image sides for the cost chart, in patches: doubling, with the 1.5x steps between.
@@ -112,3 +125,19 @@ def coinciding(series: dict[str, list[float]], tolerance: float = COINCIDE) -> l
         else:
             groups.append([name])
     return [group for group in groups if len(group) > 1]
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+
+    @api.get("/api/cost")
+    def cost(
+        patch: int = 16, dim: int = 768, heads: int = 12, depth: int = 12, max_image: int = 4096
+    ) -> dict[str, Any]:
+        return cost_view(patch, dim, heads, depth, max_image)
+
+    @api.get("/api/cost/textbook")
+    def textbook() -> dict[str, Any]:
+        return textbook_cost_view()
+
+    return api

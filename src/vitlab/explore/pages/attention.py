@@ -1,4 +1,7 @@
-"""What the Attention page shows of a checkpoint: its attention, its prediction, its explanation maps.
+"""Attention page: a checkpoint's attention from a query per layer and head, what it sees, its
+explanation maps, and its attention layer by layer (raw, mixed, rolled out).
+
+What the Attention page shows of a checkpoint: its attention, its prediction, its explanation maps.
 
 - :func:`parse_query`, :func:`tempered`: the query a request names, and attention at a temperature.
 - :func:`prediction`, :func:`truth`: the predicted classes, and the image's true label beside them.
@@ -6,23 +9,93 @@
   (:func:`no_attention` for a model without self-attention layers).
 - :func:`maps_view`: rollout, gradient and occlusion maps (:mod:`vitlab.explain`).
 
-What the model reads of the image (inverted, padded, normalised) is :mod:`vitlab.explore.input_views`.
+What the model reads of the image (inverted, padded, normalised) is :mod:`vitlab.explore.pages.tokens`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
+from fastapi import APIRouter
+from torch import nn
 
-from ..explain.maps import head_statistics, num_prefix_tokens, query_rows, to_grid
-from ..layers.patch_embed import PatchTokenizer
-from .arrays import encode_array
-from .images import LabeledImage, RequestError
-from .layerwise import Query, mean_distances
-from .limits import map_set, occlusion_factor
-from .loaded import Analysis, LoadedModel
-from .ranges import check_range
+from ...explain.maps import (
+    gradient_map,
+    head_statistics,
+    num_prefix_tokens,
+    occlusion_map,
+    query_attention,
+    query_rows,
+    rollout_map,
+    to_grid,
+)
+from ...layers.patch_embed import PatchTokenizer
+from ..arrays import encode_array
+from ..images import LabeledImage, RequestError
+from ..layerwise import Query, layerwise_view, mean_distances
+from ..loaded import Analysis, LoadedModel
+from ..ranges import check_range
+from . import Context
+from .tokens import input_view, prepared
+
+OCCLUSION_SQUARES = 64  # squares occluded at most (one forward pass each): 14x14 patches are occluded 2x2 at a time
+
+
+def occlusion_factor(grid: tuple[int, int]) -> int:
+    """The side ``k`` (in cells) of the squares :func:`occlusion` occludes a ``grid`` in: the smallest that makes
+    at most :data:`OCCLUSION_SQUARES` squares."""
+    k = 1
+    while -(-grid[0] // k) * -(-grid[1] // k) > OCCLUSION_SQUARES:
+        k += 1
+    return k
+
+
+def occlusion(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor, patch: int, grid: tuple[int, int]):
+    """:func:`~vitlab.explain.maps.occlusion_map` over ``grid`` ``(gh, gw)`` within a budget: a grid of more than
+    :data:`OCCLUSION_SQUARES` cells is occluded in squares of ``k x k`` cells (the smallest ``k`` that fits; one
+    forward pass per square), each cell given its square's value. Returns the map ``(gh, gw)`` and ``k``."""
+    k = occlusion_factor(grid)
+    value = occlusion_map(model, inputs, target, patch * k)[0]
+    return value.repeat_interleave(k, 0).repeat_interleave(k, 1)[: grid[0], : grid[1]], k
+
+
+def map_set(
+    model: nn.Module,
+    analysis: Analysis,
+    weights: list[torch.Tensor],
+    target: torch.Tensor,
+    query: Query,
+    patch: int,
+    grid: tuple[int, int],
+    cache: dict[tuple, Any] | None = None,
+) -> dict[str, torch.Tensor]:
+    """``{method: (gh, gw)}`` of ``model`` for the analysed input and class ``target``: last-layer attention
+    (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion (:func:`occlusion`)
+    always. Each map is kept in ``cache`` (the analysis's own for the trained model: a map is computed once per
+    image, and once per query where it depends on one)."""
+    inputs = analysis.inputs
+    cache = {} if cache is None else cache
+    prefix = num_prefix_tokens(model)
+    computes: dict[str, tuple[tuple, Any]] = {}
+    if weights:
+        computes["attention"] = (
+            ("attention", query),
+            lambda: query_attention(weights[-1:], query, prefix, grid)[0, 0].mean(0),
+        )
+        computes["rollout"] = (("rollout", query), lambda: rollout_map(weights, query, prefix, grid)[0])
+    computes["gradient"] = (("gradient",), lambda: gradient_map(model, inputs, target, patch)[0])
+    computes["occlusion"] = (("occlusion",), lambda: occlusion(model, inputs, target, patch, grid)[0])
+    maps: dict[str, torch.Tensor] = {}
+    for method, (key, compute) in computes.items():
+        if key not in cache:
+            try:
+                cache[key] = compute().detach()
+            except ValueError as err:
+                raise RequestError(str(err)) from err
+        maps[method] = cache[key]
+    return maps
 
 
 def _stats(rows: torch.Tensor) -> dict[str, Any]:
@@ -139,9 +212,9 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
 def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
     """Rollout (attention models, from ``query``), gradient and occlusion maps ``(gh, gw)`` for the
     predicted class, each with its value range; computed once per image (rollout once per query)
-    and cached (:func:`~vitlab.explore.limits.map_set`). A model without patches (a CNN) is scored on squares
+    and cached (:func:`~vitlab.explore.pages.limits.map_set`). A model without patches (a CNN) is scored on squares
     of ``entry.map_patch`` pixels; a large grid is occluded in squares of several patches
-    (:func:`~vitlab.explore.limits.occlusion`, whose side in pixels ``occlusion_square`` says)."""
+    (:func:`~vitlab.explore.pages.limits.occlusion`, whose side in pixels ``occlusion_square`` says)."""
     patch = entry.map_patch
     target = analysis.logits.argmax(-1)
     every = map_set(entry.model, analysis, analysis.weights, target, query, patch, entry.grid, analysis.maps)
@@ -160,3 +233,53 @@ def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str,
         "occlusion_square": patch * occlusion_factor(entry.grid),
         "maps": maps,
     }
+
+
+LayerView = Callable[[LoadedModel, Analysis, Query], dict[str, Any]]  # the maps or the layers of a query
+
+
+def router(ctx: Context) -> APIRouter:
+    api = APIRouter()
+    book, shelf = ctx.book, ctx.shelf
+
+    @api.get("/api/attention")
+    def attention(
+        model: int,
+        ref: str,
+        query: str = "mean",
+        temperature: float = 1.0,
+        invert: bool = False,
+        keep_aspect: bool = False,
+    ) -> dict[str, Any]:
+        entry, original = shelf.get(model), book.get(ref)
+        reference = shelf.reference(entry)
+        with shelf.lock:
+            analysis = shelf.analyse(entry, prepared(original, entry, invert, keep_aspect))
+            view = attention_view(entry, analysis, parse_query(query), temperature)
+            return {
+                "ref": ref,
+                **view,
+                "truth": truth(entry, original, view["prediction"]["class"]),
+                "seen": input_view(entry, analysis, original.image, reference, invert, keep_aspect),
+            }
+
+    def explained(view: LayerView, model: int, ref: str, query: str, invert: bool, keep_aspect: bool) -> dict[str, Any]:
+        """``view`` of model ``model``'s analysis of image ``ref`` from ``query``."""
+        entry = shelf.get(model)
+        picture = prepared(book.get(ref), entry, invert, keep_aspect)
+        with shelf.lock:
+            return {"ref": ref, **view(entry, shelf.analyse(entry, picture), parse_query(query))}
+
+    @api.get("/api/maps")
+    def maps(
+        model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
+    ) -> dict[str, Any]:
+        return explained(maps_view, model, ref, query, invert, keep_aspect)
+
+    @api.get("/api/layers")
+    def layers(
+        model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
+    ) -> dict[str, Any]:
+        return explained(layerwise_view, model, ref, query, invert, keep_aspect)
+
+    return api
