@@ -24,6 +24,7 @@ from typing import Any
 from PIL import Image
 
 from ..errors import DataError
+from .preprocess import thumbnail
 from .records import Records
 
 MANIFEST = "shards.json"
@@ -73,8 +74,7 @@ def _image_member(records: Records, i: int, max_side: int | None) -> tuple[str, 
     if max_side is None and fmt in _EXTENSIONS:
         return _EXTENSIONS[fmt], data
     if max_side is not None and max(image.size) > max_side:
-        image = image.copy()
-        image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+        image = thumbnail(image, max_side)
     out = io.BytesIO()
     if fmt == "JPEG":
         image.convert("RGB").save(out, "JPEG", quality=95)

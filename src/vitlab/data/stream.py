@@ -97,15 +97,19 @@ def _ignore_interrupt(worker: int) -> None:
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) back in the block, raised as KeyboardInterrupt right after it: workers are forked
-    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser, or leave a
+    half-made iterator. The block's handler only notes the signal, whichever thread the kernel gave it to."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.signal(signal.SIGINT, previous)
+        if received and previous is not signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
