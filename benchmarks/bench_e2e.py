@@ -4,6 +4,7 @@
     python benchmarks/bench_e2e.py                                   # 1,000 + 200 photos at 224, 3 rounds
     python benchmarks/bench_e2e.py --epochs 10 --images 1000        # several epochs of small data
     python benchmarks/bench_e2e.py --images 60 --val 30 --image-size 64 --rounds 1   # a quick look
+    python benchmarks/bench_e2e.py --only evaluate --weights runs/photos             # evaluate alone, given weights
 
 The folder is ``benchmarks/photos.py``'s ``--layout splits`` (``train/`` and ``val/``, every class in both; JPEG
 photos of 224-320 px, 10 classes). Each peer runs as its own process (its DataLoader workers included):
@@ -172,6 +173,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cache", type=Path, default=Path("~/.cache/vitlab-bench").expanduser())
+    p.add_argument("--only", nargs="+", choices=("train", "evaluate"), default=["train", "evaluate"])
+    p.add_argument("--weights", type=Path, help="a vitlab run on this folder for evaluate (default: an untimed one)")
     p.add_argument("--peer", choices=("timm-train", "timm-validate"), help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -183,10 +186,12 @@ def main() -> None:
     root = make_photo_folder(args.cache / f"photos-e2e-{n}-{val_every}", n, layout="splits", val_every=val_every)
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     try:
-        log("setup: an untimed vitlab run for evaluate's weights")
-        setup = timed(vitlab_train(root, work / "weights", argparse.Namespace(**{**vars(args), "epochs": 1})))
-        if setup["returncode"]:
-            raise SystemExit(f"the setup run failed: {setup.get('stderr_tail')}")
+        weights = args.weights or work / "weights"
+        if "evaluate" in args.only and args.weights is None:
+            log("setup: an untimed vitlab run for evaluate's weights")
+            setup = timed(vitlab_train(root, weights, argparse.Namespace(**{**vars(args), "epochs": 1})))
+            if setup["returncode"]:
+                raise SystemExit(f"the setup run failed: {setup.get('stderr_tail')}")
         peers = {
             "train": {
                 "vitlab": vitlab_train(root, work / "run", args),
@@ -194,12 +199,13 @@ def main() -> None:
             },
             "evaluate": {
                 "vitlab": [
-                    *(sys.executable, "-m", "vitlab", "evaluate", str(work / "weights"), "--split", "val"),
+                    *(sys.executable, "-m", "vitlab", "evaluate", str(weights), "--split", "val"),
                     *("--device", "cpu", "--set", f"data.workers={args.workers}"),
                 ],
                 "timm": peer_command("timm-validate", root, args),
             },
         }
+        peers = {what: commands for what, commands in peers.items() if what in args.only}
         rounds: dict[str, list[dict]] = {what: [] for what in peers}
         for r in range(args.rounds):
             for what, commands in peers.items():

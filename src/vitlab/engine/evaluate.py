@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -113,16 +113,26 @@ def dataset_logits(
     unreadable is left out of both)."""
     device = next(model.parameters()).device
     index = torch.arange(len(dataset)) if index is None else index
-    if isinstance(dataset, ImageDataset):
-        images = dataset.images[index.to(dataset.images.device)].to(device)
-        return predict_logits(model, images, inputs, batch_size, amp).cpu(), dataset.labels[index].cpu()
     model.eval()
     batch_size = batch_size or eval_batch_size(device)
     chunks, labels = [], []
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-        for images, targets in dataset.batches(index, batch_size):
+        for images, targets in batches_of(dataset, index, batch_size):
             chunks.append(model(inputs.normalize(images.to(device, non_blocking=True))).float().cpu())
             labels.append(targets)
     if not chunks:
         return torch.empty(0, 0), torch.empty(0, dtype=torch.long)
     return torch.cat(chunks), torch.cat(labels)
+
+
+def batches_of(
+    dataset: ImageDataset | StreamDataset, index: torch.Tensor, batch_size: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``(images (b, C, H, W), labels (b,))`` of the images ``index`` of ``dataset``, ``batch_size`` at a time: an
+    in-memory split is indexed one batch at a time (never a copy of the whole split), a streamed one is read
+    batch by batch by its workers."""
+    if not isinstance(dataset, ImageDataset):
+        yield from dataset.batches(index, batch_size)
+        return
+    for part in index.split(batch_size):
+        yield dataset.images[part.to(dataset.images.device)], dataset.labels[part].cpu()
