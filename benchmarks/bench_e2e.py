@@ -5,12 +5,14 @@
     python benchmarks/bench_e2e.py --epochs 10 --images 1000        # several epochs of small data
     python benchmarks/bench_e2e.py --images 60 --val 30 --image-size 64 --rounds 1   # a quick look
     python benchmarks/bench_e2e.py --only evaluate --weights runs/photos             # evaluate alone, given weights
+    python benchmarks/bench_e2e.py --loader memory                  # the memory loader's peak vs timm's, 1 epoch
 
 The folder is ``benchmarks/photos.py``'s ``--layout splits`` (``train/`` and ``val/``, every class in both; JPEG
 photos of 224-320 px, 10 classes). Each peer runs as its own process (its DataLoader workers included):
 
 - ``vitlab-train``: ``vitlab train --dataset folder --data-dir DIR --model vit-tiny-patch16-224 --image-size S
-  --epochs E --batch-size B --device cpu --set data.workers=W`` (its own loader choice: memory or stream).
+  --epochs E --batch-size B --device cpu --set data.workers=W --loader L`` (``--loader``, default ``auto``: its own
+  choice, printed in the run's data line: stream for one epoch, memory for several epochs of small data).
 - ``timm-train``: timm's ``train.py`` loop over its documented APIs (``train.py`` itself is not installed with
   the package): ``create_model(vit_tiny_patch16_224, num_classes=K, img_size=S)``, ``resolve_data_config`` (at ``S``),
   ``create_dataset("", root=DIR/train)``, ``create_loader(is_training=True, use_prefetcher=False,
@@ -146,7 +148,7 @@ def vitlab_train(root: Path, out: Path, args: argparse.Namespace) -> list[str]:
         *(sys.executable, "-m", "vitlab", "train", "--dataset", "folder", "--data-dir", str(root)),
         *("--model", VITLAB_MODEL, "--image-size", str(args.image_size), "--epochs", str(args.epochs)),
         *("--batch-size", str(args.batch_size), "--lr", str(args.lr), "--device", "cpu", "--quiet"),
-        *("--set", f"data.workers={args.workers}", "--out", str(out), "--overwrite"),
+        *("--set", f"data.workers={args.workers}", "--loader", args.loader, "--out", str(out), "--overwrite"),
     ]
 
 
@@ -171,6 +173,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--loader", choices=("auto", "memory", "stream"), default="auto", help="vitlab train's --loader")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cache", type=Path, default=Path("~/.cache/vitlab-bench").expanduser())
     p.add_argument("--only", nargs="+", choices=("train", "evaluate"), default=["train", "evaluate"])

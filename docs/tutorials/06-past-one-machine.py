@@ -8,9 +8,10 @@
 #
 # ## More images than memory: streaming and WebDataset shards
 #
-# Small data is decoded once into memory. A dataset that would not comfortably fit (above 2 GiB or a
-# quarter of free memory) is **streamed**: decoded on demand in `DataLoader` workers (`--set data.workers=N`),
-# moved as uint8 and normalised on the device, in memory that does not grow with the number of images.
+# Small data read for several epochs is decoded once into memory (uint8 at the model's size). A one-epoch run,
+# or a dataset that would not comfortably fit (above 512 MiB or an eighth of free memory), is **streamed**:
+# decoded on demand in `DataLoader` workers (`--set data.workers=N`), moved as uint8 and normalised on the
+# device, in memory that does not grow with the number of images.
 # vitlab says which it chose; `--loader memory|stream` forces one. WebDataset tar shards
 # (`KEY.jpg|png` + `KEY.cls` members) are read with `--dataset wds --data-dir 'shards/train-{000000..000009}.tar'`.
 #

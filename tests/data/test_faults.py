@@ -126,7 +126,7 @@ def test_training_and_predict_refuse_an_elongated_image_in_one_line(tmp_path, ca
         assert "Traceback" not in err and len(err.splitlines()) == 1, err
 
 
-@pytest.mark.parametrize(("image_size", "available"), [(64, 1 << 20), (8192, 24 << 30), (256, 16 << 20)])
+@pytest.mark.parametrize(("image_size", "available"), [(64, 512 << 10), (8192, 12 << 30), (256, 4 << 20)])
 def test_the_memory_loader_is_refused_over_its_budget_before_decoding(
     tmp_path, monkeypatch, capsys, image_size, available
 ):

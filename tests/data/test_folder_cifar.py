@@ -28,7 +28,7 @@ def test_folder_reads_resizes_and_splits(tmp_path, rng):
     assert splits.train.classes == ["blue", "red"] and splits.image_shape == (3, 8, 8)
     assert sum(len(p) for p in (splits.train, splits.val, splits.test)) == 20
     assert splits.train.labels.bincount().tolist() == [7, 7]
-    red = splits.train.images[splits.train.labels == 1]
+    red = splits.in_memory("train", "a test").images[splits.train.labels == 1]  # uint8 in memory, as floats
     np.testing.assert_allclose(red.mean((0, 2, 3)).numpy(), np.array([220, 10, 10]) / 255, atol=0.02)
     grey = load_dataset("folder", tmp_path, image_size=4, channels=1, rows=4)
     assert grey.image_shape == (1, 4, 4) and grey.train.labels.bincount().tolist() == [2, 2]

@@ -171,7 +171,8 @@ def test_streamed_images_equal_the_in_memory_ones_and_todays_reader(sources):
         images = getattr(memory, part).images
         plain = getattr(stream, part).augmented(False)  # the training split augments by default
         (x, y), *rest = plain.batches(torch.arange(len(images)), 64, workers=0)
-        assert not rest and torch.equal(x.float() / 255, images) and torch.equal(y, getattr(memory, part).labels)
+        assert not rest and images.dtype == torch.uint8 and torch.equal(x, images)
+        assert torch.equal(y, getattr(memory, part).labels)
     np.testing.assert_allclose(memory.mean, stream.mean, atol=1e-6)
     np.testing.assert_allclose(memory.std, stream.std, atol=1e-6)
     # the folder's default numbers do not move: the earlier reader (read_image at 32, then make_splits)
@@ -183,8 +184,9 @@ def test_streamed_images_equal_the_in_memory_ones_and_todays_reader(sources):
     )
     before = make_splits("folder", Source(data, (0.15, 0.15)), seed=0)
     for part in ("train", "val", "test"):
-        assert torch.equal(getattr(before, part).images, getattr(memory, part).images)
-    assert before.mean == memory.mean and before.std == memory.std
+        assert torch.equal(getattr(before, part).images, memory.in_memory(part, "a test").images)
+    np.testing.assert_allclose(memory.mean, before.mean, rtol=0, atol=1e-6)  # exact sums over uint8 counts
+    np.testing.assert_allclose(memory.std, before.std, rtol=0, atol=1e-6)
 
 
 def test_split_records_is_make_splits_rule():
@@ -345,12 +347,16 @@ def test_sixteen_bit_and_palette_pngs_decode_like_eight_bit(tmp_path):
     assert abs(pixels_of(decoded).mean() - pixels_of(decode_image(tmp_path / "rgb.png")).mean()) <= 1
 
 
-def test_auto_loader_streams_what_would_not_fit(sources, monkeypatch):
-    small = load_dataset("folder", sources["folder"], loader="auto")
-    assert small.loader == "memory" and "within min(2 GiB" in small.loader_reason
+def test_auto_loader_chooses_by_the_epochs_and_streams_what_would_not_fit(sources, monkeypatch):
+    small = load_dataset("folder", sources["folder"], loader="auto", epochs=10)
+    assert small.loader == "memory" and "30 images at 3x32x32 are 0.1 MiB as uint8" in small.loader_reason
+    assert "within min(0.50 GiB" in small.loader_reason and "10 epochs read each image 10 times" in small.loader_reason
+    once = load_dataset("folder", sources["folder"], loader="auto", epochs=1, workers=0)
+    assert once.loader == "stream" and "1 epoch reads each image once" in once.loader_reason
+    assert load_dataset("folder", sources["folder"], loader="memory", epochs=1).loader == "memory"  # as asked
     monkeypatch.setattr(load_module, "MEMORY_LIMIT", 1000)
-    big = load_dataset("folder", sources["folder"], loader="auto", workers=0)
-    assert big.loader == "stream" and isinstance(big.train, StreamDataset) and "over min(2 GiB" in big.loader_reason
+    big = load_dataset("folder", sources["folder"], loader="auto", workers=0, epochs=10)
+    assert big.loader == "stream" and isinstance(big.train, StreamDataset) and "over min(" in big.loader_reason
     assert big.train.train and not big.val.train and big.image_shape == (3, 32, 32)
     with pytest.raises(DataError, match=r"digits is a tensor dataset"):
         load_dataset("digits", loader="stream")

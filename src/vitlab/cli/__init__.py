@@ -49,8 +49,9 @@ DATA_FLAGS: dict[str, tuple[str, type, str]] = {
     "loader": (
         "--loader",
         str,
-        "auto (default: stream what would not fit in memory), memory, or stream (decode image files in "
-        "DataLoader workers; --set data.workers=N, data.max_bad_images=N)",
+        "auto (default: stream a one-epoch run or what would not fit in memory), memory (decoded once, uint8 at "
+        "the model's size), or stream (decode image files in DataLoader workers every epoch; --set "
+        "data.workers=N, data.max_bad_images=N)",
     ),
 }
 

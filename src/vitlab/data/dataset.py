@@ -1,7 +1,8 @@
 """In-memory image datasets and their train / validation / test splits.
 
-Small datasets live in memory as tensors: images ``(N, C, H, W)`` float32 in ``[0, 1]``,
-labels ``(N,)`` int64. Normalisation and augmentation run batched on these tensors.
+Small datasets live in memory as tensors: images ``(N, C, H, W)`` float32 in ``[0, 1]`` (photos decoded into
+memory: uint8, read as ``x / 255``), labels ``(N,)`` int64. Normalisation and augmentation run batched on these
+tensors.
 
 Every dataset is split by one function, :func:`make_splits`, with one rule: each class is shuffled
 with ``seed`` (default 0, so the split is fixed until the seed changes) and cut into the training
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from .preprocess import Statistics
+from .preprocess import Statistics, unit_pixels
 from .split import split_indices, split_rule
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ NORMALIZATIONS = ("standardize", "unit")
 
 @dataclass
 class ImageDataset:
-    """Images ``(N, C, H, W)`` float32 in ``[0, 1]`` with labels ``(N,)`` int64."""
+    """Images ``(N, C, H, W)`` float32 in ``[0, 1]``, or uint8 (photos decoded into memory, read as ``x / 255``
+    by :func:`~vitlab.data.preprocess.unit_pixels`), with labels ``(N,)`` int64."""
 
     images: torch.Tensor
     labels: torch.Tensor
@@ -128,8 +130,9 @@ class DataSplits:
         return Statistics(self.mean, self.std).normalize(pixels)
 
     def in_memory(self, part: str, purpose: str) -> ImageDataset:
-        """Split ``part`` (``train``, ``val``, ``test``) as in-memory tensors, for work that indexes every image
-        at once (``purpose`` names it); a streamed or missing split is refused in one line."""
+        """Split ``part`` (``train``, ``val``, ``test``) as in-memory float tensors in [0, 1] (a uint8 cache
+        converted), for work that indexes every image at once (``purpose`` names it); a streamed or missing split
+        is refused in one line."""
         data = getattr(self, part)
         if data is None:
             raise DataError(f"{self.name} has no {part} split here: use --split val")
@@ -138,6 +141,8 @@ class DataSplits:
                 f"{purpose} holds {self.name}'s images in memory, but this dataset is streamed "
                 f"({self.loader_reason}): pass --loader memory (with a smaller --image-size or --rows)"
             )
+        if data.images.dtype == torch.uint8:
+            return ImageDataset(unit_pixels(data.images), data.labels, data.classes)
         return data
 
     @property
@@ -185,9 +190,21 @@ class DataSplits:
 
 
 def channel_statistics(images: torch.Tensor, normalization: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel ``(mean, std)`` of ``images (N, C, H, W)`` for ``normalization`` (std at least 1e-6)."""
+    """Per-channel ``(mean, std)`` in [0, 1] units of ``images (N, C, H, W)`` (float, or uint8 read as ``x / 255``:
+    counted by value, exact and with no float copy) for ``normalization`` (unbiased std, at least 1e-6)."""
+    channels = images.shape[1]
     if normalization == "unit":
-        return (0.0,) * images.shape[1], (1.0,) * images.shape[1]
+        return (0.0,) * channels, (1.0,) * channels
+    if images.dtype == torch.uint8:
+        counts = torch.zeros(channels, 256, dtype=torch.float64)
+        for chunk in images.split(256):
+            for c in range(channels):
+                counts[c] += torch.bincount(chunk[:, c].reshape(-1), minlength=256)
+        values = torch.arange(256, dtype=torch.float64) / 255
+        n = counts.sum(1)
+        mean = counts @ values / n
+        var = (counts * (values - mean[:, None]).square()).sum(1) / (n - 1).clamp_min(1)
+        return tuple(mean.tolist()), tuple(var.sqrt().clamp_min(1e-6).tolist())
     return (
         tuple(images.mean(dim=(0, 2, 3)).tolist()),
         tuple(images.std(dim=(0, 2, 3)).nan_to_num(0.0).clamp_min(1e-6).tolist()),

@@ -14,13 +14,15 @@ part, fixed for a given seed, never a file's tail.
   unless ``data_dir`` is given.
 - The photo sources (``folder``, ``manifest``, ``wds``, ``hf``), read from ``data_dir`` through a
   :class:`~vitlab.data.preprocess.Preprocess` (default: 32x32 squashed, bilinear, RGB). Official splits
-  are kept; without them 70/15/15 as above. ``loader="memory"`` holds them in memory as float32 splits
-  (:class:`~vitlab.data.memory.DecodedSplit`), each decoded the first time its images are used, so a
-  command that scores one split never decodes another; ``"stream"`` gives
-  :class:`~vitlab.data.stream.StreamDataset` splits decoded on demand; ``"auto"`` streams when the decoded
-  float32 images (``N*C*H*W*4`` bytes) would exceed :data:`MEMORY_LIMIT` or a quarter of the available
-  memory (``splits.loader``, ``splits.loader_reason``); ``"memory"`` is refused, before anything is
-  decoded, when they would exceed half of the available memory.
+  are kept; without them 70/15/15 as above. ``loader="memory"`` holds them in memory as uint8 splits at the
+  model's size (:class:`~vitlab.data.memory.DecodedSplit`), each decoded in the DataLoader workers the first
+  time its images are used, so a command that scores one split never decodes another; ``"stream"`` gives
+  :class:`~vitlab.data.stream.StreamDataset` splits decoded on demand; ``"auto"`` chooses by the work: it
+  streams when the decoded images (``N*C*H*W`` bytes) would exceed :data:`MEMORY_LIMIT` or an eighth of the
+  available memory, and when ``epochs`` says each image is read once (decoding into memory first saves
+  nothing then, and holds every image), else holds them in memory (``splits.loader``,
+  ``splits.loader_reason``); ``"memory"`` is refused, before anything is decoded, when they would exceed
+  half of the available memory.
 
 ``rows`` keeps ``rows`` images of the training pool: the first of a seeded stratified order of all the
 images, so the subset keeps the class proportions, a smaller ``rows`` is nested in a larger one, and it
@@ -50,9 +52,9 @@ if TYPE_CHECKING:
     from .captions import CaptionSplits
     from .dense import DenseSplits
 
-MEMORY_LIMIT = 2 << 30
-"""``loader="auto"`` streams a photo dataset whose decoded float32 images exceed this (2 GiB) or a quarter
-of the available memory, whichever is less."""
+MEMORY_LIMIT = 512 << 20
+"""``loader="auto"`` streams a photo dataset whose decoded uint8 images exceed this (512 MiB: 3,566 images at
+3x224x224) or an eighth of the available memory, whichever is less."""
 DEFAULT_WORKERS = 2
 
 
@@ -68,10 +70,11 @@ def load_dataset(
     workers: int | None = None,
     max_bad: int = 0,
     progress: Callable[[int], None] | None = None,
+    epochs: int | None = None,
     **options: Any,
 ) -> DataSplits:
-    """Load classification dataset ``name`` as splits: in memory, images ``(N, C, H, W)`` float32 in [0, 1],
-    or streamed.
+    """Load classification dataset ``name`` as splits: in memory, images ``(N, C, H, W)`` float32 in [0, 1]
+    (photos: uint8), or streamed.
 
     ``options`` go to the dataset's reader (e.g. ``image_size`` for folder and synthetic); see the
     module docstring for where files are found, each dataset's split rule and what ``rows`` keeps.
@@ -79,7 +82,8 @@ def load_dataset(
 
     For the photo sources (folder, manifest, wds, hf): ``preprocess`` says how a file becomes an image
     (the options ``image_size``, ``channels`` override its fields; ``hflip_ok=False`` when mirroring
-    changes the class); ``loader`` is ``auto``, ``memory`` or ``stream`` (see the module docstring);
+    changes the class); ``loader`` is ``auto``, ``memory`` or ``stream`` (see the module docstring), ``auto``
+    weighing ``epochs``, how many times the run reads each image (None: not known, chosen by size alone);
     ``workers`` decoding processes (default 2, at most the CPU count); ``max_bad`` unreadable images
     skipped (and recorded in each split's ``bad``; in memory, every split is then decoded at once to count
     them) before :class:`DataError`; ``progress(count)`` hears the indexing of a large source. The other
@@ -92,7 +96,9 @@ def load_dataset(
         raise DataError(f"loader {loader!r} is unknown; choose one of {LOADERS}")
     _check_options(spec, options)
     if spec.streams:
-        read = PhotoRead(spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress)
+        read = PhotoRead(
+            spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress, epochs
+        )
         return read.splits(options)
     if preprocess is not None or loader == "stream":
         raise DataError(
@@ -154,7 +160,8 @@ def _check_options(spec: DatasetSpec, options: dict[str, Any]) -> None:
 class PhotoRead:
     """How :func:`load_dataset` reads a photo source: the ``spec``, where (``data_dir``), the split (``seed``,
     ``rows``, ``normalization``), how a file becomes an image (``preprocess``), the ``loader`` asked for, the
-    decoding ``workers``, the unreadable images tolerated (``max_bad``) and who hears the indexing (``progress``)."""
+    decoding ``workers``, the unreadable images tolerated (``max_bad``), who hears the indexing (``progress``)
+    and how many times the run reads each image (``epochs``, None: not known)."""
 
     spec: DatasetSpec
     data_dir: str | Path | None
@@ -166,6 +173,7 @@ class PhotoRead:
     workers: int | None = None
     max_bad: int = 0
     progress: Callable[[int], None] | None = None
+    epochs: int | None = None
     bad: dict[str, str] = field(default_factory=dict)
     """Every unreadable image met, by name (one record for the whole dataset)."""
 
@@ -186,7 +194,7 @@ class PhotoRead:
         records = self.spec.reader(path, progress=self.progress, **options)
         train, val, test, rule = split_records(records, self.seed, self.rows, name=name)
         parts: list[Records | None] = [train, val, test]
-        chosen, reason = choose_loader(self.loader, parts, preprocess)
+        chosen, reason = choose_loader(self.loader, parts, preprocess, self.epochs)
         given = (
             (preprocess.mean, preprocess.std) if preprocess.mean is not None and preprocess.std is not None else None
         )
@@ -282,12 +290,15 @@ def available_memory() -> int:
     return int(available)
 
 
-def choose_loader(loader: str, parts: list[Records | None], preprocess: Preprocess) -> tuple[str, str]:
-    """``(memory|stream, one-line reason)`` for ``parts`` read through ``preprocess`` (see the module docstring)."""
+def choose_loader(
+    loader: str, parts: list[Records | None], preprocess: Preprocess, epochs: int | None = None
+) -> tuple[str, str]:
+    """``(memory|stream, one-line reason)`` for ``parts`` read through ``preprocess``, each image ``epochs`` times
+    (None: not known; see the module docstring)."""
     count = sum(len(p) for p in parts if p is not None)
     channels, (height, width) = preprocess.channels, preprocess.image_size
-    need = count * channels * height * width * 4
-    size = f"{count:,} images at {channels}x{height}x{width} are {_gib(need)} as float32"
+    need = count * channels * height * width
+    size = f"{count:,} images at {channels}x{height}x{width} are {_gib(need)} as uint8"
     if loader == "stream":
         return loader, f"{loader} as asked; {size}"
     available = available_memory()
@@ -298,11 +309,15 @@ def choose_loader(loader: str, parts: list[Records | None], preprocess: Preproce
                 f"(or auto) or a smaller --image-size"
             )
         return loader, f"{loader} as asked; {size}"
-    limit = min(MEMORY_LIMIT, available // 4)
-    where = f"min(2 GiB, a quarter of the {_gib(available)} available)"
+    limit = min(MEMORY_LIMIT, available // 8)
+    where = f"min({_gib(MEMORY_LIMIT)}, an eighth of the {_gib(available)} available)"
     if need > limit:
         return "stream", f"{size}, over {where}"
-    return "memory", f"{size}, within {where}"
+    if epochs is not None and epochs <= 1:
+        return "stream", f"{size}; 1 epoch reads each image once: decoding them all into memory first saves nothing"
+    if epochs is None:
+        return "memory", f"{size}, within {where}"
+    return "memory", f"{size}, within {where}; {epochs} epochs read each image {epochs} times: decoded once"
 
 
 def _gib(n: int) -> str:

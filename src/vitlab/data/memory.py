@@ -2,10 +2,16 @@
 time its images are used, so loading a dataset decodes nothing and a command that scores one split never opens
 another split's files.
 
-Decoding reads every image through :class:`~vitlab.data.stream.StreamDataset` (``eval_image``, ``uint8 / 255``,
-so an image in memory is exactly the streamed one): in :data:`DECODE_WORKERS_FROM` images or more, in DataLoader
-workers; fewer, in this process with one torch thread (a uint8 crop copy costs 10x more spread over two threads
-than on one).
+The cache holds each image as :class:`~vitlab.data.stream.StreamDataset` reads it for evaluation (``eval_image``):
+uint8 at the model's input size, a quarter of the bytes of float32 and exactly the streamed pixels. Training
+crops (RandomResizedCrop) are then cut from that image on the device, where a stream cuts them from the full
+photo: a bounded margin would not make the two crops equal (a crop of 8% of the area needs the photo at 3.5
+times the model's side to keep its detail), so the cache keeps no margin and the two loaders give the same
+evaluation images, not the same training crops.
+
+Decoding runs in DataLoader workers (``workers``; 0, or a split of one :data:`DECODE_BATCH`, which one worker
+would decode while this process waits: here); this process only copies each uint8 batch into one preallocated
+tensor, with one torch thread (a small uint8 copy costs ten times more spread over two threads).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from .stream import RecordsSplit, StreamDataset
 if TYPE_CHECKING:
     from .preprocess import Preprocess
 
-DECODE_WORKERS_FROM = 256
-"""A split of at least this many images is decoded in DataLoader workers (when it has any)."""
+DECODE_BATCH = 32
+"""Images a worker decodes per batch for the cache: ``workers * PREFETCH`` such batches are in flight."""
 
 
 @contextmanager
@@ -43,24 +49,26 @@ def one_thread() -> Iterator[None]:
 def decode_records(
     records: Records, preprocess: Preprocess, *, workers: int = 2, max_bad: int = 0, bad: dict[str, str] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every image of ``records`` through ``preprocess.eval_image`` -> ``(images (N', C, H, W) float32 in
-    [0, 1], labels (N',) int64)``: the in-memory path, decoded as a stream would (``uint8 / 255``).
+    """Every image of ``records`` through ``preprocess.eval_image`` -> ``(images (N', C, H, W) uint8, labels (N',)
+    int64)``: the in-memory cache, exactly the streamed evaluation images.
 
-    Unreadable images are left out and recorded in ``bad``; more than ``max_bad`` raise
-    :class:`~vitlab.errors.DataError`. ``workers`` are used from :data:`DECODE_WORKERS_FROM` images on.
+    ``workers`` DataLoader processes decode (0, or a single batch of :data:`DECODE_BATCH`: this process); the
+    images land in one tensor allocated up front. Unreadable images are left out and recorded in ``bad``; more
+    than ``max_bad`` raise :class:`~vitlab.errors.DataError`.
     """
     stream = StreamDataset(records, preprocess)
     if bad is not None:
         stream.bad = bad
-    images = torch.empty((len(records), *stream.image_shape), dtype=torch.float32)
+    images = torch.empty((len(records), *stream.image_shape), dtype=torch.uint8)
     labels = torch.empty(len(records), dtype=torch.int64)
     filled = 0
-    workers = workers if len(records) >= DECODE_WORKERS_FROM else 0
+    batches = -(-len(records) // DECODE_BATCH)
+    workers = min(workers, batches) if batches > 1 else 0
     with one_thread():
         for batch, batch_labels in stream.batches(
-            np.arange(len(records)), 256, workers=workers, max_bad=max_bad, pin_memory=False
+            np.arange(len(records)), DECODE_BATCH, workers=workers, max_bad=max_bad, pin_memory=False
         ):
-            images[filled : filled + len(batch)] = batch.float().div_(255)
+            images[filled : filled + len(batch)] = batch
             labels[filled : filled + len(batch)] = batch_labels
             filled += len(batch)
     return images[:filled], labels[:filled]
@@ -68,7 +76,7 @@ def decode_records(
 
 class DecodedSplit(RecordsSplit, ImageDataset):
     """A split of image files held in memory: an :class:`~vitlab.data.dataset.ImageDataset` whose ``images``
-    ``(N, C, H, W)`` float32 in [0, 1] are decoded (:func:`decode_records`) the first time they are used, so
+    ``(N, C, H, W)`` uint8 are decoded (:func:`decode_records`) the first time they are used, so
     loading a dataset decodes nothing and a command that scores one split never opens another's files.
 
     ``labels``, ``classes`` and ``image_shape`` come from the records and ``preprocess`` without decoding;

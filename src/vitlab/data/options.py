@@ -18,9 +18,10 @@ from ..errors import ConfigError
 from .preprocess import CROP_MODES, INTERPOLATIONS, MAX_CROP_PCT, Preprocess
 
 LOADERS = ("auto", "memory", "stream")
-"""``memory``: every image decoded once into one float32 tensor (small data: digits, MNIST, CIFAR);
-``stream``: decoded on demand in ``DataLoader`` workers, uint8 batches normalised on the device;
-``auto``: ``stream`` when the decoded dataset would not comfortably fit in memory."""
+"""``memory``: every image decoded once into one tensor (image files: uint8 at the model's size, decoded in
+``DataLoader`` workers); ``stream``: decoded on demand in ``DataLoader`` workers, uint8 batches normalised on the
+device; ``auto``: ``stream`` for a run that reads each image once (one epoch) or a dataset that would not
+comfortably fit in memory, else ``memory``."""
 
 
 @dataclass

@@ -313,7 +313,7 @@ def _audited_split(splits: DataSplits, split: str, samples: int) -> ImageDataset
         raise ConfigError(f"split {split!r} is not available for {splits.name}: use 'val' or 'test'")
     if samples < 1:
         raise ConfigError(f"samples must be >= 1, got {samples}")
-    return data
+    return splits.in_memory(split, "the audit")
 
 
 def _curves(

@@ -234,11 +234,11 @@ def split_bytes(data: ImageDataset) -> int:
 
 
 def held_out(splits: DataSplits, why: str) -> ImageDataset:
-    """The test split of ``splits``, else its validation split, as images in memory (refused with ``why``)."""
-    data = splits.test if splits.test is not None else splits.val
-    if not isinstance(data, ImageDataset):
+    """The test split of ``splits``, else its validation split, as float images in memory (refused with ``why``)."""
+    part = "test" if splits.test is not None else "val"
+    if not isinstance(getattr(splits, part), ImageDataset):
         raise RequestError(f"{why}: the explorer shows images held in memory")
-    return data
+    return splits.in_memory(part, "the explorer")
 
 
 class ImageBook:
