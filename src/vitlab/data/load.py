@@ -68,6 +68,7 @@ def load_dataset(
     workers: int | None = None,
     max_bad: int = 0,
     progress: Callable[[int], None] | None = None,
+    decode: str = "cpu",
     **options: Any,
 ) -> DataSplits:
     """Load classification dataset ``name`` as splits: in memory, images ``(N, C, H, W)`` float32 in [0, 1],
@@ -82,7 +83,8 @@ def load_dataset(
     changes the class); ``loader`` is ``auto``, ``memory`` or ``stream`` (see the module docstring);
     ``workers`` decoding processes (default 2, at most the CPU count); ``max_bad`` unreadable images
     skipped (and recorded in each split's ``bad``; in memory, every split is then decoded at once to count
-    them) before :class:`DataError`; ``progress(count)`` hears the indexing of a large source. The other
+    them) before :class:`DataError`; ``progress(count)`` hears the indexing of a large source; ``decode``
+    where a streamed split's JPEGs are decoded (:data:`~vitlab.data.stream.DECODES`). The other
     datasets are tensors in memory; they take none of these.
     """
     spec = dataset_spec(name)
@@ -92,7 +94,9 @@ def load_dataset(
         raise DataError(f"loader {loader!r} is unknown; choose one of {LOADERS}")
     _check_options(spec, options)
     if spec.streams:
-        read = PhotoRead(spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress)
+        read = PhotoRead(
+            spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress, decode
+        )
         return read.splits(options)
     if preprocess is not None or loader == "stream":
         raise DataError(
@@ -166,6 +170,8 @@ class PhotoRead:
     workers: int | None = None
     max_bad: int = 0
     progress: Callable[[int], None] | None = None
+    decode: str = "cpu"
+    """Where a streamed split's JPEGs are decoded (:data:`~vitlab.data.stream.DECODES`)."""
     bad: dict[str, str] = field(default_factory=dict)
     """Every unreadable image met, by name (one record for the whole dataset)."""
 
@@ -237,7 +243,9 @@ class PhotoRead:
     ) -> StreamDataset | None:
         if part is None:
             return None
-        stream = StreamDataset(part, preprocess, train=train, hflip=hflip_ok, workers=workers, max_bad=self.max_bad)
+        stream = StreamDataset(
+            part, preprocess, train=train, hflip=hflip_ok, workers=workers, max_bad=self.max_bad, decode=self.decode
+        )
         stream.bad = self.bad
         return stream
 

@@ -69,6 +69,7 @@ def load_splits(
         workers=opts.workers,
         max_bad=opts.max_bad_images,
         progress=progress,
+        decode=opts.decode,
     )
     return with_statistics(splits, preprocess.mean, preprocess.std), preprocess
 
