@@ -1,5 +1,6 @@
 """data.decode=gpu on the CPU kernels: the same crops, labels and unreadable images as the workers' PIL path."""
 
+import json
 import warnings
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
+from vitlab.cli.main import main
 from vitlab.data import load_dataset, read_records
 from vitlab.data.options import DataOptions
 from vitlab.data.preprocess import Preprocess
@@ -82,3 +84,18 @@ def test_the_option_reaches_the_stream_and_bad_values_are_one_line(tmp_path):
     records = read_records("folder", root)["train"]
     with pytest.raises(ConfigError, match=r"no 'box' filter: set data.interpolation to one of .*or data.decode=cpu"):
         StreamDataset(records, Preprocess(interpolation="box"), decode="gpu")
+
+
+def test_a_training_run_decodes_on_its_device_and_records_the_choice(tmp_path, capsys):
+    photos = write_jpegs(tmp_path / "photos", per_class=6)
+    Image.new("RGB", (30, 20), (0, 90, 0)).save(photos / "bee" / "png.png")  # said once: the path ran
+    argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "16", "--loader", "stream"]
+    argv += ["--epochs", "1", "--batch-size", "4", "--device", "cpu", "--set", "warmup_epochs=0"]
+    argv += ["--set", "depth=1", "--set", "embed_dim=32", "--set", "num_heads=2", "--set", "patch_size=8"]
+    run = ["--out", str(tmp_path / "run"), "--set", "data.workers=1", "--set", "data.decode=gpu"]
+    assert main([*argv, *run]) == 0
+    assert capsys.readouterr().err.count("png.png is not an RGB or greyscale JPEG: it and any other") == 1
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["data"]["decode"] == "gpu"
+    assert main([*argv, "--out", str(tmp_path / "bad"), "--set", "data.decode=tpu"]) == 2
+    assert "decode must be 'cpu' or 'gpu', got 'tpu'" in capsys.readouterr().err
