@@ -9,7 +9,8 @@ import torch
 from PIL import Image
 
 from vitlab.cli.main import main
-from vitlab.data import load_dataset, read_records
+from vitlab.data import load_dataset, read_records, stream
+from vitlab.data.device_decode import decode_batch
 from vitlab.data.options import DataOptions
 from vitlab.data.preprocess import Preprocess
 from vitlab.data.stream import StreamDataset
@@ -86,7 +87,7 @@ def test_the_option_reaches_the_stream_and_bad_values_are_one_line(tmp_path):
         StreamDataset(records, Preprocess(interpolation="box"), decode="gpu")
 
 
-def test_a_training_run_decodes_on_its_device_and_records_the_choice(tmp_path, capsys):
+def test_a_training_run_and_evaluate_decode_on_their_device_and_record_the_choice(tmp_path, capsys, monkeypatch):
     photos = write_jpegs(tmp_path / "photos", per_class=6)
     Image.new("RGB", (30, 20), (0, 90, 0)).save(photos / "bee" / "png.png")  # said once: the path ran
     argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "16", "--loader", "stream"]
@@ -97,5 +98,10 @@ def test_a_training_run_decodes_on_its_device_and_records_the_choice(tmp_path, c
     assert capsys.readouterr().err.count("png.png is not an RGB or greyscale JPEG: it and any other") == 1
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["data"]["decode"] == "gpu"
+    decoded = []  # evaluate decodes as asked too
+    monkeypatch.setattr(stream, "decode_batch", lambda *a: decoded.append(len(a[0])) or decode_batch(*a))
+    evaluate = ["evaluate", str(tmp_path / "run"), "--split", "val", "--set", "data.loader=stream"]
+    assert main([*evaluate, "--set", "data.decode=gpu"]) == 0
+    assert sum(decoded) == len(load_dataset("folder", photos, loader="stream").val)
     assert main([*argv, "--out", str(tmp_path / "bad"), "--set", "data.decode=tpu"]) == 2
     assert "decode must be 'cpu' or 'gpu', got 'tpu'" in capsys.readouterr().err

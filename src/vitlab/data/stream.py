@@ -223,7 +223,7 @@ class StreamDataset(RecordsSplit, Dataset):
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | None, int, str, str]:
+    def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | Encoded | None, int, str, str]:
         """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable; with
         ``decode="gpu"`` a JPEG is an :class:`Encoded` and ``name`` is always given."""
         i, sample_seed = item
@@ -348,7 +348,7 @@ class StreamDataset(RecordsSplit, Dataset):
         """A collated batch as ``(images uint8 (B', C, H, W), labels (B',), unreadable)``: with ``decode="gpu"``
         its JPEGs decoded on :attr:`device` (the first image decoded on the CPU instead said once)."""
         if self.decode != "gpu":
-            return batch  # type: ignore[return-value]
+            return batch
         items, labels, bad, on_cpu = batch
         if on_cpu and "cpu-decode" not in self.said:
             self.said.add("cpu-decode")

@@ -109,7 +109,8 @@ def dataset_logits(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32 on the CPU, labels (N,))`` of ``model`` on the images ``index`` (default
     all) of an in-memory :class:`ImageDataset` or a streamed split (uint8 batches decoded in its
-    ``DataLoader`` workers, normalised by ``inputs`` on the model's device; an image it skips as
+    ``DataLoader`` workers, or on the model's device with ``decode="gpu"``, normalised by ``inputs`` on the model's
+    device; an image it skips as
     unreadable is left out of both)."""
     device = next(model.parameters()).device
     index = torch.arange(len(dataset)) if index is None else index
@@ -120,7 +121,7 @@ def dataset_logits(
     batch_size = batch_size or eval_batch_size(device)
     chunks, labels = [], []
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-        for images, targets in dataset.batches(index, batch_size):
+        for images, targets in dataset.on(device).batches(index, batch_size):  # decode=gpu decodes there
             chunks.append(model(inputs.normalize(images.to(device, non_blocking=True))).float().cpu())
             labels.append(targets)
     if not chunks:
