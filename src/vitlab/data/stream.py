@@ -230,16 +230,14 @@ class StreamDataset(RecordsSplit, Dataset):
         label = int(self.records.labels[i])
         try:
             jpeg = self.records.jpeg(i) if self.decode == "gpu" else None
-            generator = torch.Generator().manual_seed(sample_seed if sample_seed is not None else i)
+            crop = (self.scale, self.ratio, self.hflip)
             pixels: torch.Tensor | Encoded
             if jpeg is not None:  # the bytes, and the crop drawn as train_image draws it
                 data, height, width = jpeg
-                crop = (self.scale, self.ratio, self.hflip)
-                box = self.preprocess.train_box(height, width, generator, *crop) if self.train else None
+                box = self.preprocess.train_box(height, width, self._generator(item), *crop) if self.train else None
                 pixels = Encoded(torch.frombuffer(bytearray(data), dtype=torch.uint8), box, self.records.name(i))
             elif self.train:
-                image = self.records.open(i)
-                pixels = self.preprocess.train_image(image, generator, self.scale, self.ratio, self.hflip)
+                pixels = self.preprocess.train_image(self.records.open(i), self._generator(item), *crop)
             else:
                 pixels = self.preprocess.eval_image(self.records.open(i))
         except DataError as err:
@@ -250,6 +248,12 @@ class StreamDataset(RecordsSplit, Dataset):
             name = self.records.name(i)
             return None, label, name, f"{name}: cannot be preprocessed ({type(err).__name__}: {err})"
         return pixels, label, self.records.name(i) if self.decode == "gpu" else "", ""
+
+    @staticmethod
+    def _generator(item: tuple[int, int | None]) -> torch.Generator:
+        """Item ``(i, sample seed)``'s augmentation draws: seeded by its sample seed, or by ``i`` without one."""
+        i, sample_seed = item
+        return torch.Generator().manual_seed(sample_seed if sample_seed is not None else i)
 
     def subset(self, index: np.ndarray | Sequence[int] | torch.Tensor) -> StreamDataset:
         """The same stream over ``records.subset(index)``."""
