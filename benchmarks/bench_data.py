@@ -18,6 +18,10 @@ with p 0.5, and normalisation with ImageNet's mean/std, ``--workers`` DataLoader
 - ``vitlab``: ``StreamDataset(read_records("folder", DIR)["train"], Preprocess(224, bilinear), train=True)``
   ``.batches(order, B, seed=..., workers=W)``: uint8 batches from the workers, then the engine's own
   ``as_pixels`` + ``normalize_`` in this process (as ``vitlab train`` on CPU does).
+- ``vitlab-decode-gpu``: the same with ``decode="gpu"`` (``--set data.decode=gpu``) on ``--device``: the workers
+  send JPEG bytes and each image's crop box, this process decodes the batch with ``torchvision.io.decode_jpeg``
+  on the device, crops and resizes there (torchvision's antialiased bilinear) and normalises (CUDA synchronised
+  after each batch). On a CPU device it is the same path on the CPU kernels, in this one process.
 - ``timm``: ``create_loader(create_dataset("", root=DIR), is_training=True, use_prefetcher=False, ...)``:
   timm's transforms (``RandomResizedCropAndInterpolation``, ``RandomHorizontalFlip``, ``ToTensor``,
   ``Normalize``) in the workers, float batches out; ``color_jitter=None``, no auto-augment, no erasing.
@@ -76,7 +80,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 SCALE = (0.08, 1.0)
 RATIO = (3 / 4, 4 / 3)
-PEERS = ("vitlab", "timm", "timm-prefetch", "decode-pil", "decode-tv")
+PEERS = ("vitlab", "vitlab-decode-gpu", "timm", "timm-prefetch", "decode-pil", "decode-tv")
 PARTS = ("loader", "stages", "train")
 GOALS = {"vs_timm": 1.0, "vs_decode_limit": 0.8, "peak_memory_ratio": 1.1, "data_wait": 0.05}
 
@@ -110,26 +114,29 @@ def warm_page_cache(paths: list[str]) -> int:
 # --- the peers: each yields the number of images of each batch, ready for the model --------------------
 
 
-def vitlab_stream(root: Path, args: argparse.Namespace) -> Callable[[int], Iterator[int]]:
+def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> Callable[[int], Iterator[int]]:
     from vitlab.data import read_records
-    from vitlab.data.augment import normalize_
-    from vitlab.data.preprocess import Preprocess
+    from vitlab.data.preprocess import Preprocess, normalize_
     from vitlab.data.stream import StreamDataset
     from vitlab.tasks.classify.task import as_pixels
 
+    device = torch.device(args.device if decode == "gpu" else "cpu")
     records = read_records("folder", root)["train"]
     preprocess = Preprocess(image_size=(224, 224), interpolation=args.interpolation)
-    dataset = StreamDataset(records, preprocess, train=True, hflip=True, scale=SCALE, ratio=RATIO)
-    mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
-    device = torch.device("cpu")
+    dataset = StreamDataset(records, preprocess, train=True, hflip=True, scale=SCALE, ratio=RATIO, decode=decode)
+    dataset = dataset.on(device)
+    mean, std = torch.tensor(IMAGENET_MEAN, device=device), torch.tensor(IMAGENET_STD, device=device)
+    cuda = device.type == "cuda"
 
     def run(seed: int) -> Iterator[int]:
         order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
-        batches = dataset.batches(order, args.batch_size, seed=seed, workers=args.workers, pin_memory=False)
+        batches = dataset.batches(order, args.batch_size, seed=seed, workers=args.workers, pin_memory=cuda)
         try:
             for images, labels in batches:
                 inputs = normalize_(as_pixels(images, device), mean, std)
                 assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
+                if cuda:
+                    torch.cuda.synchronize()
                 yield len(labels)
         finally:
             batches.close()  # type: ignore[attr-defined]
@@ -292,6 +299,7 @@ def bench_loader(args: argparse.Namespace) -> dict:
     skipped: dict[str, str] = {}
     makers: dict[str, Callable[[], Callable[[int], Iterator[int]]]] = {
         "vitlab": lambda: vitlab_stream(root, args),
+        "vitlab-decode-gpu": lambda: vitlab_stream(root, args, decode="gpu"),
         "timm": lambda: timm_loader(root, args, prefetch=False),
         "timm-prefetch": lambda: timm_loader(root, args, prefetch=True),
         "decode-pil": lambda: decode_only(paths, args, "pil"),
@@ -364,6 +372,13 @@ def bench_loader(args: argparse.Namespace) -> dict:
         result["decode_limit"] = {"peer": limit, "images_per_s": round(statistics.median(rates[limit]), 1)}
         if "vitlab" in rates:
             result["vs_decode_limit"] = result["vitlab_over"][limit]["median"]
+        if "vitlab-decode-gpu" in rates:
+            paired = [a / b for a, b in zip(rates["vitlab-decode-gpu"], rates[limit])]
+            result["decode_gpu_vs_decode_limit"] = round(statistics.median(paired), 3)
+    if "vitlab" in rates and "vitlab-decode-gpu" in rates:
+        paired = [a / b for a, b in zip(rates["vitlab-decode-gpu"], rates["vitlab"])]
+        result["decode_gpu_over_cpu"] = round(statistics.median(paired), 3)
+        result["decode_gpu_device"] = args.device
     result["what_each_did"] = WHAT_EACH_DID
     return result
 
@@ -373,6 +388,9 @@ WHAT_EACH_DID = {
     "ratio=(3/4, 4/3), hflip=True).batches(random order, B, seed, workers=W): workers decode (PIL), "
     "random-resized-crop + resize (torchvision functional on PIL) + flip, uint8 batch; main process: "
     "engine.classify.as_pixels (float / 255) + data.augment.normalize_ in place (ImageNet mean/std)",
+    "vitlab-decode-gpu": "the same StreamDataset with decode='gpu' on --device: workers send JPEG bytes + the crop box "
+    "(Preprocess.train_box); main process: torchvision.io.decode_jpeg(batch, device), crop + antialiased resize + "
+    "flip on the device (Preprocess.resized_crop), then as_pixels + normalize_ there",
     "timm": "create_dataset('', root) + create_loader(input_size=(3, 224, 224), is_training=True, no_aug=False, "
     "scale=(0.08, 1), ratio=(3/4, 4/3), hflip=0.5, vflip=0, color_jitter=None, auto_augment=None, re_prob=0, "
     "interpolation, ImageNet mean/std, num_workers=W, use_prefetcher=False, persistent_workers=False): "
@@ -409,8 +427,8 @@ def bench_stages(args: argparse.Namespace) -> dict:
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
     from vitlab.data import read_records
-    from vitlab.data.augment import normalize_
-    from vitlab.data.preprocess import Preprocess
+    from vitlab.data.device_decode import decode_batch
+    from vitlab.data.preprocess import Preprocess, normalize_
     from vitlab.data.stream import StreamDataset, sample_seeds
     from vitlab.tasks.classify.task import as_pixels
 
@@ -423,6 +441,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
     warm_page_cache(paths)
     preprocess = Preprocess(image_size=(224, 224), interpolation=args.interpolation)
     dataset = StreamDataset(records, preprocess, train=True, hflip=True, scale=SCALE, ratio=RATIO)
+    encoded = dataset.augmented(decode="gpu")
     images = [records.open(i) for i in range(n)]
     common = dict(is_training=True, scale=SCALE, ratio=RATIO, hflip=0.5, color_jitter=None)
     common |= dict(interpolation=args.interpolation, mean=IMAGENET_MEAN, std=IMAGENET_STD)
@@ -443,10 +462,16 @@ def bench_stages(args: argparse.Namespace) -> dict:
             lambda i: preprocess.train_image(images[i], torch.Generator().manual_seed(i), SCALE, RATIO, True), n
         ),
         "vitlab StreamDataset[i] (open + train_image)": per_image_ms(lambda i: dataset[(i, i)], n),
+        "vitlab StreamDataset[i], decode=gpu (bytes + header + train_box)": per_image_ms(lambda i: encoded[(i, i)], n),
         "timm transform, uint8 (prefetcher; decoded image in)": per_image_ms(lambda i: timm_uint8(images[i]), n),
         "timm transform, float normalised (decoded image in)": per_image_ms(lambda i: timm_float(images[i]), n),
     }
+    jpegs = [encoded[(i, i)][0] for i in range(b)]
     main = {
+        "vitlab decode_batch on the CPU kernels (decode + crop + resize + flip)": per_image_ms(
+            lambda i: decode_batch(jpegs, preprocess, cpu), 3
+        )
+        / b,
         "vitlab sample_seeds (batch sampler)": per_image_ms(lambda i: sample_seeds(0, range(i * b, i * b + b)), 20) / b,
         "vitlab as_pixels + normalize_": per_image_ms(lambda i: normalize_(as_pixels(batch, cpu), mean, std), 10) / b,
         "timm PrefetchLoader float().sub_().div_()": per_image_ms(
@@ -668,6 +693,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     p.add_argument("--interpolation", default="bilinear", choices=("bilinear", "bicubic"))
+    p.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where vitlab-decode-gpu decodes (default: cuda when there is one, else the CPU kernels)",
+    )
     p.add_argument("--train-images", type=int, nargs="+", default=[2000, 16000])
     p.add_argument("--train-seconds", type=float, default=60.0, help="the train run's time_limit_s")
     p.add_argument("--stage-images", type=int, default=300, help="photos timed per stage in `stages`")

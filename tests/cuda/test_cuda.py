@@ -147,3 +147,31 @@ def test_a_streamed_epoch_on_the_gpu(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "stream" in (done.stdout + done.stderr)
+
+
+def test_jpegs_decoded_and_cropped_on_the_gpu_agree_with_the_cpu_path(tmp_path: Path) -> None:
+    """data.decode=gpu on CUDA (nvJPEG, the crop drawn on the CPU) against the workers' PIL path: the same labels,
+    and training crops and evaluation centre crops within interpolation tolerance."""
+    from PIL import Image
+
+    from vitlab.data import read_records
+    from vitlab.data.preprocess import Preprocess
+    from vitlab.data.stream import StreamDataset
+
+    for c in range(2):
+        (tmp_path / f"class{c}").mkdir()
+        for i in range(8):
+            y, x = torch.meshgrid(torch.linspace(0, 1, 60 + 4 * i), torch.linspace(0, 1, 80 - 3 * i), indexing="ij")
+            pixels = torch.stack([torch.sin(6 * x + k) * 60 + 120 * y + 40 + 60 * (k == c) for k in range(3)], -1)
+            Image.fromarray(pixels.clamp(0, 255).to(torch.uint8).numpy()).save(tmp_path / f"class{c}/{i}.jpg")
+    records = read_records("folder", tmp_path)["train"]
+    pre = Preprocess(image_size=(32, 32), interpolation="bicubic", crop_pct=0.875, crop_mode="center")
+    for train in (True, False):
+        out = {}
+        for decode in ("cpu", "gpu"):
+            data = StreamDataset(records, pre, train=train, decode=decode).on("cuda")
+            batches = list(data.batches(range(len(data)), 5, seed=3, workers=1))
+            out[decode] = torch.cat([b[0].cpu() for b in batches]), torch.cat([b[1].cpu() for b in batches])
+        assert out["gpu"][0].shape == (16, 3, 32, 32) and torch.equal(out["gpu"][1], out["cpu"][1])
+        diff = (out["gpu"][0].float() - out["cpu"][0].float()).abs()
+        assert diff.mean() < 1.5 and diff.max() <= 16, (train, diff.mean(), diff.max())

@@ -5,6 +5,7 @@ import http.server
 import io
 import os
 import socket
+import sys
 import tarfile
 import threading
 from functools import partial
@@ -83,10 +84,33 @@ def test_http_shards_stream_the_local_epoch_and_name_a_missing_or_truncated_shar
 
 
 def test_a_url_s_credentials_are_never_shown_and_a_pipe_is_refused():
-    with pytest.raises(DataError, match=r"^wds: pipe:curl -s x is a pipe; vitlab reads shards by offset"):
-        read_records("wds", "pipe:curl -s x")
+    pipe = r"^wds: pipe:curl \.\.\. is a pipe; .* never runs a shell command .* or gs:// URL pattern the command"
+    with pytest.raises(DataError, match=pipe) as refused:
+        read_records("wds", "pipe:curl -s -H 'Authorization: Bearer SECRET' https://host/t.tar")
+    assert "SECRET" not in str(refused.value)
     assert wds.shown("https://user:secret@host.example/a/t.tar?X-Amz-Signature=k") == "https://host.example/a/t.tar"
     assert wds.shown("s3://bucket/p/train-{0..3}.tar") == "s3://bucket/p/train-{0..3}.tar"
+
+
+def test_shards_on_another_fsspec_filesystem_stream_the_local_epoch_and_gs_without_gcsfs_is_one_line(
+    shards, monkeypatch
+):
+    """fsspec's in-memory filesystem stands in for gs:// (gcsfs is another filesystem behind the same calls)."""
+    fsspec = pytest.importorskip("fsspec")
+    root, name = shards
+    memory = fsspec.filesystem("memory")
+    for tar in root.glob("*.tar"):
+        memory.pipe_file(f"/vitlab-test/{tar.name}", tar.read_bytes())
+    try:
+        local, remote = epoch(str(root / name)), epoch(f"memory://vitlab-test/{name}")
+    finally:
+        memory.rm("/vitlab-test", recursive=True)
+    assert torch.equal(local[0], remote[0]) and torch.equal(local[1], remote[1])
+    monkeypatch.setitem(sys.modules, "gcsfs", None)  # not installed
+    with pytest.raises(DataError, match=r"^wds: cannot read gs://bucket/train-0.tar \(.*\); pip install gcsfs$"):
+        read_records("wds", "gs://bucket/train-{0..1}.tar")
+    with pytest.raises(DataError, match=r"foo://b/t.tar \(.*\); vitlab reads paths and https://, s3:// or gs://"):
+        read_records("wds", "foo://b/t.tar")
 
 
 @pytest.fixture

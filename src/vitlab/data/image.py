@@ -20,6 +20,8 @@ import re
 import struct
 import warnings
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -64,31 +66,63 @@ def decode_image(
     the modes normalised; ``normalise=False`` returns
     the mode as decoded (a label mask, whose values are ids, not intensities).
     """
+    opener, label = _opener(source, name)
+    with _reading(label, max_pixels), Image.open(opener, formats=IMAGE_FORMATS) as opened:
+        _check_size(opened, label, max_pixels)
+        opened.load()
+        return _normalise_mode(opened) if normalise else opened
+
+
+def jpeg_bytes(
+    source: str | Path | bytes, name: str | None = None, max_pixels: int = MAX_PIXELS
+) -> tuple[bytes, int, int] | None:
+    """``(the file's bytes, height, width)`` of an 8-bit RGB or greyscale JPEG, read from its header without
+    decoding a pixel (what ``torchvision.io.decode_jpeg`` decodes as PIL does), or None for any other image
+    (decode it with :func:`decode_image`). The same :class:`DataError` as :func:`decode_image` for a file that
+    is missing, not an image, or over the limits."""
+    opener, label = _opener(source, name)
+    with _reading(label, max_pixels):
+        data = opener.getvalue() if isinstance(opener, io.BytesIO) else opener.read_bytes()
+        with Image.open(io.BytesIO(data), formats=IMAGE_FORMATS) as opened:
+            _check_size(opened, label, max_pixels)
+            if opened.format != "JPEG" or opened.mode not in ("RGB", "L"):
+                return None
+            return data, opened.height, opened.width
+
+
+def _opener(source: str | Path | bytes, name: str | None) -> tuple[io.BytesIO | Path, str]:
+    """What PIL opens for ``source`` and what errors call it; :class:`DataError` for a missing file or a folder."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        label = name or "image bytes"
-        opener: io.BytesIO | Path = io.BytesIO(source)
-    else:
-        path = Path(source)
-        label = name or str(path)
-        if not path.is_file():
-            raise DataError(f"{label}: {'is a folder, not an image file' if path.is_dir() else 'no such file'}")
-        opener = path
+        return io.BytesIO(source), name or "image bytes"
+    path = Path(source)
+    label = name or str(path)
+    if not path.is_file():
+        raise DataError(f"{label}: {'is a folder, not an image file' if path.is_dir() else 'no such file'}")
+    return path, label
+
+
+def _check_size(opened: Image.Image, label: str, max_pixels: int) -> None:
+    """:class:`DataError` for an image (header read) over ``max_pixels`` or :data:`MAX_ASPECT`."""
+    if opened.width * opened.height > max_pixels:
+        raise DataError(
+            f"{label}: {opened.width}x{opened.height} pixels is over the limit of {max_pixels:,}; "
+            "shrink the image first"
+        )
+    if max(opened.size) > MAX_ASPECT * max(1, min(opened.size)):
+        raise DataError(
+            f"{label}: {opened.width}x{opened.height} pixels is over the aspect-ratio limit of "
+            f"{MAX_ASPECT}:1; crop the image first"
+        )
+
+
+@contextmanager
+def _reading(label: str, max_pixels: int) -> Iterator[None]:
+    """Every error of reading image ``label`` as one :class:`DataError` naming it (PIL's own pixel-count check
+    as over ``max_pixels``); its decompression-bomb warning is an error."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(opener, formats=IMAGE_FORMATS) as opened:
-                if opened.width * opened.height > max_pixels:
-                    raise DataError(
-                        f"{label}: {opened.width}x{opened.height} pixels is over the limit of "
-                        f"{max_pixels:,}; shrink the image first"
-                    )
-                if max(opened.size) > MAX_ASPECT * max(1, min(opened.size)):
-                    raise DataError(
-                        f"{label}: {opened.width}x{opened.height} pixels is over the aspect-ratio limit of "
-                        f"{MAX_ASPECT}:1; crop the image first"
-                    )
-                opened.load()
-                return _normalise_mode(opened) if normalise else opened
+            yield
     except DataError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:  # PIL's own check came first

@@ -71,6 +71,7 @@ def load_dataset(
     max_bad: int = 0,
     progress: Callable[[int], None] | None = None,
     epochs: int | None = None,
+    decode: str = "cpu",
     **options: Any,
 ) -> DataSplits:
     """Load classification dataset ``name`` as splits: in memory, images ``(N, C, H, W)`` float32 in [0, 1]
@@ -86,7 +87,8 @@ def load_dataset(
     weighing ``epochs``, how many times the run reads each image (None: not known, chosen by size alone);
     ``workers`` decoding processes (default 2, at most the CPU count); ``max_bad`` unreadable images
     skipped (and recorded in each split's ``bad``; in memory, every split is then decoded at once to count
-    them) before :class:`DataError`; ``progress(count)`` hears the indexing of a large source. The other
+    them) before :class:`DataError`; ``progress(count)`` hears the indexing of a large source; ``decode``
+    where a streamed split's JPEGs are decoded (:data:`~vitlab.data.stream.DECODES`). The other
     datasets are tensors in memory; they take none of these.
     """
     spec = dataset_spec(name)
@@ -97,7 +99,7 @@ def load_dataset(
     _check_options(spec, options)
     if spec.streams:
         read = PhotoRead(
-            spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress, epochs
+            spec, data_dir, seed, rows, normalization, preprocess, loader, workers, max_bad, progress, epochs, decode
         )
         return read.splits(options)
     if preprocess is not None or loader == "stream":
@@ -174,6 +176,8 @@ class PhotoRead:
     max_bad: int = 0
     progress: Callable[[int], None] | None = None
     epochs: int | None = None
+    decode: str = "cpu"
+    """Where a streamed split's JPEGs are decoded (:data:`~vitlab.data.stream.DECODES`)."""
     bad: dict[str, str] = field(default_factory=dict)
     """Every unreadable image met, by name (one record for the whole dataset)."""
 
@@ -245,7 +249,9 @@ class PhotoRead:
     ) -> StreamDataset | None:
         if part is None:
             return None
-        stream = StreamDataset(part, preprocess, train=train, hflip=hflip_ok, workers=workers, max_bad=self.max_bad)
+        stream = StreamDataset(
+            part, preprocess, train=train, hflip=hflip_ok, workers=workers, max_bad=self.max_bad, decode=self.decode
+        )
         stream.bad = self.bad
         return stream
 

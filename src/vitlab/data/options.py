@@ -16,6 +16,7 @@ from typing import Any
 from ..checks import Check, Float, Int, Maybe, OneOf, Pair, Seq, check_fields, reject_unknown
 from ..errors import ConfigError
 from .preprocess import CROP_MODES, INTERPOLATIONS, MAX_CROP_PCT, Preprocess
+from .stream import DECODES
 
 LOADERS = ("auto", "memory", "stream")
 """``memory``: every image decoded once into one tensor (image files: uint8 at the model's size, decoded in
@@ -37,6 +38,12 @@ class DataOptions:
     loader: ``auto``, ``memory`` or ``stream`` (see :data:`LOADERS`).
     workers: decoding processes of the stream (default: 2, at most the CPU count).
     max_bad_images: unreadable images a streamed run skips (counted and reported) before it refuses.
+    decode: where a streamed split's JPEGs are decoded: ``cpu`` (PIL, in the workers) or ``gpu``: the workers
+        send the bytes and each training crop (drawn on the CPU by the same function), the run's device decodes
+        a batch at once (``torchvision.io.decode_jpeg``) and crops and resizes with torchvision's kernels, which
+        agree with the CPU path's PIL filters to interpolation tolerance. On a CPU device ``gpu`` runs that same
+        path with the CPU kernels. Other images (PNG, ...) are decoded in the workers; an in-memory split is
+        decoded once, on the CPU, whatever this says.
     """
 
     image_size: int | tuple[int, int] | None = None
@@ -49,6 +56,7 @@ class DataOptions:
     loader: str = "auto"
     workers: int | None = None
     max_bad_images: int = 0
+    decode: str = "cpu"
 
     @staticmethod
     def checks() -> dict[str, Check]:
@@ -63,6 +71,7 @@ class DataOptions:
             "loader": OneOf(LOADERS),
             "workers": Maybe(Int(0, 64)),
             "max_bad_images": Int(0, 2**40),
+            "decode": OneOf(DECODES),
         }
 
     def __post_init__(self) -> None:

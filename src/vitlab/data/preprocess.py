@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from PIL import Image
@@ -56,10 +56,22 @@ TIMM_DEFAULTS: dict[str, Any] = {  # what timm's resolve_data_config assumes for
 _MODES = {name: InterpolationMode(name) for name in INTERPOLATIONS}
 # transformers' pil_torch_interpolation_mapping sends PIL's NEAREST to torchvision's NEAREST_EXACT
 _TENSOR_MODES = {**_MODES, "nearest": InterpolationMode.NEAREST_EXACT}
-_TENSOR_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
+TENSOR_INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos")
+"""The filters torchvision resamples a tensor with (``resize_backend="tensor"``, and images decoded on a device)."""
 PIL_CODES = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
 """PIL's resampling code of each filter (a Hugging Face ``resample``)."""
 _PIL_CODES = {code: name for name, code in PIL_CODES.items()}
+
+
+class Box(NamedTuple):
+    """A training crop of a decoded image (pixels, rows from the top, columns from the left) and whether it
+    is mirrored left-right after the resize: what :meth:`Preprocess.train_box` draws."""
+
+    top: int
+    left: int
+    height: int
+    width: int
+    flip: bool
 
 
 def _fail(field: str, value: Any, allowed: str) -> ConfigError:
@@ -120,11 +132,11 @@ class Preprocess:
         ):
             if getattr(self, name) not in allowed:
                 raise _fail(name, getattr(self, name), f"one of {', '.join(allowed)}")
-        if self.resize_backend == "tensor" and self.interpolation not in _TENSOR_INTERPOLATIONS:
+        if self.resize_backend == "tensor" and self.interpolation not in TENSOR_INTERPOLATIONS:
             raise _fail(
                 "interpolation",
                 self.interpolation,
-                f"one of {', '.join(_TENSOR_INTERPOLATIONS)} with resize_backend='tensor' (use 'pil')",
+                f"one of {', '.join(TENSOR_INTERPOLATIONS)} with resize_backend='tensor' (use 'pil')",
             )
         mean, std = _floats(self.mean, "mean"), _floats(self.std, "std")
         if (mean is None) != (std is None):
@@ -162,21 +174,27 @@ class Preprocess:
         mode = "RGB" if self.channels == 3 else "L"
         return image if image.mode == mode else image.convert(mode)
 
-    def eval_image(self, image: Image.Image) -> torch.Tensor:
-        """``image`` resized and centre-cropped as timm's eval transform does: uint8 ``(C, H, W)``."""
-        image = self.convert(image)
-        scale = self.scale_size
-        fill: tuple[int, ...] | int = 0
-        size: int | list[int]
-        if self.crop_mode == "squash":
-            size = list(scale)
-        elif self.crop_mode == "center" and scale[0] == scale[1]:
-            size = scale[0]  # the shorter side, torchvision's Resize(int) rule
-        else:
-            size = _keep_ratio((image.height, image.width), scale, longest=1.0 if self.crop_mode == "border" else 0.0)
-            if self.crop_mode == "border" and self.mean is not None:
-                fill = tuple(round(255 * m) for m in self.mean)
+    def eval_image(self, image: Image.Image | torch.Tensor) -> torch.Tensor:
+        """``image`` resized and centre-cropped as timm's eval transform does: uint8 ``(C, H, W)``. A uint8
+        tensor ``(C, H, W)`` (already in this pipeline's channels, on any device) is resized with torchvision's
+        antialiased kernels whatever ``resize_backend`` says: PIL's filters exist only for PIL images."""
+        if isinstance(image, Image.Image):
+            image = self.convert(image)
+        size, fill = self.eval_size(*_height_width(image))
         return self._crop_or_pad(self._resize(image, size), self.image_size, fill)
+
+    def eval_size(self, height: int, width: int) -> tuple[int | list[int], tuple[int, ...] | int]:
+        """``(resize, fill)`` for an image ``height x width``: the resize's target (an int: the shorter side,
+        torchvision's ``Resize(int)`` rule; else ``[H, W]``) before the centre crop, and the padding value."""
+        scale = self.scale_size
+        if self.crop_mode == "squash":
+            return list(scale), 0
+        if self.crop_mode == "center" and scale[0] == scale[1]:
+            return scale[0], 0
+        size = _keep_ratio((height, width), scale, longest=1.0 if self.crop_mode == "border" else 0.0)
+        if self.crop_mode == "border" and self.mean is not None:
+            return size, tuple(round(255 * m) for m in self.mean)
+        return size, 0
 
     def train_image(
         self,
@@ -188,22 +206,40 @@ class Preprocess:
     ) -> torch.Tensor:
         """A random part of ``image`` (torchvision's ``RandomResizedCrop`` rule, drawn from ``generator``)
         resized to ``image_size``, then mirrored left-right with probability 0.5 when ``hflip``:
-        uint8 ``(C, H, W)``. The same generator state gives the same pixels."""
+        uint8 ``(C, H, W)``. The same generator state gives the same pixels: :meth:`train_box`, then
+        :meth:`resized_crop`."""
+        image = self.convert(image)
+        return self.resized_crop(image, self.train_box(image.height, image.width, generator, scale, ratio, hflip))
+
+    def train_box(
+        self,
+        height: int,
+        width: int,
+        generator: torch.Generator,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        hflip: bool = True,
+    ) -> Box:
+        """Where :meth:`train_image` crops an image ``height x width`` and whether it mirrors it, drawn from
+        ``generator`` (the crop's draws, then the flip's): computed from the header alone, before decoding."""
         if not (0 < scale[0] <= scale[1]) or not (0 < ratio[0] <= ratio[1]):
             raise ConfigError(
                 f"train_image needs 0 < scale[0] <= scale[1] and 0 < ratio[0] <= ratio[1], got {scale} {ratio}"
             )
-        image = self.convert(image)
-        top, left, height, width = random_resized_crop_params(image.height, image.width, scale, ratio, generator)
+        top, left, h, w = random_resized_crop_params(height, width, scale, ratio, generator)
+        flip = hflip and torch.rand(1, generator=generator).item() < 0.5
+        return Box(top, left, h, w, flip)
+
+    def resized_crop(self, image: Image.Image | torch.Tensor, box: Box) -> torch.Tensor:
+        """``box`` of ``image`` resized to ``image_size`` (and mirrored when ``box.flip``): uint8 ``(C, H, W)``.
+        A uint8 tensor ``(C, H, W)`` on any device is resized with torchvision's antialiased kernels."""
         size = list(self.image_size)
-        if self.resize_backend == "pil":
-            pixels = _pixels(F.resized_crop(image, top, left, height, width, size, _MODES[self.interpolation]))
+        if isinstance(image, Image.Image) and self.resize_backend == "pil":
+            pixels = _pixels(F.resized_crop(image, box.top, box.left, box.height, box.width, size, self._mode()))
         else:
-            crop = _pixels(image)[:, top : top + height, left : left + width]
-            pixels = F2.resize(crop, size, interpolation=_TENSOR_MODES[self.interpolation], antialias=True)
-        if hflip and torch.rand(1, generator=generator).item() < 0.5:
-            pixels = pixels.flip(-1)
-        return pixels.contiguous()
+            crop = _tensor(image)[:, box.top : box.top + box.height, box.left : box.left + box.width]
+            pixels = F2.resize(crop, size, interpolation=self._mode(tensor=True), antialias=True)
+        return (pixels.flip(-1) if box.flip else pixels).contiguous()
 
     def normalize(self, pixels: torch.Tensor) -> torch.Tensor:
         """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> float32 ``(x - mean) / std`` (needs mean and std)."""
@@ -220,13 +256,23 @@ class Preprocess:
         then :meth:`normalize`: float32 ``(C, H, W)``."""
         return self.normalize(self.train_image(image, generator, **crop))
 
-    def _resize(self, image: Image.Image, size: int | list[int]) -> torch.Tensor:
-        if self.resize_backend == "pil":
-            return _pixels(F.resize(image, size, _MODES[self.interpolation]))
-        pixels = _pixels(image)
-        return F2.resize(
-            pixels, [size] if isinstance(size, int) else size, _TENSOR_MODES[self.interpolation], antialias=True
-        )
+    def _mode(self, tensor: bool = False) -> InterpolationMode:
+        """The resampling filter: PIL's, or torchvision's tensor kernel (``tensor``) of the same name."""
+        if not tensor:
+            return _MODES[self.interpolation]
+        if self.interpolation not in TENSOR_INTERPOLATIONS:
+            raise _fail(
+                "interpolation",
+                self.interpolation,
+                f"one of {', '.join(TENSOR_INTERPOLATIONS)} to resize a tensor (torchvision's kernels)",
+            )
+        return _TENSOR_MODES[self.interpolation]
+
+    def _resize(self, image: Image.Image | torch.Tensor, size: int | list[int]) -> torch.Tensor:
+        if isinstance(image, Image.Image) and self.resize_backend == "pil":
+            return _pixels(F.resize(image, size, self._mode()))
+        sizes = [size] if isinstance(size, int) else size
+        return F2.resize(_tensor(image), sizes, self._mode(tensor=True), antialias=True)
 
     def _crop_or_pad(self, pixels: torch.Tensor, size: tuple[int, int], fill: tuple[int, ...] | int) -> torch.Tensor:
         """Centre crop to ``size``, padding first where the image is smaller (torchvision's ``center_crop`` and
@@ -399,6 +445,15 @@ class Statistics:
 def _pixels(image: Image.Image) -> torch.Tensor:
     """PIL image -> uint8 ``(C, H, W)`` (a view of the pixels in PIL's layout; ``torch.stack`` copies it once)."""
     return F.pil_to_tensor(image)
+
+
+def _tensor(image: Image.Image | torch.Tensor) -> torch.Tensor:
+    """uint8 ``(C, H, W)``: a tensor as it is, a PIL image's pixels."""
+    return image if isinstance(image, torch.Tensor) else _pixels(image)
+
+
+def _height_width(image: Image.Image | torch.Tensor) -> tuple[int, int]:
+    return (image.shape[-2], image.shape[-1]) if isinstance(image, torch.Tensor) else (image.height, image.width)
 
 
 def _keep_ratio(image_hw: tuple[int, int], target: tuple[int, int], longest: float) -> list[int]:

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import DataError
-from .image import decode_image
+from .image import decode_image, jpeg_bytes
 from .split import split_indices, split_rule
 
 SPLIT_NAMES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
@@ -107,6 +107,12 @@ class Records:
         """Item ``i`` decoded (see :func:`decode_image`); :class:`DataError` naming it when unreadable."""
         j = int(self.refs[i])
         return decode_image(self.store.source(j), self.store.name(j))
+
+    def jpeg(self, i: int) -> tuple[bytes, int, int] | None:
+        """Item ``i``'s bytes, height and width when it is an RGB or greyscale JPEG (from its header, no pixel
+        decoded: :func:`~vitlab.data.image.jpeg_bytes`), else None; :class:`DataError` naming it when unreadable."""
+        j = int(self.refs[i])
+        return jpeg_bytes(self.store.source(j), self.store.name(j))
 
     def name(self, i: int) -> str:
         """Where item ``i`` is: its path, ``shard:member``, or ``folder:split[row]``."""

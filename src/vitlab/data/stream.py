@@ -12,6 +12,10 @@ Workers are forked on Linux: they start afresh at every :meth:`~StreamDataset.ba
 (``persistent_workers=False``), and two forked workers gave their first batch in about 1 s where
 ``spawn`` and ``forkserver`` took 15-25 s (importing torch again) on a 2-core machine.
 
+With ``decode="gpu"`` (``--set data.decode=gpu``) the workers send JPEG bytes and each training image's crop
+instead, and the main process decodes and crops the batch on :attr:`StreamDataset.device`
+(:mod:`~vitlab.data.device_decode`).
+
 An unreadable image is dropped from its batch and its name kept in :attr:`StreamDataset.bad` (collected
 in the main process); more distinct unreadable images than ``max_bad`` raise one
 :class:`~vitlab.errors.DataError` naming them.
@@ -24,6 +28,7 @@ import re
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -34,6 +39,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from ..errors import ConfigError, DataError, VitlabError, WorkerError
+from .device_decode import Encoded, decode_batch
+from .preprocess import TENSOR_INTERPOLATIONS
 from .records import Records
 
 if TYPE_CHECKING:
@@ -46,6 +53,9 @@ STATISTICS_BYTES = 256 << 20
 PREFETCH = 4
 """Batches each worker decodes ahead."""
 MAX_BAD_HINT = "--set data.max_bad_images=N skips up to N unreadable images"
+DECODES = ("cpu", "gpu")
+"""Where a streamed split's JPEGs are decoded: ``cpu`` in the loader workers (PIL), ``gpu`` on the run's device
+in batches (:mod:`~vitlab.data.device_decode`; CPU kernels when the device is the CPU)."""
 
 
 def sample_seeds(seed: int, index: Sequence[int] | np.ndarray) -> list[int]:
@@ -136,6 +146,17 @@ def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor
     return images, labels, bad
 
 
+def _collate_encoded(
+    samples: list[tuple[Any, ...]],
+) -> tuple[list[torch.Tensor | Encoded], torch.Tensor, list[tuple[str, str]], list[str]]:
+    """``decode="gpu"``: ``([Encoded JPEG or uint8 pixels (C, H, W)], labels int64 (B',), [(name, reason) of the
+    unreadable ones], [names of the images decoded on the CPU])``."""
+    good = [s for s in samples if s[0] is not None]
+    bad = [(s[2], s[3]) for s in samples if s[0] is None]
+    on_cpu = [s[2] for s in good if not isinstance(s[0], Encoded)]
+    return [s[0] for s in good], torch.tensor([s[1] for s in good], dtype=torch.int64), bad, on_cpu
+
+
 class RecordsSplit:
     """A split read from ``records`` through ``preprocess``, streamed or decoded into memory: ``classes`` come
     from the records, ``bad`` maps each unreadable image met to why (one record shared by a dataset's splits),
@@ -160,7 +181,8 @@ class RecordsSplit:
 
 class StreamDataset(RecordsSplit, Dataset):
     """One split streamed from ``records`` through ``preprocess``; ``train``: RandomResizedCrop (``scale``,
-    ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``.
+    ``ratio``) and, with ``hflip``, a horizontal flip, else ``preprocess.eval_image``. ``decode`` is one of
+    :data:`DECODES`; with ``"gpu"`` the batches are decoded on ``device`` (:meth:`on`).
 
     ``labels`` ``(N,)`` int64, ``classes`` the class names, ``image_shape`` ``(C, H, W)``; ``bad`` maps the
     name of each unreadable image met so far to why. ``workers`` and ``max_bad`` are what :meth:`batches`
@@ -178,8 +200,20 @@ class StreamDataset(RecordsSplit, Dataset):
         ratio: tuple[float, float] = (3 / 4, 4 / 3),
         workers: int = 2,
         max_bad: int = 0,
+        decode: str = "cpu",
+        device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(records, preprocess, workers, max_bad, None)
+        if decode not in DECODES:
+            raise ConfigError(f"data.decode={decode!r} is unknown: one of {', '.join(DECODES)}")
+        if decode == "gpu" and preprocess.interpolation not in TENSOR_INTERPOLATIONS:
+            raise ConfigError(
+                f"data.decode=gpu resizes with torchvision's kernels, which have no {preprocess.interpolation!r} "
+                f"filter: set data.interpolation to one of {', '.join(TENSOR_INTERPOLATIONS)}, or data.decode=cpu"
+            )
+        self.decode = decode
+        self.device = torch.device(device)
+        self.said: set[str] = set()  # the notes already given (shared with copies, like bad)
         self.train = train
         self.hflip = hflip
         self.scale = scale
@@ -189,17 +223,23 @@ class StreamDataset(RecordsSplit, Dataset):
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | None, int, str, str]:
-        """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable."""
+    def __getitem__(self, item: tuple[int, int | None]) -> tuple[torch.Tensor | Encoded | None, int, str, str]:
+        """``(image uint8 (C, H, W), label, name, "")``, or ``(None, label, name, reason)`` when unreadable; with
+        ``decode="gpu"`` a JPEG is an :class:`Encoded` and ``name`` is always given."""
         i, sample_seed = item
         label = int(self.records.labels[i])
         try:
-            image = self.records.open(i)
-            if self.train:
-                generator = torch.Generator().manual_seed(sample_seed if sample_seed is not None else i)
-                pixels = self.preprocess.train_image(image, generator, self.scale, self.ratio, self.hflip)
+            jpeg = self.records.jpeg(i) if self.decode == "gpu" else None
+            crop = (self.scale, self.ratio, self.hflip)
+            pixels: torch.Tensor | Encoded
+            if jpeg is not None:  # the bytes, and the crop drawn as train_image draws it
+                data, height, width = jpeg
+                box = self.preprocess.train_box(height, width, self._generator(item), *crop) if self.train else None
+                pixels = Encoded(torch.frombuffer(bytearray(data), dtype=torch.uint8), box, self.records.name(i))
+            elif self.train:
+                pixels = self.preprocess.train_image(self.records.open(i), self._generator(item), *crop)
             else:
-                pixels = self.preprocess.eval_image(image)
+                pixels = self.preprocess.eval_image(self.records.open(i))
         except DataError as err:
             return None, label, self.records.name(i), str(err)
         except VitlabError:
@@ -207,7 +247,13 @@ class StreamDataset(RecordsSplit, Dataset):
         except (OSError, ValueError) as err:  # a mode or size PIL cannot convert or resize
             name = self.records.name(i)
             return None, label, name, f"{name}: cannot be preprocessed ({type(err).__name__}: {err})"
-        return pixels, label, "", ""
+        return pixels, label, self.records.name(i) if self.decode == "gpu" else "", ""
+
+    @staticmethod
+    def _generator(item: tuple[int, int | None]) -> torch.Generator:
+        """Item ``(i, sample seed)``'s augmentation draws: seeded by its sample seed, or by ``i`` without one."""
+        i, sample_seed = item
+        return torch.Generator().manual_seed(sample_seed if sample_seed is not None else i)
 
     def subset(self, index: np.ndarray | Sequence[int] | torch.Tensor) -> StreamDataset:
         """The same stream over ``records.subset(index)``."""
@@ -222,12 +268,17 @@ class StreamDataset(RecordsSplit, Dataset):
         """A copy that augments (``train=True``) or not, with ``hflip``/``scale``/``ratio`` overridden."""
         return self._replace(train=train, **fields)
 
+    def on(self, device: torch.device | str) -> StreamDataset:
+        """The same stream, decoding on ``device`` when ``decode="gpu"`` (its batches stay uint8 either way)."""
+        return self._replace(device=device)
+
     def _replace(self, **changes: Any) -> StreamDataset:
         fields: dict[str, Any] = {"records": self.records, "preprocess": self.preprocess, "train": self.train}
-        fields |= {"hflip": self.hflip, "scale": self.scale, "ratio": self.ratio}
-        fields |= {"workers": self.workers, "max_bad": self.max_bad} | changes
+        fields |= {"hflip": self.hflip, "scale": self.scale, "ratio": self.ratio, "decode": self.decode}
+        fields |= {"workers": self.workers, "max_bad": self.max_bad, "device": self.device} | changes
         copy = StreamDataset(**fields)
         copy.bad = self.bad  # one record of the unreadable images, shared with subsets and copies
+        copy.said = self.said
         return copy
 
     def batches(
@@ -248,7 +299,7 @@ class StreamDataset(RecordsSplit, Dataset):
         Unreadable images are dropped from their batch (a batch left empty is skipped) and recorded in
         :attr:`bad`; once more than ``max_bad`` (None: :attr:`max_bad`) distinct ones are met,
         :class:`DataError` names them. ``pin_memory`` (None: when CUDA is available) pins the batches for a
-        fast copy to the GPU.
+        fast copy to the GPU. With ``decode="gpu"`` the images come decoded on :attr:`device`.
         """
         workers = self.workers if workers is None else workers
         max_bad = self.max_bad if max_bad is None else max_bad
@@ -266,7 +317,7 @@ class StreamDataset(RecordsSplit, Dataset):
             self,
             batch_sampler=sampler,
             num_workers=workers,
-            collate_fn=_collate,
+            collate_fn=_collate_encoded if self.decode == "gpu" else _collate,
             pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
             prefetch_factor=PREFETCH if workers else None,
             persistent_workers=False,
@@ -279,7 +330,7 @@ class StreamDataset(RecordsSplit, Dataset):
         try:
             while True:
                 try:  # not a for loop: its hidden reference would join the workers outside the deferral below
-                    images, labels, bad = next(batches)
+                    images, labels, bad = self._decoded(next(batches))
                 except StopIteration:
                     break
                 if bad:
@@ -296,6 +347,22 @@ class StreamDataset(RecordsSplit, Dataset):
         finally:
             with interrupts_deferred():  # join the workers now: left to the garbage collector, they would be
                 getattr(batches, "_shutdown_workers", lambda: None)()  # joined at a moment no deferral covers
+
+    def _decoded(self, batch: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
+        """A collated batch as ``(images uint8 (B', C, H, W), labels (B',), unreadable)``: with ``decode="gpu"``
+        its JPEGs decoded on :attr:`device` (the first image decoded on the CPU instead said once)."""
+        if self.decode != "gpu":
+            return batch
+        items, labels, bad, on_cpu = batch
+        if on_cpu and "cpu-decode" not in self.said:
+            self.said.add("cpu-decode")
+            warnings.warn(
+                f"data.decode=gpu: {on_cpu[0]} is not an RGB or greyscale JPEG: it and any other such image are "
+                f"decoded on the CPU, in the loader's workers",
+                stacklevel=2,
+            )
+        images, keep, failed = decode_batch(items, self.preprocess, self.device)
+        return images, labels[keep], bad + failed
 
     def bad_report(self, max_bad: int | None = None) -> str:
         """:func:`bad_report` of the unreadable images met so far."""
@@ -316,7 +383,7 @@ class StreamDataset(RecordsSplit, Dataset):
         total = torch.zeros(channels, dtype=torch.float64)
         squares = torch.zeros(channels, dtype=torch.float64)
         count = 0
-        plain = self.augmented(False)
+        plain = self.augmented(False, decode="cpu")
         rows = max(1, min(64, STATISTICS_BYTES // (8 * math.prod(self.image_shape))))  # float64 bytes of a batch
         for images, _ in plain.batches(index, rows, workers=workers, max_bad=max_bad, pin_memory=False):
             pixels = images.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)

@@ -39,6 +39,8 @@ MAX_LABEL_BYTES = 64 << 10
 """The largest ``.cls`` member read."""
 RETRIES = 3
 """Tries of a remote read before a transient error is reported."""
+REMOTE_EXTRA = ("http", "https", "s3", "s3a")
+"""The protocols vitlab's ``remote`` extra reads; any other needs the package fsspec names for it."""
 
 
 def is_url(name: str) -> bool:
@@ -64,7 +66,20 @@ def _remote(url: str) -> tuple[Any, str]:
     try:
         return fsspec.core.url_to_fs(url)
     except (ImportError, ValueError) as err:
-        raise DataError(f"wds: cannot read {shown(url)} ({err}); pip install 'vitlab[remote]'") from err
+        raise DataError(f"wds: cannot read {shown(url)} ({err}); {_install_line(url)}") from err
+
+
+def _install_line(url: str) -> str:
+    """What to install for ``url``'s fsspec filesystem: vitlab's ``remote`` extra (HTTP, S3), else the package
+    fsspec names for the protocol (``gcsfs`` for ``gs://``)."""
+    from fsspec.registry import known_implementations
+
+    protocol = url.split("://", 1)[0].lower()
+    known = {} if protocol in REMOTE_EXTRA else known_implementations.get(protocol, {})
+    package = str(known.get("class", "")).split(".")[0]
+    if protocol not in REMOTE_EXTRA and not known:
+        return "vitlab reads paths and https://, s3:// or gs:// URLs"
+    return f"pip install {package}" if package not in ("", "fsspec") else "pip install 'vitlab[remote]'"
 
 
 def _retried(read: Callable[[], Any]) -> Any:
@@ -220,10 +235,12 @@ def shard_paths(pattern: str, required: bool = True) -> list[str]:
 def read_wds_records(data_dir: str | Path, *, progress: Progress | None = None) -> dict[str, Records]:
     """WebDataset tar shards: a path, glob or brace pattern (or a folder of ``*.tar``); see the module
     docstring. Each shard is indexed once (headers only); images are read by offset."""
-    if str(data_dir).startswith("pipe:"):
+    if str(data_dir).startswith("pipe:"):  # the command itself is not shown: its arguments may hold a token
+        program = str(data_dir)[5:].split(maxsplit=1)[0] if str(data_dir)[5:].strip() else ""
         raise DataError(
-            f"wds: {data_dir} is a pipe; vitlab reads shards by offset (random order, resume), so pass a path, "
-            "a glob or an https://, s3:// or gs:// URL pattern instead"
+            f"wds: pipe:{program} ... is a pipe; vitlab reads shards by offset (random order, exact resume) and never "
+            "runs a shell command named by a data path; pass a path, a glob, or the https://, s3:// or gs:// URL "
+            "pattern the command would fetch (credentials from the environment, as the command's tools read them)"
         )
     pattern = str(data_dir) if is_url(str(data_dir)) else os.path.expanduser(str(data_dir))
     if not is_url(pattern) and Path(pattern).is_dir():

@@ -109,7 +109,8 @@ def dataset_logits(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32 on the CPU, labels (N,))`` of ``model`` on the images ``index`` (default
     all) of an in-memory :class:`ImageDataset` or a streamed split (uint8 batches decoded in its
-    ``DataLoader`` workers, normalised by ``inputs`` on the model's device; an image it skips as
+    ``DataLoader`` workers, or on the model's device with ``decode="gpu"``, normalised by ``inputs`` on the model's
+    device; an image it skips as
     unreadable is left out of both)."""
     device = next(model.parameters()).device
     index = torch.arange(len(dataset)) if index is None else index
@@ -117,7 +118,7 @@ def dataset_logits(
     batch_size = batch_size or eval_batch_size(device)
     chunks, labels = [], []
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp and device.type == "cuda"):
-        for images, targets in batches_of(dataset, index, batch_size):
+        for images, targets in batches_of(dataset, index, batch_size, device):
             chunks.append(model(inputs.normalize(images.to(device, non_blocking=True))).float().cpu())
             labels.append(targets)
     if not chunks:
@@ -126,13 +127,13 @@ def dataset_logits(
 
 
 def batches_of(
-    dataset: ImageDataset | StreamDataset, index: torch.Tensor, batch_size: int
+    dataset: ImageDataset | StreamDataset, index: torch.Tensor, batch_size: int, device: torch.device
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``(images (b, C, H, W), labels (b,))`` of the images ``index`` of ``dataset``, ``batch_size`` at a time: an
     in-memory split is indexed one batch at a time (never a copy of the whole split), a streamed one is read
-    batch by batch by its workers."""
+    batch by batch by its workers (or decoded on ``device`` with ``decode="gpu"``)."""
     if not isinstance(dataset, ImageDataset):
-        yield from dataset.batches(index, batch_size)
+        yield from dataset.on(device).batches(index, batch_size)
         return
     for part in index.split(batch_size):
         yield dataset.images[part.to(dataset.images.device)], dataset.labels[part].cpu()

@@ -95,6 +95,7 @@ class Loaded:
         if name in photo_sources():
             preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
+            common |= {"decode": options.decode}
             splits = load_dataset(name, where, preprocess=preprocess, **common)
             if preprocess.mean is not None and preprocess.std is not None:
                 splits = replace(splits, mean=tuple(preprocess.mean), std=tuple(preprocess.std))

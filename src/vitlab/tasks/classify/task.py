@@ -280,7 +280,10 @@ def resolve_augment(
 
 
 def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
-    """An in-memory split moved to ``device``; a streamed split as it is (its batches travel as uint8)."""
+    """An in-memory split moved to ``device``; a streamed split decoding there when its ``decode`` is ``gpu``
+    (its batches travel as uint8)."""
+    if isinstance(data, StreamDataset):
+        return data.on(device)
     if not isinstance(data, ImageDataset):
         return data
     return ImageDataset(data.images.to(device), data.labels.to(device), data.classes)

@@ -70,6 +70,7 @@ def load_splits(
         max_bad=opts.max_bad_images,
         progress=progress,
         epochs=config.epochs,
+        decode=opts.decode,
     )
     return with_statistics(splits, preprocess.mean, preprocess.std), preprocess
 
