@@ -143,17 +143,17 @@ def deletion_curves(
 
 
 def deletion_view(
-    entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor], random_orders: bool = True
+    entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor], with_random: bool = True
 ) -> dict[str, Any]:
-    """Deletion curves ``(S + 1)`` of the predicted class for every map ``(gh, gw)`` of ``maps`` and (with
-    ``random_orders``) for the mean of :data:`RANDOM_ORDERS` seeded random orders (half as many on a grid of more than
-    :data:`OCCLUSION_SQUARES` patches; ``random_orders`` says how many), with the area under each (lower: the map found
-    the evidence sooner)."""
+    """Deletion curves ``(S + 1)`` of the predicted class for every map ``(gh, gw)`` of ``maps`` and (``with_random``)
+    for the mean of :data:`RANDOM_ORDERS` seeded random orders (half as many on a grid of more than
+    :data:`OCCLUSION_SQUARES` patches; the answer's ``random_orders`` says how many), with the area under each (lower:
+    the map found the evidence sooner)."""
     target = analysis.logits.argmax(-1)
     n = math.prod(entry.grid)
     generator = torch.Generator().manual_seed(RANDOM_SEED)
     orders_wanted = RANDOM_ORDERS if n <= OCCLUSION_SQUARES else RANDOM_ORDERS // 2  # a large grid: half as many
-    shuffles = [torch.randperm(n, generator=generator) for _ in range(orders_wanted if random_orders else 0)]
+    shuffles = [torch.randperm(n, generator=generator) for _ in range(orders_wanted if with_random else 0)]
     orders = torch.cat([*(ranking(value[None]) for value in maps.values()), *(s[None] for s in shuffles)])  # (M+R, N)
     deleted = deletion_curves(entry.model, analysis.inputs, orders, target, entry.map_patch)
     curves = dict(zip(maps, deleted[: len(maps)]))

@@ -200,16 +200,16 @@ function refreshFocus() {
   const params = { model: state.model, ref: entry.ref, query: state.query };
   const methods = methodsOf(state.models[state.model]);
   // Each trained map, then the same map of the randomised model (the trained one kept for it and for the curves).
-  const pair = { trained: {}, randomised: {}, spearman: {} };
-  drawRandom(pair, methods);
+  const compared = { trained: {}, randomised: {}, spearman: {} };
+  drawRandom(compared, methods);
   runRandom(methods.flatMap((method) => [() => getJSON("/api/limits/maps", { ...params, method }),
     () => getJSON("/api/limits/randomised", { ...params, method })]), (answer) => {
-    if (answer.maps) Object.assign(pair.trained, answer.maps);
+    if (answer.maps) Object.assign(compared.trained, answer.maps);
     else {
-      for (const part of ["trained", "randomised", "spearman"]) Object.assign(pair[part], answer[part]);
-      Object.assign(pair, { target: answer.target, randomised_prediction: answer.randomised_prediction });
+      for (const part of ["trained", "randomised", "spearman"]) Object.assign(compared[part], answer[part]);
+      Object.assign(compared, { target: answer.target, randomised_prediction: answer.randomised_prediction });
     }
-    drawRandom(pair, methods);
+    drawRandom(compared, methods);
   }, "maps");
   const deletion = { curves: {}, area: {} };
   runDeletion([...methods, "random"].map((method) => () => getJSON("/api/limits/deletion", { ...params, method })),
