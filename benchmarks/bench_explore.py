@@ -465,27 +465,22 @@ def photo224(args: argparse.Namespace) -> None:
                 for i in range(args.repeats)
             ]
             results = {"attention: click a query patch": summary(clicks)}
-            # The pages as a user opens them (nothing computed yet), then each kind of piece on images not seen.
-            pages = filled_in(
-                base,
-                args.chromium,
-                [
-                    ("#limits", ["pair-panel", "random-panel", "deletion-panel"], "limits page"),
-                    (f"#attention?ref={source}:1", ["attn-maps"], "attention page"),
-                ],
-            )
+            # The pages as a user opens them (nothing computed yet); the Attention page on an image Limits did not show.
+            limits = ["pair-panel", "random-panel", "deletion-panel"]
+            pages = filled_in(base, args.chromium, [("#limits", limits, "limits page")])
             query = urllib.parse.urlencode({"model": 0, "source": source})
             verdicts = json.loads(urllib.request.urlopen(f"{base}/api/limits/verdicts?{query}").read())
-            shown = [v[0]["ref"] for v in (verdicts["mistakes"], verdicts["right"]) if v]  # the Limits page's images
-            seen = {f"{source}:0", f"{source}:1", *shown}
-            fresh = iter(ref for ref in (f"{source}:{i}" for i in range(verdicts["images"])) if ref not in seen)
+            shown = {f"{source}:0", *(v[0]["ref"] for v in (verdicts["mistakes"], verdicts["right"]) if v)}
+            other = next(f"{source}:{i}" for i in range(verdicts["images"]) if f"{source}:{i}" not in shown)
+            pages |= filled_in(base, args.chromium, [(f"#attention?ref={other}", ["attn-maps"], "attention page")])
+            # Each piece as its page asks for it, on uploaded photos (each new: nothing computed for it yet).
             pieces: dict[str, list[float]] = {}
             for _ in range(args.repeats):
-                at = {"model": 0, "ref": next(fresh)}  # the Limits page's maps of both models, a map at a time
+                at = {"model": 0, "ref": upload(base, 300)}  # the Limits page's maps of both models, a map at a time
                 asked = [(p, {**at, "method": m}) for m in MAPS for p in ("/api/limits/maps", "/api/limits/randomised")]
-                at = {"model": 0, "ref": next(fresh)}  # its deletion curves, on an image whose maps are not made yet
+                at = {"model": 0, "ref": upload(base, 300)}  # its deletion curves, on an image whose maps are not made
                 asked += [("/api/limits/deletion", {**at, "method": m}) for m in (*MAPS, "random")]
-                at = {"model": 0, "ref": next(fresh)}  # the Attention page's maps
+                at = {"model": 0, "ref": upload(base, 300)}  # the Attention page's maps
                 asked += [("/api/maps", {**at, "method": m}) for m in MAPS[1:]]
                 for name, ms in page_pieces(base, asked).items():
                     pieces.setdefault(name, []).append(ms)
