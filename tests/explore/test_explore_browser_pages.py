@@ -8,6 +8,7 @@ import copy
 import json
 import math
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -210,9 +211,21 @@ def test_a_training_started_on_the_runs_page_streams_and_ends_as_a_run_folder(br
 
 def test_the_limits_of_attention(browser, server, client):
     verdicts = client.get("/api/limits/verdicts", params={"model": 0, "source": "digits"}).json()
-    page = new_page(browser, server + "#limits")
+    page = new_page(browser, server + "#cost")
+    held, release = [], threading.Event()  # the randomised model's maps held back: the panel shows what it has
+    page.route(re.compile(r"/api/limits/randomised\?"), lambda r: r.continue_() if release.is_set() else held.append(r))
+    page.evaluate("location.hash = '#limits'")
+    expect(page.locator("#random-progress")).to_have_text("1 of 8 maps…")
+    assert page.get_attribute("#random-panel", "data-state") == "loading"
+    assert page.locator("#random-grid canvas").count() == 1 and page.locator("#random-grid .pending").count() == 7
     settle(page, "#deletion-panel")
     settle(page, "#pair-panel")
+    release.set()
+    for route in held:
+        route.continue_()
+    settle(page, "#random-panel")
+    assert page.text_content("#random-progress") == "" and page.get_attribute("#random-panel", "data-progress") == "8/8"
+    assert page.locator("#random-grid canvas").count() == 8 and page.locator("#random-grid .pending").count() == 0
     assert page.locator("#lim-mistakes button").count() == len(verdicts["mistakes"])
     assert page.get_attribute("#lim-mistakes button:first-child", "data-ref") == verdicts["mistakes"][0]["ref"]
     pair = page.eval_on_selector_all("#pair-row figure", "fs => fs.map(f => f.dataset.kind)")
@@ -221,7 +234,7 @@ def test_the_limits_of_attention(browser, server, client):
     labels = page.eval_on_selector_all("#random-grid .label", "ls => ls.map(l => l.textContent)")
     assert any(label.startswith("rollout: ρ") for label in labels) and "random weights" in labels
     legend = page.eval_on_selector_all("#deletion-legend button.series", "bs => bs.map(b => b.textContent)")
-    assert len(legend) == 5 and legend[-1].startswith("random orders")
+    assert len(legend) == 5 and legend[-1].startswith("random orders (mean of 8)")
     deletion = client.get("/api/limits/deletion", params={"model": 0, "ref": verdicts["mistakes"][0]["ref"]}).json()
     assert f"area {deletion['area']['occlusion']:.4f}" in " ".join(legend)
     page.click("#lim-right button:nth-child(2)")
@@ -245,6 +258,8 @@ def test_a_wrong_prediction_says_so_and_each_heads_statistics_are_shown(browser,
     layers = client.get("/api/layers", params={"model": 0, "ref": mistake["ref"]}).json()
     assert float(page.get_attribute("#layers-scale", "data-hi")) == pytest.approx(layers["max"])
     maps = client.get("/api/maps", params={"model": 0, "ref": mistake["ref"]}).json()["maps"]
+    settle(page, "#attn-maps")  # filled in one map at a time, each drawn with the whole answer's range
+    assert page.get_attribute("#attn-maps", "data-progress") == "3/3" and page.text_content("#maps-progress") == ""
     assert float(page.get_attribute("#map-scale-rollout", "data-hi")) == pytest.approx(maps["rollout"]["range"][1])
     reach = max(abs(v) for v in maps["occlusion"]["range"])
     assert float(page.get_attribute("#map-scale-occlusion", "data-hi")) == pytest.approx(reach)

@@ -17,6 +17,7 @@ from vitlab.explore.images import ImageBook, decode_upload
 from vitlab.runs import load_checkpoint
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
+MAP_PANELS = ("maps", "randomised", "deletion")  # the Limits page's panels of maps and curves
 
 
 def get(client, path, **params):
@@ -91,6 +92,40 @@ def test_deletion_curves_are_the_audits(client, trained):
     assert len(answer["removed"]) == answer["patches"] + 1 == 17
 
 
+def test_each_panel_in_pieces_is_the_whole_panel(client):
+    """The page asks for a panel one map or one curve at a time: each piece holds just that method, with the numbers
+    of the whole answer (the trained maps themselves, cached once per image)."""
+    whole = {kind: get(client, f"/api/limits/{kind}", model=0, ref="digits:9") for kind in MAP_PANELS}
+    attention_page = get(client, "/api/maps", model=0, ref="digits:9")["maps"]
+    for method in ("attention", "rollout", "gradient", "occlusion"):
+        assert get(client, "/api/limits/maps", model=0, ref="digits:9", method=method)["maps"] == {
+            method: whole["maps"]["maps"][method]
+        }
+        if method != "attention":  # the Attention page shows attention itself, not as a map
+            piece = get(client, "/api/maps", model=0, ref="digits:9", method=method)["maps"]
+            assert piece == {method: attention_page[method]}
+        random = get(client, "/api/limits/randomised", model=0, ref="digits:9", method=method)
+        for part in ("trained", "randomised"):
+            assert random[part].keys() == {method}
+            np.testing.assert_allclose(
+                decode_array(random[part][method]["values"]),
+                decode_array(whole["randomised"][part][method]["values"]),
+                atol=1e-6,
+            )
+        assert random["spearman"][method] == pytest.approx(whole["randomised"]["spearman"][method], abs=1e-6)
+    for method in ("attention", "rollout", "gradient", "occlusion", "random"):
+        curve = get(client, "/api/limits/deletion", model=0, ref="digits:9", method=method)
+        assert curve["curves"].keys() == {method} and curve["removed"] == whole["deletion"]["removed"]
+        np.testing.assert_allclose(curve["curves"][method], whole["deletion"]["curves"][method], atol=1e-6)
+        assert curve["area"][method] == pytest.approx(whole["deletion"]["area"][method], abs=1e-6)
+    assert curve["random_orders"] == whole["deletion"]["random_orders"] == 8
+    refused = client.get("/api/limits/deletion", params={"model": 0, "ref": "digits:9", "method": "saliency"})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == (
+        "method must be one of attention, rollout, gradient, occlusion, random for this model, got 'saliency'"
+    )
+
+
 def test_a_cnn_is_explained_by_its_gradient_and_occlusion_maps(cnn_client, cnn_root):
     info = get(cnn_client, "/api/info")
     (model,) = info["models"]
@@ -113,6 +148,8 @@ def test_a_cnn_is_explained_by_its_gradient_and_occlusion_maps(cnn_client, cnn_r
         "occlusion",
         "random",
     }
+    refused = cnn_client.get("/api/maps", params={"model": 0, "ref": "digits:3", "method": "rollout"})
+    assert refused.status_code == 400 and "one of gradient, occlusion for this model" in refused.json()["error"]
     refused = cnn_client.get("/api/forward", params={"model": 0, "ref": "digits:3"})
     assert refused.status_code == 400 and "not a ViT" in refused.json()["error"]
 

@@ -19,13 +19,17 @@ Endpoints (GET unless noted; errors answer ``{"error": message}`` with a 4xx sta
                                    model reads the image (ref, model)
     /api/attention                 per layer and head attention from a query (model, ref, query, temperature),
                                    the true label, and what the model sees (invert, keep_aspect)
-    /api/maps                      rollout, gradient and occlusion maps (model, ref, query, invert, keep_aspect)
+    /api/maps                      rollout, gradient and occlusion maps (model, ref, query, invert, keep_aspect;
+                                   method: that map alone, as the page asks for them one at a time)
     /api/layers                    raw, mixed and rolled-out attention layer by layer (model, ref, query)
     /api/forward                   one query token's forward pass (model, ref, query, layer, head,
                                    temperature, knockout)
     /api/limits/verdicts           a model on a whole sample split: its most confident mistakes (model, source)
-    /api/limits/randomised         maps of the trained model and of one with random weights (model, ref, query)
-    /api/limits/deletion           deletion curves of each map (model, ref, query)
+    /api/limits/maps               the trained model's maps (model, ref, query, method)
+    /api/limits/randomised         maps of the trained model and of one with random weights (model, ref, query,
+                                   method)
+    /api/limits/deletion           deletion curves of each map and of random orders (model, ref, query, method:
+                                   one curve, "random" the random orders')
     /api/mechanics/softmax         softmax with temperature over a row of keys
     /api/mechanics/mixing          token mixing by a Gaussian row-stochastic matrix (bandwidth)
     /api/mechanics/positions       position-encoding similarity (kind, grid, dim, base, reference, model)

@@ -14,7 +14,8 @@ What the model reads of the image (inverted, padded, normalised) is :mod:`vitlab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, cast
 
 import torch
@@ -22,6 +23,7 @@ from fastapi import APIRouter
 from torch import nn
 
 from ...explain.maps import (
+    ATTENTION_METHODS,
     gradient_map,
     head_statistics,
     num_prefix_tokens,
@@ -70,11 +72,13 @@ def map_set(
     patch: int,
     grid: tuple[int, int],
     cache: dict[tuple, Any] | None = None,
+    methods: Sequence[str] | None = None,
 ) -> dict[str, torch.Tensor]:
     """``{method: (gh, gw)}`` of ``model`` for the analysed input and class ``target``: last-layer attention
     (head mean) and rollout from ``query`` when ``weights`` are given, gradient and occlusion (:func:`occlusion`)
-    always. Each map is kept in ``cache`` (the analysis's own for the trained model: a map is computed once per
-    image, and once per query where it depends on one)."""
+    always; only ``methods`` where they are named (as :func:`methods_asked` checks them). Each map is kept in
+    ``cache`` (the analysis's own for the trained model: a map is computed once per image, and once per query where
+    it depends on one), so a page that asks for its maps one at a time computes each once."""
     inputs = analysis.inputs
     cache = {} if cache is None else cache
     prefix = num_prefix_tokens(model)
@@ -88,7 +92,8 @@ def map_set(
     computes["gradient"] = (("gradient",), lambda: gradient_map(model, inputs, target, patch)[0])
     computes["occlusion"] = (("occlusion",), lambda: occlusion(model, inputs, target, patch, grid)[0])
     maps: dict[str, torch.Tensor] = {}
-    for method, (key, compute) in computes.items():
+    for method in computes if methods is None else methods:
+        key, compute = computes[method]
         if key not in cache:
             try:
                 cache[key] = compute().detach()
@@ -96,6 +101,29 @@ def map_set(
                 raise RequestError(str(err)) from err
         maps[method] = cache[key]
     return maps
+
+
+def map_methods(analysis: Analysis) -> list[str]:
+    """The maps :func:`map_set` makes of an analysis: attention and rollout where the model has attention layers,
+    gradient and occlusion always, cheapest first (the order a page asks for them one at a time)."""
+    return [*(ATTENTION_METHODS if analysis.weights else ()), "gradient", "occlusion"]
+
+
+def methods_asked(offered: Sequence[str], method: str | None) -> list[str]:
+    """Every method ``offered`` (``method`` None: the whole answer), or the one piece ``method`` names."""
+    if method is None:
+        return list(offered)
+    if method not in offered:
+        raise RequestError(f"method must be one of {', '.join(offered)} for this model, got {method!r}")
+    return [method]
+
+
+def encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Each map encoded with its value range."""
+    return {
+        method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
+        for method, value in maps.items()
+    }
 
 
 def _stats(rows: torch.Tensor) -> dict[str, Any]:
@@ -209,20 +237,16 @@ def attention_view(entry: LoadedModel, analysis: Analysis, query: Query, tempera
     }
 
 
-def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str, Any]:
+def maps_view(entry: LoadedModel, analysis: Analysis, query: Query, method: str | None = None) -> dict[str, Any]:
     """Rollout (attention models, from ``query``), gradient and occlusion maps ``(gh, gw)`` for the
-    predicted class, each with its value range; computed once per image (rollout once per query)
-    and cached (:func:`~vitlab.explore.pages.limits.map_set`). A model without patches (a CNN) is scored on squares
-    of ``entry.map_patch`` pixels; a large grid is occluded in squares of several patches
-    (:func:`~vitlab.explore.pages.limits.occlusion`, whose side in pixels ``occlusion_square`` says)."""
+    predicted class, each with its value range (only ``method``'s where one is named: a page fills its maps in one
+    at a time); computed once per image (rollout once per query) and cached (:func:`map_set`). A model without
+    patches (a CNN) is scored on squares of ``entry.map_patch`` pixels; a large grid is occluded in squares of
+    several patches (:func:`occlusion`, whose side in pixels ``occlusion_square`` says)."""
     patch = entry.map_patch
     target = analysis.logits.argmax(-1)
-    every = map_set(entry.model, analysis, analysis.weights, target, query, patch, entry.grid, analysis.maps)
-    maps = {
-        method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
-        for method, value in every.items()
-        if method != "attention"
-    }
+    methods = methods_asked([m for m in map_methods(analysis) if m != "attention"], method)
+    maps = map_set(entry.model, analysis, analysis.weights, target, query, patch, entry.grid, analysis.maps, methods)
     return {
         "model": entry.index,
         "query": query,
@@ -231,7 +255,7 @@ def maps_view(entry: LoadedModel, analysis: Analysis, query: Query) -> dict[str,
         "grid": list(entry.grid),
         "patches_of_the_model": entry.patch_size is not None,
         "occlusion_square": patch * occlusion_factor(entry.grid),
-        "maps": maps,
+        "maps": encoded(maps),
     }
 
 
@@ -272,9 +296,14 @@ def router(ctx: Context) -> APIRouter:
 
     @api.get("/api/maps")
     def maps(
-        model: int, ref: str, query: str = "mean", invert: bool = False, keep_aspect: bool = False
+        model: int,
+        ref: str,
+        query: str = "mean",
+        invert: bool = False,
+        keep_aspect: bool = False,
+        method: str | None = None,
     ) -> dict[str, Any]:
-        return explained(maps_view, model, ref, query, invert, keep_aspect)
+        return explained(partial(maps_view, method=method), model, ref, query, invert, keep_aspect)
 
     @api.get("/api/layers")
     def layers(

@@ -14,11 +14,15 @@ how fast each map's patches destroy the prediction.
 - :func:`deletion_view`: deletion curves (as :func:`vitlab.explain.faithfulness.deletion_insertion` draws them): the
   probability of the predicted class as the patches are set to the mean image, most important first
   by each map (attention, rollout, gradient, occlusion), and by random orders; the area under each.
+
+Each route answers the whole panel, or one piece of it (``method``: one map, one map of both models, one deletion
+curve), so that the page fills a panel in piece by piece on a model too slow to answer it at once.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import torch
@@ -27,15 +31,21 @@ from torch import nn
 
 from ...data import ImageDataset
 from ...explain.faithfulness import curve_area, randomise_, ranking, spearman, step_counts
-from ...explain.maps import (
-    masked_probs,
-)
+from ...explain.maps import ATTENTION_METHODS, masked_probs
 from ...explain.record import attention_weights
-from ..arrays import encode_array
 from ..images import RequestError, model_images
 from ..loaded import Analysis, LoadedModel
 from . import Context
-from .attention import OCCLUSION_SQUARES, map_set, parse_query, prediction, truth
+from .attention import (
+    OCCLUSION_SQUARES,
+    encoded,
+    map_methods,
+    map_set,
+    methods_asked,
+    parse_query,
+    prediction,
+    truth,
+)
 
 Query = str | int
 SHOWN = 12  # mistakes and right answers listed
@@ -81,14 +91,6 @@ def verdicts(entry: LoadedModel, data: ImageDataset, source: str) -> dict[str, A
     }
 
 
-def encoded(maps: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """Each map encoded with its value range."""
-    return {
-        method: {"values": encode_array(value), "range": [float(value.min()), float(value.max())]}
-        for method, value in maps.items()
-    }
-
-
 def randomised_model(entry: LoadedModel) -> nn.Module:
     """A copy of ``entry``'s model with every weight tensor replaced by seeded noise of its own mean and
     spread (single numbers, such as a temperature, kept)."""
@@ -100,14 +102,17 @@ def randomised_model(entry: LoadedModel) -> nn.Module:
 def randomised_view(
     entry: LoadedModel, analysis: Analysis, random: nn.Module, query: Query, trained: dict[str, torch.Tensor]
 ) -> dict[str, Any]:
-    """The maps of the trained model (``trained``, computed once per image) and of ``random`` (the
+    """The maps of the trained model (``trained``, computed once per image) and the same maps of ``random`` (the
     :func:`randomised_model`) for the trained model's predicted class, and each pair's rank correlation."""
     target = analysis.logits.argmax(-1)
-    patch, grid = entry.map_patch, entry.grid
-    weights = attention_weights(random, analysis.inputs)[1] if analysis.weights else []
-    noise = map_set(random, analysis, [w.float() for w in weights], target, query, patch, grid)
     with torch.no_grad():
-        random_probs = random(analysis.inputs).float().softmax(-1)[0]
+        if any(m in ATTENTION_METHODS for m in trained):
+            logits, weights = attention_weights(random, analysis.inputs)
+        else:
+            logits, weights = random(analysis.inputs), []
+    weights = [w.float() for w in weights]
+    noise = map_set(random, analysis, weights, target, query, entry.map_patch, entry.grid, methods=list(trained))
+    random_probs = logits.float().softmax(-1)[0]
     rho = {m: float(spearman(trained[m][None], noise[m][None])[0]) for m in trained}
     return {
         "model": entry.index,
@@ -137,22 +142,27 @@ def deletion_curves(
     return masked_probs(model, copies, keep, target.expand(m), patch)
 
 
-def deletion_view(entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """Deletion curves ``(S + 1)`` of the predicted class for every map of ``maps`` and for the mean of
-    :data:`RANDOM_ORDERS` seeded random orders (half as many on a grid of more than :data:`OCCLUSION_SQUARES`
-    patches), with the area under each (lower: the map found the evidence sooner)."""
+def deletion_view(
+    entry: LoadedModel, analysis: Analysis, maps: dict[str, torch.Tensor], with_random: bool = True
+) -> dict[str, Any]:
+    """Deletion curves ``(S + 1)`` of the predicted class for every map ``(gh, gw)`` of ``maps`` and (``with_random``)
+    for the mean of :data:`RANDOM_ORDERS` seeded random orders (half as many on a grid of more than
+    :data:`OCCLUSION_SQUARES` patches; the answer's ``random_orders`` says how many), with the area under each (lower:
+    the map found the evidence sooner)."""
     target = analysis.logits.argmax(-1)
-    n = next(iter(maps.values())).numel()
+    n = math.prod(entry.grid)
     generator = torch.Generator().manual_seed(RANDOM_SEED)
     orders_wanted = RANDOM_ORDERS if n <= OCCLUSION_SQUARES else RANDOM_ORDERS // 2  # a large grid: half as many
-    shuffles = [torch.randperm(n, generator=generator) for _ in range(orders_wanted)]
-    orders = torch.cat([*(ranking(value[None]) for value in maps.values()), torch.stack(shuffles)])  # (M + R, N)
+    shuffles = [torch.randperm(n, generator=generator) for _ in range(orders_wanted if with_random else 0)]
+    orders = torch.cat([*(ranking(value[None]) for value in maps.values()), *(s[None] for s in shuffles)])  # (M+R, N)
     deleted = deletion_curves(entry.model, analysis.inputs, orders, target, entry.map_patch)
     curves = dict(zip(maps, deleted[: len(maps)]))
-    curves["random"] = deleted[len(maps) :].mean(0)
+    if shuffles:
+        curves["random"] = deleted[len(maps) :].mean(0)
     return {
         "model": entry.index,
         "target": entry.classes[int(target)],
+        **({"random_orders": len(shuffles)} if shuffles else {}),
         "patches": n,
         "removed": step_counts(n, min(n, DELETION_STEPS)).tolist(),
         "curves": {method: curve.tolist() for method, curve in curves.items()},
@@ -164,11 +174,11 @@ def router(ctx: Context) -> APIRouter:
     api = APIRouter()
     book, shelf = ctx.book, ctx.shelf
 
-    def trained_maps(entry: Any, analysis: Any, query: Any) -> Any:
-        """The trained model's maps of the analysed image (each cached with the analysis)."""
+    def trained_maps(entry: LoadedModel, analysis: Analysis, query: Query, methods: list[str]) -> dict[str, Any]:
+        """The trained model's maps ``methods`` of the analysed image (each cached with the analysis)."""
         target = analysis.logits.argmax(-1)
         return map_set(
-            entry.model, analysis, analysis.weights, target, query, entry.map_patch, entry.grid, analysis.maps
+            entry.model, analysis, analysis.weights, target, query, entry.map_patch, entry.grid, analysis.maps, methods
         )
 
     @api.get("/api/limits/verdicts")
@@ -177,37 +187,39 @@ def router(ctx: Context) -> APIRouter:
         return shelf.memo(("verdicts", entry.index, source), lambda: verdicts(entry, data, source))
 
     @api.get("/api/limits/maps")
-    def maps(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+    def maps(model: int, ref: str, query: str = "mean", method: str | None = None) -> dict[str, Any]:
         entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
         with shelf.lock:
             analysis = shelf.analyse(entry, picture)
+            methods = methods_asked(map_methods(analysis), method)
             predicted = prediction(entry, analysis.logits)
             return {
                 "ref": ref,
                 "model": entry.index,
                 "grid": list(entry.grid),
                 "target": predicted["class"],
-                "maps": encoded(trained_maps(entry, analysis, parsed)),
+                "maps": encoded(trained_maps(entry, analysis, parsed, methods)),
                 "prediction": predicted,
                 "truth": truth(entry, picture, predicted["class"]),
             }
 
     @api.get("/api/limits/randomised")
-    def randomised(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+    def randomised(model: int, ref: str, query: str = "mean", method: str | None = None) -> dict[str, Any]:
         entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
         with shelf.lock:
             analysis = shelf.analyse(entry, picture)
-            view = randomised_view(
-                entry, analysis, shelf.randomised(entry), parsed, trained_maps(entry, analysis, parsed)
-            )
+            trained = trained_maps(entry, analysis, parsed, methods_asked(map_methods(analysis), method))
+            view = randomised_view(entry, analysis, shelf.randomised(entry), parsed, trained)
             predicted = prediction(entry, analysis.logits)
             return {"ref": ref, **view, "prediction": predicted, "truth": truth(entry, picture, predicted["class"])}
 
     @api.get("/api/limits/deletion")
-    def deletion(model: int, ref: str, query: str = "mean") -> dict[str, Any]:
+    def deletion(model: int, ref: str, query: str = "mean", method: str | None = None) -> dict[str, Any]:
         entry, picture, parsed = shelf.get(model), book.get(ref), parse_query(query)
         with shelf.lock:
             analysis = shelf.analyse(entry, picture)
-            return {"ref": ref, **deletion_view(entry, analysis, trained_maps(entry, analysis, parsed))}
+            methods = methods_asked([*map_methods(analysis), "random"], method)
+            maps = trained_maps(entry, analysis, parsed, [m for m in methods if m != "random"])
+            return {"ref": ref, **deletion_view(entry, analysis, maps, "random" in methods)}
 
     return api

@@ -88,21 +88,38 @@ export function setState(unit, state) {
 // `errorBox` (next to the controls that caused it, role=alert so it is announced) and the unit's
 // figures, now stale, are hidden until an answer draws them again.
 export function latest(unit, errorBox) {
+  const run = inPieces(unit, errorBox);
+  return (request, draw) => run([request], (result) => draw(result));
+}
+
+// `latest` for a part of a page asked for in pieces (one map, one curve: each a request the server answers in
+// seconds where the whole would take a minute): the pieces are requested one after another, each drawn as it
+// arrives (`draw(answer, i)`), and `line` says how far it is ("2 of 5 maps…") until the last one is drawn. The
+// unit stays "loading" until then; its data-progress ("2/5") says how many pieces of the latest run are drawn.
+export function inPieces(unit, errorBox, line = null) {
   let counter = 0;
-  const set = (state) => setState(unit, state);
-  return async (request, draw) => {
+  return async (requests, draw, noun = "pieces") => {
     const ticket = ++counter;
-    set("loading");
+    const progress = (done) => {
+      unit.dataset.progress = `${done}/${requests.length}`;
+      if (line) line.textContent = done < requests.length ? `${done} of ${requests.length} ${noun}…` : "";
+    };
+    setState(unit, "loading");
+    progress(0);
     try {
-      const result = await request();
-      if (ticket !== counter) return;
-      draw(result);
-      errorBox.textContent = "";
-      set("ready");
+      for (const [i, request] of requests.entries()) {
+        const result = await request();
+        if (ticket !== counter) return;
+        draw(result, i);
+        errorBox.textContent = "";
+        progress(i + 1);
+      }
+      setState(unit, "ready");
     } catch (err) {
       if (ticket !== counter) return;
       errorBox.textContent = err.message;
-      set("error");
+      if (line) line.textContent = "";
+      setState(unit, "error");
       if (!(err instanceof ApiError)) console.error(err);
     }
   };

@@ -4,7 +4,8 @@
 // linked across the query image, the bars, every head, every map and the layer grid: hover or focus it on
 // any of them (arrow keys move) and it lights up on all. A model without attention (a CNN) shows its
 // prediction and its gradient and occlusion maps.
-import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, startingModel, setState } from "./api.js";
+import { $, announce, decode, getJSON, inPieces, latest, modelLabels, offerTraining, startingModel, setState }
+  from "./api.js";
 import { logControl } from "./controls.js";
 import { arrowKeys, cursor, gridHit, link, roving } from "./cursor.js";
 import { colourBar, describe, drawBars, drawHeat, drawOverlay, facts, makeCanvas, paintGrid, paintHeat,
@@ -17,7 +18,7 @@ import { numbersTable } from "./table.js";
 
 const page = $("page-attention");
 const run = latest(page, $("attention-error"));
-const runMaps = latest($("attn-maps"), $("maps-error"));
+const runMaps = inPieces($("attn-maps"), $("maps-error"), $("maps-progress"));  // one map a request, cheapest first
 const runLayers = latest($("layers-panel"), $("layers-error"));
 const key = link();           // the key (prefix tokens first, then the patches) under the pointer or keyboard
 const state = { models: [], model: null, query: "mean", head: null, result: null, maps: null, box: null, bars: null,
@@ -397,7 +398,12 @@ function refresh(withMaps = true) {
   run(() => getJSON("/api/attention", { ...params, temperature: t }), (result) => {
     draw(result);
     if (withMaps) {   // the maps and the layers are the model's at temperature 1: a new temperature keeps them
-      runMaps(() => getJSON("/api/maps", params), drawMaps);
+      const methods = [...(result.attention ? ["rollout"] : []), "gradient", "occlusion"];
+      let shown = null;
+      runMaps(methods.map((method) => () => getJSON("/api/maps", { ...params, method })), (answer) => {
+        shown = shown ? { ...answer, maps: { ...shown.maps, ...answer.maps } } : answer;
+        drawMaps(shown);
+      }, "maps");
       if (result.attention) runLayers(() => getJSON("/api/layers", params), drawLayerPanel);
     }
   });

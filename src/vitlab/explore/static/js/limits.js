@@ -1,7 +1,8 @@
 // Limits page: what attention maps cannot tell. The model's most confident mistakes on its own test images,
 // a right and a wrong answer's maps on one colour scale, the maps of a model whose weights are noise beside the
 // trained model's (with their rank correlation), and each map's deletion curve against random orders.
-import { $, announce, decode, getJSON, latest, modelLabels, offerTraining, setState, startingModel } from "./api.js";
+import { $, announce, decode, getJSON, inPieces, latest, modelLabels, offerTraining, setState, startingModel }
+  from "./api.js";
 import { arrowKeys, cursor, gridHit } from "./cursor.js";
 import { colourBar, describe, lineChart, makeCanvas, paintHeat, paintImage, surface } from "./draw.js";
 import { measure, prob, signed } from "./format.js";
@@ -10,9 +11,11 @@ import { remember, setting } from "./state.js";
 import { numbersTable } from "./table.js";
 
 const runVerdicts = latest($("verdicts-panel"), $("verdicts-error"));
-const runPair = latest($("pair-panel"), $("pair-error"));
-const runRandom = latest($("random-panel"), $("random-error"));
-const runDeletion = latest($("deletion-panel"), $("deletion-error"));
+// The panels of maps and curves come in pieces (one map or one curve a request): a 224-px model on a CPU takes
+// seconds per map, so each panel fills in as its pieces arrive, cheapest first, with a line saying how far it is.
+const runPair = inPieces($("pair-panel"), $("pair-error"), $("pair-progress"));
+const runRandom = inPieces($("random-panel"), $("random-error"), $("random-progress"));
+const runDeletion = inPieces($("deletion-panel"), $("deletion-error"), $("deletion-progress"));
 const METHODS = { attention: "last layer's attention", rollout: "rollout", gradient: "gradient",
   occlusion: "occlusion" };
 const COLOURS = { attention: "#1f77b4", rollout: "#ff7f0e", gradient: "#2ca02c", occlusion: "#d62728",
@@ -83,18 +86,20 @@ function pick(kind, entry) {
   if (kind === state.focus) refreshFocus();
 }
 
-// Two images and their maps by `method`, on one colour scale spanning both.
-async function drawPair(answers) {
-  const method = $("lim-method").value;
+// The right and the wrong answer's maps by `method` (`answers` in that order, the one not yet come undefined),
+// on one colour scale spanning both.
+async function drawPair(answers, method) {
+  const shown = [["right", answers[0]], ["wrong", answers[1]]].filter(([, answer]) => answer);
+  const images = await Promise.all(shown.map(([kind]) => imageOf(state.chosen[kind].ref)));
   const box = $("pair-row");
   box.replaceChildren();
-  const ranges = answers.map((a) => a.maps[method].range);
+  const ranges = shown.map(([, a]) => a.maps[method].range);
   const signedMap = method === "occlusion";
   const top = Math.max(...ranges.map((r) => (signedMap ? Math.max(Math.abs(r[0]), Math.abs(r[1])) : r[1])), 1e-12);
   const scale = signedMap ? { lo: -top, hi: top, map: "diverging" } : { lo: 0, hi: top, map: "viridis" };
-  for (const [kind, answer] of [["right", answers[0]], ["wrong", answers[1]]]) {
+  shown.forEach(([kind, answer], k) => {
     const entry = state.chosen[kind];
-    const image = await imageOf(entry.ref);
+    const image = images[k];
     const [gh, gw] = answer.grid;
     const figure = document.createElement("figure");
     figure.className = "heatmap";
@@ -116,27 +121,32 @@ async function drawPair(answers) {
     row.append(pictured, canvas);
     figure.append(title, row);
     box.append(figure);
-  }
+  });
   colourBar($("pair-scale"), scale, `${METHODS[method]}, one scale for both`, signedMap ? signed : measure);
 }
 
 function refreshPair() {
-  const params = (entry) => ({ model: state.model, ref: entry.ref, query: state.query });
-  runPair(() => Promise.all([state.chosen.right, state.chosen.wrong]
-    .map((entry) => getJSON("/api/limits/maps", params(entry)))), drawPair);
+  const method = $("lim-method").value;
+  const answers = [];
+  runPair([state.chosen.right, state.chosen.wrong].map((entry) => () => getJSON("/api/limits/maps",
+    { model: state.model, ref: entry.ref, query: state.query, method })), (answer, i) => {
+    answers[i] = answer;
+    drawPair(answers, method);
+  }, "maps");
 }
 
-function drawRandom(answer) {
+// The trained and the randomised model's `methods` maps, as far as `answer` has them (the others wait in their
+// place, said so).
+function drawRandom(answer, methods) {
   const grid = $("random-grid");
   grid.replaceChildren();
-  const methods = Object.keys(answer.trained);
   grid.style.gridTemplateColumns = `max-content repeat(${methods.length}, minmax(0, 9rem))`;
   grid.append(document.createElement("span"));
   for (const method of methods) {
     const head = document.createElement("span");
     head.className = "label";
     const rho = answer.spearman[method];
-    head.textContent = `${METHODS[method]}: ρ ${rho === null ? "–" : signed(rho)}`;
+    head.textContent = `${METHODS[method]}: ρ ${rho === undefined ? "…" : rho === null ? "–" : signed(rho)}`;
     grid.append(head);
   }
   const [gh, gw] = state.models[state.model].map_grid;
@@ -147,6 +157,13 @@ function drawRandom(answer) {
     grid.append(name);
     for (const method of methods) {
       const map = answer[which][method];
+      if (!map) {
+        const pending = document.createElement("span");
+        pending.className = "note pending";
+        pending.textContent = "computing…";
+        grid.append(pending);
+        continue;
+      }
       const signedMap = method === "occlusion";
       const top = Math.max(Math.abs(map.range[0]), Math.abs(map.range[1]), 1e-12);
       const scale = signedMap ? { lo: -top, hi: top, map: "diverging" } : { lo: 0, hi: map.range[1] || 1, map: "viridis" };
@@ -159,13 +176,14 @@ function drawRandom(answer) {
     }
   }
   const random = answer.randomised_prediction;
-  $("random-note").textContent = `Each map on its own range. The randomised model predicts ${random.class} ` +
-    `(${prob(random.confidence)}); its maps are for the trained model's class ${answer.target}.`;
+  $("random-note").textContent = "Each map on its own range." + (random ? ` The randomised model predicts ` +
+    `${random.class} (${prob(random.confidence)}); its maps are for the trained model's class ${answer.target}.` : "");
 }
 
 function drawDeletion(answer) {
   const series = Object.entries(answer.curves).map(([method, y]) => ({
-    label: `${method === "random" ? "random orders (mean of 8)" : METHODS[method]}: area ${prob(answer.area[method])}`,
+    label: `${method === "random" ? `random orders (mean of ${answer.random_orders})` : METHODS[method]}: ` +
+      `area ${prob(answer.area[method])}`,
     x: answer.removed, y, colour: COLOURS[method], dash: method === "random" ? [6, 4] : undefined }));
   lineChart($("deletion-chart"), $("deletion-legend"), series,
     { xLabel: "patches removed (most important first)", yLabel: `probability of ${answer.target}`, points: true });
@@ -180,8 +198,26 @@ function refreshFocus() {
   const entry = state.chosen[state.focus];
   if (!entry?.predicted) return;
   const params = { model: state.model, ref: entry.ref, query: state.query };
-  runRandom(() => getJSON("/api/limits/randomised", params), drawRandom);
-  runDeletion(() => getJSON("/api/limits/deletion", params), drawDeletion);
+  const methods = methodsOf(state.models[state.model]);
+  // Each trained map, then the same map of the randomised model (the trained one kept for it and for the curves).
+  const compared = { trained: {}, randomised: {}, spearman: {} };
+  drawRandom(compared, methods);
+  runRandom(methods.flatMap((method) => [() => getJSON("/api/limits/maps", { ...params, method }),
+    () => getJSON("/api/limits/randomised", { ...params, method })]), (answer) => {
+    if (answer.maps) Object.assign(compared.trained, answer.maps);
+    else {
+      for (const part of ["trained", "randomised", "spearman"]) Object.assign(compared[part], answer[part]);
+      Object.assign(compared, { target: answer.target, randomised_prediction: answer.randomised_prediction });
+    }
+    drawRandom(compared, methods);
+  }, "maps");
+  const deletion = { curves: {}, area: {} };
+  runDeletion([...methods, "random"].map((method) => () => getJSON("/api/limits/deletion", { ...params, method })),
+    (answer) => {
+      Object.assign(deletion, answer, { curves: { ...deletion.curves, ...answer.curves },
+        area: { ...deletion.area, ...answer.area } });
+      drawDeletion(deletion);
+    }, "curves");
   announce(`${state.focus === "wrong" ? "the mistake" : "the right answer"} ${entry.ref}: ${caption(entry)}`);
 }
 
