@@ -23,9 +23,7 @@ import math
 import re
 import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from ..errors import ConfigError, DataError, VitlabError, WorkerError
+from ..interrupts import interrupts_deferred, raise_if_interrupted
 from .records import Records
 
 if TYPE_CHECKING:
@@ -92,24 +91,6 @@ def bad_report(bad: dict[str, str], max_bad: int | None = None) -> str:
 def _ignore_interrupt(worker: int) -> None:
     """A worker leaves Ctrl-C to the main process, which stops it: no worker prints a KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back in the block, raised as KeyboardInterrupt right after it: workers are forked
-    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser, or leave a
-    half-made iterator. The block's handler only notes the signal, whichever thread the kernel gave it to."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received and previous is not signal.SIG_IGN:
-            raise KeyboardInterrupt
 
 
 def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
@@ -282,6 +263,7 @@ class StreamDataset(RecordsSplit, Dataset):
                     images, labels, bad = next(batches)
                 except StopIteration:
                     break
+                raise_if_interrupted()
                 if bad:
                     self.bad.update(bad)
                     if len(self.bad) > max_bad:
@@ -294,8 +276,9 @@ class StreamDataset(RecordsSplit, Dataset):
                 raise
             raise died from err
         finally:
-            with interrupts_deferred():  # join the workers now: left to the garbage collector, they would be
-                getattr(batches, "_shutdown_workers", lambda: None)()  # joined at a moment no deferral covers
+            with interrupts_deferred():  # join the workers and free the loader's queues and pipes now: their
+                getattr(batches, "_shutdown_workers", lambda: None)()  # finalisers would run where no deferral
+                del batches  # covers them, and a Ctrl-C landing in one would be dropped
 
     def bad_report(self, max_bad: int | None = None) -> str:
         """:func:`bad_report` of the unreadable images met so far."""
