@@ -101,5 +101,5 @@ def test_qk_variance_plot_is_written_and_needs_the_table(tmp_path, capsys):
     assert main(["shapes", "--qk-variance", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "max weight" in capsys.readouterr().out
-    assert main(["shapes", "--plot", str(png)]) == 2
+    assert main(["shapes", "--plot", str(tmp_path / "again.png")]) == 2
     assert "add --qk-variance" in capsys.readouterr().err

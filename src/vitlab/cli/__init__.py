@@ -8,12 +8,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..settings import merge_settings, parse_overrides, read_config_file
+from .outputs import Output, add_output
 
 
 def add_common(parser: argparse.ArgumentParser, out: str, overwrite: bool = True) -> None:
     """The options that mean the same in every command: ``--out`` (what it writes; ``out`` says
     what), ``--overwrite``, ``--device``, ``--threads``, ``--quiet``."""
-    parser.add_argument("--out", help=out)
+    add_output(parser, "--out", rule=Output("run folder"), help=out)
     if overwrite:
         parser.add_argument(
             "--overwrite",

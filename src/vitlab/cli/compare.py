@@ -13,6 +13,7 @@ from ..experiments.config import STUDY_PRESETS
 from ..experiments.executors import EXECUTORS, usable_cores
 from ..experiments.training import RECIPES
 from . import parse_overrides, read_config_file
+from .outputs import Output, add_output
 
 
 def _rows(text: str) -> list[int | None]:
@@ -299,7 +300,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--name", help="study name: the report goes to runs/NAME unless --out (default compare, or the preset's name)"
     )
-    p.add_argument("--out", help="the study's folder (default runs/NAME)")
+    add_output(p, "--out", rule=Output("study folder"), help="the study's folder (default runs/NAME)")
     p.add_argument("--overwrite", action="store_true", help="replace the study already in the folder")
     p.add_argument(
         "--config",

@@ -6,6 +6,7 @@ import argparse
 
 from ..settings import picked
 from . import parse_overrides
+from .outputs import Output, add_output
 
 TARGETS = ("vitlab", "timm")
 
@@ -22,6 +23,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def convert_output(args: argparse.Namespace) -> Output:
+    """What DST is for ``--to``: a vitlab checkpoint (.safetensors) or a timm state dict (safetensors or torch)."""
+    if args.target == "timm":
+        return Output("timm state dict", (".safetensors", ".pth", ".pt", ".bin"))
+    return Output("vitlab checkpoint", (".safetensors",))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "convert",
@@ -32,7 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "record is inferred, printed and recorded in the written file.",
     )
     p.add_argument("src", help="model source to read")
-    p.add_argument("dst", help="file to write (.safetensors; .pth/.pt/.bin for a torch file with --to timm)")
+    add_output(
+        p,
+        "dst",
+        rule=convert_output,
+        help="file to write (.safetensors; .pth/.pt/.bin for a torch file with --to timm)",
+    )
     p.add_argument("--to", dest="target", choices=TARGETS, default="vitlab", help="target format (default: vitlab)")
     p.add_argument("--model", help="registered architecture of a foreign file (e.g. vit-tiny-patch16-224)")
     p.add_argument(

@@ -9,6 +9,7 @@ import argparse
 from ..analysis.cost import ATTENTION_COSTS, Workload
 from ..analysis.cost_report import PLOT_SIDES, cost_report
 from ..checks import check_options
+from .outputs import FIGURE_SUFFIXES, Output, add_output
 
 # The Workload field each sizing option sets.
 FIELDS = {
@@ -90,11 +91,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sparse-stride", type=int, help="stride s of sparse attention's strided positions (default: the grid's width)"
     )
-    p.add_argument(
+    add_output(
+        p,
         "--plot",
+        rule=Output("figure", FIGURE_SUFFIXES),
         metavar="PNG",
         help="also draw attention memory and FLOPs against the image side "
         f"(log-log) for the --attention kinds; without --image: sides {','.join(map(str, PLOT_SIDES))}",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the --plot file if it exists")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)

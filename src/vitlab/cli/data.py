@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..settings import picked
 from ..tasks.classify.info import DEFAULT_PHOTO_SIZE, dataset_info
 from . import add_data_options, data_options, parse_overrides
+from .outputs import Output, add_output
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -121,7 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--dataset", default="folder", choices=photo_sources(), help="the source read (default folder)")
     q.add_argument("--data-dir", required=True, help="where the source is (as for vitlab train)")
-    q.add_argument("--out", required=True, help="folder the shards and shards.json are written to")
+    add_output(
+        q, "--out", rule=Output("shard folder"), required=True, help="folder the shards and shards.json are written to"
+    )
     q.add_argument("--max-count", type=int, default=None, help="samples in a shard at most")
     q.add_argument("--max-size", type=int, default=None, help="bytes in a shard at most (about; planned)")
     q.add_argument("--max-side", type=int, default=None, help="re-encode images larger than this many pixels a side")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import add_data_options, add_source_options
+from .outputs import Output, add_output
 
 SPLITS = ("test", "val", "train")
 
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="dataset name (default: the one it was trained on)")
     p.add_argument("--data-dir", help="folder holding the dataset's files (default: the training run's)")
     p.add_argument("--split", default="test", choices=SPLITS)
-    p.add_argument("--out", help="folder for metrics.json, reliability.png, confusion.png")
+    add_output(p, "--out", rule=Output("report folder"), help="folder for metrics.json, reliability.png, confusion.png")
     p.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     add_request_options(p, "evaluate")

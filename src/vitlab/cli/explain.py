@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from . import add_data_options, add_source_options, load_source, source_data_options
+from .outputs import Output, add_output
 
 METHODS = ("attention", "rollout", "gradient", "gradxinput", "occlusion")  # vitlab.explain.maps.METHODS
 PROBES = ("permute", "shift", "occlude", "resolution", "attention")  # vitlab.explain.input_probes.PROBES
@@ -134,7 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--threshold", type=float, default=0.5, help="rank correlation flagging a map as not explaining the model"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="explain", help="output folder (default: ./explain)")
+    add_output(
+        p, "--out", rule=Output("explanation folder"), default="explain", help="output folder (default: ./explain)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the explanation already in --out")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     add_data_options(p)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .outputs import Output, add_output
+
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
@@ -16,6 +18,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("say where to export: --to onnx|timm|hf (or --adapters-only for a tuned run's adapters)")
     print(export_checkpoint(args.checkpoint, args.target, args.out, opset=args.opset, overwrite=args.overwrite))
     return 0
+
+
+def export_output(args: argparse.Namespace) -> Output | None:
+    """What ``--out`` is for the options given: the adapters' .safetensors, the .onnx file, or a folder."""
+    if args.adapters_only:
+        return Output("adapters file", (".safetensors",))
+    if args.target == "onnx":
+        return Output("ONNX file", (".onnx",))
+    return Output(f"{args.target} folder") if args.target in ("timm", "hf") else None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("checkpoint", help="checkpoint file, checkpoint or run folder, or foreign weights")
     p.add_argument("--to", dest="target", metavar="onnx|timm|hf", help="target format")
-    p.add_argument("--out", required=True, help="the .onnx file (onnx) or the folder (timm, hf) to write")
+    add_output(
+        p, "--out", rule=export_output, required=True, help="the .onnx file (onnx) or the folder (timm, hf) to write"
+    )
     p.add_argument("--opset", type=int, default=18, help="ONNX opset version (default: 18)")
     p.add_argument("--overwrite", action="store_true", help="replace the files an earlier export wrote at --out")
     p.add_argument(

@@ -162,8 +162,15 @@ def _main(argv: list[str], command: str | None, debug: bool) -> int:
 
 def _run(args: argparse.Namespace, debug: bool) -> int:
     """``args.func(args)`` inside the error boundary (see the module docstring)."""
+    from ..interrupts import noted_interrupts, raise_if_interrupted
+    from .outputs import check_outputs
+
     try:
-        return int(args.func(args) or 0)
+        check_outputs(args)  # where it writes, before any work
+        with noted_interrupts():
+            done = int(args.func(args) or 0)
+            raise_if_interrupted()  # a Ctrl-C a finaliser swallowed still ends the command as one
+        return done
     except KeyboardInterrupt:
         print(
             f"vitlab {args.command}: interrupted; files already written are intact (a training run continues "

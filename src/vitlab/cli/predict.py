@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import add_data_options, add_source_options
+from .outputs import Output, add_output
 
 
 def run(args: argparse.Namespace) -> int:
@@ -17,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from ..tasks.dense.spec import IMAGE_OUT
     from .options import add_request_options
 
     p = sub.add_parser(
@@ -29,7 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("checkpoint", help="run folder, checkpoint file, timm / Hugging Face weights or folder, .keras")
     p.add_argument("images", nargs="+", metavar="IMAGE", help="image files or folders of images")
-    p.add_argument("--out", help="where the result goes: a CSV of the predictions, or an overlay PNG")
+    add_output(
+        p,
+        "--out",
+        rule=Output("predictions (a classifier's CSV) or overlay (a dense model's image)", (".csv", *IMAGE_OUT)),
+        help="where the result goes: a CSV of the predictions, or an overlay PNG",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists")
     p.add_argument("--device", default="auto", help="auto (default: CUDA when present), cpu, cuda, cuda:N, mps")
     add_request_options(p, "predict")
     add_data_options(p, loader=False)

@@ -10,6 +10,7 @@ from ..checks import Int, check_options
 from ..errors import ConfigError
 from ..models.config import MAX_CHANS, MAX_DEPTH, MAX_HEADS, MAX_SIDE, MAX_WIDTH
 from ..settings import picked
+from .outputs import FIGURE_SUFFIXES, Output, add_output
 
 OPTIONS = {
     "image": Int(1, MAX_SIDE),
@@ -46,5 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"instead: the variance of q . k before and after dividing by sqrt(d_k), for d_k in {QK_DIMS}",
     )
-    p.add_argument("--plot", metavar="PNG", help="with --qk-variance: also draw it against d_k into this PNG")
+    add_output(
+        p,
+        "--plot",
+        rule=Output("figure", FIGURE_SUFFIXES),
+        metavar="PNG",
+        help="with --qk-variance: also draw it against d_k into this PNG",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace the --plot file if it exists")
     p.set_defaults(func=run)

@@ -168,7 +168,7 @@ class DataConfig:
         return out | {
             "do_resize": True,
             "resample": PIL_CODES[pre.interpolation],
-            "do_center_crop": (scale_h, scale_w) != (height, width),
+            "do_center_crop": pre.crop_mode == "center" or (scale_h, scale_w) != (height, width),
             "crop_size": {"height": height, "width": width},
             "do_rescale": True,
             "rescale_factor": 1 / 255,

@@ -350,7 +350,8 @@ class Preprocess:
     @classmethod
     def from_hf(cls, processor: Mapping[str, Any], backend: str | None = None, channels: int = 3) -> Preprocess:
         """The pipeline of a Hugging Face image processor (``preprocessor_config.json``: ViT, DeiT, BEiT,
-        ConvNext-style keys), as the installed transformers computes it.
+        ConvNext-style keys; a ``TimmWrapperImageProcessor``'s ``pretrained_cfg`` is :meth:`from_timm`'s), as the
+        installed transformers computes it.
 
         ``backend``: "torchvision" or "pil", the image processor backend whose pixels to reproduce; None takes
         transformers' own choice (the PIL one for a ``...Pil`` processor type, else torchvision's). What the
@@ -542,6 +543,14 @@ def _from_hf(cls: type[Preprocess], processor: Mapping[str, Any], backend: str |
     legacy = str(processor.get("feature_extractor_type") or "").replace("FeatureExtractor", "ImageProcessor")
     kind = str(processor.get("image_processor_type") or legacy or "ViTImageProcessor")
     base = kind.removesuffix("Pil").removesuffix("Fast")
+    if base == "TimmWrapperImageProcessor":  # timm's resolve_data_config + create_transform of its pretrained_cfg
+        timm_cfg = processor.get("pretrained_cfg")
+        if not isinstance(timm_cfg, Mapping):
+            raise _fail("pretrained_cfg", timm_cfg, "timm's pretrained_cfg, which a TimmWrapperImageProcessor holds")
+        timm = cls.from_timm(timm_cfg)
+        if timm.channels != channels:
+            raise _fail("pretrained_cfg.input_size", timm_cfg.get("input_size"), f"{channels} channels (the model's)")
+        return timm
     if backend is None:
         backend = "pil" if kind.endswith("Pil") else "torchvision"
     if backend not in ("pil", "torchvision"):

@@ -27,10 +27,8 @@ import math
 import re
 import signal
 import sys
-import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +37,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from ..errors import ConfigError, DataError, VitlabError, WorkerError
+from ..interrupts import interrupts_deferred, raise_if_interrupted
 from .device_decode import Encoded, decode_batch
 from .preprocess import TENSOR_INTERPOLATIONS
 from .records import Records
@@ -102,24 +101,6 @@ def bad_report(bad: dict[str, str], max_bad: int | None = None) -> str:
 def _ignore_interrupt(worker: int) -> None:
     """A worker leaves Ctrl-C to the main process, which stops it: no worker prints a KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back in the block, raised as KeyboardInterrupt right after it: workers are forked
-    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser, or leave a
-    half-made iterator. The block's handler only notes the signal, whichever thread the kernel gave it to."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received and previous is not signal.SIG_IGN:
-            raise KeyboardInterrupt
 
 
 def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
@@ -333,6 +314,7 @@ class StreamDataset(RecordsSplit, Dataset):
                     images, labels, bad = self._decoded(next(batches))
                 except StopIteration:
                     break
+                raise_if_interrupted()
                 if bad:
                     self.bad.update(bad)
                     if len(self.bad) > max_bad:
@@ -345,8 +327,9 @@ class StreamDataset(RecordsSplit, Dataset):
                 raise
             raise died from err
         finally:
-            with interrupts_deferred():  # join the workers now: left to the garbage collector, they would be
-                getattr(batches, "_shutdown_workers", lambda: None)()  # joined at a moment no deferral covers
+            with interrupts_deferred():  # join the workers and free the loader's queues and pipes now: their
+                getattr(batches, "_shutdown_workers", lambda: None)()  # finalisers would run where no deferral
+                del batches  # covers them, and a Ctrl-C landing in one would be dropped
 
     def _decoded(self, batch: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
         """A collated batch as ``(images uint8 (B', C, H, W), labels (B',), unreadable)``: with ``decode="gpu"``

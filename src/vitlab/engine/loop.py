@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..data import ShardSampler
 from ..errors import DivergenceError, RunFolderError
+from ..interrupts import raise_if_interrupted
 from .config import RunConfig
 from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
 from .optim import ModelEma, build_scheduler, retune_state
@@ -287,6 +288,7 @@ class Engine:
             asked = time.perf_counter()
             batch = self._next_batch(stream)
             waited += time.perf_counter() - asked
+            raise_if_interrupted()
             if batch is None:  # unreadable images emptied this rank's last batches: step what was summed
                 if b % cfg.accumulate:
                     self._optimiser_step()

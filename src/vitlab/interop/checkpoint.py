@@ -77,6 +77,14 @@ def write_state_dict(state: StateDict, path: str | Path, metadata: dict[str, str
         torch.save({k: v.detach() for k, v in state.items()}, path)
 
 
+def _num_patches(state: StateDict, img_size: Any) -> int | None:
+    """The patch grid's size of a timm state dict at ``img_size`` (a known ``(H, W)``), else None."""
+    weight = state.get("patch_embed.proj.weight")
+    if weight is None or not isinstance(img_size, (tuple, list)) or len(img_size) != 2 or weight.ndim != 4:
+        return None
+    return (int(img_size[0]) // weight.shape[-2]) * (int(img_size[1]) // weight.shape[-1])
+
+
 def foreign_model(
     state: StateDict,
     meta: dict[str, str],
@@ -98,7 +106,7 @@ def foreign_model(
         )
     known, guessed = dict(config), {}
     if source == "timm":
-        state = timm_to_vitlab(state)
+        state = timm_to_vitlab(state, _num_patches(state, known.get("img_size")))
     else:
         sibling = Path(path).with_name("config.json")
         if sibling.is_file():

@@ -58,6 +58,7 @@ def _positives(v: Any) -> bool:
 COUNT = Rule("a whole number > 0", _count)
 POSITIVE = Rule("a number > 0", lambda v: _number(v) and v > 0)
 FRACTION = Rule("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1)
+CROP_PCT = Rule("a number in (0, 2]", lambda v: _number(v) and 0 < v <= 2)  # as Preprocess takes it
 SIDE = Rule("a whole number > 0 or a pair of them", _side)
 SIZE = Rule("a whole number > 0 or an object of them ({'height': H, 'width': W} or {'shortest_edge': N})", _size)
 BOOL = Rule("true or false", lambda v: isinstance(v, bool))
@@ -152,28 +153,11 @@ class HFModelConfig(JsonRecord):
     )
 
 
-class HFProcessorConfig(JsonRecord):
-    """A Hugging Face ``preprocessor_config.json`` (an image processor's settings)."""
-
-    RULES = {
-        "image_processor_type": TEXT,
-        "feature_extractor_type": TEXT,
-        **dict.fromkeys(("do_resize", "do_center_crop", "do_rescale", "do_normalize"), BOOL),
-        "size": SIZE,
-        "crop_size": SIZE,
-        "resample": RESAMPLE,
-        "crop_pct": FRACTION,
-        "rescale_factor": POSITIVE,
-        "image_mean": MEANS,
-        "image_std": STDS,
-    }
-
-
 _PRETRAINED_CFG = {
     "architecture": TEXT,
     "input_size": INPUT_SIZE,
     "interpolation": TEXT,
-    "crop_pct": FRACTION,
+    "crop_pct": CROP_PCT,
     "crop_mode": TEXT,
     "mean": MEANS,
     "std": STDS,
@@ -188,6 +172,25 @@ _MODEL_ARGS = {
     "global_pool": TEXT,
     "act_layer": TEXT,
 }
+
+
+class HFProcessorConfig(JsonRecord):
+    """A Hugging Face ``preprocessor_config.json`` (an image processor's settings; a ``TimmWrapperImageProcessor``
+    holds timm's ``pretrained_cfg``)."""
+
+    RULES = {
+        "image_processor_type": TEXT,
+        "feature_extractor_type": TEXT,
+        **dict.fromkeys(("do_resize", "do_center_crop", "do_rescale", "do_normalize"), BOOL),
+        "size": SIZE,
+        "crop_size": SIZE,
+        "resample": RESAMPLE,
+        "crop_pct": FRACTION,
+        "rescale_factor": POSITIVE,
+        "image_mean": MEANS,
+        "image_std": STDS,
+        "pretrained_cfg": _object(_PRETRAINED_CFG),  # a TimmWrapperImageProcessor's: timm's own pipeline
+    }
 
 
 class TimmConfig(JsonRecord):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...checks import Bool, Int
+from ...errors import ConfigError
 from ...runs import Loaded, atomic_write
 from ...settings import picked
 from ..registry import TaskSpec, register
@@ -94,6 +95,10 @@ def prediction_csv(predictions: list[Prediction]) -> str:
 
 def predict(loaded: Loaded, request: ClassifyPredict) -> str:
     """Each image's top-k classes: a table, JSON (``json``), or a CSV (for a folder, or written to ``out``)."""
+    if request.out and Path(request.out).suffix.lower() != ".csv":
+        raise ConfigError(
+            f"--out {request.out!r}: a classifier writes its predictions as a CSV; give a name ending in .csv"
+        )
     predictions = classify_files(loaded, request.images, top_k=request.top_k, options=request.options)
     if request.json:
         rows = [{"image": str(p.path), "top": [{"class": c, "probability": v} for c, v in p.top]} for p in predictions]

@@ -1,0 +1,80 @@
+"""Ctrl-C that is never lost: every SIGINT a command receives ends it as a ``KeyboardInterrupt``.
+
+Python raises ``KeyboardInterrupt`` wherever the main thread happens to be when SIGINT's handler runs. Inside a
+finaliser -- a ``__del__`` or a weakref callback, such as those of a DataLoader iterator's queues, pipes and
+worker handles as they are freed, or any object the garbage collector frees at an allocation -- Python prints
+"Exception ignored" and drops it, and the command goes on. Two mechanisms close that gap:
+
+    noted_interrupts()      a command's block: SIGINT's handler notes the signal before it raises, and
+                            raise_if_interrupted() (called where long work passes often: each batch, each step,
+                            the command's end) raises it again if a finaliser swallowed it
+    interrupts_deferred()   a block where SIGINT is only noted and raised right after it: workers are forked and
+                            joined, and the loader that held them is freed, inside it
+
+Outside a command's block (vitlab used as a library) SIGINT keeps whatever handler the program set.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_noted = threading.Event()
+
+
+def _note_and_raise(signum: int, frame: FrameType | None) -> None:
+    _noted.set()
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def noted_interrupts() -> Iterator[None]:
+    """Within the block, SIGINT is noted before its ``KeyboardInterrupt`` is raised (see the module docstring);
+    the main thread under Python's own handler only: a program that handles SIGINT itself keeps doing so."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    _noted.clear()
+    signal.signal(signal.SIGINT, _note_and_raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _noted.clear()
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if a SIGINT was noted in this command (one a finaliser swallowed included)."""
+    if _noted.is_set():
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back in the block, raised as ``KeyboardInterrupt`` right after it: workers are forked
+    and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser, or leave a
+    half-made iterator. The block's handler only notes the signal (in the command's record too, so an exit that
+    runs inside a finaliser does not lose it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if previous is _note_and_raise:
+            _noted.set()
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and previous is not signal.SIG_IGN:
+            raise KeyboardInterrupt
