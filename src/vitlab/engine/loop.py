@@ -344,7 +344,7 @@ class Engine:
             if every and ((b + 1) % every == 0 or b + 1 == batches):
                 running = {k: float(v) / count for k, v in sums.items()}
                 self.reporter.step(epoch + 1, b + 1, running, count * env.world_size / (time.perf_counter() - start))
-            every_steps = cfg.checkpoint_every_steps
+            every_steps = cfg.checkpoint_every_steps if self.run_dir is not None else 0
             if boundary and every_steps and self.step % every_steps == 0 and b + 1 < batches:
                 self._commit_position(epoch, b + 1, sums, count)
         getattr(stream, "close", lambda: None)()  # stops a loader's workers when the time limit cut the epoch
@@ -552,6 +552,11 @@ class Engine:
                 f"{path} does not fit the {task.run_kind} run configured now ({type(err).__name__}: {first}); "
                 f"resume with the run's own settings, or start a new run"
             ) from err
+        if self.env.is_main and self.position is not None:
+            self.run_dir.note(
+                f"{self.run_dir.path}: continues epoch {self.start_epoch + 1} after its batch {self.position['batch']} "
+                f"of {len(self.loader)} (optimiser step {self.step})"
+            )
         if self.env.is_main:
             problems = self.run_dir.check_committed(self.start_epoch)
             if problems:
