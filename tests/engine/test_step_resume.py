@@ -18,9 +18,6 @@ import torch.multiprocessing as mp
 
 from vitlab.cli.main import main
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tasks" / "classify"))
-from test_streaming_train import make_photos  # noqa: E402
-
 # SIGKILL this process right after optimiser step AT (before that step's commit), then run the CLI; one thread as
 # in this process (conftest): another thread count sums in another order
 KILLED = """
@@ -106,10 +103,11 @@ def test_in_memory_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp
 
 
 @pytest.mark.slow
-def test_streamed_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path, capsys):
+def test_streamed_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path, capsys, hue_photos):
     # 24 photos: 18 train / 4 = 5 batches, 2 a step: 3 steps an epoch, a commit at every step inside an epoch;
     # each photo's crop and flip are drawn in a loader worker from (epoch seed, photo)
-    photos = make_photos(tmp_path / "photos", per_class=8)
+    photos = tmp_path / "photos"
+    hue_photos(photos, 8, 0, sides=(40, 72))
     argv = ["train", "--dataset", "folder", "--data-dir", str(photos), "--image-size", "16", "--loader", "stream"]
     argv += ["--set", "data.workers=1", "--batch-size", "4", "--set", "accumulate=2", "--set", "patch_size=8", *TINY]
     argv += ["--set", "augment.resized_crop=0.5", "--set", "ema_decay=0.9", "--set", "checkpoint_every_steps=1"]
