@@ -34,7 +34,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -98,7 +98,7 @@ def seed_everything(seed: int) -> None:
 def rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
     """The states of Python's, NumPy's and torch's (CPU and CUDA) global generators and of ``generators``,
     in types ``torch.load(weights_only=True)`` reads back."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    kind, keys, pos, has_gauss, gauss = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     return {
         "python": random.getstate(),
         "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
@@ -114,7 +114,7 @@ def set_rng_state(state: dict[str, Any], generators: dict[str, torch.Generator])
     random.setstate(state["python"])
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
-    if state["cuda"]:
+    if state["cuda"] and torch.cuda.is_available():  # none in a state from a CPU run; ignored on a CPU resume
         torch.cuda.set_rng_state_all(state["cuda"])
     for name, saved in state["task"].items():
         generators[name].set_state(saved)
@@ -426,8 +426,8 @@ class Engine:
     def _provenance(self, epoch: int) -> dict[str, Any]:
         return {"epoch": epoch, "weights": "ema" if self.ema is not None else "model", "task": self.task.run_kind}
 
-    def _state(self, epoch: int) -> dict[str, Any]:
-        """The training state after ``epoch`` epochs (and, with :attr:`position`, some batches of the next)."""
+    def _state(self, epoch: int, position: dict[str, Any] | None) -> dict[str, Any]:
+        """The training state after ``epoch`` epochs (and, with a ``position``, that many batches of the next)."""
         task = self.task
         return {
             "kind": task.run_kind,
@@ -444,7 +444,7 @@ class Engine:
             "best_epoch": self.best_epoch,
             "best_state": self.best_state,
             "data": task.data_config().splits,
-            "position": self.position,
+            "position": position,
         }
 
     def _commit_position(self, epoch: int, batch: int, sums: dict[str, torch.Tensor], count: int) -> None:
@@ -455,9 +455,8 @@ class Engine:
         mine = {"rng": rng_state(self.task.generators()), "sums": {k: v.cpu() for k, v in sums.items()}, "count": count}
         ranks = all_gather_objects(mine)
         if self.env.is_main:
-            self.position = {"batch": batch, "world_size": self.env.world_size, "ranks": ranks}
-            self.run_dir.commit_state(epoch, self._state(epoch))
-            self.position = None
+            position = {"batch": batch, "world_size": self.env.world_size, "ranks": ranks}
+            self.run_dir.commit_state(epoch, self._state(epoch, position))
 
     def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
         """Commit the epoch's set as one step (:meth:`RunDir.commit_epoch`): the training state, ``last/``,
@@ -467,7 +466,7 @@ class Engine:
         assert run_dir is not None
         data = task.data_config().to_dict()
         name = getattr(task.deliverable(task.model), "registered_name", None)
-        state = self._state(epoch)
+        state = self._state(epoch, self.position)  # a position only when it repairs a mid-epoch state's folder
         kind = task.checkpoint_kind
         checkpoints = {
             "last": {
@@ -489,8 +488,9 @@ class Engine:
         run_dir.commit_epoch(epoch, state, checkpoints, self.history)
 
     def _check_data(self, recorded: Any) -> None:
-        """Refuse in one line to resume on data other than the run's: the splits' image counts and fingerprints
-        ``recorded`` in its state against the data loaded now (a state without them is not checked)."""
+        """Refuse in one line to resume on data other than the run's: the splits' identity ``recorded`` in its
+        state (image counts, fingerprints, byte sizes: :func:`~vitlab.data.dataset.identity_changes`) against the
+        data loaded now; a state without it (an earlier vitlab's) is not checked."""
         if not isinstance(recorded, dict) or not recorded:
             return
         data = self.task.data_config()

@@ -10,6 +10,7 @@ A run folder holds one run of one kind (``classify``, ``mae``, ``dino``, ``segme
     summary.json         the final figures
     last/model.safetensors   last/state.pt     every epoch; state.pt also holds the weights, so it
                                                 is consistent on its own and resume reads only it
+                                                (``checkpoint_every_steps``: state.pt alone inside an epoch too)
     best/model.safetensors                      best validation score so far
     .vitlab-epoch.json   the last committed epoch and the SHA-256 of each file of its set
     results.json  report.md  *.png              studies, evaluations, explanations
