@@ -39,7 +39,7 @@ class DataConfig:
     """What a model needs from its input: images ``(B, in_chans, *image_size)`` in [0, 1], then
     ``(x - mean) / std`` per channel; ``classes`` name the outputs. ``dataset`` / ``data_dir`` /
     ``seed`` / ``rows`` say where the training data came from (to rebuild its splits); ``splits`` what each
-    split held (``{split: {"images", "fingerprint", "missing_classes"}}``, see
+    split held (``{split: {"images", "fingerprint", "missing_classes"[, "bytes"]}}``, see
     :meth:`~vitlab.data.DataSplits.identity`; empty in files written before it). ``crop_pct``,
     ``crop_mode``, ``interpolation``, ``resize_backend`` and ``crop_rounding`` say how a photo is resized
     and cropped to ``image_size`` (:meth:`preprocess`); their defaults are vitlab's first pipeline (a

@@ -105,6 +105,7 @@ class DataSplits:
     """``{split: SHA-256}`` of what each split holds (image files: ``Records.fingerprint``, the sorted file
     names with their class names; tensor datasets: the split's indices and labels), for a checkpoint to
     record and an evaluation to compare."""
+    _bytes: dict[str, str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.normalization not in NORMALIZATIONS:
@@ -166,13 +167,18 @@ class DataSplits:
         return missing
 
     def identity(self) -> dict[str, dict[str, Any]]:
-        """What a checkpoint records of each split: ``{split: {"images", "fingerprint", "missing_classes"}}``."""
+        """What a checkpoint records of each split: ``{split: {"images", "fingerprint", "missing_classes"}}``, and
+        ``"bytes"`` (:meth:`~vitlab.data.records.Records.bytes_fingerprint`) where the split's store tells sizes."""
         missing = self.missing_classes()
+        if self._bytes is None:  # stats every file once per process, not at every checkpoint
+            records = {part: getattr(data, "records", None) for part, data in self.parts().items()}
+            self._bytes = {part: r.bytes_fingerprint() for part, r in records.items() if r is not None}
         return {
             part: {
                 "images": len(data),
                 "fingerprint": self.fingerprints.get(part),
                 "missing_classes": missing.get(part, []),
+                **({"bytes": self._bytes[part]} if self._bytes.get(part) else {}),
             }
             for part, data in self.parts().items()
         }
@@ -259,6 +265,27 @@ def make_splits(
         split_rule=split_rule(source.held_out, source.what, seed, rows, test=official_test),
         fingerprints=fingerprints,
     )
+
+
+def identity_changes(recorded: dict[str, Any], given: dict[str, Any]) -> list[str]:
+    """How the splits ``given`` (:meth:`DataSplits.identity`) differ from the ``recorded`` ones, one phrase a
+    split (``"train: 24 -> 42 images, fingerprint 1a2b3c4d -> 5e6f7a8b"``); each figure is compared only where
+    both record it. Empty when they agree."""
+    changes = []
+    for part in sorted(set(recorded) | set(given)):
+        was, now = recorded.get(part), given.get(part)
+        if not isinstance(was, dict) or not isinstance(now, dict):
+            changes.append(f"{part}: {'no split now' if now is None else 'a split the run did not have'}")
+            continue
+        said = []
+        if was.get("images") != now.get("images"):
+            said.append(f"{was.get('images')} -> {now.get('images')} images")
+        for key, what in (("fingerprint", "fingerprint"), ("bytes", "byte sizes")):
+            if was.get(key) and now.get(key) and was[key] != now[key]:
+                said.append(f"{what} {str(was[key])[:8]} -> {str(now[key])[:8]}")
+        if said:
+            changes.append(f"{part}: {', '.join(said)}")
+    return changes
 
 
 def index_fingerprint(index: np.ndarray, labels: np.ndarray, what: str = "") -> str:

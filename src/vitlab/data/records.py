@@ -13,6 +13,7 @@ registered in :mod:`~vitlab.data.registry` (:func:`~vitlab.data.registry.read_re
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,13 @@ class Store(Protocol):
     def key(self, j: int) -> str: ...
 
 
+def item_bytes(store: Store, j: int) -> int | None:
+    """How many bytes item ``j`` of ``store`` holds (-1: a file that cannot be read); ``None`` where the store
+    cannot tell without reading the item (``store.nbytes`` is optional)."""
+    nbytes = getattr(store, "nbytes", None)
+    return None if nbytes is None else int(nbytes(j))
+
+
 class FileStore:
     """Image files, by path relative to ``root`` (absolute paths stay as they are)."""
 
@@ -77,6 +85,12 @@ class FileStore:
 
     def key(self, j: int) -> str:
         return self.paths[j]
+
+    def nbytes(self, j: int) -> int:
+        try:
+            return os.stat(self.root / self.paths[j]).st_size
+        except OSError:
+            return -1
 
 
 @dataclass
@@ -131,10 +145,22 @@ class Records:
         """SHA-256 (hex) of the sorted ``key<TAB>class name`` lines: the same images with the same labels
         give the same fingerprint wherever the source lies and in whatever order it lists them."""
         lines = sorted(f"{self.key(i)}\t{self.classes[label]}" for i, label in enumerate(self.labels.tolist()))
-        digest = hashlib.sha256()
-        for line in lines:
-            digest.update(line.encode() + b"\n")
-        return digest.hexdigest()
+        return _digest(lines)
+
+    def bytes_fingerprint(self) -> str | None:
+        """SHA-256 (hex) of the sorted ``key<TAB>byte size`` lines, which tells an image replaced by other bytes
+        (of another size) where :meth:`fingerprint` does not; ``None`` where the store cannot tell sizes."""
+        if not len(self) or item_bytes(self.store, int(self.refs[0])) is None:
+            return None
+        return _digest(sorted(f"{self.key(i)}\t{item_bytes(self.store, int(j))}" for i, j in enumerate(self.refs)))
+
+
+def _digest(lines: Iterable[str]) -> str:
+    """SHA-256 (hex) of ``lines``, each ended by a newline."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode() + b"\n")
+    return digest.hexdigest()
 
 
 class ProgressCounter:

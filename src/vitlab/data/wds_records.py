@@ -134,6 +134,9 @@ class TarStore:
     def key(self, j: int) -> str:
         return f"{Path(urlsplit(self.shards[int(self.shard[j])]).path).name}:{self.members[j]}"
 
+    def nbytes(self, j: int) -> int:
+        return int(self.size[j])
+
 
 def _brace(pattern: str) -> tuple[str, str, str] | None:
     """The first innermost brace of ``pattern`` as ``(head, body, tail)``; ``None`` when there is none."""

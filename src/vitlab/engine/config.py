@@ -49,7 +49,9 @@ class RunConfig:
     which validation, ``best`` and the result then use. ``out_dir=None`` writes no files;
     ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there. ``compile``
     runs the training forward (and its backward) through ``torch.compile``; the weights, their
-    names and the checkpoints are those of the eager model.
+    names and the checkpoints are those of the eager model. ``checkpoint_every_steps`` (0: off) also commits
+    the training state every that many optimiser steps, inside an epoch, so that ``resume`` continues from
+    the last such step with the weights an uninterrupted run would have; ``best/`` stays per epoch.
     """
 
     dataset: str = "digits"
@@ -75,9 +77,12 @@ class RunConfig:
     device: str = "auto"
     amp: bool = True
     compile: bool = False
+    checkpoint_every_steps: int = 0
 
     # Fields a resumed run may change: they do not affect the weights.
-    RESUME_FREE = tuple[str, ...](("resume", "overwrite", "device", "eval_every", "out_dir", "compile"))
+    RESUME_FREE = tuple[str, ...](
+        ("resume", "overwrite", "device", "eval_every", "out_dir", "compile", "checkpoint_every_steps")
+    )
     # Fields a resume may change on purpose (``--resume --set lr=1e-4``, see :meth:`allow_on_resume`): the
     # optimizer and its schedule continue from the recorded state at the new value.
     RESUME_SETTABLE = ("lr", "min_lr")
@@ -115,6 +120,8 @@ class RunConfig:
         "device": DEVICE_HELP,
         "amp": "mixed precision where the device has it (bf16 autocast on CUDA)",
         "compile": "compile the training forward with torch.compile",
+        "checkpoint_every_steps": "also commit the training state every N optimiser steps, so --resume continues "
+        "mid-epoch exactly (0: at epoch ends only)",
     }
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
@@ -145,6 +152,7 @@ class RunConfig:
             "overwrite": Bool(),
             "amp": Bool(),
             "compile": Bool(),
+            "checkpoint_every_steps": Int(0, 2**31),
         }
 
     def __post_init__(self) -> None:

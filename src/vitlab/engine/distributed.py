@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -66,3 +67,12 @@ def barrier() -> None:
     """Wait for every process (no-op in a single process)."""
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    """``obj`` of every process, by rank (``[obj]`` in a single process); every process must call it."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, obj)
+        return gathered
+    return [obj]

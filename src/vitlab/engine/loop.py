@@ -19,6 +19,12 @@ model, its state-dict keys, the EMA and every checkpoint stay those of the eager
 Determinism: each epoch restarts Python's, NumPy's and torch's generators, and the task's own, from
 ``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
 boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
+With ``checkpoint_every_steps`` the state is also committed inside an epoch, after an optimiser step; it
+adds the *position* there: how many of the epoch's batches each rank has taken, its generators' states
+(:func:`rng_state`, the task's :meth:`~vitlab.engine.task.Task.generators` included) and its running
+sums. A resume restarts that epoch as above, sets the generators back and takes the epoch's order from
+that batch on: a streamed item's augmentation follows ``(epoch seed, item)`` only, so the batches after it
+are those the uninterrupted run took, and so are the final weights.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -36,10 +42,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..data import ShardSampler
+from ..data.dataset import identity_changes
 from ..errors import DivergenceError, RunFolderError
 from ..interrupts import raise_if_interrupted
 from .config import RunConfig
-from .distributed import DistEnv, all_reduce_sum, barrier, setup, teardown
+from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier, setup, teardown
 from .optim import ModelEma, build_scheduler, retune_state
 from .report import Reporter
 from .task import Task
@@ -87,6 +94,31 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def rng_state(generators: dict[str, torch.Generator]) -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) global generators and of ``generators``,
+    in types ``torch.load(weights_only=True)`` reads back."""
+    kind, keys, pos, has_gauss, gauss = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    return {
+        "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "task": {name: g.get_state() for name, g in generators.items()},
+    }
+
+
+def set_rng_state(state: dict[str, Any], generators: dict[str, torch.Generator]) -> None:
+    """Set the global generators and ``generators`` to ``state`` (:func:`rng_state`)."""
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    random.setstate(state["python"])
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():  # none in a state from a CPU run; ignored on a CPU resume
+        torch.cuda.set_rng_state_all(state["cuda"])
+    for name, saved in state["task"].items():
+        generators[name].set_state(saved)
 
 
 def epoch_seed(seed: int, epoch: int, rank: int) -> int:
@@ -154,6 +186,7 @@ class Engine:
         self.best_score: float | None = None
         self.best_epoch, self.start_epoch, self.step = 0, 0, 0
         self.best_state: dict[str, torch.Tensor] | None = None
+        self.position: dict[str, Any] | None = None  # where a mid-epoch state stopped (see train_epoch)
         self.started = time.perf_counter()
         self.stepping = [0.0, 0]  # this process's seconds in the training loop, and its optimiser steps
         trainable, total = self.parameter_counts()
@@ -279,10 +312,15 @@ class Engine:
         every = self.reporter.every
         self.net.train()
         sums: dict[str, torch.Tensor] = {}
-        count, start, batches = 0, time.perf_counter(), len(self.loader)
-        stream = task.batches(index[: batches * cfg.batch_size], cfg.batch_size)
+        count, start, batches, first = 0, time.perf_counter(), len(self.loader), 0
+        if self.position is not None:  # a mid-epoch state: this epoch continues where it stopped
+            first, mine = self.position["batch"], self.position["ranks"][env.rank]
+            set_rng_state(mine["rng"], task.generators())
+            sums = {k: v.to(env.device) for k, v in mine["sums"].items()}
+            count, self.position = mine["count"], None
+        stream = task.batches(index[first * cfg.batch_size : batches * cfg.batch_size], cfg.batch_size)
         waited = 0.0  # seconds the step spent waiting for its batch
-        for b in range(batches):
+        for b in range(first, batches):
             if self._out_of_time():
                 break
             asked = time.perf_counter()
@@ -308,6 +346,9 @@ class Engine:
             if every and ((b + 1) % every == 0 or b + 1 == batches):
                 running = {k: float(v) / count for k, v in sums.items()}
                 self.reporter.step(epoch + 1, b + 1, running, count * env.world_size / (time.perf_counter() - start))
+            every_steps = cfg.checkpoint_every_steps if self.run_dir is not None else 0
+            if boundary and every_steps and self.step % every_steps == 0 and b + 1 < batches:
+                self._commit_position(epoch, b + 1, sums, count)
         getattr(stream, "close", lambda: None)()  # stops a loader's workers when the time limit cut the epoch
         if count == 0:
             return None
@@ -387,15 +428,10 @@ class Engine:
     def _provenance(self, epoch: int) -> dict[str, Any]:
         return {"epoch": epoch, "weights": "ema" if self.ema is not None else "model", "task": self.task.run_kind}
 
-    def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
-        """Commit the epoch's set as one step (:meth:`RunDir.commit_epoch`): the training state, ``last/``,
-        ``best/`` (when ``improved``: the eval model, or ``best``) and the metrics; a kill at any point
-        leaves the previous epoch's set or this one."""
-        run_dir, task = self.run_dir, self.task
-        assert run_dir is not None
-        data = task.data_config().to_dict()
-        name = getattr(task.deliverable(task.model), "registered_name", None)
-        state = {
+    def _state(self, epoch: int, position: dict[str, Any] | None) -> dict[str, Any]:
+        """The training state after ``epoch`` epochs (and, with a ``position``, that many batches of the next)."""
+        task = self.task
+        return {
             "kind": task.run_kind,
             "config": self.config.to_dict(),
             "epoch": epoch,
@@ -409,7 +445,30 @@ class Engine:
             "best_score": self.best_score,
             "best_epoch": self.best_epoch,
             "best_state": self.best_state,
+            "data": task.data_config().splits,
+            "position": position,
         }
+
+    def _commit_position(self, epoch: int, batch: int, sums: dict[str, torch.Tensor], count: int) -> None:
+        """Commit the state inside epoch ``epoch`` (0-based) after its first ``batch`` batches, each rank's
+        generators and running sums gathered to the main process (:meth:`RunDir.commit_state`); ``last/``,
+        ``best/`` and the metrics stay those of the last finished epoch."""
+        assert self.run_dir is not None
+        mine = {"rng": rng_state(self.task.generators()), "sums": {k: v.cpu() for k, v in sums.items()}, "count": count}
+        ranks = all_gather_objects(mine)
+        if self.env.is_main:
+            position = {"batch": batch, "world_size": self.env.world_size, "ranks": ranks}
+            self.run_dir.commit_state(epoch, self._state(epoch, position))
+
+    def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
+        """Commit the epoch's set as one step (:meth:`RunDir.commit_epoch`): the training state, ``last/``,
+        ``best/`` (when ``improved``: the eval model, or ``best``) and the metrics; a kill at any point
+        leaves the previous epoch's set or this one."""
+        run_dir, task = self.run_dir, self.task
+        assert run_dir is not None
+        data = task.data_config().to_dict()
+        name = getattr(task.deliverable(task.model), "registered_name", None)
+        state = self._state(epoch, self.position)  # a position only when it repairs a mid-epoch state's folder
         kind = task.checkpoint_kind
         checkpoints = {
             "last": {
@@ -429,6 +488,22 @@ class Engine:
                 "provenance": {**self._provenance(self.best_epoch), task.monitor: self.best_score},
             }
         run_dir.commit_epoch(epoch, state, checkpoints, self.history)
+
+    def _check_data(self, recorded: Any) -> None:
+        """Refuse in one line to resume on data other than the run's: the splits' identity ``recorded`` in its
+        state (image counts, fingerprints, byte sizes: :func:`~vitlab.data.dataset.identity_changes`) against the
+        data loaded now; a state without it (an earlier vitlab's) is not checked."""
+        if not isinstance(recorded, dict) or not recorded:
+            return
+        data = self.task.data_config()
+        changed = identity_changes(recorded, data.splits)
+        if changed:
+            assert self.run_dir is not None
+            where = f" in {data.data_dir}" if data.data_dir else ""
+            raise RunFolderError(
+                f"resuming {self.run_dir.path} on other data than it trained with: {data.dataset}{where} changed "
+                f"({'; '.join(changed)}); put back the data it trained on, or start a new run"
+            )
 
     def _load_state(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (``last/state.pt``), refusing in one line a state of another kind
@@ -452,6 +527,13 @@ class Engine:
             rates = (self.config.lr, self.config.min_lr)
             if rates != (recorded.get("lr"), recorded.get("min_lr")):  # --resume --set lr=... on purpose
                 retune_state(state, *rates)
+        self._check_data(state.get("data"))
+        position = state.get("position")
+        if position is not None and position["world_size"] != self.env.world_size:
+            raise RunFolderError(
+                f"{path} stopped inside an epoch of a run on {position['world_size']} process(es), this one has "
+                f"{self.env.world_size}: resume it with {position['world_size']} (torchrun --nproc_per_node)"
+            )
         device = self.env.device
         try:
             self.task.model.load_state_dict(state["model"])
@@ -465,12 +547,18 @@ class Engine:
             self.best_score, self.best_epoch = state["best_score"], state["best_epoch"]
             self.best_state = state.get("best_state")
             self.start_epoch, self.step = state["epoch"], state["step"]
+            self.position = state.get("position")
         except (RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
             first = " ".join(str(err).split())[:200]
             raise RunFolderError(
                 f"{path} does not fit the {task.run_kind} run configured now ({type(err).__name__}: {first}); "
                 f"resume with the run's own settings, or start a new run"
             ) from err
+        if self.env.is_main and self.position is not None:
+            self.run_dir.note(
+                f"{self.run_dir.path}: continues epoch {self.start_epoch + 1} after its batch {self.position['batch']} "
+                f"of {len(self.loader)} (optimiser step {self.step})"
+            )
         if self.env.is_main:
             problems = self.run_dir.check_committed(self.start_epoch)
             if problems:

@@ -50,6 +50,11 @@ class Task:
     def start_epoch(self, epoch: int, seed: int) -> None:
         """Reseed the task's own randomness (augmentation, masks, crops) for ``epoch``."""
 
+    def generators(self) -> dict[str, torch.Generator]:
+        """The task's own random generators, by name, whose states a mid-epoch checkpoint keeps (those
+        :meth:`start_epoch` seeds). The default: the task's ``torch.Generator`` attributes."""
+        return {name: value for name, value in vars(self).items() if isinstance(value, torch.Generator)}
+
     def batch(self, index: torch.Tensor) -> Any:
         """The training batch of examples ``index`` ``(B,)``."""
         raise NotImplementedError

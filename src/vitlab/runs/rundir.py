@@ -10,6 +10,7 @@ A run folder holds one run of one kind (``classify``, ``mae``, ``dino``, ``segme
     summary.json         the final figures
     last/model.safetensors   last/state.pt     every epoch; state.pt also holds the weights, so it
                                                 is consistent on its own and resume reads only it
+                                                (``checkpoint_every_steps``: state.pt alone inside an epoch too)
     best/model.safetensors                      best validation score so far
     .vitlab-epoch.json   the last committed epoch and the SHA-256 of each file of its set
     results.json  report.md  *.png              studies, evaluations, explanations
@@ -466,12 +467,16 @@ class RunDir:
         """One epoch's files as one step (:meth:`commit`): ``state`` as ``last/state.pt`` (its ``config`` as
         JSON reads it back), each of ``checkpoints`` (``{"last" | "best": the arguments of
         :meth:`checkpoint_file`}``) as that folder's weights, and the history as ``metrics.jsonl``/``.csv``."""
-        state = {**state, "config": json.loads(json_bytes(state["config"]))}
-        files = {f"{LAST}/{STATE}": state_bytes(state)}
+        files = {f"{LAST}/{STATE}": _state_file(state)}
         for which, spec in checkpoints.items():
             files[f"{which}/{WEIGHTS}"] = self.checkpoint_file(**spec)
         files.update(history_files(history))
         self.commit(epoch, files)
+
+    def commit_state(self, epoch: int, state: dict[str, Any]) -> None:
+        """A state taken inside the epoch after ``epoch`` as one step (:meth:`commit`): ``state`` as
+        ``last/state.pt`` alone; ``last/`` and ``best/`` weights and the metrics stay those of ``epoch``."""
+        self.commit(epoch, {f"{LAST}/{STATE}": _state_file(state)})
 
     @staticmethod
     def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterable[str] = ()) -> list[str]:
@@ -502,6 +507,11 @@ def config_changes(recorded: dict[str, Any], given: dict[str, Any], free: Iterab
 
     walk(recorded, given, "")
     return changes
+
+
+def _state_file(state: dict[str, Any]) -> bytes:
+    """The bytes of ``last/state.pt`` holding ``state``, its ``config`` as JSON reads it back."""
+    return state_bytes({**state, "config": json.loads(json_bytes(state["config"]))})
 
 
 def _rmdir_if_empty(folder: Path) -> None:

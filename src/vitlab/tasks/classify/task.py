@@ -359,6 +359,9 @@ class ClassificationTask(Task):
             else None
         )
 
+    def generators(self) -> dict[str, torch.Generator]:
+        return {"augment": self.augment.generator} if self.augment is not None else {}
+
     def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         data = self.train_set
         index = index.to(data.images.device)
