@@ -31,6 +31,7 @@ from ..checks import (
 )
 from ..errors import ConfigError
 from ..models.registry import get_config, list_models
+from .distributed import DISTRIBUTED
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")
@@ -49,7 +50,10 @@ class RunConfig:
     which validation, ``best`` and the result then use. ``out_dir=None`` writes no files;
     ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there. ``compile``
     runs the training forward (and its backward) through ``torch.compile``; the weights, their
-    names and the checkpoints are those of the eager model.
+    names and the checkpoints are those of the eager model. ``distributed="fsdp"`` (under torchrun)
+    shards the parameters, gradients and optimiser state over the processes (torch's ``fully_shard``,
+    per block) instead of replicating them (DDP); ``grad_checkpointing`` recomputes each block's
+    activations in the backward instead of keeping them. Neither changes the weights or the checkpoints.
     """
 
     dataset: str = "digits"
@@ -75,9 +79,13 @@ class RunConfig:
     device: str = "auto"
     amp: bool = True
     compile: bool = False
+    distributed: str = "ddp"
+    grad_checkpointing: bool = False
 
     # Fields a resumed run may change: they do not affect the weights.
-    RESUME_FREE = tuple[str, ...](("resume", "overwrite", "device", "eval_every", "out_dir", "compile"))
+    RESUME_FREE = tuple[str, ...](
+        ("resume", "overwrite", "device", "eval_every", "out_dir", "compile", "distributed", "grad_checkpointing")
+    )
     # Fields a resume may change on purpose (``--resume --set lr=1e-4``, see :meth:`allow_on_resume`): the
     # optimizer and its schedule continue from the recorded state at the new value.
     RESUME_SETTABLE = ("lr", "min_lr")
@@ -115,6 +123,8 @@ class RunConfig:
         "device": DEVICE_HELP,
         "amp": "mixed precision where the device has it (bf16 autocast on CUDA)",
         "compile": "compile the training forward with torch.compile",
+        "distributed": "under torchrun: ddp replicates the model on each process, fsdp shards it (fully_shard)",
+        "grad_checkpointing": "recompute each block's activations in the backward (less memory, ~1/3 more compute)",
     }
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
@@ -145,6 +155,8 @@ class RunConfig:
             "overwrite": Bool(),
             "amp": Bool(),
             "compile": Bool(),
+            "distributed": OneOf(DISTRIBUTED),
+            "grad_checkpointing": Bool(),
         }
 
     def __post_init__(self) -> None:
