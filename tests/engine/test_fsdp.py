@@ -11,17 +11,15 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from test_distributed import free_port
 
 from vitlab.cli.main import main
 from vitlab.data import load_dataset
 from vitlab.engine import Reporter
 from vitlab.errors import ConfigError
-
 from vitlab.runs import RunDir, create_model, load_checkpoint
 from vitlab.tasks import run
 from vitlab.tasks.classify import TrainConfig
-
-from test_distributed import free_port
 
 CONFIG = dict(
     model="vit-digits",
@@ -34,7 +32,7 @@ CONFIG = dict(
 )  # 192 / 64 = 3 optimiser steps per epoch
 
 
-class Killed(Exception):
+class KilledError(Exception):
     pass
 
 
@@ -42,13 +40,15 @@ class StopAfterFirstEpoch(Reporter):
     """Stops the run once its first epoch's files are committed, as a kill would."""
 
     def epoch(self, record):
-        raise Killed
+        raise KilledError
 
 
 def fsdp_worker(rank: int, port: int, tmp: str) -> None:
     """Rank ``rank`` of 2 sharding the model: a 3-step run (with grad checkpointing), a 2-epoch run, and the same
     2-epoch run stopped after its first epoch (a copy of that folder kept) and resumed."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
     torch.set_num_threads(1)
     dist.init_process_group("gloo")  # one group for the four runs (fit leaves a group it did not create)
     data = load_dataset("digits", rows=192)
@@ -58,7 +58,7 @@ def fsdp_worker(rank: int, port: int, tmp: str) -> None:
     run("classify", TrainConfig(**two, out_dir=f"{tmp}/whole"), data)
     try:
         run("classify", TrainConfig(**two, out_dir=f"{tmp}/cut"), data, reporter=StopAfterFirstEpoch())
-    except Killed:
+    except KilledError:
         pass
     dist.barrier()
     if rank == 0:
@@ -98,7 +98,11 @@ def test_fsdp_two_processes_match_one_process_and_write_its_files(tmp_path):
     whole, cut = (load_checkpoint(tmp_path / name / "last").model.state_dict() for name in ("whole", "cut"))
     assert_close(cut, whole, atol=0)
     # and its state resumes in one process (with DDP's settings: the files do not record how they were held)
-    resumed = run("classify", TrainConfig(**{**CONFIG, "epochs": 2}, batch_size=32, out_dir=str(tmp_path / "cut-copy"), resume=True), data)
+    resumed = run(
+        "classify",
+        TrainConfig(**{**CONFIG, "epochs": 2}, batch_size=32, out_dir=str(tmp_path / "cut-copy"), resume=True),
+        data,
+    )
     assert [r["epoch"] for r in resumed.history] == [1, 2]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -91,13 +91,14 @@ def shard(model: nn.Module, env: DistEnv) -> None:
     list (the transformer blocks; timm's name) is one unit, gathered just before it runs and freed after, and
     the root holds the rest. Build the optimiser after this: its parameters are the shards."""
     mesh = init_device_mesh(env.device.type, (env.world_size,))
-    units = [b for m in model.modules() if isinstance(getattr(m, "blocks", None), nn.ModuleList) for b in m.blocks]
+    lists = [getattr(m, "blocks", None) for m in model.modules()]
+    units = [block for blocks in lists if isinstance(blocks, nn.ModuleList) for block in blocks]
     for unit in units:
         fully_shard(unit, mesh=mesh)
     fully_shard(model, mesh=mesh)
 
 
-def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+def full_model_state(model: nn.Module) -> dict[str, Any]:
     """The sharded ``model``'s full state dict, on every process, on its device (collective: every process calls it)."""
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
 
@@ -106,7 +107,8 @@ def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     """The sharded ``optimizer``'s full state in the layout of one process's ``optimizer.state_dict()`` (state
     keyed by each parameter's position in the groups), on the CPU of rank 0; ``{}`` on the other ranks
     (collective)."""
-    full = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    full = cast(dict[str, Any], get_optimizer_state_dict(model, optimizer, options=options))
     if not full:
         return {}
     order = _parameter_names(model, optimizer)
@@ -115,7 +117,7 @@ def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
 
 
 def load_full_state(
-    model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict[str, torch.Tensor], state: dict[str, Any]
+    model: nn.Module, optimizer: torch.optim.Optimizer, weights: dict[str, Any], state: dict[str, Any]
 ) -> None:
     """Shard full ``weights`` (a state dict) and a full optimiser ``state`` (one process's
     ``optimizer.state_dict()``) into the sharded ``model`` and its ``optimizer`` (every process passes both)."""
@@ -123,7 +125,7 @@ def load_full_state(
     set_model_state_dict(model, weights, options=options)
     order = _parameter_names(model, optimizer)
     groups = [{**g, "params": [order[i] for i in g["params"]]} for g in state["param_groups"]]
-    named = {"state": {order[i]: s for i, s in state["state"].items()}, "param_groups": groups}
+    named: dict[str, Any] = {"state": {order[i]: s for i, s in state["state"].items()}, "param_groups": groups}
     set_optimizer_state_dict(model, optimizer, named, options=options)
 
 

@@ -34,7 +34,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -107,7 +107,7 @@ def checkpoint_blocks(model: nn.Module) -> None:
             f"drop --set grad_checkpointing"
         )
     for module in modules:
-        module.set_grad_checkpointing(True)
+        cast(Any, module).set_grad_checkpointing(True)
 
 
 def plain_copy(model: nn.Module) -> nn.Module:
