@@ -8,6 +8,7 @@ Under ``distributed="fsdp"`` :func:`shard` wraps the model with torch's ``fully_
 the root): every process holds 1/N of each parameter, gradient and optimiser moment. The files stay those of
 one process: :func:`full_model_state` and :func:`full_optimizer_state` gather them (the optimiser's keyed
 by parameter position, as ``optimizer.state_dict()`` keys them), :func:`load_full_state` shards them again.
+torch's FSDP modules are imported by these functions only (seconds of import that DDP runs need not pay).
 """
 
 from __future__ import annotations
@@ -19,15 +20,6 @@ from typing import Any, cast
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 
 from ..device import resolve_device
 
@@ -90,6 +82,9 @@ def shard(model: nn.Module, env: DistEnv) -> None:
     """Shard ``model`` in place over the job's processes with ``fully_shard``: each module of every ``blocks``
     list (the transformer blocks; timm's name) is one unit, gathered just before it runs and freed after, and
     the root holds the rest. Build the optimiser after this: its parameters are the shards."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
     mesh = init_device_mesh(env.device.type, (env.world_size,))
     lists = [getattr(m, "blocks", None) for m in model.modules()]
     units = [block for blocks in lists if isinstance(blocks, nn.ModuleList) for block in blocks]
@@ -100,6 +95,8 @@ def shard(model: nn.Module, env: DistEnv) -> None:
 
 def full_model_state(model: nn.Module) -> dict[str, Any]:
     """The sharded ``model``'s full state dict, on every process, on its device (collective: every process calls it)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
 
 
@@ -107,6 +104,8 @@ def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     """The sharded ``optimizer``'s full state in the layout of one process's ``optimizer.state_dict()`` (state
     keyed by each parameter's position in the groups), on the CPU of rank 0; ``{}`` on the other ranks
     (collective)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     full = cast(dict[str, Any], get_optimizer_state_dict(model, optimizer, options=options))
     if not full:
@@ -121,6 +120,12 @@ def load_full_state(
 ) -> None:
     """Shard full ``weights`` (a state dict) and a full optimiser ``state`` (one process's
     ``optimizer.state_dict()``) into the sharded ``model`` and its ``optimizer`` (every process passes both)."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
     options = StateDictOptions(full_state_dict=True)
     set_model_state_dict(model, weights, options=options)
     order = _parameter_names(model, optimizer)
