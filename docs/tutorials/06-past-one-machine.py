@@ -61,12 +61,15 @@ print("splits:", {name: len(getattr(shards, name)) for name in ("train", "val")}
 #
 # ```bash
 # torchrun --nproc_per_node=4 -m vitlab train --dataset folder --data-dir photos --out runs/ddp
-# torchrun --nnodes=2 --node_rank=0 --master_addr=HEAD_IP --nproc_per_node=8 -m vitlab train ...   # two machines
+# torchrun --nnodes=2 --nproc_per_node=8 --rdzv-id=run1 --rdzv-backend=c10d --rdzv-endpoint=HEAD_IP:29500 \
+#   -m vitlab train ...                          # on each of two machines (the README has a Slurm script)
 # ```
 #
 # Each process trains on its shard of every batch (`batch_size` is per process; the global batch is
 # `batch_size × processes × accumulate`); a streamed dataset is sharded by rank, each image once per epoch.
-# Rank 0 writes the run folder, which `--resume` continues with any number of processes.
+# Rank 0 writes the run folder, which `--resume` continues with any number of processes. A model too large to
+# replicate trains sharded with `--set distributed=fsdp` (and `--set grad_checkpointing=true` to recompute
+# activations); its run folder holds the same files.
 #
 # ## A hundred runs on a cluster: Ray
 #

@@ -101,8 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train a model on a dataset",
         description="Train a model. Defaults: vit-digits on digits with the 'default' recipe. "
-        "Under `torchrun --nproc_per_node=N -m vitlab train ...` runs DDP (--batch-size per process). Tasks: "
-        + "; ".join(f"{s.name}: {s.help}" for s in tasks),
+        "Under `torchrun --nproc_per_node=N -m vitlab train ...` runs DDP, or FSDP with --set distributed=fsdp "
+        "(--batch-size per process). Tasks: " + "; ".join(f"{s.name}: {s.help}" for s in tasks),
     )
     p.add_argument(
         "--task",

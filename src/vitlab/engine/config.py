@@ -31,6 +31,7 @@ from ..checks import (
 )
 from ..errors import ConfigError
 from ..models.registry import get_config, list_models
+from .distributed import DISTRIBUTED
 from .optim import OPTIMIZERS, SCHEDULES
 
 C = TypeVar("C", bound="RunConfig")
@@ -52,6 +53,10 @@ class RunConfig:
     names and the checkpoints are those of the eager model. ``checkpoint_every_steps`` (0: off) also commits
     the training state every that many optimiser steps, inside an epoch, so that ``resume`` continues from
     the last such step with the weights an uninterrupted run would have; ``best/`` stays per epoch.
+    ``distributed="fsdp"`` (under torchrun) shards the parameters, gradients and optimiser state over the
+    processes (torch's ``fully_shard``, per block) instead of replicating them (DDP); ``grad_checkpointing``
+    recomputes each block's activations in the backward instead of keeping them. Neither changes the weights
+    or the checkpoints.
     """
 
     dataset: str = "digits"
@@ -78,10 +83,22 @@ class RunConfig:
     amp: bool = True
     compile: bool = False
     checkpoint_every_steps: int = 0
+    distributed: str = "ddp"
+    grad_checkpointing: bool = False
 
     # Fields a resumed run may change: they do not affect the weights.
     RESUME_FREE = tuple[str, ...](
-        ("resume", "overwrite", "device", "eval_every", "out_dir", "compile", "checkpoint_every_steps")
+        (
+            "resume",
+            "overwrite",
+            "device",
+            "eval_every",
+            "out_dir",
+            "compile",
+            "checkpoint_every_steps",
+            "distributed",
+            "grad_checkpointing",
+        )
     )
     # Fields a resume may change on purpose (``--resume --set lr=1e-4``, see :meth:`allow_on_resume`): the
     # optimizer and its schedule continue from the recorded state at the new value.
@@ -122,6 +139,8 @@ class RunConfig:
         "compile": "compile the training forward with torch.compile",
         "checkpoint_every_steps": "also commit the training state every N optimiser steps, so --resume continues "
         "mid-epoch exactly (0: at epoch ends only)",
+        "distributed": "under torchrun: ddp replicates the model on each process, fsdp shards it (fully_shard)",
+        "grad_checkpointing": "recompute each block's activations in the backward (less memory, ~1/3 more compute)",
     }
     # Not a field (never in config.json): the RESUME_SETTABLE fields this resume changes on purpose.
     resume_sets = frozenset[str]()
@@ -153,6 +172,8 @@ class RunConfig:
             "amp": Bool(),
             "compile": Bool(),
             "checkpoint_every_steps": Int(0, 2**31),
+            "distributed": OneOf(DISTRIBUTED),
+            "grad_checkpointing": Bool(),
         }
 
     def __post_init__(self) -> None:

@@ -16,6 +16,12 @@ run with :class:`~vitlab.errors.DivergenceError` naming the step; the last finit
 With ``config.compile`` the step runs ``torch.compile(net)``, a wrapper beside the task's model: the
 model, its state-dict keys, the EMA and every checkpoint stay those of the eager module.
 
+With ``config.distributed == "fsdp"`` the task's model is sharded in place (:func:`~.distributed.shard`) and
+trains as 1/N of itself on each process. After each epoch the full weights are gathered into a plain copy of
+the model on every process: validation, test, ``best`` and the checkpoints use it (evaluation then needs no
+step in lockstep across processes), and rank 0 writes the full optimiser state, so the files are those of a
+one-process run and resume either way.
+
 Determinism: each epoch restarts Python's, NumPy's and torch's generators, and the task's own, from
 ``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
 boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
@@ -43,10 +49,21 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..data import ShardSampler
 from ..data.dataset import identity_changes
-from ..errors import DivergenceError, RunFolderError
+from ..errors import ConfigError, DivergenceError, RunFolderError
 from ..interrupts import raise_if_interrupted
 from .config import RunConfig
-from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier, setup, teardown
+from .distributed import (
+    DistEnv,
+    all_gather_objects,
+    all_reduce_sum,
+    barrier,
+    full_model_state,
+    full_optimizer_state,
+    load_full_state,
+    setup,
+    shard,
+    teardown,
+)
 from .optim import ModelEma, build_scheduler, retune_state
 from .report import Reporter
 from .task import Task
@@ -87,6 +104,28 @@ def compile_forward(model: nn.Module) -> nn.Module:
     keep calling the original's forward, so training compiles a wrapper instead; see :func:`fit`.)"""
     model.forward = torch.compile(model.forward)
     return model
+
+
+def checkpoint_blocks(model: nn.Module) -> None:
+    """Turn on activation checkpointing in every module of ``model`` that has it (``set_grad_checkpointing``);
+    refuses a model without one in one line."""
+    modules = [m for m in model.modules() if hasattr(m, "set_grad_checkpointing")]
+    if not modules:
+        raise ConfigError(
+            f"grad_checkpointing=true: {type(model).__name__} has no checkpointed block loop (the ViTs have one): "
+            f"drop --set grad_checkpointing"
+        )
+    for module in modules:
+        cast(Any, module).set_grad_checkpointing(True)
+
+
+def plain_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose parameters take no memory (on the meta device) until a full state dict is
+    loaded into it with ``assign=True``; buffers are copied."""
+    memo: dict[int, Any] = {
+        id(p): nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad) for p in model.parameters()
+    }
+    return copy.deepcopy(model, memo)
 
 
 def seed_everything(seed: int) -> None:
@@ -149,14 +188,25 @@ class Engine:
 
     def __init__(self, task: Task, config: RunConfig, run_dir: RunDir | None, reporter: Reporter, env: DistEnv) -> None:
         self.task, self.config, self.run_dir, self.reporter, self.env = task, config, run_dir, reporter, env
+        self.sharded = config.distributed == "fsdp"
+        if self.sharded and env.world_size == 1:
+            raise ConfigError(
+                "distributed=fsdp shards the model over torchrun's processes, but this is one process: launch with "
+                "torchrun --nproc_per_node N -m vitlab train ..., or drop --set distributed=fsdp"
+            )
+        if self.sharded and config.ema_decay:
+            raise ConfigError("ema_decay is not available with distributed=fsdp yet: drop one of them")
         seed_everything(config.seed)
         task.prepare(env, config.amp)
         model = task.model
-        net = (
-            DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
-            if env.world_size > 1
-            else model
-        )
+        if config.grad_checkpointing:
+            checkpoint_blocks(model)
+        net: nn.Module = model
+        if self.sharded:
+            self.plain = plain_copy(model)  # the full weights every process evaluates (see _gather)
+            shard(model, env)
+        elif env.world_size > 1:
+            net = DistributedDataParallel(model, device_ids=[env.device.index] if env.device.type == "cuda" else None)
         self.net: nn.Module = torch.compile(net) if config.compile else net  # type: ignore[assignment]
         self.loader = ShardSampler(
             task.train_size(),
@@ -189,6 +239,8 @@ class Engine:
         self.position: dict[str, Any] | None = None  # where a mid-epoch state stopped (see train_epoch)
         self.started = time.perf_counter()
         self.stepping = [0.0, 0]  # this process's seconds in the training loop, and its optimiser steps
+        self.full_optimizer: dict[str, Any] = {}  # under FSDP: the gathered optimiser state (rank 0's, see _gather)
+        self._gather()
         trainable, total = self.parameter_counts()
         if trainable < total:  # a frozen or lightly tuned encoder: say what trains
             reporter.note(f"training {trainable:,} of {total:,} parameters ({trainable / total:.2%}); the rest frozen")
@@ -208,8 +260,23 @@ class Engine:
                 run_dir.note(f"{run_dir.path}: no epoch of the run had finished; it starts from the first")
 
     @property
+    def full_model(self) -> nn.Module:
+        """The module holding the trained weights in full: the task's model, or under FSDP its gathered copy."""
+        return self.plain if self.sharded else self.task.model
+
+    @property
     def eval_model(self) -> nn.Module:
-        return self.ema.module if self.ema is not None else self.task.model
+        return self.ema.module if self.ema is not None else self.full_model
+
+    def _gather(self) -> None:
+        """Under FSDP, gather the full weights into :attr:`full_model` on every process and, with a run folder,
+        the full optimiser state onto rank 0 (collective: every process calls it at the same point). Not the
+        optimiser's before its first step: torch's gather would first make its state with a step of zero gradients."""
+        if not self.sharded:
+            return
+        self.plain.load_state_dict(full_model_state(self.task.model), assign=True)
+        if self.run_dir is not None and self.optimizer.state:
+            self.full_optimizer = full_optimizer_state(self.task.model, self.optimizer)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -220,6 +287,7 @@ class Engine:
             record = self.train_epoch(epoch)
             if record is None:  # the time limit ran out before this epoch's first step
                 break
+            self._gather()
             final = epoch + 1 == cfg.epochs or self._out_of_time()
             if final or (task.monitor is not None and (epoch + 1) % cfg.eval_every == 0):
                 record.update(task.validate(self.eval_model))
@@ -250,7 +318,7 @@ class Engine:
             self.best_epoch,
             test,
             sum(r["seconds"] for r in self.history),
-            sum(p.numel() for p in task.deliverable(task.model).parameters() if p.requires_grad),
+            sum(p.numel() for p in task.deliverable(self.full_model).parameters() if p.requires_grad),
         )
         result.cost = self.cost()
         if self.run_dir is not None and self.env.is_main:
@@ -436,8 +504,8 @@ class Engine:
             "config": self.config.to_dict(),
             "epoch": epoch,
             "step": self.step,
-            "model": task.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": self.full_model.state_dict(),
+            "optimizer": self.full_optimizer if self.sharded else self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "task": task.state_dict(),
@@ -452,8 +520,10 @@ class Engine:
     def _commit_position(self, epoch: int, batch: int, sums: dict[str, torch.Tensor], count: int) -> None:
         """Commit the state inside epoch ``epoch`` (0-based) after its first ``batch`` batches, each rank's
         generators and running sums gathered to the main process (:meth:`RunDir.commit_state`); ``last/``,
-        ``best/`` and the metrics stay those of the last finished epoch."""
+        ``best/`` and the metrics stay those of the last finished epoch (collective: under FSDP every process
+        gathers the full state first)."""
         assert self.run_dir is not None
+        self._gather()
         mine = {"rng": rng_state(self.task.generators()), "sums": {k: v.cpu() for k, v in sums.items()}, "count": count}
         ranks = all_gather_objects(mine)
         if self.env.is_main:
@@ -536,9 +606,12 @@ class Engine:
             )
         device = self.env.device
         try:
-            self.task.model.load_state_dict(state["model"])
-            self.task.model.to(device)
-            self.optimizer.load_state_dict(state["optimizer"])
+            if self.sharded:
+                load_full_state(self.task.model, self.optimizer, state["model"], state["optimizer"])
+            else:
+                self.task.model.load_state_dict(state["model"])
+                self.task.model.to(device)
+                self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             if self.ema is not None:
                 self.ema.load_state_dict(state["ema"])
@@ -548,6 +621,7 @@ class Engine:
             self.best_state = state.get("best_state")
             self.start_epoch, self.step = state["epoch"], state["step"]
             self.position = state.get("position")
+            self._gather()
         except (RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError) as err:
             first = " ".join(str(err).split())[:200]
             raise RunFolderError(

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ..checks import as_pair
 from ..errors import ConfigError
@@ -71,6 +72,7 @@ class VisionTransformer(nn.Module):
     on it: ``keep`` runs the blocks on a subset of the patch tokens (MAE), ``block_fn`` replaces how a
     block runs (token merging; recording for ``forward_intermediates``), ``readout`` and ``depth`` cut
     the work short. With ``distill_token=True`` the model is a DeiT student (:mod:`vitlab.models.distilled`).
+    :meth:`set_grad_checkpointing` recomputes each block's activations in the backward instead of keeping them.
     """
 
     def __init__(self, config: ViTConfig | None = None, **overrides: Any) -> None:
@@ -145,7 +147,15 @@ class VisionTransformer(nn.Module):
         self.head_drop = nn.Dropout(cfg.drop_rate) if cfg.drop_rate > 0 else nn.Identity()
         self.head = self._classifier(cfg.num_classes)
         self.head_dist = self._classifier(cfg.num_classes) if cfg.distill_token else None
+        self.grad_checkpointing = False
         self._init_weights()
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Activation checkpointing (timm's switch): while gradients are on, each block keeps only its input and
+        runs again in the backward (``torch.utils.checkpoint``, non-reentrant, the same dropout draws), so the
+        blocks' activations take one block's memory instead of ``depth`` blocks'; the gradients are unchanged.
+        Blocks run through a ``block_fn`` are not checkpointed."""
+        self.grad_checkpointing = enable
 
     def _relative_position_bias(self) -> RelativePositionBias:
         cfg = self.config
@@ -286,11 +296,12 @@ class VisionTransformer(nn.Module):
             queries = readout if i == len(blocks) - 1 else None
             if self.deep_prompt is not None and i > 0:
                 x = self.replace_prompts(x, i)
-            x = (
-                block(x, rope, grid, queries)
-                if block_fn is None
-                else block_fn(i, cast(Block, block), x, rope, grid, queries)
-            )
+            if block_fn is not None:
+                x = block_fn(i, cast(Block, block), x, rope, grid, queries)
+            elif self.grad_checkpointing and torch.is_grad_enabled():
+                x = checkpoint(block, x, rope, grid, queries, use_reentrant=False)
+            else:
+                x = block(x, rope, grid, queries)
         return self.norm(x)
 
     def replace_prompts(self, x: torch.Tensor, i: int) -> torch.Tensor:
