@@ -28,6 +28,7 @@ import pkgutil
 import re
 import sys
 import warnings
+from pathlib import Path
 from typing import NoReturn
 
 from .._version import __version__
@@ -163,13 +164,15 @@ def _main(argv: list[str], command: str | None, debug: bool) -> int:
 def _run(args: argparse.Namespace, debug: bool) -> int:
     """``args.func(args)`` inside the error boundary (see the module docstring)."""
     from ..interrupts import noted_interrupts, raise_if_interrupted
-    from .outputs import check_outputs
+    from .outputs import check_outputs, remove_made
 
+    made: list[Path] = []
     try:
-        check_outputs(args)  # where it writes, before any work
+        made = check_outputs(args)  # where it writes, before any work
         with noted_interrupts():
             done = int(args.func(args) or 0)
             raise_if_interrupted()  # a Ctrl-C a finaliser swallowed still ends the command as one
+        made = []
         return done
     except KeyboardInterrupt:
         print(
@@ -186,6 +189,8 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
             raise
         print(f"vitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
         return code
+    finally:
+        remove_made(made)  # a failed command leaves no empty folder it made for its output
 
 
 def exit_code(err: BaseException) -> int | None:

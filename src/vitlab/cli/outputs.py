@@ -5,7 +5,8 @@ folder (a run, report or export folder: the command decides what in it may be re
 the suffixes its writer supports. Before the command runs, :func:`check_outputs` refuses in one line naming the
 option and the value: a file name without a supported suffix, a folder where a file goes (or a file where a folder
 goes), a path under a file, a folder that cannot be written, and an existing file without ``--overwrite``. The
-parent folder of a file is made, so the writer never meets a missing one.
+parent folder of a file is made, so the writer never meets a missing one, and :func:`remove_made` takes the
+folders made back away (when still empty) if the command then fails.
 """
 
 from __future__ import annotations
@@ -58,11 +59,32 @@ def output_rules(args: argparse.Namespace) -> dict[str, tuple[str, Output]]:
     return found
 
 
-def check_outputs(args: argparse.Namespace) -> None:
+def check_outputs(args: argparse.Namespace) -> list[Path]:
     """Refuse (:class:`ConfigError`, one line) any output option of ``args`` its command could not write, or would
-    write over an existing file without ``--overwrite``; make a file's parent folder."""
+    write over an existing file without ``--overwrite``; make each file's parent folder. Returns the folders it
+    made, deepest first (for :func:`remove_made`)."""
+    overwrite = bool(getattr(args, "overwrite", False))
+    files = []
     for dest, (name, output) in output_rules(args).items():
-        check_output(str(getattr(args, dest)), name, output, overwrite=bool(getattr(args, "overwrite", False)))
+        path = check_output(str(getattr(args, dest)), name, output, overwrite=overwrite)
+        if not output.folder:
+            files.append(path)
+    made: list[Path] = []
+    for path in files:
+        parent = path.absolute().parent
+        missing = [p for p in (parent, *parent.parents) if not p.exists()]
+        parent.mkdir(parents=True, exist_ok=True)
+        made += missing
+    return made
+
+
+def remove_made(folders: list[Path]) -> None:
+    """Remove the ``folders`` :func:`check_outputs` made (deepest first), each only while it is still empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # something was written there, or it is gone: leave it
+            pass
 
 
 def check_output(value: str, option: str, output: Output, *, overwrite: bool = False) -> Path:
@@ -87,6 +109,4 @@ def check_output(value: str, option: str, output: Output, *, overwrite: bool = F
         raise ConfigError(f"{shown}: {ancestor} is a file, so no folder can be made there: choose another path")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ConfigError(f"{shown}: {ancestor} is not writable: choose another path")
-    if not output.folder:
-        path.parent.mkdir(parents=True, exist_ok=True)
     return path

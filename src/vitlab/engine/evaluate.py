@@ -18,7 +18,7 @@ from .metrics import calibration_bins, confusion_matrix, ece_from_bins, fit_temp
 # Images per forward pass when scoring, by device type. On the CPU small batches keep a convnet's
 # activations in cache: the size-matched 28x28 CNN scored 2-5x faster in batches of 64 than of 512
 # (measured on 2 shared cores; vit-seed within 5%); accelerators want large batches.
-EVAL_BATCH = {"cpu": 64}
+EVAL_BATCH = {"cpu": 32}
 DEFAULT_EVAL_BATCH = 512
 
 

@@ -7,7 +7,6 @@ Costs are ``(Q, T)``: ``Q`` predictions (queries) by ``T`` targets; lower is a b
 from __future__ import annotations
 
 import torch
-from scipy.optimize import linear_sum_assignment
 from torchvision.ops import box_convert, generalized_box_iou
 
 from ...errors import ConfigError
@@ -23,6 +22,8 @@ def hungarian_match(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             f"cost must be (queries, targets) with queries >= targets, got {tuple(cost.shape)}: "
             f"use more queries than the most objects in an image"
         )
+    from scipy.optimize import linear_sum_assignment  # scipy's import costs every command ~40 MB: only here
+
     rows, cols = linear_sum_assignment(cost.detach().cpu().float().numpy())
     return torch.as_tensor(rows, dtype=torch.long), torch.as_tensor(cols, dtype=torch.long)
 
