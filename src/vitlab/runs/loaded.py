@@ -72,13 +72,15 @@ class Loaded:
         data_dir: str | Path | None = None,
         rows: int | None = None,
         options: DataOptions | None = None,
+        epochs: int = 1,
     ) -> DataSplits:
         """The splits of the dataset the model was trained on (or of ``dataset``), normalised as in training.
 
         Image files (folder, manifest, wds, hf) are read with the model's own preprocessing (its size,
         resize, crop and mean/std: a timm or Hugging Face model's as its library feeds it), changed by the
-        fields ``options`` sets, and streamed or held in memory as ``options.loader`` says; tensor datasets
-        keep their own size and, when they are not the training dataset, their own statistics.
+        fields ``options`` sets, and streamed or held in memory as ``options.loader`` says (``auto`` weighing
+        ``epochs``, how many times the caller reads each image: scoring, probing and explaining read it once);
+        tensor datasets keep their own size and, when they are not the training dataset, their own statistics.
         """
         data = self.data
         name = dataset or data.dataset
@@ -96,7 +98,7 @@ class Loaded:
             preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}
             common |= {"decode": options.decode}
-            splits = load_dataset(name, where, preprocess=preprocess, **common)
+            splits = load_dataset(name, where, preprocess=preprocess, epochs=epochs, **common)
             if preprocess.mean is not None and preprocess.std is not None:
                 splits = replace(splits, mean=tuple(preprocess.mean), std=tuple(preprocess.std))
             return self._identified(splits, same, common["rows"])
