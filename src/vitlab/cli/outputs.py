@@ -91,7 +91,10 @@ def check_output(value: str, option: str, output: Output, *, overwrite: bool = F
     """``value`` as the path ``option`` writes, checked (see the module docstring); returns it."""
     shown = f"{option} {value!r}"
     if not value.strip():
-        raise ConfigError(f"{shown}: give a {'folder' if output.folder else 'file name'} for the {output.what}")
+        raise ConfigError(
+            f"{shown}: an empty name would mean the working directory: give a "
+            f"{'folder' if output.folder else 'file name'} for the {output.what}"
+        )
     path = Path(value).expanduser()
     if output.folder:
         if path.exists() and not path.is_dir():
