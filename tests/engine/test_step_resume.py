@@ -1,7 +1,7 @@
-"""Mid-epoch exact resume: with ``checkpoint_every_steps`` a run SIGKILLed at a random (seeded) step after a step
-commit resumes from that commit and ends with the weights and metrics of the uninterrupted run, bit for bit on CPU
-in one process (in memory and streamed from image files) and under a 2-process gloo DDP run; a mid-epoch state
-refuses changed settings (not the cadence of the commits), and the field is validated."""
+"""Mid-epoch exact resume: with ``checkpoint_every_steps`` (or ``_minutes``) a run SIGKILLed at a random (seeded)
+step after a step commit resumes from that commit and ends with the weights and metrics of the uninterrupted run,
+bit for bit on CPU in one process (in memory and streamed from image files) and under a 2-process gloo DDP run;
+a mid-epoch state refuses changed settings (not the cadence of the commits), and the field is validated."""
 
 import json
 import os
@@ -99,6 +99,17 @@ def test_in_memory_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp
     # the cadence may change on resume: it does not change the weights
     again = ["--set", "checkpoint_every_steps=5"]
     run, reference = kill_and_resume(tmp_path, argv, [s for s in range(4, 17) if s != 9], capsys, *again)
+    assert_same_run(run, reference)
+
+
+@pytest.mark.slow
+def test_a_run_committing_by_the_clock_resumes_to_the_uninterrupted_weights(tmp_path, capsys):
+    # a commit at the first step a microsecond after the last: every step but an epoch's last (8 and 16, whose
+    # epoch commit comes instead); a kill after step 9 finds the epoch's commit, after step 1 none
+    argv = ["train", "--rows", "64", "--batch-size", "8", *TINY, "--set", "ema_decay=0.9"]
+    argv += ["--set", "checkpoint_every_minutes=0.000001"]
+    again = ["--set", "checkpoint_every_minutes=0"]
+    run, reference = kill_and_resume(tmp_path, argv, [s for s in range(2, 16) if s != 9], capsys, *again)
     assert_same_run(run, reference)
 
 

@@ -52,7 +52,9 @@ class RunConfig:
     runs the training forward (and its backward) through ``torch.compile``; the weights, their
     names and the checkpoints are those of the eager model. ``checkpoint_every_steps`` (0: off) also commits
     the training state every that many optimiser steps, inside an epoch, so that ``resume`` continues from
-    the last such step with the weights an uninterrupted run would have; ``best/`` stays per epoch.
+    the last such step with the weights an uninterrupted run would have; ``checkpoint_every_minutes`` (0: off)
+    does the same at the first optimiser step at least that many minutes after the last commit (the main
+    process's clock decides, for every process); ``best/`` stays per epoch.
     ``distributed="fsdp"`` (under torchrun) shards the parameters, gradients and optimiser state over the
     processes (torch's ``fully_shard``, per block) instead of replicating them (DDP); ``grad_checkpointing``
     recomputes each block's activations in the backward instead of keeping them. Neither changes the weights
@@ -83,6 +85,7 @@ class RunConfig:
     amp: bool = True
     compile: bool = False
     checkpoint_every_steps: int = 0
+    checkpoint_every_minutes: float = 0.0
     distributed: str = "ddp"
     grad_checkpointing: bool = False
 
@@ -96,6 +99,7 @@ class RunConfig:
             "out_dir",
             "compile",
             "checkpoint_every_steps",
+            "checkpoint_every_minutes",
             "distributed",
             "grad_checkpointing",
         )
@@ -139,6 +143,8 @@ class RunConfig:
         "compile": "compile the training forward with torch.compile",
         "checkpoint_every_steps": "also commit the training state every N optimiser steps, so --resume continues "
         "mid-epoch exactly (0: at epoch ends only)",
+        "checkpoint_every_minutes": "also commit the training state at the first optimiser step this many minutes "
+        "after the last commit (0: off; with checkpoint_every_steps, whichever comes first)",
         "distributed": "under torchrun: ddp replicates the model on each process, fsdp shards it (fully_shard)",
         "grad_checkpointing": "recompute each block's activations in the backward (less memory, ~1/3 more compute)",
     }
@@ -172,6 +178,7 @@ class RunConfig:
             "amp": Bool(),
             "compile": Bool(),
             "checkpoint_every_steps": Int(0, 2**31),
+            "checkpoint_every_minutes": Float(0.0, 1e6),
             "distributed": OneOf(DISTRIBUTED),
             "grad_checkpointing": Bool(),
         }

@@ -25,9 +25,9 @@ one-process run and resume either way.
 Determinism: each epoch restarts Python's, NumPy's and torch's generators, and the task's own, from
 ``epoch_seed(seed, epoch, rank)``, and the shuffle from ``seed + epoch``; so a run resumed at an epoch
 boundary ends with the same weights as an uninterrupted one, and the state needs no RNG snapshot.
-With ``checkpoint_every_steps`` the state is also committed inside an epoch, after an optimiser step; it
-adds the *position* there: how many of the epoch's batches each rank has taken, its generators' states
-(:func:`rng_state`, the task's :meth:`~vitlab.engine.task.Task.generators` included) and its running
+With ``checkpoint_every_steps`` (or ``_minutes``) the state is also committed inside an epoch, after an
+optimiser step; it adds the *position* there: how many of the epoch's batches each rank has taken, its
+generators' states (:func:`rng_state`, the task's :meth:`~vitlab.engine.task.Task.generators` included) and its running
 sums. A resume restarts that epoch as above, sets the generators back and takes the epoch's order from
 that batch on: a streamed item's augmentation follows ``(epoch seed, item)`` only, so the batches after it
 are those the uninterrupted run took, and so are the final weights.
@@ -238,6 +238,7 @@ class Engine:
         self.best_state: dict[str, torch.Tensor] | None = None
         self.position: dict[str, Any] | None = None  # where a mid-epoch state stopped (see train_epoch)
         self.started = time.perf_counter()
+        self.committed_at = self.started  # when the state was last committed (checkpoint_every_minutes)
         self.stepping = [0.0, 0]  # this process's seconds in the training loop, and its optimiser steps
         self.full_optimizer: dict[str, Any] = {}  # under FSDP: the gathered optimiser state (rank 0's, see _gather)
         self._gather()
@@ -414,8 +415,7 @@ class Engine:
             if every and ((b + 1) % every == 0 or b + 1 == batches):
                 running = {k: float(v) / count for k, v in sums.items()}
                 self.reporter.step(epoch + 1, b + 1, running, count * env.world_size / (time.perf_counter() - start))
-            every_steps = cfg.checkpoint_every_steps if self.run_dir is not None else 0
-            if boundary and every_steps and self.step % every_steps == 0 and b + 1 < batches:
+            if boundary and b + 1 < batches and self._commit_due():
                 self._commit_position(epoch, b + 1, sums, count)
         getattr(stream, "close", lambda: None)()  # stops a loader's workers when the time limit cut the epoch
         if count == 0:
@@ -517,6 +517,19 @@ class Engine:
             "position": position,
         }
 
+    def _commit_due(self) -> bool:
+        """Whether a mid-epoch commit is due after this optimiser step: every ``checkpoint_every_steps`` steps, or
+        ``checkpoint_every_minutes`` after the last commit by the main process's clock (sent to every process, so
+        all of them commit at the same step)."""
+        cfg = self.config
+        if self.run_dir is None:
+            return False
+        due = bool(cfg.checkpoint_every_steps) and self.step % cfg.checkpoint_every_steps == 0
+        if cfg.checkpoint_every_minutes:
+            late = self.env.is_main and time.perf_counter() - self.committed_at >= 60 * cfg.checkpoint_every_minutes
+            due = bool(all_reduce_sum(torch.tensor([float(late)], device=self.env.device)).item()) or due
+        return due
+
     def _commit_position(self, epoch: int, batch: int, sums: dict[str, torch.Tensor], count: int) -> None:
         """Commit the state inside epoch ``epoch`` (0-based) after its first ``batch`` batches, each rank's
         generators and running sums gathered to the main process (:meth:`RunDir.commit_state`); ``last/``,
@@ -529,6 +542,7 @@ class Engine:
         if self.env.is_main:
             position = {"batch": batch, "world_size": self.env.world_size, "ranks": ranks}
             self.run_dir.commit_state(epoch, self._state(epoch, position))
+        self.committed_at = time.perf_counter()
 
     def _write_checkpoints(self, epoch: int, improved: bool, best: nn.Module | None = None) -> None:
         """Commit the epoch's set as one step (:meth:`RunDir.commit_epoch`): the training state, ``last/``,
@@ -558,6 +572,7 @@ class Engine:
                 "provenance": {**self._provenance(self.best_epoch), task.monitor: self.best_score},
             }
         run_dir.commit_epoch(epoch, state, checkpoints, self.history)
+        self.committed_at = time.perf_counter()
 
     def _check_data(self, recorded: Any) -> None:
         """Refuse in one line to resume on data other than the run's: the splits' identity ``recorded`` in its
