@@ -582,6 +582,37 @@ class TreeMemory:
         }
 
 
+def watched(command: list[str], tail: int = 2000) -> dict:
+    """Run ``command`` (its output discarded) while sampling its process tree's memory; its return code, wall and
+    CPU seconds (its own and its waited-for children's), the load average before it, :class:`TreeMemory`'s record,
+    and the tail of its stderr when it failed."""
+    load = [round(v, 2) for v in os.getloadavg()]
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        memory = TreeMemory(child.pid)
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            memory.sample()
+            time.sleep(memory.interval)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        errors = stderr.read().decode(errors="replace")
+    record = {
+        "returncode": child.returncode,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "load_before": load,
+        **memory.record(),
+    }
+    if child.returncode:
+        record["stderr_tail"] = errors[-tail:]
+    return record
+
+
 def train_run(root: Path, args: argparse.Namespace) -> dict:
     out = Path(tempfile.mkdtemp(prefix="bench-data-run-"))
     command = [
@@ -610,22 +641,7 @@ def train_run(root: Path, args: argparse.Namespace) -> dict:
         str(out / "run"),
     ]
     log("train:", " ".join(command))
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-        memory = TreeMemory(child.pid)
-        while child.poll() is None:
-            memory.sample()
-            time.sleep(memory.interval)
-        stderr.seek(0)
-        errors = stderr.read().decode(errors="replace")
-    record: dict = {
-        "photos": len(jpeg_paths(root)),
-        "returncode": child.returncode,
-        "wall_s": round(time.perf_counter() - started, 1),
-        **memory.record(),
-        "command": " ".join(command),
-    }
+    record = {"photos": len(jpeg_paths(root)), **watched(command), "command": " ".join(command)}
     metrics = out / "run" / "metrics.jsonl"
     if metrics.exists():
         rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
@@ -636,8 +652,6 @@ def train_run(root: Path, args: argparse.Namespace) -> dict:
         ]
         if wait:
             record["data_wait"] = round(max(wait), 4)
-    if child.returncode:
-        record["stderr_tail"] = errors[-2000:]
     if args.keep_runs:
         record["run_dir"] = str(out / "run")
     else:

@@ -39,14 +39,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_data import TreeMemory, machine  # noqa: E402
+from bench_data import machine, watched  # noqa: E402
 from photos import make_photo_folder  # noqa: E402
 
 TIMM_MODEL = "vit_tiny_patch16_224"
@@ -57,43 +55,31 @@ def log(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
-def timed(command: list[str]) -> dict:
-    """Run ``command``; its wall and CPU seconds, peak tree memory, the load before it, and its return code."""
-    load = [round(v, 2) for v in os.getloadavg()]
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-        memory = TreeMemory(child.pid)
-        status, usage = None, None
-        while status is None:
-            pid, code, rusage = os.wait4(child.pid, os.WNOHANG)
-            if pid:
-                status, usage = code, rusage
-                break
-            memory.sample()
-            time.sleep(memory.interval)
-        wall = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)
-        stderr.seek(0)
-        errors = stderr.read().decode(errors="replace")
-    record = {
-        "wall_s": round(wall, 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak_pss_mib": memory.record()["peak_pss_mib"],
-        "peak_rss_sum_mib": memory.record()["peak_rss_sum_mib"],
-        "load_before": load,
-        "returncode": child.returncode,
-    }
-    if child.returncode:
-        record["stderr_tail"] = errors[-1500:]
-    return record
+def timm_folder_loader(folder: Path, training: bool, config: dict, batch_size: int, workers: int):
+    """timm's ``create_loader`` over the ImageFolder ``folder`` as its train.py / validate.py build it (no
+    prefetcher: CPU), with the data config ``config`` (``resolve_data_config``'s)."""
+    from timm.data import create_dataset, create_loader
+
+    return create_loader(
+        create_dataset("", root=str(folder), is_training=training),
+        input_size=config["input_size"],
+        batch_size=batch_size,
+        is_training=training,
+        use_prefetcher=False,
+        interpolation=config["interpolation"],
+        mean=config["mean"],
+        std=config["std"],
+        crop_pct=config["crop_pct"],
+        num_workers=workers,
+        persistent_workers=False,
+    )
 
 
 def timm_peer(args: argparse.Namespace) -> None:
     """The timm side, run in its own process: ``train`` (train.py's loop) or ``validate`` (validate.py's)."""
     import timm
     import torch
-    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm.data import resolve_data_config
     from timm.optim import create_optimizer_v2
 
     torch.manual_seed(0)
@@ -103,20 +89,7 @@ def timm_peer(args: argparse.Namespace) -> None:
     config = resolve_data_config({"input_size": (3, args.image_size, args.image_size)}, model=model)
 
     def loader(split: str, training: bool):
-        dataset = create_dataset("", root=str(root / split), is_training=training)
-        return create_loader(
-            dataset,
-            input_size=config["input_size"],
-            batch_size=args.batch_size,
-            is_training=training,
-            use_prefetcher=False,
-            interpolation=config["interpolation"],
-            mean=config["mean"],
-            std=config["std"],
-            crop_pct=config["crop_pct"],
-            num_workers=args.workers,
-            persistent_workers=False,
-        )
+        return timm_folder_loader(root / split, training, config, args.batch_size, args.workers)
 
     def validate() -> float:
         model.eval()
@@ -192,7 +165,7 @@ def main() -> None:
         weights = args.weights or work / "weights"
         if "evaluate" in args.only and args.weights is None:
             log("setup: an untimed vitlab run for evaluate's weights")
-            setup = timed(vitlab_train(root, weights, argparse.Namespace(**{**vars(args), "epochs": 1})))
+            setup = watched(vitlab_train(root, weights, argparse.Namespace(**{**vars(args), "epochs": 1})))
             if setup["returncode"]:
                 raise SystemExit(f"the setup run failed: {setup.get('stderr_tail')}")
         peers = {
@@ -215,7 +188,7 @@ def main() -> None:
                 order = ["vitlab", "timm"] if r % 2 == 0 else ["timm", "vitlab"]
                 runs = {}
                 for peer in order:
-                    runs[peer] = timed(commands[peer])
+                    runs[peer] = watched(commands[peer])
                     log(f"round {r} {what} {peer}: {runs[peer]}")
                 rounds[what].append(runs)
         result: dict = {

@@ -29,14 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_data import TreeMemory, machine  # noqa: E402
+from bench_data import machine, watched  # noqa: E402
+from bench_e2e import timm_folder_loader  # noqa: E402
 from photos import make_photo_folder  # noqa: E402
 
 PEERS = ("vitlab-memory", "vitlab-stream", "timm")
@@ -70,23 +68,11 @@ def vitlab_epoch(root: Path, args: argparse.Namespace, loader: str) -> None:
 
 def timm_epoch(root: Path, args: argparse.Namespace) -> None:
     """One epoch of ``root`` through timm's ``create_loader``: ``train/`` augmented, then ``val/``."""
-    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm.data import resolve_data_config
 
     config = resolve_data_config({"input_size": (3, args.image_size, args.image_size)})
     for split, training in (("train", True), ("val", False)):
-        loader = create_loader(
-            create_dataset("", root=str(root / split), is_training=training),
-            input_size=config["input_size"],
-            batch_size=args.batch_size,
-            is_training=training,
-            use_prefetcher=False,
-            interpolation=config["interpolation"],
-            mean=config["mean"],
-            std=config["std"],
-            crop_pct=config["crop_pct"],
-            num_workers=args.workers,
-            persistent_workers=False,
-        )
+        loader = timm_folder_loader(root / split, training, config, args.batch_size, args.workers)
         for _ in loader:
             pass
 
@@ -97,19 +83,7 @@ def measured(peer: str, root: Path, args: argparse.Namespace) -> dict:
         *(sys.executable, __file__, "--peer", peer, "--root", str(root), "--image-size", str(args.image_size)),
         *("--batch-size", str(args.batch_size), "--workers", str(args.workers)),
     ]
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-        memory = TreeMemory(child.pid)
-        while child.poll() is None:
-            memory.sample()
-            time.sleep(memory.interval)
-        stderr.seek(0)
-        errors = stderr.read().decode(errors="replace")
-    record = {"returncode": child.returncode, "wall_s": round(time.perf_counter() - started, 1), **memory.record()}
-    if child.returncode:
-        record["stderr_tail"] = errors[-1500:]
-    return record
+    return watched(command, tail=1500)
 
 
 def main() -> None:

@@ -106,7 +106,7 @@ def test_cli_table_grows_columns_and_plots(tmp_path, capsys):
     assert main(["cost", "--image", "224,448", "--patch", "16", "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
     assert "FLOPs window" in out and "mem linear" in out and plot.stat().st_size > 10_000
-    assert main(["cost", "--pairs", "28/7,224/16", "--plot", str(plot)]) == 2  # two patch sizes
+    assert main(["cost", "--pairs", "28/7,224/16", "--plot", str(tmp_path / "pairs.png")]) == 2  # two patch sizes
     assert "one patch size" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["cost", "--attention", "dilated"])

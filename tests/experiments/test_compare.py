@@ -352,7 +352,7 @@ def test_cli_runs_a_study_and_reports_errors(tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--out", "FILE/study"], "is a file, not a folder"),
+        (["--out", "FILE/study"], "is a file, so no folder can be made there"),
         (["--threads", "-3"], "threads=-3"),
         (["--jobs", "0"], "jobs=0"),
         (["--executor", "local", "--address", "auto"], "is for the ray executor"),

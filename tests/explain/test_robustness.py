@@ -71,7 +71,7 @@ def test_a_vit_drops_the_masked_tokens_before_its_blocks():
     model = build_registered("vit-digits", **DIGITS, patch_size=2, pool="token", class_token=True)
     seen = []
     model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[1]))
-    data = own_predictions(model, torch.rand(64, 1, 8, 8))
+    data = own_predictions(model, torch.rand(16, 1, 8, 8))  # one scoring batch
     seen.clear()
     entries = robustness(model, data, Statistics.unit(1), [2], Probes(masks=(0.0, 0.25, 0.5), crops=()))
     # clean (16 + class token), then per share: dropped (1 + kept tokens), zeroed (all 17)

@@ -160,7 +160,9 @@ def test_cli_trains_and_predicts_from_a_point_and_a_box(tmp_path, capsys):
     out = tmp_path / "overlay.png"
     assert main(["predict", run, str(tmp_path / "img.png"), "--point", "10,12", "--out", str(out)]) == 0
     assert "predicted IoU" in capsys.readouterr().out and Image.open(out).size == (160, 160)
-    assert main(["predict", run, str(tmp_path / "img.png"), "--box", "2,2,20,30", "--out", str(out)]) == 0
+    assert (
+        main(["predict", run, str(tmp_path / "img.png"), "--box", "2,2,20,30", "--out", str(out), "--overwrite"]) == 0
+    )
     assert main(["predict", run, str(tmp_path / "img.png"), "--box", "2,2,20"]) == 2
     assert "--box takes 4" in capsys.readouterr().err
     assert main(["predict", run, str(tmp_path / "img.png")]) == 2

@@ -18,8 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...checks import Bool, Int, Maybe
-from ...data import ImageDataset
+from ...data import ImageDataset, StreamDataset
 from ...data.preprocess import Normalizes
+from ...engine.evaluate import batches_of, eval_batch_size
 from ...errors import ConfigError, DataError
 from ...runs import checkpoint_data
 from ...settings import picked
@@ -32,17 +33,24 @@ PROBES = ("linear", "knn")
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, images: torch.Tensor, inputs: Normalizes, batch_size: int = 512) -> torch.Tensor:
-    """Pooled features ``(N, D)`` float32 for ``images (N, C, H, W)`` in [0, 1] normalised by ``inputs`` (the
-    splits, a data config); ``model`` in eval mode."""
+def extract_features(
+    model: nn.Module, data: ImageDataset | StreamDataset, inputs: Normalizes, batch_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pooled features ``(N, D)`` float32 and labels ``(N,)`` of every image of ``data`` (held in memory or
+    streamed, read ``batch_size`` at a time: :func:`~vitlab.engine.evaluate.eval_batch_size` by default),
+    normalised by ``inputs`` (the splits, a data config); ``model`` in eval mode."""
     model.eval()
     device = next(model.parameters()).device
     backbone: Any = model
-    chunks = []
-    for chunk in images.split(batch_size):
-        tokens = backbone.forward_features(inputs.normalize(chunk.to(device)))
-        chunks.append(backbone.forward_head(tokens, pre_logits=True).float())
-    return torch.cat(chunks)
+    features, labels = [], []
+    index = torch.arange(len(data))
+    for images, y in batches_of(data, index, batch_size or eval_batch_size(device), device):
+        tokens = backbone.forward_features(inputs.normalize(images.to(device)))
+        features.append(backbone.forward_head(tokens, pre_logits=True).float())
+        labels.append(y.to(device))
+    if not features:
+        raise DataError("the probe has no image to take features of: this split is empty")
+    return torch.cat(features), torch.cat(labels)
 
 
 def linear_probe(
@@ -105,8 +113,8 @@ def knn_accuracy(
 
 def probe_model(
     model: nn.Module,
-    train: ImageDataset,
-    test: ImageDataset,
+    train: ImageDataset | StreamDataset,
+    test: ImageDataset | StreamDataset,
     inputs: Normalizes,
     method: str = "linear",
     k: int = 20,
@@ -114,8 +122,7 @@ def probe_model(
     """Frozen-feature accuracy of ``model`` on ``test`` by ``method`` (``linear`` | ``knn``) fitted on ``train``."""
     if method not in PROBES:
         raise ConfigError(f"unknown probe {method!r}: choose one of {PROBES}")
-    xtr, xte = extract_features(model, train.images, inputs), extract_features(model, test.images, inputs)
-    ytr, yte = train.labels.to(xtr.device), test.labels.to(xte.device)
+    (xtr, ytr), (xte, yte) = extract_features(model, train, inputs), extract_features(model, test, inputs)
     if method == "linear":
         return linear_probe(xtr, ytr, xte, yte, len(train.classes))
     return knn_accuracy(xtr, ytr, xte, yte, len(train.classes), k)
@@ -136,8 +143,10 @@ def probe_checkpoint(
     ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
-    data = splits.in_memory(split, f"the {method} probe")
-    acc = probe_model(ckpt.model, splits.in_memory("train", f"the {method} probe"), data, splits, method, k)
+    data = getattr(splits, split)
+    if data is None:
+        raise DataError(f"{name} has no {split} split here: use --split val")
+    acc = probe_model(ckpt.model, splits.train, data, splits, method, k)
     return {
         "checkpoint": str(ckpt.path),
         "model": ckpt.display_name,
