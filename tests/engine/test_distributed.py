@@ -1,11 +1,9 @@
 """torchrun / DDP helpers; two gloo processes with batch 32 each match one process with batch 64."""
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.multiprocessing as mp
+from tests.gloo import as_torchrun_rank, free_port
 
 from vitlab.data import load_dataset
 from vitlab.engine import seed_everything
@@ -26,19 +24,10 @@ CONFIG = dict(
 
 
 def worker(rank: int, world_size: int, port: int, out: str) -> None:
-    os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
-    torch.set_num_threads(1)
+    as_torchrun_rank(rank, world_size, port)
     result = run("classify", TrainConfig(batch_size=32, **CONFIG))
     if rank == 0:
         torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

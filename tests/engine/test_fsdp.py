@@ -4,14 +4,13 @@ Two gloo processes sharding the model with ``fully_shard`` train as one process 
 run folder holds the files of a one-process run (weights, optimiser state) and resumes exactly.
 """
 
-import os
 import shutil
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from test_distributed import free_port
+from tests.gloo import as_torchrun_rank, free_port
 
 from vitlab.cli.main import main
 from vitlab.data import load_dataset
@@ -46,10 +45,7 @@ class StopAfterFirstEpoch(Reporter):
 def fsdp_worker(rank: int, port: int, tmp: str) -> None:
     """Rank ``rank`` of 2 sharding the model: a 3-step run (with grad checkpointing), a 2-epoch run, and the same
     2-epoch run stopped after its first epoch (a copy of that folder kept) and resumed."""
-    os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
-    torch.set_num_threads(1)
+    as_torchrun_rank(rank, 2, port)
     dist.init_process_group("gloo")  # one group for the four runs (fit leaves a group it did not create)
     data = load_dataset("digits", rows=192)
     fsdp = dict(CONFIG, batch_size=32, distributed="fsdp")

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
+from tests.gloo import as_torchrun_rank, free_port
 
 from vitlab.cli.main import main
 
@@ -152,9 +152,7 @@ def ddp_worker(rank: int, port: int, out: str, kill_at: int, resume: bool) -> No
     from vitlab.tasks import run
     from vitlab.tasks.classify import TrainConfig
 
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
+    as_torchrun_rank(rank, 2, port)
     if kill_at:
         step = Engine._optimiser_step
 
@@ -165,12 +163,6 @@ def ddp_worker(rank: int, port: int, out: str, kill_at: int, resume: bool) -> No
 
         Engine._optimiser_step = killing
     run("classify", TrainConfig(out_dir=out, resume=resume, **DDP))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_distributed import free_port
+from tests.gloo import free_port
 
 import vitlab
 from vitlab.data import load_dataset

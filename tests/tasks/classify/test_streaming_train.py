@@ -2,14 +2,13 @@
 runs under DDP (each image once per epoch across ranks), and fine-tunes at the model's own size."""
 
 import json
-import os
-import socket
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 from PIL import Image
+from tests.gloo import as_torchrun_rank, free_port
 
 from vitlab.cli.main import main
 from vitlab.engine import Reporter
@@ -93,21 +92,12 @@ def test_streamed_training_with_crops_resumes_exactly(tmp_path, photos):
 
 
 def worker(rank: int, world_size: int, port: int, root: str, out: str) -> None:
-    os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
-    torch.set_num_threads(1)
+    as_torchrun_rank(rank, world_size, port)
     from pathlib import Path
 
     result = run("classify", config(Path(root), "stream", batch_size=4))
     if rank == 0:
         torch.save({"weights": result.model.state_dict(), "history": result.history}, out)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
