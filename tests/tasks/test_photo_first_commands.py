@@ -114,3 +114,21 @@ def test_quiet_progress_writes_nothing(monkeypatch):
 )
 def test_the_estimate_scales_the_first_steps_to_the_run(seconds, text):
     assert estimate_line(2, 3, 1, seconds, 1.0).startswith(text)  # 6 steps at `seconds` each
+
+
+@pytest.mark.parametrize("batch_size", [4, 5])
+def test_frozen_features_are_the_same_streamed_or_held_in_memory(hub_id, photos, batch_size):
+    from vitlab.data.options import DataOptions
+    from vitlab.data.stream import StreamDataset
+    from vitlab.runs import load_checkpoint
+    from vitlab.tasks.ssl import extract_features
+
+    loaded = load_checkpoint(hub_id, "cpu")
+    features = {}
+    for loader in ("memory", "stream"):
+        splits = loaded.splits("folder", photos, options=DataOptions(loader=loader))
+        assert isinstance(splits.val, StreamDataset) == (loader == "stream")
+        features[loader] = extract_features(loaded.model, splits.val, splits, batch_size=batch_size)
+    (held, held_labels), (streamed, streamed_labels) = features["memory"], features["stream"]
+    assert held.shape == (6, 192) and torch.equal(held_labels, streamed_labels)
+    torch.testing.assert_close(streamed, held)
