@@ -19,6 +19,7 @@ from torch import nn
 
 from ...checks import Bool, Int, Maybe
 from ...data import ImageDataset, StreamDataset
+from ...data.options import DataOptions
 from ...data.preprocess import Normalizes
 from ...engine.evaluate import batches_of, eval_batch_size
 from ...errors import ConfigError, DataError
@@ -129,7 +130,7 @@ def probe_model(
 
 
 def probe_checkpoint(
-    path: str | Path,
+    path: str | Path | Loaded,
     method: str = "linear",
     *,
     dataset: str | None = None,
@@ -138,9 +139,11 @@ def probe_checkpoint(
     rows: int | None = None,
     k: int = 20,
     device: str = "auto",
+    options: DataOptions | None = None,
 ) -> dict[str, Any]:
-    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``."""
-    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows)
+    """Fit ``method`` on the training split's frozen features (first ``rows`` rows if given) and score ``split``
+    (image files read as ``options`` say; a model already loaded is used as it is)."""
+    ckpt, splits = checkpoint_data(path, dataset, data_dir, device, rows=rows, options=options)
     ckpt.check_finite(f"the {method} probe")
     name = splits.name
     data = getattr(splits, split)
@@ -177,8 +180,8 @@ def probe_lines(request: ProbeRequest, loaded: Loaded | None = None) -> str:
     lines = []
     for method, wanted in (("linear", request.linear_probe), ("knn", request.knn)):
         if wanted:
-            asked = picked(request, "dataset", "data_dir", "split", "rows", "k", "device")
-            probe = probe_checkpoint(request.checkpoint, method, **asked)
+            asked = picked(request, "dataset", "data_dir", "split", "rows", "k", "device", "options")
+            probe = probe_checkpoint(loaded or request.checkpoint, method, **asked)
             name = "linear probe" if method == "linear" else f"{request.k}-NN"
             lines.append(
                 f"{probe['model']} frozen features, {name} fitted on {probe['train_rows']} train rows: "
