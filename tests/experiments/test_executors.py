@@ -82,31 +82,79 @@ def test_a_local_ray_gives_the_numbers_of_this_process():
         assert numbers(on_ray.records[key]) == numbers(record)
 
 
-def test_workers_die_with_a_parent_killed_by_sigkill():
-    """A ``vitlab compare`` killed with SIGKILL (as the OOM killer or ``kill -9`` does) takes its worker
-    processes with it: none is left training."""
+POOL_SCRIPT = """
+import os, sys, time
+from vitlab.experiments.executors import LocalExecutor
+
+def report(seconds):
+    print(os.getpid(), os.getppid(), flush=True)  # this worker and its parent (the forkserver)
+    time.sleep(seconds)
+    return seconds
+
+if __name__ == "__main__":
+    print("starter", os.getpid(), flush=True)
+    list(LocalExecutor(jobs=JOBS, threads=1).map(report, [300] * JOBS))
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an ended process its new parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_a_pool_killed_with_sigkill_leaves_no_process_running(jobs, tmp_path):
+    """A ``vitlab compare`` killed with SIGKILL (as the OOM killer or ``kill -9`` does) takes its pool with it:
+    every worker and the forkserver they were forked from end within seconds, none is left training."""
     import signal
     import subprocess
     import time
 
-    psutil = pytest.importorskip("psutil")
-    script = (
-        "import time\nfrom vitlab.experiments import LocalExecutor\n"
-        "if __name__ == '__main__':\n    list(LocalExecutor(jobs=2, threads=1).map(time.sleep, [300, 300]))\n"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", script])
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_SCRIPT.replace("JOBS", str(jobs)))
+    starter = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        workers: list = []
-        while len(workers) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            tree = psutil.Process(parent.pid).children(recursive=True)
-            workers = [p for p in tree if p.ppid() != parent.pid]  # forked by the forkserver
-        assert len(workers) == 2, "the pool's workers never started"
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
-        gone, alive = psutil.wait_procs(workers, timeout=20)
-        assert not alive, f"workers still running after their parent was killed: {[p.pid for p in alive]}"
+        assert starter.stdout is not None
+        assert starter.stdout.readline().split() == ["starter", str(starter.pid)]
+        pairs = [tuple(int(v) for v in starter.stdout.readline().split()) for _ in range(jobs)]
+        workers, servers = {w for w, _ in pairs}, {p for _, p in pairs}
+        assert len(workers) == jobs and all(running(pid) for pid in workers | servers), pairs
+        assert starter.pid not in servers  # forked by the forkserver, not by the pool's process
+        starter.send_signal(signal.SIGKILL)
+        starter.wait()
+        deadline = time.monotonic() + 10  # the forkserver exits (torch preloaded), then the kernel kills each worker
+        while any(running(pid) for pid in workers | servers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = sorted(pid for pid in workers | servers if running(pid))
+        assert not left, f"still running after the pool's process was killed: {left} (workers {sorted(workers)})"
     finally:
-        if parent.poll() is None:
-            parent.kill()
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait()
+
+
+def test_die_with_parent_ends_a_process_whose_parent_already_ended_and_arms_the_kernel():
+    """``die_with_parent(expected)`` ends the process at once when its parent is not ``expected`` (the parent ended
+    before it asked), and otherwise returns with the kernel armed: the process's parent death signal is SIGKILL."""
+    import subprocess
+
+    code = """
+import ctypes, os, signal
+from vitlab.experiments.executors import die_with_parent
+me = os.getpid()
+for expected in (1, me + 1, 2**22 + 7, me, me):  # three wrong parents, then the right one (twice)
+    child = os.fork()
+    if child == 0:
+        die_with_parent(expected)
+        sig = ctypes.c_int()
+        ctypes.CDLL(None).prctl(2, ctypes.byref(sig))  # PR_GET_PDEATHSIG
+        os._exit(7 if sig.value == signal.SIGKILL else 3)
+    print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["1", "1", "1", "7", "7"], done

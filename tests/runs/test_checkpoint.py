@@ -293,8 +293,10 @@ def test_timm_file_written_by_convert_reads_back_without_guessing(tmp_path, vit_
     assert back.guessed == {} and back.data == DATA and back.kind == "classifier"
     assert back.model.config == model.config
     same_outputs(back.model, model, torch.rand(2, 1, 8, 8))
-    convert(path, tmp_path / "timm.pth", target="timm")  # a torch file cannot record it: guessed
-    assert "mean/std" in load_checkpoint(tmp_path / "timm.pth", num_heads=2).guessed
+    convert(path, tmp_path / "timm.pth", target="timm")  # a torch file: timm's config.json beside it records it
+    torch_file = load_checkpoint(tmp_path / "timm.pth")
+    assert torch_file.guessed == {} and (torch_file.data.mean, torch_file.data.std) == (DATA.mean, DATA.std)
+    same_outputs(torch_file.model, model, torch.rand(2, 1, 8, 8))
 
 
 # -- the preprocessing a checkpoint records -------------------------------------------------------------

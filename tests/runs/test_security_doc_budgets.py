@@ -1,4 +1,4 @@
-"""SECURITY.md's budget, config-value and data-identity promises each name tests that exist (paths relative to
+"""SECURITY.md's budget, config-value, data-identity and process promises each name tests that exist (paths relative to
 ``tests/``; a bare name is in the file named before it in the same row)."""
 
 import re
@@ -9,6 +9,7 @@ HEADINGS = (
     "## Budgets: estimated before anything is allocated",
     "## Config values: one validation, whatever the source",
     "## Data identity: a model is used on the data it knows",
+    "## Processes: nothing left running",
 )
 
 

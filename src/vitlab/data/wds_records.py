@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import DataError
 from .labels import records_from_values
+from .paths import is_url
 from .records import Names, Progress, ProgressCounter, Records
 
 WDS_IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp")
@@ -41,11 +42,6 @@ RETRIES = 3
 """Tries of a remote read before a transient error is reported."""
 REMOTE_EXTRA = ("http", "https", "s3", "s3a")
 """The protocols vitlab's ``remote`` extra reads; any other needs the package fsspec names for it."""
-
-
-def is_url(name: str) -> bool:
-    """``https://``, ``s3://``, ``gs://``, ... (read through ``fsspec``), not a local path."""
-    return re.match(r"[A-Za-z][A-Za-z0-9+.-]+://", name) is not None
 
 
 def shown(name: str) -> str:

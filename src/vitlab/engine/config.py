@@ -29,6 +29,7 @@ from ..checks import (
     shown,
     suggest,
 )
+from ..data.paths import absolute_data_dir
 from ..errors import ConfigError
 from ..models.registry import get_config, list_models
 from .distributed import DISTRIBUTED
@@ -48,7 +49,8 @@ class RunConfig:
     training at the first step past that many seconds (the cosine then follows elapsed time, so the
     rate has annealed when time runs out). ``ema_decay`` (e.g. 0.999) keeps an EMA of the weights,
     which validation, ``best`` and the result then use. ``out_dir=None`` writes no files;
-    ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there. ``compile``
+    ``resume`` continues the run there, ``overwrite`` replaces the vitlab run there. ``data_dir`` is
+    made absolute when the config is made (a URL kept as given): the run records the folder it read. ``compile``
     runs the training forward (and its backward) through ``torch.compile``; the weights, their
     names and the checkpoints are those of the eager model. ``checkpoint_every_steps`` (0: off) also commits
     the training state every that many optimiser steps, inside an epoch, so that ``resume`` continues from
@@ -185,6 +187,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks())
+        self.data_dir = absolute_data_dir(self.data_dir)  # recorded as it is read now, not against a later cwd
         if self.resume and self.out_dir is None:
             raise ConfigError("resume needs the run folder to resume from: set out_dir (--out DIR)")
         if self.resume and self.overwrite:

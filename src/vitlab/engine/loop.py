@@ -259,6 +259,8 @@ class Engine:
                 self._load_state(run_dir.load_state())
             elif config.resume and env.is_main:
                 run_dir.note(f"{run_dir.path}: no epoch of the run had finished; it starts from the first")
+            if env.is_main:
+                run_dir.record_resumed_settings()
 
     @property
     def full_model(self) -> nn.Module:

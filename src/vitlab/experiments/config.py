@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from ..data import NORMALIZATIONS
 from ..data.augment import PRESETS
+from ..data.paths import absolute_data_dir
 from ..errors import ConfigError
 from ..explain.robustness import Probes
 from ..models import get_config
@@ -127,6 +128,7 @@ class CompareConfig:
         self._check_values()
         self._check_settings()
         self._check_size_and_models()
+        self.data_dir = absolute_data_dir(self.data_dir)  # each run records the folder it read, absolute
 
     def _fill_defaults(self) -> None:
         """The dataset's default models and patch sizes for a ``None``; every list field copied to a list

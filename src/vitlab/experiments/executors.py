@@ -6,16 +6,20 @@ task (seeds included), so where and in which order tasks run cannot change a res
 
 - :class:`LocalExecutor`: ``jobs`` processes forked from a preloaded ``forkserver`` (torch and plain
   ``fork`` do not mix), or this process itself when ``jobs == 1``; each task runs with ``threads`` torch threads,
-  and every worker dies with the process that started it (even one killed with SIGKILL).
+  and every worker dies with the process that started it, even one killed with SIGKILL (:func:`die_with_parent`:
+  the kernel kills a worker when the forkserver ends, and the forkserver ends when the pool's process does).
 - :class:`RayExecutor`: one Ray task per task, on the cluster at ``address`` or on a local Ray
   started for the call; a GPU per task where the cluster has GPUs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import select
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,9 +67,9 @@ def set_threads(threads: int | None) -> None:
 
 
 def exit_with(pid: int) -> None:
-    """End this process (``os._exit``) as soon as process ``pid`` ends, from a daemon thread that waits on it.
-    A pool worker is forked by the forkserver, not by the process that started the pool, so nothing else
-    stops it when that process is killed with SIGKILL: without this it would go on training."""
+    """End this process (``os._exit``) as soon as process ``pid`` ends, from a daemon thread that waits on it:
+    how a pool worker ends with the process that started the pool where the kernel cannot be asked to
+    (no ``PR_SET_PDEATHSIG``: not Linux; see :func:`die_with_parent`)."""
 
     def watch() -> None:
         if hasattr(os, "pidfd_open"):
@@ -86,8 +90,58 @@ def exit_with(pid: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent of process ``pid`` (from ``/proc``), None where it cannot be read (gone, or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rpartition(b")")[2].split()[1])  # the name, in parentheses, may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent ends (Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``,
+    which no Python code has to run for: a worker stuck in a C call dies too), then end it now (``os._exit``) if
+    its parent is no longer ``parent`` (it ended before the request was made). Elsewhere only the check."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def release_forkserver() -> None:
+    """In a process the forkserver forked: close its copy of the pipe end by which the forkserver knows it is
+    still wanted (multiprocessing hands one to every child, so a forkserver outlives the process that started it
+    for as long as any worker lives). Then the forkserver ends as soon as that process does, and the workers with
+    it (:func:`die_with_parent`). A later forkserver use in this process starts its own server."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
 def _start_worker(starter: int, threads: int | None) -> None:
-    exit_with(starter)
+    """A pool worker's first act. On Linux: die with its parent (:func:`die_with_parent`): the forkserver, which
+    ends when ``starter`` (the process that made the pool) does once no worker holds it (:func:`release_forkserver`),
+    or under ``spawn`` ``starter`` itself; end now if that chain is already broken. Elsewhere a thread ends it
+    with ``starter`` (:func:`exit_with`)."""
+    if not sys.platform.startswith("linux"):
+        exit_with(starter)
+    else:
+        parent = os.getppid()
+        die_with_parent(parent)
+        if parent != starter:
+            release_forkserver()
+            if parent_of(parent) != starter:
+                os._exit(1)  # the forkserver ended (or is not the starter's) before this worker asked
     set_threads(threads)
 
 

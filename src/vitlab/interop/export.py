@@ -9,6 +9,8 @@
     export_timm(model, folder, data)        ViT -> timm's folder layout, config.json (architecture,
                                             model_args, pretrained_cfg) + model.safetensors:
                                             timm.create_model("local-dir:" + folder, pretrained=True)
+    timm_config_json(model, data)           that config.json (``vitlab convert --to timm X.pth`` writes it
+                                            beside a torch state dict: timm_config_beside, write_timm_config)
 
 ``data`` is the model's :class:`~vitlab.data.DataConfig`. Each writes only what the target computes exactly
 (the model to float tolerance, the preprocessing pixel for pixel: :meth:`~vitlab.data.DataConfig.exact_in`)
@@ -185,6 +187,32 @@ def timm_config_json(model: VisionTransformer, data_config: DataConfig) -> dict[
     }
 
 
+TIMM_CONFIG = "config.json"
+
+
+def timm_config_beside(weights: str | Path, config: dict[str, Any], overwrite: bool = False) -> Path:
+    """Where timm's ``config.json`` for the torch state dict ``weights`` goes (beside it: what timm's hub layout
+    and vitlab read a ``.pth`` / ``.pt`` / ``.bin`` with), checked before anything is written: a ``config.json``
+    already there that is not ``config`` (another model's, or not timm's) is refused unless ``overwrite``."""
+    place = Path(weights).with_name(TIMM_CONFIG)
+    if place.exists() or place.is_symlink():
+        try:
+            same = place.is_file() and json.loads(place.read_text()) == json.loads(json.dumps(config))
+        except (OSError, UnicodeDecodeError, ValueError):
+            same = False
+        if not same and not overwrite:
+            raise RunFolderError(
+                f"{place} exists and is not this model's timm config (a {Path(weights).suffix} file is read with "
+                f"the config.json beside it): write {Path(weights).name} to another folder, or pass --overwrite"
+            )
+    return place
+
+
+def write_timm_config(place: Path, config: dict[str, Any]) -> None:
+    """Write timm's ``config.json`` (:func:`timm_config_json`) at ``place``."""
+    _write_json(place, config)
+
+
 def export_timm(model: nn.Module, folder: str | Path, data_config: DataConfig, overwrite: bool = False) -> Path:
     """Write ``model`` in timm's folder layout: ``model.safetensors`` (timm names, see
     :func:`~vitlab.interop.to_timm_state_dict`) and ``config.json`` (:func:`timm_config_json`).
@@ -197,8 +225,8 @@ def export_timm(model: nn.Module, folder: str | Path, data_config: DataConfig, o
     config = timm_config_json(vit, data_config)
     state = to_timm_state_dict(vit)
     folder = Path(folder)
-    _free(folder / "config.json", folder / WEIGHTS, overwrite=overwrite)
+    _free(folder / TIMM_CONFIG, folder / WEIGHTS, overwrite=overwrite)
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in state.items()}, str(folder / WEIGHTS), metadata={"format": "pt"})
-    _write_json(folder / "config.json", config)
+    write_timm_config(folder / TIMM_CONFIG, config)
     return folder

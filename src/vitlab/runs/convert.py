@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import ConfigError, RunFolderError
 from ..interop import timm_kwargs, to_timm_state_dict, write_state_dict
+from ..interop.export import timm_config_beside, timm_config_json, write_timm_config
 from ..interop.keras.graph import import_keras
 from ..models.vit import VisionTransformer
 from .checkpoint import save_checkpoint
@@ -55,7 +56,13 @@ class Conversion:
         each guess (and how to correct it), and for a timm target the timm constructor that takes the file."""
         cfg: Any = self.model.config
         fields = cfg.to_dict()
-        written = "vitlab checkpoint (config, data config, checksum)" if self.target == "vitlab" else "timm state dict"
+        written = (
+            "vitlab checkpoint (config, data config, checksum)"
+            if self.target == "vitlab"
+            else "timm state dict"
+            if Path(dst).suffix == ".safetensors"
+            else f"timm state dict, and its preprocessing in {Path(dst).with_name('config.json')}"
+        )
         lines = [
             f"read   {self.source}  ({self.origin} weights)",
             f"wrote  {dst}  ({written})",
@@ -81,7 +88,9 @@ def convert(
     **config: Any,
 ) -> Conversion:
     """Write the model at ``src`` to ``dst``: ``target="vitlab"`` a vitlab checkpoint, ``"timm"`` a timm
-    ``VisionTransformer`` state dict (safetensors or torch file by suffix). ``model``, ``img_size`` and
+    ``VisionTransformer`` state dict (safetensors or torch file by suffix; a torch file with timm's ``config.json``
+    beside it, carrying the model's own input size, mean, std, resize and crop, refused where one not this model's
+    is there, unless ``overwrite``). ``model``, ``img_size`` and
     ``config`` are as in :func:`load_checkpoint`."""
     if target not in TARGETS:
         raise ConfigError(f"target must be one of {TARGETS}, got {target!r}")
@@ -98,7 +107,12 @@ def convert(
     else:
         if not isinstance(loaded.model, VisionTransformer):
             raise ConfigError(f"--to timm converts ViTs; {loaded.path} holds a {type(loaded.model).__name__}")
-        # timm ignores safetensors metadata; vitlab reads it back, so the round trip needs no guess
+        # timm ignores safetensors metadata; vitlab reads it back, so the round trip needs no guess. A torch file
+        # has no metadata: timm's config.json beside it carries the model's own preprocessing (timm's hub layout)
+        beside: tuple[Path, dict[str, Any]] | None = None
+        if dst.suffix != ".safetensors":
+            timm_config = timm_config_json(loaded.model, loaded.data)  # refused before anything is written
+            beside = (timm_config_beside(dst, timm_config, overwrite), timm_config)
         recorded = (
             {
                 "vitlab_model_config": json.dumps(loaded.model.config.to_dict()),
@@ -109,4 +123,6 @@ def convert(
             else None
         )
         write_state_dict(to_timm_state_dict(loaded.model), dst, recorded)
+        if beside is not None:
+            write_timm_config(*beside)
     return Conversion(loaded.path, origin, loaded.model, target, loaded.guessed)

@@ -15,6 +15,7 @@ from torch import nn
 from ..data import DataSplits, load_dataset
 from ..data.config import DataConfig
 from ..data.options import DataOptions
+from ..data.paths import recorded_data_dir
 from ..data.registry import photo_sources
 from ..errors import CheckpointError
 
@@ -93,7 +94,7 @@ class Loaded:
             "rows": rows if rows is not None else data.rows if same else None,
             "normalization": data.normalization if same else "standardize",
         }
-        where = data_dir or (data.data_dir if same else None)
+        where = recorded_data_dir(str(self.path), data.data_dir if same else None, data_dir or None)
         if name in photo_sources():
             preprocess = data.resolve(options).preprocess()
             common |= {"loader": options.loader, "workers": options.workers, "max_bad": options.max_bad_images}

@@ -109,6 +109,7 @@ class RunDir:
         self.path = check_out(path)
         self.run_id: str | None = None
         self.resumed = False  # open(resume=True) found a run to continue
+        self._resumed_settings: tuple[dict[str, Any], list[str]] | None = None  # see record_resumed_settings
         self._lock_fd: int | None = None
         self._started: bool = False  # this process wrote the marker (a new run, not a resumed one)
         self._made_folder: bool = False
@@ -250,10 +251,19 @@ class RunDir:
                     f"use the run's settings or start a new run"
                 )
             said = config_changes(saved, config, RUN_ONLY)  # fields the resume changes on purpose (free ones)
-            if said:
-                self.write_json(CONFIG, config)
-                note(f"{self.path}: resumed with {'; '.join(said)}; config.json records it")
+            self._resumed_settings = (config, said) if said else None
         self.resumed = True
+
+    def record_resumed_settings(self) -> None:
+        """Write ``config.json`` with the settings this resume changes on purpose (a new ``lr``, the full data
+        folder of a run that recorded it relative), saying so; called once the resume has checked its state and
+        its data, so a refused resume leaves the run's record as it was."""
+        if self._resumed_settings is None:
+            return
+        config, said = self._resumed_settings
+        self._resumed_settings = None
+        self.write_json(CONFIG, config)
+        note(f"{self.path}: resumed with {'; '.join(said)}; config.json records it")
 
     def _clear(self, found: Found) -> None:
         """Delete the run ``found`` (proved vitlab's): the files the layout names and that run's

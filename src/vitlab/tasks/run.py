@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..data.paths import is_relative_path, resumed_data_dir
 from ..engine import Reporter, RunConfig, fit
 from ..errors import ConfigError
 from ..runs import RunDir
@@ -73,6 +74,8 @@ def resolve_config(
     3. ``sets``: ``KEY=VALUE`` texts (``--set``, values read as JSON where they parse) or a mapping, as options;
     4. the task's ``preset`` and ``out_dir`` / ``resume`` / ``overwrite`` (a file's or a set's are not taken).
 
+    A relative ``data_dir`` a resumed run's ``config.json`` records (an earlier vitlab's) is refused unless
+    ``options`` give the full folder ending with it (:func:`~vitlab.data.paths.resumed_data_dir`).
     On ``resume`` the ``RESUME_SETTABLE`` fields ``options`` or ``sets`` give (``lr``) are applied on purpose;
     any other change from the recorded run is refused when the run folder is opened. This is what
     ``vitlab train`` / ``pretrain``, the explorer and a Python caller of :func:`run` resolve a run with."""
@@ -97,11 +100,18 @@ def resolve_config(
     base = read_config_file(file) if isinstance(file, (str, Path)) else dict(file or {})
     base = {k: v for k, v in base.items() if k not in RUN_FIELDS}
     merged = merge_settings(base, options, sets, config.NESTED)
+    recorded = base.get("data_dir")
+    moved = resume and isinstance(recorded, str) and is_relative_path(recorded)
+    if moved:  # an earlier vitlab's relative data_dir: the user names the full folder, never this process's cwd
+        given = merged.get("data_dir") if merged.get("data_dir") != recorded else None
+        merged["data_dir"] = resumed_data_dir(str(out_dir), str(recorded), given)
     run_fields = {"out_dir": None if out_dir is None else str(out_dir), "resume": resume, "overwrite": overwrite}
     resolved = config.from_options({**merged, **spec.preset, **run_fields})
     if resume:
         given = {k for k, v in (options or {}).items() if v is not None}
         resolved.allow_on_resume(given | set(sets))
+        if moved:  # config.json then records the absolute folder
+            resolved.RESUME_FREE = (*resolved.RESUME_FREE, "data_dir")
     return resolved
 
 

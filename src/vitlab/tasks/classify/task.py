@@ -11,7 +11,6 @@ distillation token by DeiT's loss ``(1 - alpha) CE(cls, y) + alpha D(dist, teach
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
@@ -442,7 +441,6 @@ class ClassificationTask(Task):
 
     def data_config(self) -> DataConfig:
         cfg = self.config
-        data_dir = None if cfg.data_dir is None else os.path.abspath(os.path.expanduser(cfg.data_dir))
-        data = DataConfig.from_splits(self.splits, data_dir=data_dir, seed=cfg.seed, rows=cfg.rows)
+        data = DataConfig.from_splits(self.splits, data_dir=cfg.data_dir, seed=cfg.seed, rows=cfg.rows)
         data.splits = self.splits.identity()
         return data if self.preprocess is None else data.with_preprocess(self.preprocess)

@@ -25,6 +25,7 @@ from torchvision.ops import box_convert
 from ...checks import Check, Fields, Int, Maybe, OneOf
 from ...data import DataConfig, list_datasets, load_dense_dataset
 from ...data.dense import DenseDataset, DenseSplits
+from ...data.paths import recorded_data_dir
 from ...data.shapes import SHAPES_COUNT, check_generated
 from ...engine import Reporter, RunConfig, Task, seed_everything
 from ...engine.distributed import DistEnv
@@ -332,7 +333,7 @@ def evaluate_dense_checkpoint(request: EvaluateRequest) -> dict[str, Any]:
     count = run_settings(loaded.path).get("count", SHAPES_COUNT)
     splits = load_dense_dataset(
         name,
-        data_dir or (data.data_dir if same else None),
+        recorded_data_dir(str(loaded.path), data.data_dir if same else None, data_dir or None),
         seed=data.seed,
         rows=data.rows if same else None,
         image_size=model.config.img_size,
