@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 _noted = threading.Event()
 
@@ -54,27 +55,38 @@ def raise_if_interrupted() -> None:
         raise KeyboardInterrupt
 
 
+class _Deferral:
+    """SIGINT's handler inside :func:`interrupts_deferred`: notes the signal (and in the command's record)."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.received: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.previous is _note_and_raise:
+            _noted.set()
+
+
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold Ctrl-C (SIGINT) back in the block, raised as ``KeyboardInterrupt`` right after it: workers are forked
     and joined inside, where an interrupt would be swallowed by a fork handler or a finaliser, or leave a
     half-made iterator. The block's handler only notes the signal (in the command's record too, so an exit that
-    runs inside a finaliser does not lose it)."""
+    runs inside a finaliser does not lose it). Nested in another deferral (a checkpoint written while a loader's
+    workers are joined), a Ctrl-C is handed to the outer one and raised when the outermost block ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received: list[int] = []
     previous = signal.getsignal(signal.SIGINT)
-
-    def note(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        if previous is _note_and_raise:
-            _noted.set()
-
-    signal.signal(signal.SIGINT, note)
+    deferral = _Deferral(previous)
+    signal.signal(signal.SIGINT, deferral)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if received and previous is not signal.SIG_IGN:
-            raise KeyboardInterrupt
+        if deferral.received:
+            if isinstance(previous, _Deferral):
+                previous(deferral.received[0], None)  # still deferred: the outermost block raises it
+            elif previous is not signal.SIG_IGN:
+                raise KeyboardInterrupt

@@ -53,6 +53,43 @@ def test_an_interrupt_a_finaliser_swallows_is_raised_at_the_next_check(python_ha
     raise_if_interrupted()  # the record is the command's: nothing noted outside it
 
 
+@pytest.mark.parametrize("outer", ["noted", "python"])
+@pytest.mark.parametrize(("depth", "signal_at"), [(d, s) for d in range(2, 5) for s in range(1, d + 1)])
+def test_a_ctrl_c_inside_nested_deferrals_is_raised_when_the_outermost_ends(python_handler, outer, depth, signal_at):
+    finished: list[int] = []
+
+    def level(n: int) -> None:
+        with interrupts_deferred():
+            if n == signal_at:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000):  # bytecode after the signal: its handler runs here
+                    pass
+            if n < depth:
+                level(n + 1)
+            finished.append(n)  # every level's body runs to its end: nothing is raised inside a deferral
+
+    if outer == "noted":
+        with noted_interrupts():
+            with pytest.raises(KeyboardInterrupt):
+                level(1)
+            with pytest.raises(KeyboardInterrupt):
+                raise_if_interrupted()  # in the command's record too
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            level(1)
+    assert finished == list(range(depth, 0, -1))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_nested_deferrals_without_a_ctrl_c_raise_nothing_and_restore_the_handler(python_handler):
+    with interrupts_deferred():
+        with interrupts_deferred():
+            pass
+        with interrupts_deferred():
+            pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_program_with_its_own_sigint_handler_keeps_it():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -9,14 +9,15 @@ splits held in memory (decoded when first used) or streamed (:class:`StreamDatas
 :class:`DataOptions` are a run's data fields. :class:`DataConfig` is what a model needs from its input (size,
 crop, filter, mean/std, channels, classes) and builds it: ``data.eval_transform()(data.load_image(path))``.
 :class:`BatchAugment` augments whole batches; :func:`normalize`
-standardises; :func:`decode_image` / :func:`read_image` read one image file or refuse it.
+standardises; :func:`decode_image` / :func:`read_image` read one image file or refuse it (:func:`image_channels`,
+:func:`convert_image`, :func:`image_tensor` the steps between, shared with the explorer).
 """
 
 from .augment import AugmentConfig, BatchAugment
 from .config import DataConfig
 from .dataset import NORMALIZATIONS, DataSplits, ImageDataset, Source, make_splits
 from .fetch import download
-from .image import decode_image, read_image
+from .image import convert_image, decode_image, image_channels, image_tensor, read_image
 from .load import load_caption_dataset, load_dataset, load_dense_dataset
 from .loader import BatchLoader, ShardSampler
 from .options import DataOptions
@@ -49,10 +50,13 @@ __all__ = [
     "Records",
     "StreamDataset",
     "Source",
+    "convert_image",
     "dataset_spec",
     "decode_image",
     "describe_dataset",
     "download",
+    "image_channels",
+    "image_tensor",
     "list_datasets",
     "load_caption_dataset",
     "load_dataset",

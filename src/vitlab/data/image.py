@@ -7,10 +7,14 @@ folder, empty, text, truncated, corrupt, or a decompression bomb) ends the same 
 any pixel is decoded.
 
 Modes that PIL's ``convert("RGB")`` / ``convert("L")`` would get wrong are normalised on the way out:
-16-bit greyscale (``I;16``, ``I``) is scaled 65535 -> 255 (PIL clips it at 255), palette images with
+16-bit greyscale (``I;16``, ``I``) is scaled 65535 -> 255 (PIL clips it at 255), ``F`` is rounded (PIL
+truncates), palette images with
 transparency and ``PA`` become ``RGBA`` (their colours, not a warning), CMYK becomes RGB. Any other mode
 is returned as decoded, so ``decode_image(f).convert("RGB")`` is what ``Image.open(f).convert("RGB")``
 gives for every 8-bit file (timm's and torchvision's loaders).
+
+:func:`image_channels`, :func:`convert_image` and :func:`image_tensor` are the rest of the door, shared by
+``vitlab predict`` (:func:`read_image`) and the explorer's uploads.
 """
 
 from __future__ import annotations
@@ -134,9 +138,13 @@ def _reading(label: str, max_pixels: int) -> Iterator[None]:
 
 
 def _normalise_mode(image: Image.Image) -> Image.Image:
-    """16-bit grey -> ``L`` scaled by 255/65535; palette with transparency, ``PA`` -> ``RGBA``; CMYK -> RGB."""
+    """16-bit grey -> ``L`` scaled by 255/65535; ``F`` -> ``L`` rounded (PIL's 0-255 scale); palette with
+    transparency, ``PA`` -> ``RGBA``; CMYK -> RGB. Any other image unchanged (so this is idempotent)."""
     if image.mode in _SIXTEEN_BIT:
         pixels = np.asarray(image, dtype=np.float64).clip(0, 65535) * (255 / 65535)
+        return Image.fromarray(np.rint(pixels).astype(np.uint8), "L")
+    if image.mode == "F":  # PIL's own F -> L truncates; NaN is black
+        pixels = np.nan_to_num(np.asarray(image, dtype=np.float64), nan=0.0).clip(0, 255)
         return Image.fromarray(np.rint(pixels).astype(np.uint8), "L")
     if image.mode == "PA" or (image.mode == "P" and "transparency" in image.info):
         return image.convert("RGBA")
@@ -145,20 +153,54 @@ def _normalise_mode(image: Image.Image) -> Image.Image:
     return image
 
 
-def read_image(
-    path: str | Path, channels: int = 3, size: int | None = None, max_pixels: int = MAX_PIXELS
-) -> torch.Tensor:
-    """Image file -> ``(channels, H, W)`` float32 in [0, 1]; ``size``: resize (bilinear) to ``size x size``.
+GREY_MODES = ("1", "L", "LA", "La", "F", *_SIXTEEN_BIT)
+"""The modes of a greyscale image: :func:`image_channels` reads them as one channel."""
 
-    ``channels`` is 3 (RGB) or 1 (greyscale). Raises :class:`DataError` naming the file when it cannot be
-    read as an image or holds more than ``max_pixels`` pixels.
+
+def image_channels(image: Image.Image) -> int:
+    """1 for a greyscale image (a mode in :data:`GREY_MODES`), else 3: the channels an image shows as it is."""
+    return 1 if image.mode in GREY_MODES else 3
+
+
+def convert_image(image: Image.Image, channels: int, name: str = "the image") -> Image.Image:
+    """A decoded image as ``RGB`` (``channels`` 3) or ``L`` (1), the one way every reader does it: 16-bit grey
+    scaled 65535 -> 255 and ``F`` rounded to 8 bits, a palette's transparency and CMYK converted (see
+    :func:`decode_image`), alpha dropped (LA, RGBA: their colours as stored, as timm's loader reads them).
+    :class:`DataError` naming ``name`` when the mode cannot be converted."""
+    if channels not in (1, 3):
+        raise DataError(f"{name}: channels must be 1 or 3, got {channels}")
+    try:
+        return _normalise_mode(image).convert("RGB" if channels == 3 else "L")
+    except _DECODE_ERRORS as err:
+        raise DataError(f"{name}: image mode {image.mode} cannot be converted ({err}); save it as RGB") from err
+
+
+def image_tensor(
+    image: Image.Image, channels: int = 3, size: int | None = None, name: str = "the image"
+) -> torch.Tensor:
+    """A decoded image -> ``(channels, H, W)`` float32 in [0, 1] (:func:`convert_image`, then ``x / 255``);
+    ``size``: resized (bilinear) to ``size x size`` first."""
+    if size is not None and size < 1:
+        raise DataError(f"{name}: size must be >= 1, got {size}")
+    image = convert_image(image, channels, name)
+    side = (image.height, image.width) if size is None else (size, size)
+    return unit_pixels(Preprocess(image_size=side, channels=channels).eval_image(image))
+
+
+def read_image(
+    source: str | Path | bytes,
+    channels: int = 3,
+    size: int | None = None,
+    max_pixels: int = MAX_PIXELS,
+    name: str | None = None,
+) -> torch.Tensor:
+    """An image file (path) or its ``bytes`` -> ``(channels, H, W)`` float32 in [0, 1]; ``size``: resize
+    (bilinear) to ``size x size``. The door is :func:`decode_image`, :func:`convert_image`, :func:`image_tensor`.
+
+    ``channels`` is 3 (RGB) or 1 (greyscale). Raises :class:`DataError` naming the file (or ``name``) when it
+    cannot be read as an image or holds more than ``max_pixels`` pixels.
     """
     if channels not in (1, 3) or (size is not None and size < 1):
         raise DataError(f"read_image needs channels 1 or 3 and size >= 1, got {channels} and {size}")
-    image = decode_image(path, max_pixels=max_pixels)
-    try:
-        image = image.convert("RGB" if channels == 3 else "L")
-    except _DECODE_ERRORS as err:
-        raise DataError(f"{path}: image mode {image.mode} cannot be converted ({err}); save it as RGB") from err
-    side = (image.height, image.width) if size is None else (size, size)
-    return unit_pixels(Preprocess(image_size=side, channels=channels).eval_image(image))
+    label = name or ("image bytes" if isinstance(source, (bytes, bytearray, memoryview)) else str(source))
+    return image_tensor(decode_image(source, name, max_pixels=max_pixels), channels, size, label)

@@ -24,11 +24,12 @@ in the main process); more distinct unreadable images than ``max_bad`` raise one
 from __future__ import annotations
 
 import math
-import re
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,9 @@ STATISTICS_BYTES = 256 << 20
 """Channel statistics are summed in float64 over batches of 64 images, fewer where that passes these bytes."""
 PREFETCH = 4
 """Batches each worker decodes ahead."""
+WORKER_DEATH_WAIT = 2.0
+"""Seconds a loader error waits for a worker's death to become visible (its exit code) before it is taken for
+anything else."""
 MAX_BAD_HINT = "--set data.max_bad_images=N skips up to N unreadable images"
 DECODES = ("cpu", "gpu")
 """Where a streamed split's JPEGs are decoded: ``cpu`` in the loader workers (PIL), ``gpu`` on the run's device
@@ -103,18 +107,64 @@ def _ignore_interrupt(worker: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def worker_died(err: RuntimeError, workers: int, batch_size: int) -> WorkerError | None:
-    """DataLoader's error for a worker that died (SIGKILL from the out-of-memory killer) as one line, or None
-    for any other error."""
-    pattern = r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) (?:exited unexpectedly|is killed by signal: ([^.]*))"
-    found = re.search(pattern, str(err))
-    if found is None:
+def worker_death(
+    processes: Sequence[Any], workers: int, batch_size: int, wait: float | None = None
+) -> WorkerError | None:
+    """One line for the loader worker ``processes`` that exited (killed by a signal, as the out-of-memory killer
+    does, or with an exit code), waiting up to ``wait`` seconds for a death to become visible; None when every
+    worker is still running or exited cleanly (an error of the loader's pipes that is not a death). ``wait``
+    None: :data:`WORKER_DEATH_WAIT`."""
+    deadline = time.monotonic() + (WORKER_DEATH_WAIT if wait is None else wait)
+    while True:
+        dead = [(p.pid, p.exitcode) for p in processes if p.exitcode not in (None, 0)]
+        if dead or time.monotonic() >= deadline or not processes:
+            break
+        time.sleep(0.05)
+    if not dead:
         return None
-    how = f"was killed ({found.group(2)})" if found.group(2) else "exited unexpectedly"
+    how = []
+    for pid, code in dead:
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how.append(f"worker (pid {pid}) was killed by {name}")
+        else:
+            how.append(f"worker (pid {pid}) exited with code {code}")
     return WorkerError(
-        f"data-loading worker (pid {found.group(1).strip()}) {how}, most likely out of memory; use fewer --workers "
-        f"(now {workers}) or a smaller --batch-size (now {batch_size}); a training run continues with --resume"
+        f"data-loading {' and '.join(how)}, most likely out of memory; use fewer --workers (now {workers}) "
+        f"or a smaller --batch-size (now {batch_size}) or --image-size, or give the machine more memory; a "
+        f"training run continues with --resume"
     )
+
+
+@contextmanager
+def _worker_faults(processes: list[Any], workers: int, batch_size: int) -> Iterator[None]:
+    """A loader's pipe or worker error (``RuntimeError``, ``EOFError``, ``ConnectionError``) raised in the block as
+    :func:`worker_death`'s one line when one of ``processes`` (filled in by the block) really exited; any other
+    error unchanged."""
+    try:
+        yield
+    except VitlabError:
+        raise
+    except (RuntimeError, EOFError, ConnectionError) as err:
+        died = worker_death(processes, workers, batch_size)
+        if died is None:
+            raise
+        raise died from err
+
+
+def _no_asynchronous_worker_check(batches: Any) -> None:
+    """Take loader iterator ``batches``'s workers out of torch's SIGCHLD check, which raises its ``RuntimeError``
+    wherever the main thread is when a worker dies (in a training step, a checkpoint's write, a finaliser that
+    drops it), outside :func:`_worker_faults`; the iterator's own check (each time it waits for a batch, every few
+    seconds) and :func:`worker_death` still see the death, inside it."""
+    if getattr(batches, "_worker_pids_set", False):
+        from torch.utils.data._utils import signal_handling
+
+        signal_handling._remove_worker_pids(id(batches))
+        batches._worker_pids_set = False
 
 
 def _collate(samples: list[tuple[Any, ...]]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
@@ -306,30 +356,30 @@ class StreamDataset(RecordsSplit, Dataset):
             generator=torch.Generator().manual_seed(0),  # the workers' base seed, unused: keep the global RNG
             worker_init_fn=_ignore_interrupt if workers else None,
         )
-        with interrupts_deferred():  # forks the workers
-            batches = iter(loader)
-        try:
-            while True:
-                try:  # not a for loop: its hidden reference would join the workers outside the deferral below
-                    images, labels, bad = self._decoded(next(batches))
-                except StopIteration:
-                    break
-                raise_if_interrupted()
-                if bad:
-                    self.bad.update(bad)
-                    if len(self.bad) > max_bad:
-                        raise DataError(self.bad_report(max_bad))
-                if len(labels):
-                    yield images, labels
-        except RuntimeError as err:
-            died = worker_died(err, workers, batch_size)
-            if died is None:
-                raise
-            raise died from err
-        finally:
-            with interrupts_deferred():  # join the workers and free the loader's queues and pipes now: their
-                getattr(batches, "_shutdown_workers", lambda: None)()  # finalisers would run where no deferral
-                del batches  # covers them, and a Ctrl-C landing in one would be dropped
+        processes: list[Any] = []  # the workers, once forked
+        batches: Any = None
+        with _worker_faults(processes, workers, batch_size):  # start-up and shutdown included
+            try:
+                with interrupts_deferred():  # forks the workers
+                    batches = iter(loader)
+                    processes.extend(getattr(batches, "_workers", ()))
+                    _no_asynchronous_worker_check(batches)
+                while True:
+                    try:  # not a for loop: its hidden reference would join the workers outside the deferral below
+                        images, labels, bad = self._decoded(next(batches))
+                    except StopIteration:
+                        break
+                    raise_if_interrupted()
+                    if bad:
+                        self.bad.update(bad)
+                        if len(self.bad) > max_bad:
+                            raise DataError(self.bad_report(max_bad))
+                    if len(labels):
+                        yield images, labels
+            finally:
+                with interrupts_deferred():  # join the workers and free the loader's queues and pipes now: their
+                    getattr(batches, "_shutdown_workers", lambda: None)()  # finalisers would run where no deferral
+                    del batches  # covers them, and a Ctrl-C landing in one would be dropped
 
     def _decoded(self, batch: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str]]]:
         """A collated batch as ``(images uint8 (B', C, H, W), labels (B',), unreadable)``: with ``decode="gpu"``

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from PIL import Image
 
 from ..data import DataSplits, ImageDataset, decode_image, describe_dataset, list_datasets, load_dataset
+from ..data.image import convert_image, image_channels, image_tensor
 from ..data.preprocess import Preprocess, resize_images, thumbnail
 from ..data.registry import dataset_spec, locate_dataset, photo_sources, read_records
 from ..errors import DataError
@@ -41,7 +41,6 @@ KEEP_UPLOADS = 32  # decoded uploads kept in memory, oldest dropped first
 SAMPLE_CACHE_BYTES = 256 * 2**20  # bytes of sample splits kept in memory (two CIFAR test splits), LRU
 LOAD_SLOTS = 2  # sample splits loaded at the same time (one load per source, however many ask)
 LOAD_WAIT = 60.0  # seconds a request waits for a sample split's load before 503
-GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 UPLOAD_FORMATS = ("PNG", "JPEG")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601 weights: RGB -> grey
 
@@ -89,15 +88,14 @@ def decode_upload(
     if not data:
         raise RequestError("the upload is empty: choose a PNG or JPEG file", 415)
     img = open_upload(data, max_pixels)
-    try:
-        img = img.convert("L" if img.mode in GREY_MODES else "RGB")
-    except Exception as err:  # Pillow's converters raise many exception types on odd modes
+    channels = image_channels(img)
+    try:  # the CLI's door (read_image): the same conversion, then shrunk for showing, then the same tensor
+        img = convert_image(img, channels, "the upload")
+        if max(img.size) > max_side:
+            img = thumbnail(img, max_side)
+        return grey_if_equal(image_tensor(img, channels, name="the upload")[None].contiguous())
+    except DataError as err:
         raise unreadable(err) from err
-    if max(img.size) > max_side:
-        img = thumbnail(img, max_side)
-    pixels = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
-    image = (pixels[None] if pixels.ndim == 2 else pixels.permute(2, 0, 1))[None].contiguous()
-    return grey_if_equal(image)
 
 
 def open_upload(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
