@@ -103,7 +103,8 @@ def test_a_program_with_its_own_sigint_handler_keeps_it():
 
 @pytest.mark.xfail(
     strict=False,
-    reason="seen under load: exit -2 after the one line, and a traceback while runpy compiles __main__ (before entry)",
+    reason="seen under load: exit -2 after the one line, a traceback while runpy compiles __main__ (before entry), "
+    "and once, starved of CPU, a Ctrl-C lost and the run going on",
 )
 @pytest.mark.parametrize("delay", [0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.4])
 def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
@@ -118,12 +119,17 @@ def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
         start_new_session=True,
     )
     assert process.stderr is not None
-    for line in process.stderr:
-        if line.rstrip().endswith("| vitlab.errors"):  # vitlab's entry is importing the command line
-            break
-    time.sleep(delay)
-    os.killpg(process.pid, signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    try:
+        for line in process.stderr:
+            if line.rstrip().endswith("| vitlab.errors"):  # vitlab's entry is importing the command line
+                break
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:  # a Ctrl-C that was lost leaves a training running: never past the test
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     said = [line for line in err.splitlines() if not line.startswith("import time:")]
     assert process.returncode == 130, (process.returncode, said)
     assert len(said) == 1 and said[0].startswith("vitlab") and said[0].endswith("interrupted"), said
