@@ -220,14 +220,19 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
     wanted, times = {"start-up": (r"^folder: stream", 1), "mid-epoch": (r"step 1/", 1)}.get(
         moment, (r"step (\d+)/\1\b", 2)
     )
-    for line in process.stderr:
-        seen += line
-        times -= bool(re.search(wanted, line))
-        if not times:
-            break
-    time.sleep(rng.uniform(0.0, 0.05))
-    os.killpg(process.pid, signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    try:
+        for line in process.stderr:
+            seen += line
+            times -= bool(re.search(wanted, line))
+            if not times:
+                break
+        time.sleep(rng.uniform(0.0, 0.05))
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:  # a Ctrl-C that was lost leaves the run going: never past the test
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     return process.returncode, seen + err
 
 
