@@ -254,8 +254,8 @@ def cpu_seconds() -> tuple[float, float]:
 
 def measure(run: Callable[[int], Iterator[int]], seed: int, warmup: int, batches: int | None, seconds: float) -> dict:
     """Start ``run(seed)``, skip ``warmup`` batches, then time ``batches`` batches (None: as many as fit in
-    ``seconds``). Images/s of the timed part, and the CPU seconds this process and the loader's workers
-    spent during it per image delivered."""
+    ``seconds``; fewer when the epoch ends first). Images/s of the timed part, and the CPU seconds this process
+    and the loader's workers spent during it per image delivered."""
     started = time.perf_counter()
     stream = run(seed)
     for _ in range(warmup):
@@ -264,7 +264,10 @@ def measure(run: Callable[[int], Iterator[int]], seed: int, warmup: int, batches
     t0 = time.perf_counter()
     images = count = 0
     while (count < batches) if batches is not None else (time.perf_counter() - t0 < seconds):
-        images += next(stream)
+        got = next(stream, None)
+        if got is None:  # the epoch ended first (a fast loader, a small folder): time what it delivered
+            break
+        images += got
         count += 1
     elapsed = time.perf_counter() - t0
     cpu1 = cpu_seconds()
