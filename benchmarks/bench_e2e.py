@@ -19,8 +19,9 @@ photos of 224-320 px, 10 classes). Each peer runs as its own process (its DataLo
   num_workers=W)`` (RandomResizedCrop + flip, no auto-augment or erasing), ``create_optimizer_v2("adamw")``,
   cross-entropy, ``E`` epochs, each followed by a validation pass over ``DIR/val`` as ``train.py`` does.
 - ``vitlab-evaluate``: ``vitlab evaluate RUN --split val --device cpu`` on the weights of an untimed vitlab run.
-- ``timm-validate``: ``validate.py``'s loop: ``create_loader(is_training=False)`` over ``DIR/val``, eval mode,
-  ``no_grad``, top-1 (timm's own initial weights: speed and memory are compared, not accuracy).
+- ``timm-validate``: ``validate.py``'s loop: the same weights (``vitlab convert RUN --to timm``) read by
+  ``timm.models.load_checkpoint`` as ``validate.py --checkpoint`` reads them, ``create_loader(is_training=False)``
+  over ``DIR/val``, eval mode, ``no_grad``, top-1.
 
 Per process: wall seconds, CPU seconds (user + system of it and its reaped workers, from ``os.wait4``), and the
 peak of its process tree's summed RSS and PSS (``bench_data.TreeMemory``). ``--rounds`` rounds, the peers'
@@ -39,6 +40,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -101,6 +103,10 @@ def timm_peer(args: argparse.Namespace) -> None:
         return correct / total
 
     if args.peer == "timm-validate":
+        if args.checkpoint:
+            from timm.models import load_checkpoint
+
+            load_checkpoint(model, args.checkpoint)
         validate()
         return
     optimizer = create_optimizer_v2(model, opt="adamw", lr=args.lr, weight_decay=0.05)
@@ -153,6 +159,7 @@ def main() -> None:
     p.add_argument("--weights", type=Path, help="a vitlab run on this folder for evaluate (default: an untimed one)")
     p.add_argument("--peer", choices=("timm-train", "timm-validate"), help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
+    p.add_argument("--checkpoint", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.peer:
         timm_peer(args)
@@ -168,6 +175,11 @@ def main() -> None:
             setup = watched(vitlab_train(root, weights, argparse.Namespace(**{**vars(args), "epochs": 1})))
             if setup["returncode"]:
                 raise SystemExit(f"the setup run failed: {setup.get('stderr_tail')}")
+        timm_weights = work / "timm-weights.safetensors"
+        if "evaluate" in args.only:
+            convert = [sys.executable, "-m", "vitlab", "convert", str(weights), "--to", "timm", str(timm_weights)]
+            if subprocess.run(convert, capture_output=True, text=True).returncode:
+                raise SystemExit(f"{' '.join(convert)} failed")
         peers = {
             "train": {
                 "vitlab": vitlab_train(root, work / "run", args),
@@ -178,7 +190,7 @@ def main() -> None:
                     *(sys.executable, "-m", "vitlab", "evaluate", str(weights), "--split", "val"),
                     *("--device", "cpu", "--set", f"data.workers={args.workers}"),
                 ],
-                "timm": peer_command("timm-validate", root, args),
+                "timm": [*peer_command("timm-validate", root, args), "--checkpoint", str(timm_weights)],
             },
         }
         peers = {what: commands for what, commands in peers.items() if what in args.only}
