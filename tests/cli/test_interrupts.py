@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from tests.processes import reaped
 
 from vitlab.interrupts import interrupts_deferred, noted_interrupts, raise_if_interrupted
 
@@ -119,17 +120,13 @@ def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
         start_new_session=True,
     )
     assert process.stderr is not None
-    try:
+    with reaped(process):
         for line in process.stderr:
             if line.rstrip().endswith("| vitlab.errors"):  # vitlab's entry is importing the command line
                 break
         time.sleep(delay)
         os.killpg(process.pid, signal.SIGINT)
         _, err = process.communicate(timeout=120)
-    finally:  # a Ctrl-C that was lost leaves a training running: never past the test
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
     said = [line for line in err.splitlines() if not line.startswith("import time:")]
     assert process.returncode == 130, (process.returncode, said)
     assert len(said) == 1 and said[0].startswith("vitlab") and said[0].endswith("interrupted"), said

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from tests.conftest import _write_hue_photos
+from tests.processes import reaped
 
 from vitlab.cli.main import main
 from vitlab.data import read_image, read_records
@@ -220,7 +221,7 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
     wanted, times = {"start-up": (r"^folder: stream", 1), "mid-epoch": (r"step 1/", 1)}.get(
         moment, (r"step (\d+)/\1\b", 2)
     )
-    try:
+    with reaped(process):
         for line in process.stderr:
             seen += line
             times -= bool(re.search(wanted, line))
@@ -229,10 +230,6 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
         time.sleep(rng.uniform(0.0, 0.05))
         os.killpg(process.pid, signal.SIGINT)
         _, err = process.communicate(timeout=60)
-    finally:  # a Ctrl-C that was lost leaves the run going: never past the test
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
     return process.returncode, seen + err
 
 
