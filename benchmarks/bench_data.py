@@ -13,7 +13,9 @@ pages unread for about a minute, so once at the start is not enough).
 ``loader``: images/s out of each loader, with the same work per image: decode (PIL), RandomResizedCrop
 (scale 0.08-1, ratio 3/4-4/3, torchvision's rule) to 224 x 224 with PIL's bilinear filter, horizontal flip
 with p 0.5, and normalisation with ImageNet's mean/std, ``--workers`` DataLoader processes, batches of
-``--batch-size``, a random order of the whole folder:
+``--batch-size``, a random order of the whole folder; each peer's float batch is then read as a model's first
+layer reads it (``read_by_the_model``: every page, so a batch handed over in shared memory is mapped into this
+process, as a training step would map it):
 
 - ``vitlab``: ``StreamDataset(read_records("folder", DIR)["train"], Preprocess(224, bilinear), train=True)``
   ``.batches(order, B, seed=..., workers=W)``: uint8 batches from the workers, then the engine's own
@@ -114,6 +116,14 @@ def warm_page_cache(paths: list[str]) -> int:
 # --- the peers: each yields the number of images of each batch, ready for the model --------------------
 
 
+def read_by_the_model(inputs: torch.Tensor) -> float:
+    """What a model's first layer does to a batch, at the least: read every page of it. A batch that crossed from
+    a worker in shared memory is mapped into this process page by page on its first read; a loader whose
+    batches were never read would not pay for that mapping here, and its consumer would in its first layer."""
+    flat = inputs.reshape(-1)
+    return float(flat[:: max(1, 4096 // flat.element_size())].sum())
+
+
 def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> Callable[[int], Iterator[int]]:
     from vitlab.data import read_records
     from vitlab.data.preprocess import Preprocess, normalize_
@@ -135,6 +145,7 @@ def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> 
             for images, labels in batches:
                 inputs = normalize_(as_pixels(images, device), mean, std)
                 assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
+                read_by_the_model(inputs)
                 if cuda:
                     torch.cuda.synchronize()
                 yield len(labels)
@@ -177,6 +188,7 @@ def timm_loader(root: Path, args: argparse.Namespace, prefetch: bool) -> Callabl
         try:
             for images, labels in batches:
                 assert images.shape[1:] == (3, 224, 224) and images.dtype == torch.float32
+                read_by_the_model(images)
                 yield len(labels)
         finally:
             if hasattr(batches, "close"):  # PrefetchLoader's generator: closing it drops the DataLoader's iterator

@@ -223,7 +223,7 @@ def main() -> None:
                     entry[f"{peer}_peak_pss_mib"] = spread([run[peer]["peak_pss_mib"] for run in ok])
             result[what] = entry
         result["load_after"] = [round(v, 2) for v in os.getloadavg()]
-        print(json.dumps(result, indent=1))
+        print(json.dumps(result, indent=1, default=str))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

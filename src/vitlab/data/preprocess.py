@@ -245,7 +245,7 @@ class Preprocess:
         """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> float32 ``(x - mean) / std`` (needs mean and std)."""
         if self.mean is None or self.std is None:
             raise ConfigError("this preprocess has no mean/std (the dataset's own statistics): normalise with those")
-        return normalize(unit_pixels(pixels), self.mean, self.std)
+        return Statistics(self.mean, self.std).normalize(pixels)
 
     def eval_input(self, image: Image.Image) -> torch.Tensor:
         """The model's input for ``image``: :meth:`eval_image`, then :meth:`normalize`: float32 ``(C, H, W)``."""
@@ -438,9 +438,10 @@ class Statistics:
 
     def normalize(self, pixels: torch.Tensor, in_place: bool = False) -> torch.Tensor:
         """uint8 or float-in-[0, 1] ``(..., C, H, W)`` -> ``(x - mean) / std``; ``in_place`` reuses a float batch's
-        own tensor."""
-        pixels = unit_pixels(pixels)
-        return (normalize_ if in_place else normalize)(pixels, self.mean, self.std)
+        own tensor; uint8 pixels are scaled into a new float tensor, which is then normalised in place (one
+        batch-sized tensor made, not three)."""
+        in_place = in_place or pixels.dtype == torch.uint8
+        return (normalize_ if in_place else normalize)(unit_pixels(pixels), self.mean, self.std)
 
 
 def _pixels(image: Image.Image) -> torch.Tensor:

@@ -74,11 +74,11 @@ def checkpoint_bytes(
     }
     blob = safetensors_save(tensors, {k: json.dumps(v) for k, v in meta.items()})
     (n,) = struct.unpack("<Q", blob[:8])
-    header, body = json.loads(blob[8 : 8 + n]), blob[8 + n :]  # tensor offsets count from the body
+    header, body = json.loads(blob[8 : 8 + n]), _tensor_bytes(blob)  # tensor offsets count from the body
     header["__metadata__"]["sha256"] = json.dumps(hashlib.sha256(body).hexdigest())
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors keeps the body 8-byte aligned
-    return struct.pack("<Q", len(text)) + text + body
+    return b"".join((struct.pack("<Q", len(text)), text, body))
 
 
 def save_checkpoint(
@@ -110,9 +110,10 @@ def _header_length(blob: bytes, path: Path) -> int:
     return n
 
 
-def _tensor_bytes(blob: bytes) -> bytes:
+def _tensor_bytes(blob: bytes) -> memoryview:
+    """The tensor bytes of safetensors ``blob`` (after its header), a view: hashing them copies nothing."""
     (n,) = struct.unpack("<Q", blob[:8])
-    return blob[8 + n :]
+    return memoryview(blob)[8 + n :]
 
 
 def recorded_epoch(path: Path) -> int | None:
