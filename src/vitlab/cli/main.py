@@ -33,6 +33,7 @@ from typing import NoReturn
 
 from .._version import __version__
 from ..errors import VitlabError
+from ..interrupts import noted_interrupts, raise_if_interrupted
 
 # Each command's one-line help, so that `vitlab --help` imports no command module (nor torch); a
 # command's module is imported only when it runs (or when every parser is built, for completion).
@@ -153,6 +154,7 @@ def _main(argv: list[str], command: str | None, debug: bool) -> int:
         complete(build_parser)
     parser = build_parser(command if command in command_modules() else "")
     args = parse(parser, argv)
+    raise_if_interrupted()  # a Ctrl-C a finaliser swallowed while the command's modules were imported
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
@@ -163,7 +165,6 @@ def _main(argv: list[str], command: str | None, debug: bool) -> int:
 
 def _run(args: argparse.Namespace, debug: bool) -> int:
     """``args.func(args)`` inside the error boundary (see the module docstring)."""
-    from ..interrupts import noted_interrupts, raise_if_interrupted
     from .outputs import check_outputs, remove_made
 
     made: list[Path] = []
