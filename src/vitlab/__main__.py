@@ -18,8 +18,9 @@ def entry() -> int:
             from .cli.main import main
         except KeyboardInterrupt:
             print("vitlab: interrupted", file=sys.stderr)
-            _exit_interrupted()
-        code = main()
+            code = 130
+        else:
+            code = main()
     if code == 130:
         _exit_interrupted()
     return code

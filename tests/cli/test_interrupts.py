@@ -143,6 +143,8 @@ def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
         for line in process.stderr:
             if line.split("|")[-1].strip() == "vitlab.errors":  # vitlab's entry is importing the command line
                 break
+        else:
+            pytest.fail("vitlab.errors was never imported: the Ctrl-C would come after the run")
         time.sleep(delay)
         os.killpg(process.pid, signal.SIGINT)
         _, err = process.communicate(timeout=120)

@@ -227,6 +227,7 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
             times -= bool(re.search(wanted, line))
             if not times:
                 break
+        assert not times, f"no {moment} line ({wanted}) before the run ended: the Ctrl-C would come too late\n{seen}"
         time.sleep(rng.uniform(0.0, 0.05))
         os.killpg(process.pid, signal.SIGINT)
         _, err = process.communicate(timeout=60)
