@@ -3,11 +3,14 @@
 Python raises ``KeyboardInterrupt`` wherever the main thread happens to be when SIGINT's handler runs. Inside a
 finaliser -- a ``__del__`` or a weakref callback, such as those of a DataLoader iterator's queues, pipes and
 worker handles as they are freed, or any object the garbage collector frees at an allocation -- Python prints
-"Exception ignored" and drops it, and the command goes on. Two mechanisms close that gap:
+"Exception ignored" and drops it, and the command goes on. Inside an extension module's initialisation (numpy's,
+while torch imports it) it can be dropped too, leaving the module half made: the next import of it fails with an
+error that has nothing to do with the command. Two mechanisms close that gap:
 
     noted_interrupts()      a command's block: SIGINT's handler notes the signal before it raises, and
                             raise_if_interrupted() (called where long work passes often: each batch, each step,
-                            the command's end) raises it again if a finaliser swallowed it
+                            the command's end) raises it again if a finaliser swallowed it, and an
+                            error that ends the command after it is reported as the Ctrl-C (interrupted())
     interrupts_deferred()   a block where SIGINT is only noted and raised right after it: workers are forked and
                             joined, and the loader that held them is freed, inside it
 
@@ -47,6 +50,12 @@ def noted_interrupts() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _noted.clear()
+
+
+def interrupted() -> bool:
+    """Whether a SIGINT was noted in this command's block: an error that ends the command after it is the
+    Ctrl-C's doing (an import it cut short leaves its package half made, and the next import of it fails)."""
+    return _noted.is_set()
 
 
 def raise_if_interrupted() -> None:

@@ -33,7 +33,7 @@ from typing import NoReturn
 
 from .._version import __version__
 from ..errors import VitlabError
-from ..interrupts import noted_interrupts, raise_if_interrupted
+from ..interrupts import interrupted, noted_interrupts, raise_if_interrupted
 
 # Each command's one-line help, so that `vitlab --help` imports no command module (nor torch); a
 # command's module is imported only when it runs (or when every parser is built, for completion).
@@ -135,16 +135,27 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = lambda message, *_, **__: print(
             f"vitlab{f' {command}' if command in COMMANDS else ''}: warning: {message}", file=sys.stderr
         )
-    try:
-        return _main(argv, command, debug)
-    except KeyboardInterrupt:  # before a command runs (imports, parsing): _run says more once one does
-        print(f"vitlab{f' {command}' if command in COMMANDS else ''}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader went away (`vitlab models | head`): stop quietly, as `yes | head` does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail
-        return 128 + 13  # killed by SIGPIPE
-    finally:
-        warnings.showwarning = shown
+    with noted_interrupts():  # the command's block: SIGINT is noted from here (from the script's start, under it)
+        try:
+            return _main(argv, command, debug)
+        except KeyboardInterrupt:  # before a command runs (imports, parsing): _run says more once one does
+            return _interrupted(command)
+        except BrokenPipeError:  # the reader went away (`vitlab models | head`): stop quietly, as `yes | head` does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail
+            return 128 + 13  # killed by SIGPIPE
+        except Exception:
+            if interrupted():  # e.g. an import the Ctrl-C cut short, failing when it is imported again
+                return _interrupted(command)
+            raise
+        finally:
+            warnings.showwarning = shown
+
+
+def _interrupted(command: str | None, during: bool = False) -> int:
+    """Say that ``command`` was interrupted (``during`` its work: what it wrote is kept); the exit code, 130."""
+    kept = "; files already written are intact (a training run continues with --resume)" if during else ""
+    print(f"vitlab{f' {command}' if command in COMMANDS else ''}: interrupted{kept}", file=sys.stderr)
+    return 130
 
 
 def _main(argv: list[str], command: str | None, debug: bool) -> int:
@@ -170,21 +181,17 @@ def _run(args: argparse.Namespace, debug: bool) -> int:
     made: list[Path] = []
     try:
         made = check_outputs(args)  # where it writes, before any work
-        with noted_interrupts():
-            done = int(args.func(args) or 0)
-            raise_if_interrupted()  # a Ctrl-C a finaliser swallowed still ends the command as one
+        done = int(args.func(args) or 0)
+        raise_if_interrupted()  # a Ctrl-C a finaliser swallowed still ends the command as one
         made = []
         return done
     except KeyboardInterrupt:
-        print(
-            f"vitlab {args.command}: interrupted; files already written are intact (a training run continues "
-            f"with --resume)",
-            file=sys.stderr,
-        )
-        return 130
+        return _interrupted(args.command, during=True)
     except BrokenPipeError:
         raise  # the reader went away: main() ends quietly
-    except (VitlabError, OSError) as err:
+    except Exception as err:
+        if interrupted():  # an error that ended the command after a Ctrl-C (a worker it stopped, say) is the Ctrl-C
+            return _interrupted(args.command, during=True)
         code = exit_code(err)
         if debug or code is None:
             raise
