@@ -19,7 +19,8 @@ process, as a training step would map it):
 
 - ``vitlab``: ``StreamDataset(read_records("folder", DIR)["train"], Preprocess(224, bilinear), train=True)``
   ``.batches(order, B, seed=..., workers=W)``: uint8 batches from the workers, then the engine's own
-  ``as_pixels`` + ``normalize_`` in this process (as ``vitlab train`` on CPU does).
+  ``as_pixels`` (into one ``BatchBuffer``, as the classification task keeps) + ``normalize_`` in this process
+  (as ``vitlab train`` on CPU does).
 - ``vitlab-decode-gpu``: the same with ``decode="gpu"`` (``--set data.decode=gpu``) on ``--device``: the workers
   send JPEG bytes and each image's crop box, this process decodes the batch with ``torchvision.io.decode_jpeg``
   on the device, crops and resizes there (torchvision's antialiased bilinear) and normalises (CUDA synchronised
@@ -126,7 +127,7 @@ def read_by_the_model(inputs: torch.Tensor) -> float:
 
 def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> Callable[[int], Iterator[int]]:
     from vitlab.data import read_records
-    from vitlab.data.preprocess import Preprocess, normalize_
+    from vitlab.data.preprocess import BatchBuffer, Preprocess, normalize_
     from vitlab.data.stream import StreamDataset
     from vitlab.tasks.classify.task import as_pixels
 
@@ -137,13 +138,14 @@ def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> 
     dataset = dataset.on(device)
     mean, std = torch.tensor(IMAGENET_MEAN, device=device), torch.tensor(IMAGENET_STD, device=device)
     cuda = device.type == "cuda"
+    pixels = BatchBuffer()  # as the classification task holds one
 
     def run(seed: int) -> Iterator[int]:
         order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
         batches = dataset.batches(order, args.batch_size, seed=seed, workers=args.workers, pin_memory=cuda)
         try:
             for images, labels in batches:
-                inputs = normalize_(as_pixels(images, device), mean, std)
+                inputs = normalize_(as_pixels(images, device, pixels), mean, std)
                 assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
                 read_by_the_model(inputs)
                 if cuda:
@@ -443,7 +445,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
 
     from vitlab.data import read_records
     from vitlab.data.device_decode import decode_batch
-    from vitlab.data.preprocess import Preprocess, normalize_
+    from vitlab.data.preprocess import BatchBuffer, Preprocess, normalize_
     from vitlab.data.stream import StreamDataset, sample_seeds
     from vitlab.tasks.classify.task import as_pixels
 
@@ -466,6 +468,7 @@ def bench_stages(args: argparse.Namespace) -> dict:
     mean, std = torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)
     mean255, std255 = (255 * mean).view(1, 3, 1, 1), (255 * std).view(1, 3, 1, 1)
     cpu = torch.device("cpu")
+    pixels = BatchBuffer()
     b = args.batch_size
     worker = {
         "decode PIL (Image.open + convert RGB)": per_image_ms(lambda i: Image.open(paths[i]).convert("RGB"), n),
@@ -488,7 +491,14 @@ def bench_stages(args: argparse.Namespace) -> dict:
         )
         / b,
         "vitlab sample_seeds (batch sampler)": per_image_ms(lambda i: sample_seeds(0, range(i * b, i * b + b)), 20) / b,
-        "vitlab as_pixels + normalize_": per_image_ms(lambda i: normalize_(as_pixels(batch, cpu), mean, std), 10) / b,
+        "vitlab as_pixels + normalize_, a new batch": per_image_ms(
+            lambda i: normalize_(as_pixels(batch, cpu), mean, std), 10
+        )
+        / b,
+        "vitlab as_pixels into a BatchBuffer + normalize_": per_image_ms(
+            lambda i: normalize_(as_pixels(batch, cpu, pixels), mean, std), 10
+        )
+        / b,
         "timm PrefetchLoader float().sub_().div_()": per_image_ms(
             lambda i: batch.to(torch.float32).sub_(mean255).div_(std255), 10
         )

@@ -23,7 +23,7 @@ from ...checks import Check, Fields, Float, Maybe, OneOf, Options, Text, shown
 from ...data import AugmentConfig, BatchAugment, DataConfig, DataSplits, ImageDataset
 from ...data.augment import PRESETS
 from ...data.options import DataOptions
-from ...data.preprocess import Statistics, unit_pixels
+from ...data.preprocess import BatchBuffer, Statistics, unit_pixels
 from ...data.stream import StreamDataset, bad_report
 from ...engine.config import ModelFields, RunConfig
 from ...engine.distributed import all_reduce_sum
@@ -288,10 +288,10 @@ def _on(data: ImageDataset | Any, device: torch.device) -> ImageDataset | Any:
     return ImageDataset(data.images.to(device), data.labels.to(device), data.classes)
 
 
-def as_pixels(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+def as_pixels(images: torch.Tensor, device: torch.device, into: BatchBuffer | None = None) -> torch.Tensor:
     """A batch on ``device`` as float pixels in [0, 1]: a streamed uint8 batch is scaled there, after the
-    copy (a quarter of the bytes of float32)."""
-    return unit_pixels(images.to(device, non_blocking=True))
+    copy (a quarter of the bytes of float32), into ``into``'s tensor when the last batch let it go."""
+    return unit_pixels(images.to(device, non_blocking=True), into)
 
 
 class ClassificationTask(Task):
@@ -334,6 +334,7 @@ class ClassificationTask(Task):
         self.augment: BatchAugment | None = None
         self.epoch_seed = 0
         self.inputs = Statistics(tuple(splits.mean), tuple(splits.std))
+        self.pixels = BatchBuffer()  # a uint8 batch's float pixels, in one tensor step after step
 
     def prepare(self, env: Any, amp: bool) -> None:
         super().prepare(env, amp)
@@ -375,7 +376,7 @@ class ClassificationTask(Task):
         self, net: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], epoch: int
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         images, labels = batch  # this batch's own tensor (indexing and the uint8 conversion copy)
-        images, labels = as_pixels(images, self.env.device), labels.to(self.env.device)
+        images, labels = as_pixels(images, self.env.device, self.pixels), labels.to(self.env.device)
         targets = labels
         if self.augment is not None:
             images, targets = self.augment(images, labels)
