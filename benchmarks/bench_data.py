@@ -148,6 +148,7 @@ def vitlab_stream(root: Path, args: argparse.Namespace, decode: str = "cpu") -> 
                 inputs = normalize_(as_pixels(images, device, pixels), mean, std)
                 assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
                 read_by_the_model(inputs)
+                del inputs  # as a training step ends: its inputs go before the next batch comes
                 if cuda:
                     torch.cuda.synchronize()
                 yield len(labels)
