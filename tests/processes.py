@@ -7,6 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def sigint_as_from_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test sends Ctrl-C: SIGINT at its default, as a program started from a
+    terminal has it, whatever the test runner inherited. A job a script starts in the background ignores SIGINT,
+    and every program it starts inherits that; vitlab, as Python and any Unix program, keeps an inherited
+    SIG_IGN (``nohup``'s promise), so such a child would never see the Ctrl-C and would train to its end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def reaped(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
     """The block, then ``process``'s group killed if it still runs: a Ctrl-C the program lost (it went on

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from tests.processes import reaped
+from tests.processes import reaped, sigint_as_from_a_terminal
 
 from vitlab.interrupts import interrupts_deferred, noted_interrupts, raise_if_interrupted
 
@@ -195,6 +195,7 @@ def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_as_from_a_terminal,
     )
     assert process.stderr is not None
     with reaped(process):

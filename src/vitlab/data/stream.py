@@ -28,9 +28,10 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,9 +103,24 @@ def bad_report(bad: dict[str, str], max_bad: int | None = None) -> str:
     return f"{len(names)} unreadable image(s), more than the {max_bad} tolerated: {bad[names[0]]}{also}; {MAX_BAD_HINT}"
 
 
-def _ignore_interrupt(worker: int) -> None:
-    """A worker leaves Ctrl-C to the main process, which stops it: no worker prints a KeyboardInterrupt."""
+def _worker_start(worker: int) -> None:
+    """A worker leaves a Ctrl-C to the main process, which stops it and says so: no worker prints a
+    KeyboardInterrupt, nor the hang-up of a main process interrupted while it took a batch's shared memory."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.excepthook = _quiet_hang_ups(sys.excepthook)
+
+
+def _quiet_hang_ups(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook`` (a worker's ``sys.excepthook``) without the traceback of a consumer that hung up. A worker hands
+    each batch's shared memory over a connection its ``resource_sharer`` thread serves; a main process that
+    Ctrl-C stops in the middle of one resets it, and that thread reports a ``ConnectionResetError`` through
+    ``sys.excepthook`` as the worker is stopped. The main process reports what stopped it."""
+
+    def excepthook(kind: type[BaseException], value: BaseException, traceback: TracebackType | None) -> None:
+        if not issubclass(kind, (ConnectionError, EOFError)):
+            hook(kind, value, traceback)
+
+    return excepthook
 
 
 def worker_death(
@@ -354,7 +370,7 @@ class StreamDataset(RecordsSplit, Dataset):
             persistent_workers=False,
             multiprocessing_context=("fork" if sys.platform == "linux" else None) if workers else None,
             generator=torch.Generator().manual_seed(0),  # the workers' base seed, unused: keep the global RNG
-            worker_init_fn=_ignore_interrupt if workers else None,
+            worker_init_fn=_worker_start if workers else None,
         )
         processes: list[Any] = []  # the workers, once forked
         batches: Any = None
