@@ -125,6 +125,7 @@ def test_a_cnn_only_runs_folder_opens_on_its_gradient_and_occlusion_maps(browser
     page = new_page(browser, cnn_server + "#attention")
     settle(page, "#page-attention")
     settle(page, "#attn-maps")
+    expect(page.locator("#attn-maps figure")).to_have_count(2)  # each map drawn as it comes
     methods = page.eval_on_selector_all("#attn-maps figure", "fs => fs.map(f => f.dataset.method)")
     assert sorted(methods) == ["gradient", "occlusion"]
     expect(page.locator("#attention-absent")).to_contain_text("cnn-digits has no self-attention layers")
@@ -135,7 +136,7 @@ def test_a_cnn_only_runs_folder_opens_on_its_gradient_and_occlusion_maps(browser
     settle(page, "#run-detail")
     page.click("#run-links a")  # "Open its checkpoint on the Attention page": no dead end
     settle(page, "#attn-maps")
-    assert page.eval_on_selector_all("#attn-maps figure", "fs => fs.length") == 2
+    expect(page.locator("#attn-maps figure")).to_have_count(2)
     open_page(page, "forward")
     expect(page.locator("#forward-none")).to_contain_text("can be traced: SimpleCNN is not a ViT")
     open_page(page, "mechanics")
