@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from tests.processes import reaped, sigint_as_from_a_terminal
+from tests.processes import interruptible, reaped
 
 from vitlab.interrupts import interrupts_deferred, noted_interrupts, raise_if_interrupted
 
@@ -189,13 +189,11 @@ def test_ctrl_c_during_the_start_up_imports_ends_in_one_line(delay, tmp_path):
     """SIGINT a few moments after vitlab's entry began importing the command line (Python's own start-up and
     runpy's before it are any program's): while the command's modules and torch are imported, or the command
     begins: one line, exit 130."""
-    process = subprocess.Popen(
+    process = interruptible(
         [sys.executable, "-X", "importtime", "-m", "vitlab", "train", "--dataset", "digits", "--out", str(tmp_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
-        preexec_fn=sigint_as_from_a_terminal,
     )
     assert process.stderr is not None
     with reaped(process):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from tests.conftest import _write_hue_photos
-from tests.processes import reaped, sigint_as_from_a_terminal
+from tests.processes import interruptible, reaped
 
 from vitlab.cli.main import main
 from vitlab.data import read_image, read_records
@@ -208,14 +208,12 @@ def interrupted(argv: list[str], moment: str, rng: np.random.Generator) -> tuple
     ``checkpoint`` the second epoch's last step's line (while it is validated and committed; the first epoch is
     committed by then). ``(exit code, stderr)``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
+    process = interruptible(
         [sys.executable, "-m", "vitlab", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        start_new_session=True,
-        preexec_fn=sigint_as_from_a_terminal,
     )
     assert process.stderr is not None
     seen = ""

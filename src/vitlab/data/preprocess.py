@@ -387,9 +387,9 @@ class BatchBuffer:
 
     def take(self, shape: Sequence[int] | torch.Size, device: torch.device) -> torch.Tensor:
         """A float32 tensor of ``shape`` on ``device`` that nothing else refers to (contents undefined)."""
-        tensor = self._tensor
-        if tensor is None or tensor.shape != tuple(shape) or tensor.device != device or not _unshared(tensor):
-            tensor = self._tensor = torch.empty(tuple(shape), dtype=torch.float32, device=device)
+        shape, tensor = torch.Size(shape), self._tensor
+        if tensor is None or tensor.shape != shape or tensor.device != device or not _unshared(tensor):
+            tensor = self._tensor = torch.empty(shape, dtype=torch.float32, device=device)
         return tensor.view(tensor.shape)
 
 
